@@ -1,0 +1,50 @@
+"""ctxsel: decide how much of a long context a language model should read.
+
+    >>> import ctxsel
+    >>> sel = ctxsel.select("Who wrote it?", ["...", "..."], method="adaptive-k", scores=[0.9, 0.1])
+    >>> sel.ids, sel.explanation
+
+Importing ctxsel loads numpy only; models load when a feature needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ctxsel.selectors import available_methods, get_selector
+from ctxsel.types import Chunk, Example, LLMUsage, Selection, as_chunks
+
+__version__ = "0.1.0"
+
+
+def select(
+    question: str,
+    chunks: Sequence[Chunk | str],
+    method: str = "adaptive-k",
+    scores: Sequence[float] | Any | None = None,
+    *,
+    scorer: Any = None,
+    **options: Any,
+) -> Selection:
+    """Pick the chunks of ``chunks`` a reader should see for ``question``.
+
+    ``method`` is a registered name or spec (``"top-k@5"``,
+    ``"adaptive-k[strategy=moving_avg]"``); ``options`` go to the selector
+    (``min_k``, ``max_tokens``, ``buffer``...). Without ``scores``, a
+    score-based method scores with ``scorer`` (a Scorer, or a name:
+    ``"dense"`` -- the default, bundled MiniLM --, ``"bm25"``, ``"keywords"``).
+    """
+    selector = get_selector(method, **options)
+    chunk_list = as_chunks(chunks)
+    if scores is None and selector.needs_scores and chunk_list:
+        from ctxsel.scoring import get_scorer
+
+        sc = get_scorer(scorer or "dense") if isinstance(scorer, str) or scorer is None else scorer
+        scores = sc.score(question, chunk_list)
+    elif scores is None and not chunk_list:
+        scores = []
+    return selector.select(question, chunk_list, scores)
+
+
+__all__ = ["Chunk", "Example", "LLMUsage", "Selection", "__version__", "available_methods", "get_selector", "select"]

@@ -1,0 +1,1 @@
+"""The ``ctxsel`` command line: one module per subcommand."""

@@ -1,0 +1,113 @@
+"""Bring-your-own data: the generic ctxsel JSONL format and HELMET's
+retrieval-augmented QA layout.
+
+Generic, one example per line::
+
+    {"id": "q1", "question": "...",
+     "chunks": [{"id": "c1", "text": "..."}, ...]  # or "document": "..."
+     "gold_ids": ["c1"], "answers": ["..."], "options": [...]}
+
+``document`` is split into paragraphs (``chunking="..."`` picks another
+method). HELMET (Yen et al., 2025) RAG files hold ``question``, ``answers``
+and ``ctxs: [{"id", "title", "text", ...}]``; gold chunks are those marked
+``"has_answer": true`` or listed in ``positive_ctxs``/``gold_ids``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ctxsel.chunking import Method, chunk_text
+from ctxsel.types import Chunk, Example, check_unique_ids
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start})") from e
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg} at column {e.colno})") from e
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            yield lineno, obj
+
+
+def _answers(obj: dict[str, Any]) -> list[str]:
+    a = obj.get("answers", obj.get("answer", []))
+    if isinstance(a, str):
+        return [a]
+    flat: list[str] = []
+    for x in a:
+        flat.extend(x if isinstance(x, list) else [x])
+    return [str(x) for x in flat]
+
+
+def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "paragraphs") -> Example:
+    if "question" not in obj:
+        raise ValueError(f"{where}: missing 'question'")
+    eid = str(obj.get("id", where))
+    if "chunks" in obj:
+        chunks = []
+        for i, c in enumerate(obj["chunks"]):
+            if isinstance(c, str):
+                c = {"id": str(i), "text": c}
+            if "text" not in c:
+                raise ValueError(f"{where}: chunk {i} has no 'text'")
+            chunks.append(
+                Chunk(id=str(c.get("id", i)), text=c["text"], doc_id=str(c.get("doc_id", eid)),
+                      position=int(c.get("position", i)))
+            )
+        check_unique_ids(chunks)
+    elif "document" in obj:
+        chunks = chunk_text(obj["document"], chunking, doc_id=str(obj.get("doc_id", eid)))
+    else:
+        raise ValueError(f"{where}: needs 'chunks' or 'document'")
+    gold = [str(g) for g in obj.get("gold_ids", [])]
+    ids = {c.id for c in chunks}
+    unknown = [g for g in gold if g not in ids]
+    if unknown:
+        raise ValueError(f"{where}: gold ids not among the chunks: {unknown[:5]}")
+    return Example(id=eid, question=obj["question"], chunks=chunks, gold_ids=gold,
+                   answers=_answers(obj), options=[str(o) for o in obj.get("options", [])],
+                   meta=obj.get("meta", {}))
+
+
+def example_from_helmet(obj: dict[str, Any], where: str) -> Example:
+    chunks, gold = [], []
+    positive = {str(p.get("id")) for p in obj.get("positive_ctxs", []) if isinstance(p, dict)}
+    for i, ctx in enumerate(obj["ctxs"]):
+        cid = str(ctx.get("id", i))
+        title = ctx.get("title") or ""
+        text = f"{title}: {ctx['text']}" if title else ctx["text"]
+        chunks.append(Chunk(id=cid, text=text, doc_id=str(obj.get("id", where)), position=i))
+        if ctx.get("has_answer") or ctx.get("is_gold") or cid in positive:
+            gold.append(cid)
+    gold.extend(str(g) for g in obj.get("gold_ids", []) if str(g) not in gold)
+    check_unique_ids(chunks)
+    return Example(id=str(obj.get("id", where)), question=obj["question"], chunks=chunks,
+                   gold_ids=gold, answers=_answers(obj))
+
+
+def load_jsonl(path: str | Path, chunking: Method = "paragraphs", limit: int | None = None) -> list[Example]:
+    """Read generic or HELMET JSONL (detected per line by the ``ctxs`` key)."""
+    p = Path(path)
+    out = []
+    for lineno, obj in _read_jsonl(p):
+        where = f"{p.name}:{lineno}"
+        out.append(example_from_helmet(obj, where) if "ctxs" in obj else example_from_generic(obj, where, chunking))
+        if limit and len(out) >= limit:
+            break
+    ids = [e.id for e in out]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{p}: example ids must be unique")
+    return out

@@ -1,0 +1,158 @@
+"""Summaries (JSON, Markdown) and plots of an evaluation."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxsel.eval.results import write_atomic
+from ctxsel.types import Example
+
+METRICS = ("recall", "precision", "k", "diff_k", "diff_k_authors", "n_tokens", "reduction", "select_ms")
+
+
+def _mean(values: list[Any]) -> float | None:
+    vals = [float(v) for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def summarize(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> dict[str, Any]:
+    """Per method: the mean of every metric over examples, and n."""
+    out: dict[str, Any] = {}
+    for m in methods:
+        mine = [r for r in rows if r["method"] == m]
+        if not mine:
+            continue
+        entry: dict[str, Any] = {"n": len(mine)}
+        keys = list(METRICS) + sorted({k for r in mine for k in r.get("extra_metrics", {})})
+        for key in keys:
+            vals = [r.get(key, r.get("extra_metrics", {}).get(key)) for r in mine]
+            entry[key] = _mean(vals)
+        out[m] = entry
+    return out
+
+
+def markdown_table(summary: Mapping[str, Mapping[str, Any]], columns: Sequence[tuple[str, str, str]] | None = None) -> str:
+    """columns: (key, header, format) -- recall/precision shown as percentages."""
+    columns = columns or (
+        ("recall", "recall %", "pct"),
+        ("precision", "precision %", "pct"),
+        ("k", "k", ".1f"),
+        ("diff_k", "diff-k", ".1f"),
+        ("n_tokens", "tokens", ",.0f"),
+        ("reduction", "reduction %", ".1f"),
+    )
+    head = "| method | " + " | ".join(h for _, h, _ in columns) + " |"
+    sep = "|---|" + "|".join("---:" for _ in columns) + "|"
+    lines = [head, sep]
+    for m, e in summary.items():
+        cells = []
+        for key, _, fmt in columns:
+            v = e.get(key)
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                cells.append("-")
+            elif fmt == "pct":
+                cells.append(f"{100 * v:.1f}")
+            else:
+                cells.append(format(v, fmt))
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(out: Path, summary: dict[str, Any], rows: Sequence[Mapping[str, Any]], config: dict[str, Any]) -> None:
+    write_atomic(out / "summary.json", json.dumps({"config": config, "methods": summary}, indent=2))
+    n = max((e["n"] for e in summary.values()), default=0)
+    md = f"# ctxsel eval: {config.get('dataset') or 'dataset'}\n\n{n} examples, scorer `{config.get('scorer')}`.\n\n"
+    write_atomic(out / "summary.md", md + markdown_table(summary))
+    if summary:
+        plot_tradeoff(out / "plots", summary, rows)
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=110, bbox_inches="tight")
+    tmp.replace(path)
+
+
+def plot_tradeoff(folder: Path, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], metric: str = "recall") -> None:
+    """One PNG with every method's mean (metric vs tokens), and one per method
+    with its per-example points."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for m, e in summary.items():
+        if e.get(metric) is None or e.get("n_tokens") is None:
+            continue
+        ax.scatter(max(e["n_tokens"], 1), 100 * e[metric], s=30)
+        ax.annotate(m, (max(e["n_tokens"], 1), 100 * e[metric]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_xlabel("input tokens (mean, log scale)")
+    ax.set_ylabel(f"{metric} (%)")
+    ax.set_title(f"{metric} against tokens")
+    ax.grid(alpha=0.3)
+    _save(fig, folder / f"{metric}_vs_tokens.png")
+    plt.close(fig)
+    for m in summary:
+        pts = [(r["n_tokens"], r.get(metric)) for r in rows if r["method"] == m and r.get(metric) is not None]
+        if not pts:
+            continue
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        x = np.maximum([p[0] for p in pts], 1)
+        y = 100 * np.asarray([p[1] for p in pts], dtype=float)
+        jitter = np.random.default_rng(0).uniform(-1.5, 1.5, len(y))
+        ax.scatter(x, y + jitter, s=10, alpha=0.5)
+        ax.scatter([x.mean()], [y.mean()], s=60, marker="x", color="black", label="mean")
+        ax.set_xscale("log")
+        ax.set_xlabel("input tokens (log)")
+        ax.set_ylabel(f"{metric} (%)")
+        ax.set_title(m)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        _save(fig, folder / "methods" / f"{safe_filename(m)}.png")
+        plt.close(fig)
+
+
+def plot_similarity_curve(path: Path, ex: Example, scores: np.ndarray, selectors: Mapping[str, Any]) -> None:
+    """Sorted similarities of one example, gold ranks marked, each method's cut drawn."""
+    plt = _plt()
+    order = np.argsort(-scores, kind="stable")
+    s = scores[order]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot(np.arange(1, len(s) + 1), s, lw=1.2, color="tab:blue", label="similarity (sorted)")
+    gold = set(ex.gold_ids)
+    gold_ranks = [r + 1 for r, i in enumerate(order) if ex.chunks[i].id in gold]
+    if gold_ranks:
+        ax.scatter(gold_ranks, s[np.asarray(gold_ranks) - 1], color="tab:red", zorder=3, label="gold chunks")
+    tokens = np.asarray([c.n_tokens for c in ex.chunks], dtype=np.int64)
+    colors = plt.get_cmap("tab20")
+    for j, (m, sel) in enumerate(selectors.items()):
+        if m == "full":
+            continue
+        k = sel.decide(scores, tokens).k
+        ax.axvline(k + 0.5, color=colors(j % 20), ls="--", lw=0.9, label=f"{m}: k={k}")
+    ax.set_xscale("log")
+    ax.set_xlabel("rank (log)")
+    ax.set_ylabel("score")
+    ax.set_title(f"{ex.id}: {ex.question[:80]}", fontsize=9)
+    ax.legend(fontsize=6, ncol=2)
+    ax.grid(alpha=0.3)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def safe_filename(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)

@@ -1,0 +1,148 @@
+"""``evaluate``: every method on every example, one result line each.
+
+Scores are computed once per example and shared by all score-based
+methods. Results go to ``results.jsonl`` as they are made (resumable, see
+results.py); ``summary.json`` / ``summary.md`` and the plots are rewritten
+atomically at the end from all lines, so a resumed run reports the same as
+an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxsel import __version__, metrics
+from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, write_reports
+from ctxsel.eval.results import ResultLog, write_atomic
+from ctxsel.scoring import Scorer, get_scorer
+from ctxsel.selectors import get_selector
+from ctxsel.types import Example
+
+# The issue's comparison set: Adaptive-k's three strategies, autocut N=1,
+# fixed top-k and fixed-n tokens, and full context.
+DEFAULT_METHODS: tuple[str, ...] = (
+    "adaptive-k@largest_gap",
+    "adaptive-k@moving_avg",
+    "adaptive-k@2diff_spike",
+    "autocut@1",
+    "top-k@1",
+    "top-k@5",
+    "top-k@10",
+    "top-k@25",
+    "top-k@50",
+    "top-n-tokens@1k",
+    "top-n-tokens@5k",
+    "top-n-tokens@10k",
+    "top-n-tokens@25k",
+    "top-n-tokens@50k",
+    "full",
+)
+
+
+def _scorer_id(scorer: Scorer) -> str:
+    return f"{scorer.name}:{getattr(scorer, 'model_id', '')}".rstrip(":")
+
+
+def evaluate(
+    examples: Sequence[Example],
+    methods: Sequence[str] = DEFAULT_METHODS,
+    *,
+    output_dir: str | Path,
+    scorer: Scorer | str = "dense",
+    dataset_name: str = "",
+    overwrite: bool = False,
+    progress: bool = True,
+    plot_example: str | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Run ``methods`` over ``examples``; return the per-method summary."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.jsonl"
+    if overwrite and results_path.exists():
+        results_path.unlink()
+    sc = get_scorer(scorer) if isinstance(scorer, str) else scorer
+    selectors = {m: get_selector(m) for m in methods}  # fail fast on bad specs
+    config = {
+        "dataset": dataset_name,
+        "n_examples": len(examples),
+        "methods": list(methods),
+        "method_configs": {m: s.config() for m, s in selectors.items()},
+        "scorer": _scorer_id(sc),
+        "seed": seed,
+        "ctxsel_version": __version__,
+        "python": platform.python_version(),
+    }
+    _check_config(out / "config.json", config, resuming=results_path.exists())
+    write_atomic(out / "config.json", json.dumps(config, indent=2))
+
+    from tqdm.auto import tqdm
+
+    with ResultLog(results_path) as log:
+        todo = [e for e in examples if not all(log.done(e.id, m) for m in methods)]
+        bar = tqdm(todo, desc="eval", unit="q", disable=not progress)
+        for ex in bar:
+            scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
+            ranking = [ex.chunks[i].id for i in np.argsort(-scores, kind="stable")]
+            true_k = metrics.true_k(ranking, ex.gold_ids)
+            full_tokens = sum(c.n_tokens for c in ex.chunks)
+            for m, selector in selectors.items():
+                if log.done(ex.id, m):
+                    continue
+                t0 = time.perf_counter()
+                sel = selector.select(ex.question, ex.chunks, scores)
+                latency = time.perf_counter() - t0
+                log.append(_row(ex, m, sel, true_k, full_tokens, latency))
+        rows = [r for r in log.rows if r["method"] in selectors]
+
+    summary = summarize(rows, list(methods))
+    write_reports(out, summary, rows, config)
+    if examples:
+        ex = next((e for e in examples if e.id == plot_example), examples[0])
+        scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
+        plot_similarity_curve(out / "plots" / f"similarity_{safe_filename(ex.id)}.png", ex, scores, selectors)
+    return summary
+
+
+def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: int, latency: float) -> dict[str, Any]:
+    k = sel.k
+    return {
+        "example_id": ex.id,
+        "method": method,
+        "k": k,
+        "n_tokens": sel.n_tokens,
+        "full_tokens": full_tokens,
+        "reduction": metrics.token_reduction(sel.n_tokens, full_tokens),
+        "recall": metrics.context_recall(sel.ids, ex.gold_ids),
+        "precision": metrics.context_precision(sel.ids, ex.gold_ids),
+        "true_k": true_k,
+        "diff_k": metrics.diff_k(k, true_k),
+        "diff_k_authors": metrics.diff_k(k, None if true_k is None else true_k - 1),
+        "ids": sel.ids,
+        "gold_ids": ex.gold_ids,
+        "explanation": sel.explanation,
+        "select_ms": round(latency * 1000, 3),
+    }
+
+
+def _check_config(path: Path, new: dict[str, Any], resuming: bool) -> None:
+    if not (resuming and path.exists()):
+        return
+    old = json.loads(path.read_text(encoding="utf-8"))
+    for key in ("dataset", "scorer"):
+        if old.get(key) != new.get(key):
+            raise ValueError(
+                f"{path.parent} holds results for {key}={old.get(key)!r}, not {new.get(key)!r}; "
+                "use another --output or pass --overwrite"
+            )
+    for m in set(old.get("method_configs", {})) & set(new["method_configs"]):
+        if old["method_configs"][m] != new["method_configs"][m]:
+            raise ValueError(f"method {m!r} changed its config since the results in {path.parent}; pass --overwrite")
+

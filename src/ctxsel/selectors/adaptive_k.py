@@ -1,0 +1,169 @@
+"""Adaptive-k (Taguchi, Maekawa, Bhutani, EMNLP 2025): cut at the largest
+drop in the sorted similarities, plus a small buffer.
+
+The three strategies follow the authors' ``retriever.py`` (megagonlabs/
+adaptive-k-retrieval) index for index. With scores sorted descending
+s_0 >= ... >= s_{N-1}:
+
+- ``largest_gap`` (the paper's Algorithm 1): gaps g_i = s_i - s_{i+1},
+  i = 0..N-2; search i in [head, N-1-tail) with tail = floor((N-1) *
+  tail_fraction) (0.1: "the top 90%") and head = floor((N-1) *
+  head_fraction) (0 by default; the authors use 0.05 on HoloBench); take the
+  first i with the largest gap.
+- ``moving_avg``: the same search over the gaps of a moving average of
+  window w (valid convolution, N-w+1 values), with head and tail computed
+  from N as the authors do.
+- ``2diff_spike``: trim the scores to [head, N-tail), take first and second
+  differences d1, d2; the cut is the first j >= 1 with d2[j] > 0 after some
+  d2 < 0 before it (i = j + 1 + head). Without such a j it falls back to
+  largest_gap *on the trimmed scores*, as the authors' code does (so the
+  90% rule applies twice there); unlike their code we add ``head`` back to
+  that fallback index, which only differs when head_fraction > 0.
+
+Then k = min(N, i + 1 + buffer) with buffer B = 5 by default.
+
+Degenerate inputs: N = 1 keeps the one chunk; with all scores equal every
+gap is 0, so the first one wins and k = min(N, 1 + B) (the explanation says
+the scores carried no signal); an empty search window keeps all chunks.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+
+from ctxsel.selectors.base import Cut, Selector
+
+Strategy = Literal["largest_gap", "moving_avg", "2diff_spike"]
+STRATEGIES: tuple[str, ...] = ("largest_gap", "moving_avg", "2diff_spike")
+
+
+def _bounds(n: int, head_fraction: float, tail_fraction: float) -> tuple[int, int]:
+    """(head, tail) counts as the authors compute them: int((N-1) * f)."""
+    return math.floor((n - 1) * head_fraction), math.floor((n - 1) * tail_fraction)
+
+
+def largest_gap_index(s: np.ndarray, head_fraction: float = 0.0, tail_fraction: float = 0.1) -> int | None:
+    """Index i of the first largest drop s_i - s_{i+1} in the search window,
+    or None if the window is empty."""
+    n = len(s)
+    if n < 2:
+        return None
+    head, tail = _bounds(n, head_fraction, tail_fraction)
+    gaps = s[:-1] - s[1:]
+    window = gaps[head : n - 1 - tail]
+    if len(window) == 0:
+        return None
+    return head + int(np.argmax(window))
+
+
+def moving_avg_index(
+    s: np.ndarray, window: int, head_fraction: float = 0.0, tail_fraction: float = 0.1
+) -> int | None:
+    n = len(s)
+    if n < window + 1:
+        return None
+    head, tail = _bounds(n, head_fraction, tail_fraction)
+    csum = np.concatenate(([0.0], np.cumsum(s)))
+    ma = (csum[window:] - csum[:-window]) / window
+    gaps = ma[:-1] - ma[1:]
+    win = gaps[head : len(gaps) - tail]
+    if len(win) == 0:
+        return None
+    return head + int(np.argmax(win))
+
+
+def second_diff_spike_index(
+    s: np.ndarray, head_fraction: float = 0.0, tail_fraction: float = 0.1
+) -> tuple[int | None, bool]:
+    """(index, used_fallback)."""
+    n = len(s)
+    if n < 2:
+        return None, True
+    head, tail = _bounds(n, head_fraction, tail_fraction)
+    trimmed = s[head : n - tail]
+    d2 = np.diff(np.diff(trimmed))
+    if len(d2) >= 2:
+        prior_min = np.minimum.accumulate(d2)[:-1]
+        hits = np.flatnonzero((d2[1:] > 0) & (prior_min < 0))
+        if len(hits):
+            return int(hits[0]) + 2 + head, False
+    i = largest_gap_index(trimmed, head_fraction, tail_fraction)
+    return (None if i is None else i + head), True
+
+
+class AdaptiveK(Selector):
+    """Keep the ranks up to the largest similarity drop, plus ``buffer``."""
+
+    name = "adaptive-k"
+
+    def __init__(
+        self,
+        strategy: Strategy = "largest_gap",
+        buffer: int = 5,
+        head_fraction: float = 0.0,
+        tail_fraction: float = 0.1,
+        window: int = 5,
+        **kw: Any,
+    ) -> None:
+        super().__init__(**kw)
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        if buffer < 0:
+            raise ValueError(f"buffer must be >= 0, got {buffer}")
+        for label, f in (("head_fraction", head_fraction), ("tail_fraction", tail_fraction)):
+            if not 0.0 <= f < 1.0:
+                raise ValueError(f"{label} must be in [0, 1), got {f}")
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        self.strategy = strategy
+        self.buffer = buffer
+        self.head_fraction = head_fraction
+        self.tail_fraction = tail_fraction
+        self.window = window
+
+    def config(self) -> dict[str, Any]:
+        cfg: dict[str, Any] = {
+            "strategy": self.strategy,
+            "buffer": self.buffer,
+            "head_fraction": self.head_fraction,
+            "tail_fraction": self.tail_fraction,
+        }
+        if self.strategy == "moving_avg":
+            cfg["window"] = self.window
+        return {**cfg, **super().config()}
+
+    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
+        s = sorted_scores
+        n = len(s)
+        note = ""
+        if self.strategy == "largest_gap":
+            i = largest_gap_index(s, self.head_fraction, self.tail_fraction)
+        elif self.strategy == "moving_avg":
+            i = moving_avg_index(s, self.window, self.head_fraction, self.tail_fraction)
+            if i is None and n >= 2:
+                i = largest_gap_index(s, self.head_fraction, self.tail_fraction)
+                note = f" (N < window+1={self.window + 1}: fell back to largest_gap)"
+        else:
+            i, fell_back = second_diff_spike_index(s, self.head_fraction, self.tail_fraction)
+            if fell_back:
+                note = " (no second-difference spike: fell back to largest_gap)"
+        if i is None:
+            return Cut(n, f"adaptive-k {self.strategy}: no gap to search among {n} scores, kept all")
+        k = min(n, i + 1 + self.buffer)
+        gap = float(s[i] - s[i + 1]) if i + 1 < n else 0.0
+        if s[0] == s[-1]:
+            what = "all scores equal, no gap"
+        else:
+            what = f"largest gap {gap:.3f} between ranks {i + 1} and {i + 2}"
+            if self.strategy == "moving_avg":
+                what = f"largest moving-average (w={self.window}) drop after rank {i + 1}"
+            elif self.strategy == "2diff_spike" and not note:
+                what = f"second-difference spike after rank {i + 1}"
+        return Cut(
+            k,
+            f"{what}{note}; kept {i + 1} + buffer {self.buffer} = {k} of {n}",
+            {"cut_index": i, "gap": gap, "strategy": self.strategy},
+        )

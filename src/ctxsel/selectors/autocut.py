@@ -1,0 +1,57 @@
+"""Weaviate's autocut: cut before the N-th jump in the score curve.
+
+Scores sorted descending are normalised to [0, 1] from the first to the last
+(``(s_i - s_0) / (s_last - s_0)``), the straight line ``i / (n - 1)`` is
+subtracted, and the result is cut at the N-th local maximum of that
+difference (the last point counts as a maximum when it exceeds its two
+predecessors). Fewer than N maxima keep everything. This follows Weaviate's
+``usecases/autocut`` Go code; two cases it leaves undefined are fixed here:
+all-equal scores (0/0) keep everything, and with n = 2 the last-point rule,
+which reads two predecessors, is skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ctxsel.selectors.base import Cut, Selector
+
+
+def autocut_k(sorted_scores: np.ndarray, jumps: int = 1) -> int:
+    """Number of results to keep for scores sorted descending."""
+    y = np.asarray(sorted_scores, dtype=np.float64)
+    n = len(y)
+    if n <= 1:
+        return n
+    span = y[-1] - y[0]
+    if span == 0:
+        return n
+    diff = (y - y[0]) / span - np.arange(n) / (n - 1)
+    # interior local maxima: strictly above both neighbours
+    inner = np.flatnonzero((diff[1:-1] > diff[:-2]) & (diff[1:-1] > diff[2:])) + 1
+    maxima = inner.tolist()
+    if n > 2 and diff[-1] > diff[-2] and diff[-1] > diff[-3]:
+        maxima.append(n - 1)
+    return int(maxima[jumps - 1]) if len(maxima) >= jumps else n
+
+
+class Autocut(Selector):
+    name = "autocut"
+
+    def __init__(self, jumps: int = 1, **kw: Any) -> None:
+        super().__init__(**kw)
+        if jumps < 1:
+            raise ValueError(f"jumps must be >= 1, got {jumps}")
+        self.jumps = jumps
+
+    def config(self) -> dict[str, Any]:
+        return {"jumps": self.jumps, **super().config()}
+
+    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
+        k = autocut_k(sorted_scores, self.jumps)
+        n = len(sorted_scores)
+        if k == n:
+            return Cut(k, f"autocut N={self.jumps}: fewer than {self.jumps} jumps, kept all {n}")
+        return Cut(k, f"autocut N={self.jumps}: jump {self.jumps} before rank {k + 1}, kept {k} of {n}")

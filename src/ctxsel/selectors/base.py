@@ -1,0 +1,174 @@
+"""The Selector contract and the rules every selector shares.
+
+A score-based selector only decides *how many* of the ranked chunks to keep
+(``_cut``); ranking, score validation, ``min_k``, the hard ``max_tokens``
+budget and building the Selection happen here once, so every method obeys
+the same conventions:
+
+- ranking: score descending, ties broken by original position (stable);
+- NaN / +-inf scores: ``nan_policy="raise"`` (default) raises a ValueError
+  naming the offending positions; ``nan_policy="last"`` ranks non-finite
+  scores after every finite one and keeps them out of the cut computation
+  (so they can never form "the largest gap");
+- ``min_k`` (default 1) raises k to at least min(min_k, N);
+- ``max_tokens`` is a hard budget: the kept prefix of the ranking is cut to
+  the longest one that fits. It wins over ``min_k``: if the best chunk alone
+  exceeds the budget the selection is empty and the explanation says so.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from ctxsel.types import Chunk, Selection, as_chunks
+
+NanPolicy = Literal["raise", "last"]
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """A selector's cut: keep the top ``k`` of the ranking, and why."""
+
+    k: int
+    explanation: str
+    meta: dict[str, Any] | None = None
+
+
+class Selector(ABC):
+    """``select(question, chunks, scores=None) -> Selection``."""
+
+    name: ClassVar[str]
+    needs_scores: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        min_k: int = 1,
+        max_tokens: int | None = None,
+        nan_policy: NanPolicy = "raise",
+    ) -> None:
+        if min_k < 0:
+            raise ValueError(f"min_k must be >= 0, got {min_k}")
+        if max_tokens is not None and max_tokens < 0:
+            raise ValueError(f"max_tokens must be >= 0 or None, got {max_tokens}")
+        if nan_policy not in ("raise", "last"):
+            raise ValueError(f"nan_policy must be 'raise' or 'last', got {nan_policy!r}")
+        self.min_k = min_k
+        self.max_tokens = max_tokens
+        self.nan_policy = nan_policy
+
+    # -- what subclasses provide ------------------------------------------------
+
+    @abstractmethod
+    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
+        """Decide k from finite scores sorted descending (len >= 1) and the
+        token counts of the chunks in the same order."""
+
+    def config(self) -> dict[str, Any]:
+        """The parameters that change the result (recorded in every Selection)."""
+        return {"min_k": self.min_k, "max_tokens": self.max_tokens, "nan_policy": self.nan_policy}
+
+    # -- the shared pipeline ----------------------------------------------------
+
+    def decide(self, scores: np.ndarray, n_tokens: np.ndarray) -> Decision:
+        """Rank and cut using arrays only: the whole method, minus Chunk objects."""
+        n = len(scores)
+        order, n_finite = rank(scores, self.nan_policy)
+        if n == 0:
+            return Decision(order, 0, "empty context: nothing to select", {})
+        sorted_tokens = n_tokens[order]
+        if n_finite == 0:
+            cut = Cut(0, "no finite scores: nothing ranked")
+        else:
+            cut = self._cut(scores[order[:n_finite]], sorted_tokens[:n_finite])
+        k, explanation = self._apply_limits(cut.k, cut.explanation, sorted_tokens, n)
+        return Decision(order, k, explanation, cut.meta or {})
+
+    def select(
+        self,
+        question: str,
+        chunks: Sequence[Chunk | str],
+        scores: Sequence[float] | np.ndarray | None = None,
+    ) -> Selection:
+        del question  # score-based selectors only read scores; the signature is shared
+        chunk_list = as_chunks(chunks)
+        n = len(chunk_list)
+        if scores is None:
+            if self.needs_scores:
+                raise ValueError(
+                    f"method {self.name!r} needs scores: pass scores=... or use "
+                    "ctxsel.select(..., scorer=...) to compute them"
+                )
+            arr = np.zeros(n, dtype=np.float64)
+        else:
+            arr = np.asarray(scores, dtype=np.float64).reshape(-1)
+            if arr.shape[0] != n:
+                raise ValueError(f"got {arr.shape[0]} scores for {n} chunks; they must match")
+        tokens = np.fromiter((c.n_tokens for c in chunk_list), dtype=np.int64, count=n)
+        d = self.decide(arr, tokens)
+        top = d.order[: d.k]
+        return Selection(
+            ids=[chunk_list[i].id for i in top],
+            scores=[_as_float(arr[i]) for i in top] if self.needs_scores else [None] * d.k,
+            chunks=[chunk_list[i] for i in top],
+            method=self.name,
+            config=self.config(),
+            explanation=d.explanation,
+            n_candidates=n,
+            meta=d.meta,
+        )
+
+    def _apply_limits(self, k: int, explanation: str, sorted_tokens: np.ndarray, n: int) -> tuple[int, str]:
+        k = max(0, min(int(k), n))
+        floor = min(self.min_k, n)
+        if k < floor:
+            explanation += f"; raised to min_k={floor}"
+            k = floor
+        if self.max_tokens is not None and k > 0:
+            fit = int(np.searchsorted(np.cumsum(sorted_tokens[:k]), self.max_tokens, side="right"))
+            if fit < k:
+                explanation += f"; cut to {fit} by max_tokens={self.max_tokens}"
+                k = fit
+        return k, explanation
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Ranking (indices into the input) and how many of it to keep."""
+
+    order: np.ndarray
+    k: int
+    explanation: str
+    meta: dict[str, Any]
+
+
+def rank(scores: np.ndarray, nan_policy: NanPolicy = "raise") -> tuple[np.ndarray, int]:
+    """Indices by score descending, ties by position; and how many are finite.
+
+    Non-finite scores either raise or go last (in position order).
+    """
+    finite = np.isfinite(scores)
+    n_finite = int(finite.sum())
+    if n_finite < len(scores):
+        if nan_policy == "raise":
+            bad = np.flatnonzero(~finite)
+            shown = ", ".join(str(i) for i in bad[:5]) + (" ..." if len(bad) > 5 else "")
+            raise ValueError(
+                f"{len(bad)} score(s) are NaN or infinite (chunk positions {shown}); "
+                "fix the scorer, or pass nan_policy='last' to rank them after all finite scores"
+            )
+    # stable sort on -score keeps original order among ties
+    key = np.where(finite, -scores, np.inf)
+    order = np.argsort(key, kind="stable")
+    return order, n_finite
+
+
+def _as_float(x: float) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None

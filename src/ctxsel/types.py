@@ -1,0 +1,166 @@
+"""The data model every stage shares: Chunk, Example, Selection, LLMUsage.
+
+Chunks are immutable and always carry a token count, so selectors can honour
+token budgets without re-tokenising. Selections are plain data that serialise
+to JSON (``to_dict``) and say in one line why the cut fell where it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ctxsel.tokens import count_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One unit of context.
+
+    ``position`` is the order inside ``doc_id``; reading order and neighbour
+    relations (SAGE) depend on it. ``n_tokens`` is counted with the project's
+    tokenizer (cl100k) when not given.
+    """
+
+    id: str
+    text: str
+    doc_id: str = "doc"
+    position: int = 0
+    n_tokens: int = -1
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ValueError(f"Chunk id must be a non-empty string, got {self.id!r}")
+        if not isinstance(self.text, str):
+            raise TypeError(f"Chunk {self.id!r}: text must be str, got {type(self.text).__name__}")
+        if self.n_tokens < 0:
+            object.__setattr__(self, "n_tokens", count_tokens(self.text))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if not d["meta"]:
+            d.pop("meta")
+        return d
+
+
+@dataclass(slots=True)
+class Example:
+    """A question over a context, with optional labels for evaluation."""
+
+    id: str
+    question: str
+    chunks: list[Chunk]
+    gold_ids: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
+    options: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class LLMUsage:
+    """LLM cost of one selection or answer: calls and tokens in/out."""
+
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    def __add__(self, other: LLMUsage) -> LLMUsage:
+        return LLMUsage(
+            self.calls + other.calls,
+            self.tokens_in + other.tokens_in,
+            self.tokens_out + other.tokens_out,
+        )
+
+
+@dataclass(slots=True)
+class Selection:
+    """What a selector chose, and why.
+
+    ``ids`` are in rank order (most relevant first); ``reading_order`` is the
+    same set sorted by (doc_id, position) -- the order a reader should see.
+    ``scores[i]`` is the score of ``ids[i]`` (None for score-free methods).
+    """
+
+    ids: list[str]
+    scores: list[float | None]
+    chunks: list[Chunk]
+    method: str
+    config: dict[str, Any]
+    explanation: str
+    n_candidates: int
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    usage: LLMUsage = field(default_factory=LLMUsage)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def k(self) -> int:
+        return len(self.ids)
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(c.n_tokens for c in self.chunks)
+
+    @property
+    def reading_order(self) -> list[str]:
+        return [c.id for c in sorted(self.chunks, key=lambda c: (c.doc_id, c.position))]
+
+    def text(self, separator: str = "\n\n") -> str:
+        """The selected chunks' text in reading order, ready for a prompt."""
+        ordered = sorted(self.chunks, key=lambda c: (c.doc_id, c.position))
+        return separator.join(c.text for c in ordered)
+
+    def to_dict(self, with_text: bool = True) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "k": self.k,
+            "n_tokens": self.n_tokens,
+            "n_candidates": self.n_candidates,
+            "explanation": self.explanation,
+            "config": self.config,
+            "ids": self.ids,
+            "reading_order": self.reading_order,
+            "chunks": [
+                {
+                    "id": c.id,
+                    **({"text": c.text} if with_text else {}),
+                    "score": s,
+                    "rank": r,
+                    "n_tokens": c.n_tokens,
+                }
+                for r, (c, s) in enumerate(zip(self.chunks, self.scores), start=1)
+            ],
+            "trace": self.trace,
+            "usage": asdict(self.usage),
+            "meta": self.meta,
+        }
+
+
+def as_chunks(items: Iterable[Chunk | str], doc_id: str = "doc") -> list[Chunk]:
+    """Accept strings or Chunks; strings get ids "0", "1", ... in order.
+
+    Ids must be unique: two chunks with one id would make recall and the
+    reading order ambiguous, so that is an error, not a silent merge.
+    Duplicate *texts* under different ids are fine.
+    """
+    out: list[Chunk] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Chunk):
+            out.append(item)
+        elif isinstance(item, str):
+            out.append(Chunk(id=str(i), text=item, doc_id=doc_id, position=i))
+        else:
+            raise TypeError(f"chunk {i}: expected str or Chunk, got {type(item).__name__}")
+    check_unique_ids(out)
+    return out
+
+
+def check_unique_ids(chunks: Sequence[Chunk]) -> None:
+    seen: set[str] = set()
+    for c in chunks:
+        if c.id in seen:
+            raise ValueError(
+                f"duplicate chunk id {c.id!r}: chunk ids must be unique within one context"
+            )
+        seen.add(c.id)
