@@ -93,16 +93,27 @@ def plot_tradeoff(folder: Path, summary: Mapping[str, Any], rows: Sequence[Mappi
     """One PNG with every method's mean (metric vs tokens), and one per method
     with its per-example points."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    families: dict[str, list[tuple[float, float, str]]] = {}
     for m, e in summary.items():
         if e.get(metric) is None or e.get("n_tokens") is None:
             continue
-        ax.scatter(max(e["n_tokens"], 1), 100 * e[metric], s=30)
-        ax.annotate(m, (max(e["n_tokens"], 1), 100 * e[metric]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        families.setdefault(m.split("@")[0].split("[")[0], []).append((max(e["n_tokens"], 1), 100 * e[metric], m))
+    markers = iter("o*sPD^vX<>ph" * 4)
+    for fam, pts in families.items():
+        # a fixed baseline swept over its parameter reads best as a curve;
+        # adaptive methods and singletons as individual labelled markers
+        if fam in ("top-k", "top-n-tokens") and len(pts) > 1:
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", ms=4, lw=1, alpha=0.7, label=fam)
+        else:
+            for x, y, m in pts:
+                ax.scatter(x, y, s=70, marker=next(markers), zorder=3, label=m)
     ax.set_xscale("log")
     ax.set_xlabel("input tokens (mean, log scale)")
     ax.set_ylabel(f"{metric} (%)")
     ax.set_title(f"{metric} against tokens")
+    ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3)
     _save(fig, folder / f"{metric}_vs_tokens.png")
     plt.close(fig)

@@ -1,0 +1,46 @@
+# Two entry points (see README): `make demo` and `make test`. Both create or
+# reuse .venv at the repository root with pinned dependencies.
+#
+# torch is installed first and pinned to the CPU build (ENVIRONMENT: an
+# unpinned torch pulls a multi-GB CUDA build); everything else comes from
+# requirements.lock, then ctxsel itself without dependency resolution.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.ctxsel-installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: setup demo test test-fast bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/ctxsel select --document src/ctxsel/data/example.md \
+		--question "How heavy is the meteorite in the museum?"
+	$(VENV)/bin/ctxsel eval --dataset example --output runs/demo --overwrite \
+		--methods adaptive-k,autocut@1,top-k@1,top-k@5,top-n-tokens@200,full
+
+# The whole suite, including tests marked `model` (real MiniLM) and `slow`.
+test: setup
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+
+# Only the fast offline unit tests.
+test-fast: setup
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not model and not slow"
+
+bench: setup
+	OMP_NUM_THREADS=1 $(PY) benchmarks/selection_latency.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/embedding_throughput.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/end_to_end.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .hypothesis

@@ -1,0 +1,232 @@
+"""Selection latency of every score-based selector against N random scores.
+
+Times ``selector.decide(scores, n_tokens)`` (the numpy-only path: rank + cut)
+for N = 1e3 .. 1e6, next to the floor every selector pays --
+``np.argsort(-scores, kind="stable")`` -- and a plain ``np.sort``; and the
+full ``selector.select(question, chunks, scores)`` path with prebuilt Chunk
+objects (explicit n_tokens, so nothing is tokenised) up to N = 1e5, to show
+the cost of the Python objects.
+
+    python benchmarks/selection_latency.py [--threads 1] [--sizes 1e3,1e4,1e5,1e6]
+
+Writes benchmarks/results/selection_latency.{md,json,png}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+SPECS = [
+    "adaptive-k@largest_gap",
+    "adaptive-k@moving_avg",
+    "adaptive-k@2diff_spike",
+    "autocut@1",
+    "top-k@10",
+    "top-n-tokens@5k",
+    "threshold@0.5",
+    "full",
+]
+FLOOR_ARGSORT = 'floor: np.argsort(-s, kind="stable")'
+FLOOR_SORT = "floor: np.sort(s)"
+REF_ARGPART = "ref: np.argpartition top-10 + sort"
+REF_QUICK = "ref: np.argsort(-s) (default kind, not stable)"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    C.add_common_args(p)
+    p.add_argument("--sizes", default="1e3,1e4,1e5,1e6", help="comma-separated N values")
+    p.add_argument("--select-max-n", type=float, default=1e5,
+                   help="largest N for the full select() path with Chunk objects (default 1e5)")
+    p.add_argument("--budget-s", type=float, default=0.6,
+                   help="timed seconds per cell (repeats = budget / one call, within min/max)")
+    p.add_argument("--min-repeats", type=int, default=9)
+    p.add_argument("--max-repeats", type=int, default=400)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-plot", action="store_true")
+    return p.parse_args(argv)
+
+
+def make_scores(n: int, seed: int):
+    """A retrieval-like score vector: a beta(2, 5) bulk in [0, 0.6] (cosines
+    of unrelated passages) plus a few relevant chunks in [0.65, 0.9] at random
+    positions. Float64 (what select() converts scores to), no ties in practice."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    s = rng.beta(2.0, 5.0, size=n) * 0.6
+    n_high = max(3, min(20, n // 1000 + 2))
+    pos = rng.choice(n, size=n_high, replace=False)
+    s[pos] = rng.uniform(0.65, 0.9, size=n_high)
+    # token counts like HotpotQA paragraphs: roughly 40 to 400 cl100k tokens
+    tokens = np.clip(rng.lognormal(np.log(120), 0.5, size=n), 20, 600).astype(np.int64)
+    return s, tokens
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    thread_info = C.setup_threads(args.threads)
+
+    import numpy as np
+    from tqdm import tqdm
+
+    from ctxsel.selectors import get_selector
+    from ctxsel.types import Chunk
+
+    try:  # torch is not used here; pin it anyway so every benchmark records the same setting
+        C.set_torch_threads(args.threads)
+        versions: tuple[str, ...] = ("torch",)
+    except ImportError:  # torch is optional for ctxsel's core
+        versions = ()
+
+    info = C.machine_info(thread_info, versions)
+    sizes = [int(float(x)) for x in args.sizes.split(",") if x.strip()]
+    select_max_n = int(args.select_max_n)
+    selectors = {spec: get_selector(spec) for spec in SPECS}
+    timing = dict(budget_s=args.budget_s, min_repeats=args.min_repeats, max_repeats=args.max_repeats)
+
+    decide: dict[str, dict[int, dict]] = {m: {} for m in [FLOOR_ARGSORT, FLOOR_SORT, REF_QUICK, REF_ARGPART, *SPECS]}
+    select: dict[str, dict[int, dict]] = {m: {} for m in SPECS}
+    kept: dict[str, dict[int, int]] = {m: {} for m in SPECS}
+    chunk_build_s: dict[int, float] = {}
+
+    n_cells = len(sizes) * (4 + len(SPECS)) + sum(1 for n in sizes if n <= select_max_n) * len(SPECS)
+    bar = tqdm(total=n_cells, desc="selection latency", unit="cell", file=sys.stderr)
+    for n in sizes:
+        scores, tokens = make_scores(n, args.seed)
+        warm = 1 if n >= 1_000_000 else 2
+
+        def run(label: str, fn, table: dict) -> None:
+            bar.set_postfix_str(f"N={n:.0e} {label[:28]}")
+            table[label][n] = C.summarize(C.time_calls(fn, warmup=warm, **timing))
+            bar.update()
+
+        run(FLOOR_ARGSORT, lambda: np.argsort(-scores, kind="stable"), decide)
+        run(FLOOR_SORT, lambda: np.sort(scores), decide)
+        run(REF_QUICK, lambda: np.argsort(-scores), decide)
+        k_ref = min(10, n - 1)
+
+        def argpart(s=scores, k=k_ref):
+            top = np.argpartition(-s, k)[:k]
+            return top[np.argsort(-s[top], kind="stable")]
+
+        run(REF_ARGPART, argpart, decide)
+        for spec, sel in selectors.items():
+            kept[spec][n] = int(sel.decide(scores, tokens).k)
+            run(spec, lambda sel=sel: sel.decide(scores, tokens), decide)
+
+        if n <= select_max_n:
+            t0 = time.perf_counter()
+            chunks = [Chunk(id=f"c{i}", text="", position=i, n_tokens=int(t)) for i, t in enumerate(tokens)]
+            chunk_build_s[n] = time.perf_counter() - t0
+            for spec, sel in selectors.items():
+                d = sel.select("q", chunks, scores)
+                assert d.k == kept[spec][n], (spec, n, d.k, kept[spec][n])
+                run(spec, lambda sel=sel: sel.select("q", chunks, scores), select)
+            del chunks
+    bar.close()
+    info["loadavg_end"] = C.loadavg()
+
+    # -- report ------------------------------------------------------------------
+    headers = ["method"] + [f"N = {n:,}" for n in sizes]
+    rows = []
+    for label in [FLOOR_ARGSORT, FLOOR_SORT, REF_QUICK, REF_ARGPART]:
+        rows.append([label] + [C.fmt_cell(decide[label].get(n)) for n in sizes])
+    for spec in SPECS:
+        rows.append([f"`{spec}` decide()"] + [C.fmt_cell(decide[spec].get(n)) for n in sizes])
+    for spec in SPECS:
+        rows.append([f"`{spec}` select()"] + [C.fmt_cell(select[spec].get(n)) for n in sizes])
+
+    k_rows = [[f"`{spec}`"] + [str(kept[spec][n]) for n in sizes] for spec in SPECS]
+    ratio_rows = []
+    for spec in SPECS:
+        cells = []
+        for n in sizes:
+            d = decide[spec][n]["median_ms"]
+            f = decide[FLOOR_ARGSORT][n]["median_ms"]
+            s = select[spec].get(n)
+            cells.append(f"{d / f:.2f}x" + (f" / {s['median_ms'] / d:.1f}x" if s else ""))
+        ratio_rows.append([f"`{spec}`"] + cells)
+
+    notes = [
+        "Scores: float64, seeded (`--seed %d`): beta(2,5)*0.6 bulk plus 3-20 'relevant' scores in "
+        "[0.65, 0.9]; token counts lognormal around 120. Same arrays for every method." % args.seed,
+        "Each cell: median (p90) in **milliseconds** over repeats after warm-up calls "
+        f"(repeats = {args.budget_s:g} s / one call, between {args.min_repeats} and {args.max_repeats}; "
+        "see the JSON for n, min, mean, max).",
+        "`decide()` = `selector.decide(scores, n_tokens)`: rank + cut on arrays. "
+        "`select()` = `selector.select(question, chunks, scores)` with prebuilt `Chunk` objects "
+        f"(explicit n_tokens, no tokenising), run up to N = {select_max_n:,}.",
+    ]
+    md = [C.header_md("Selection latency", info, notes)]
+    md.append("## Latency, ms: median (p90)\n")
+    md.append(C.md_table(headers, rows))
+    md.append("\n## Relative cost: decide() / argsort floor, and select() / decide() (medians)\n")
+    md.append(C.md_table(["method"] + [f"N = {n:,}" for n in sizes], ratio_rows))
+    md.append("\n## Chunks kept (k) by decide() on these scores\n")
+    md.append(C.md_table(["method"] + [f"N = {n:,}" for n in sizes], k_rows))
+    if chunk_build_s:
+        md.append("\nBuilding the Chunk objects (not timed above): "
+                  + ", ".join(f"N = {n:,}: {s * 1e3:.0f} ms" for n, s in chunk_build_s.items()) + ".")
+    if not args.no_plot:
+        png = plot(args.out / "selection_latency.png", sizes, decide, select)
+        md.append(f"\n![latency vs N]({png.name})")
+
+    data = {
+        "benchmark": "selection_latency",
+        "machine": info,
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "sizes": sizes,
+        "unit": "ms",
+        "decide": {m: {str(n): s for n, s in v.items()} for m, v in decide.items()},
+        "select": {m: {str(n): s for n, s in v.items()} for m, v in select.items()},
+        "k_kept": {m: {str(n): k for n, k in v.items()} for m, v in kept.items()},
+        "chunk_build_ms": {str(n): s * 1e3 for n, s in chunk_build_s.items()},
+    }
+    md_path, js_path = C.write_report("selection_latency", args.out, "\n".join(md), data)
+    print(md_path.read_text())
+    print(f"wrote {md_path}, {js_path}", file=sys.stderr)
+    return 0
+
+
+def plot(path: Path, sizes: list[int], decide: dict, select: dict) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.5), sharey=True)
+    colors = plt.get_cmap("tab10")
+    for ax, table, title in ((axes[0], decide, "decide(scores, n_tokens): arrays only"),
+                             (axes[1], select, "select(question, chunks, scores): Chunk objects")):
+        for label, style in ((FLOOR_ARGSORT, ("k", "--")), (FLOOR_SORT, ("0.55", "--"))):
+            xs = [n for n in sizes if n in decide[label]]
+            ax.plot(xs, [decide[label][n]["median_ms"] for n in xs], color=style[0], ls=style[1],
+                    lw=2, label=label.replace("floor: ", "floor "))
+        for i, spec in enumerate(SPECS):
+            xs = [n for n in sizes if n in table[spec]]
+            if xs:
+                ax.plot(xs, [table[spec][n]["median_ms"] for n in xs], marker="o", ms=4,
+                        color=colors(i), label=spec)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("N (scores / chunks)")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("median latency (ms)")
+    axes[1].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
