@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from ctxsel.tokens import decode, encode
+from ctxsel.tokens import token_offsets
 from ctxsel.types import Chunk
 
 Method = Literal["paragraphs", "sentences", "tokens", "semantic"]
@@ -73,14 +73,19 @@ def split_token_windows(text: str, size: int = 600, overlap: int = 100) -> list[
         raise ValueError(f"size must be > 0, got {size}")
     if not 0 <= overlap < size:
         raise ValueError(f"overlap must be in [0, size), got {overlap}")
-    ids = encode(text)
-    if not ids:
+    # Cut the original text at token start offsets rather than decoding id
+    # slices, so a window edge inside a multi-token character cannot produce U+FFFD.
+    offsets = token_offsets(text)
+    if not offsets:
         return []
-    step = size - overlap
+    n, step = len(offsets), size - overlap
     windows = []
-    for start in range(0, len(ids), step):
-        windows.append(decode(ids[start : start + size]))
-        if start + size >= len(ids):
+    for start in range(0, n, step):
+        end = offsets[start + size] if start + size < n else len(text)
+        piece = text[offsets[start] : end]
+        if piece:
+            windows.append(piece)
+        if start + size >= n:
             break
     return windows
 

@@ -41,5 +41,12 @@ def encode(text: str) -> list[int]:
     return list(_encoding().encode(text, disallowed_special=()))
 
 
+def token_offsets(text: str) -> list[int]:
+    """Character offset where each token of ``text`` starts; a token that
+    begins inside a multi-byte character points at that character's start."""
+    _, offsets = _encoding().decode_with_offsets(encode(text))
+    return list(offsets)
+
+
 def decode(ids: list[int]) -> str:
     return str(_encoding().decode(ids))

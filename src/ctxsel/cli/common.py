@@ -34,7 +34,7 @@ def read_text_file(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     size = p.stat().st_size
     if size > max_bytes:
         raise ValueError(
-            f"{p} is {size / 1e6:.1f} MB, above the {max_bytes / 1e6:.0f} MB limit; "
+            f"{p} is {size:,} bytes, above the {max_bytes:,}-byte limit (--max-bytes); "
             "split it, or raise --max-bytes if you mean it (embedding it will take long)"
         )
     data = p.read_bytes()

@@ -62,7 +62,7 @@ def load_hotpotqa_long(path: str | Path | None = None, limit: int | None = None)
         for i, t in enumerate(order)
     ]
     examples = []
-    for i, item in enumerate(items[:limit] if limit else items):
+    for i, item in enumerate(items if limit is None else items[:limit]):
         gold = list(dict.fromkeys(item["supporting_facts"]["title"]))
         examples.append(
             Example(

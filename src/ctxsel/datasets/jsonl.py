@@ -83,9 +83,13 @@ def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "pa
 
 
 def example_from_helmet(obj: dict[str, Any], where: str) -> Example:
+    if "question" not in obj:
+        raise ValueError(f"{where}: missing 'question'")
     chunks, gold = [], []
     positive = {str(p.get("id")) for p in obj.get("positive_ctxs", []) if isinstance(p, dict)}
     for i, ctx in enumerate(obj["ctxs"]):
+        if not isinstance(ctx, dict) or "text" not in ctx:
+            raise ValueError(f"{where}: ctxs[{i}] has no 'text'")
         cid = str(ctx.get("id", i))
         title = ctx.get("title") or ""
         text = f"{title}: {ctx['text']}" if title else ctx["text"]
@@ -94,6 +98,9 @@ def example_from_helmet(obj: dict[str, Any], where: str) -> Example:
             gold.append(cid)
     gold.extend(str(g) for g in obj.get("gold_ids", []) if str(g) not in gold)
     check_unique_ids(chunks)
+    unknown = sorted(set(gold) - {c.id for c in chunks})
+    if unknown:
+        raise ValueError(f"{where}: gold ids not among the chunks: {unknown[:5]}")
     return Example(id=str(obj.get("id", where)), question=obj["question"], chunks=chunks,
                    gold_ids=gold, answers=_answers(obj))
 
@@ -105,7 +112,7 @@ def load_jsonl(path: str | Path, chunking: Method = "paragraphs", limit: int | N
     for lineno, obj in _read_jsonl(p):
         where = f"{p.name}:{lineno}"
         out.append(example_from_helmet(obj, where) if "ctxs" in obj else example_from_generic(obj, where, chunking))
-        if limit and len(out) >= limit:
+        if limit is not None and len(out) >= limit:
             break
     ids = [e.id for e in out]
     if len(set(ids)) != len(ids):

@@ -100,7 +100,8 @@ def evaluate(
                 sel = selector.select(ex.question, ex.chunks, scores)
                 latency = time.perf_counter() - t0
                 log.append(_row(ex, m, sel, true_k, full_tokens, latency))
-        rows = [r for r in log.rows if r["method"] in selectors]
+        ids = {e.id for e in examples}
+        rows = [r for r in log.rows if r["method"] in selectors and r["example_id"] in ids]
 
     summary = summarize(rows, list(methods))
     write_reports(out, summary, rows, config)

@@ -32,14 +32,20 @@ class BM25Scorer:
         key = h.hexdigest()
         if key != self._key:
             tokens = self._bm25s.tokenize([c.text for c in chunks], stopwords=self.stopwords, show_progress=False)
-            index = self._bm25s.BM25(k1=self.k1, b=self.b)
-            index.index(tokens, show_progress=False)
+            index = None
+            if tokens.vocab:
+                index = self._bm25s.BM25(k1=self.k1, b=self.b)
+                index.index(tokens, show_progress=False)
             self._key, self._index = key, index
         return self._index
 
     def score(self, question: str, chunks: Sequence[Chunk]) -> np.ndarray:
         if not chunks:
             return np.zeros(0, dtype=np.float32)
+        q = self._bm25s.tokenize([question], stopwords=self.stopwords, show_progress=False, return_ids=False)
+        if not q or not q[0]:  # only stopwords (or nothing): no term can match
+            return np.zeros(len(chunks), dtype=np.float32)
         index = self._fit(chunks)
-        q = self._bm25s.tokenize([question], stopwords=self.stopwords, show_progress=False, return_ids=False)[0]
-        return np.asarray(index.get_scores(q), dtype=np.float32)
+        if index is None:  # no chunk has an indexable word
+            return np.zeros(len(chunks), dtype=np.float32)
+        return np.asarray(index.get_scores(q[0]), dtype=np.float32)

@@ -130,7 +130,7 @@ def get_selector(method: str | Selector, **options: Any) -> Selector:
     cls = getattr(importlib.import_module(module_name), cls_name)
     try:
         return cls(**{**spec_options, **options})  # type: ignore[no-any-return]
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise ValueError(f"bad options for method {name!r}: {e}") from e
 
 

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ctxsel.selectors.base import Cut, Selector
+from ctxsel.selectors.base import Cut, Selector, as_int
 
 Strategy = Literal["largest_gap", "moving_avg", "2diff_spike"]
 STRATEGIES: tuple[str, ...] = ("largest_gap", "moving_avg", "2diff_spike")
@@ -66,8 +66,7 @@ def moving_avg_index(
     if n < window + 1:
         return None
     head, tail = _bounds(n, head_fraction, tail_fraction)
-    csum = np.concatenate(([0.0], np.cumsum(s)))
-    ma = (csum[window:] - csum[:-window]) / window
+    ma = np.convolve(s, np.full(window, 1.0 / window), mode="valid")  # exact on ties, unlike cumsum
     gaps = ma[:-1] - ma[1:]
     win = gaps[head : len(gaps) - tail]
     if len(win) == 0:
@@ -109,6 +108,7 @@ class AdaptiveK(Selector):
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
+        buffer, window = as_int("buffer", buffer), as_int("window", window)
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if buffer < 0:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.selectors.base import Cut, Selector
+from ctxsel.selectors.base import Cut, Selector, as_int
 
 
 def autocut_k(sorted_scores: np.ndarray, jumps: int = 1) -> int:
@@ -42,6 +42,7 @@ class Autocut(Selector):
 
     def __init__(self, jumps: int = 1, **kw: Any) -> None:
         super().__init__(**kw)
+        jumps = as_int("jumps", jumps)
         if jumps < 1:
             raise ValueError(f"jumps must be >= 1, got {jumps}")
         self.jumps = jumps

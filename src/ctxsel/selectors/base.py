@@ -53,6 +53,7 @@ class Selector(ABC):
         max_tokens: int | None = None,
         nan_policy: NanPolicy = "raise",
     ) -> None:
+        min_k = as_int("min_k", min_k)
         if min_k < 0:
             raise ValueError(f"min_k must be >= 0, got {min_k}")
         if max_tokens is not None and max_tokens < 0:
@@ -100,7 +101,7 @@ class Selector(ABC):
         chunk_list = as_chunks(chunks)
         n = len(chunk_list)
         if scores is None:
-            if self.needs_scores:
+            if self.needs_scores and n > 0:
                 raise ValueError(
                     f"method {self.name!r} needs scores: pass scores=... or use "
                     "ctxsel.select(..., scorer=...) to compute them"
@@ -115,7 +116,7 @@ class Selector(ABC):
         top = d.order[: d.k]
         return Selection(
             ids=[chunk_list[i].id for i in top],
-            scores=[_as_float(arr[i]) for i in top] if self.needs_scores else [None] * d.k,
+            scores=[_as_float(arr[i]) for i in top] if scores is not None else [None] * d.k,
             chunks=[chunk_list[i] for i in top],
             method=self.name,
             config=self.config(),
@@ -167,6 +168,13 @@ def rank(scores: np.ndarray, nan_policy: NanPolicy = "raise") -> tuple[np.ndarra
     key = np.where(finite, -scores, np.inf)
     order = np.argsort(key, kind="stable")
     return order, n_finite
+
+
+def as_int(name: str, value: object) -> int:
+    """An integer parameter; 1.5 or "3" is an error, not a silent truncation."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return int(value)
 
 
 def _as_float(x: float) -> float | None:

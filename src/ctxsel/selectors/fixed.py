@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.selectors.base import Cut, Selector
+from ctxsel.selectors.base import Cut, Decision, Selector, as_int, rank
 
 
 class TopK(Selector):
@@ -17,6 +17,7 @@ class TopK(Selector):
 
     def __init__(self, k: int = 5, **kw: Any) -> None:
         super().__init__(**kw)
+        k = as_int("k", k)
         if k < 0:
             raise ValueError(f"k must be >= 0, got {k}")
         self.k = k
@@ -41,6 +42,7 @@ class TopNTokens(Selector):
 
     def __init__(self, n_tokens: int = 5000, **kw: Any) -> None:
         super().__init__(**kw)
+        n_tokens = as_int("n_tokens", n_tokens)
         if n_tokens < 0:
             raise ValueError(f"n_tokens must be >= 0, got {n_tokens}")
         self.n_tokens = n_tokens
@@ -61,8 +63,17 @@ class FullContext(Selector):
     name = "full"
     needs_scores = False
 
-    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
-        return Cut(len(sorted_scores), f"full context: all {len(sorted_scores)} chunks")
+    def decide(self, scores: np.ndarray, n_tokens: np.ndarray) -> Decision:
+        # every chunk, also those with non-finite scores under nan_policy="last"
+        order, _ = rank(scores, self.nan_policy)
+        n = len(scores)
+        if n == 0:
+            return Decision(order, 0, "empty context: nothing to select", {})
+        k, explanation = self._apply_limits(n, f"full context: all {n} chunks", n_tokens[order], n)
+        return Decision(order, k, explanation, {})
+
+    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:  # pragma: no cover
+        return Cut(len(sorted_scores), "full context")
 
 
 class ScoreThreshold(Selector):

@@ -1,0 +1,146 @@
+"""Chunk, Example, Selection, LLMUsage and as_chunks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxsel.tokens import count_tokens
+from ctxsel.types import Chunk, Example, LLMUsage, Selection, as_chunks, check_unique_ids
+
+
+class TestChunk:
+    def test_token_count_filled_in_with_the_project_tokenizer(self) -> None:
+        c = Chunk(id="a", text="The meteorite weighs three kilograms.")
+        assert c.n_tokens == count_tokens("The meteorite weighs three kilograms.")
+        assert c.n_tokens > 0
+
+    def test_explicit_token_count_is_kept_even_zero(self) -> None:
+        assert Chunk(id="a", text="many many words here", n_tokens=7).n_tokens == 7
+        assert Chunk(id="a", text="many many words here", n_tokens=0).n_tokens == 0
+
+    def test_empty_text_has_zero_tokens(self) -> None:
+        assert Chunk(id="a", text="").n_tokens == 0
+
+    def test_defaults(self) -> None:
+        c = Chunk(id="x", text="t")
+        assert (c.doc_id, c.position, c.meta) == ("doc", 0, {})
+
+    @pytest.mark.parametrize("bad", ["", None, 3])
+    def test_id_must_be_a_non_empty_string(self, bad: object) -> None:
+        with pytest.raises(ValueError, match="non-empty string"):
+            Chunk(id=bad, text="t")  # type: ignore[arg-type]
+
+    def test_text_must_be_str(self) -> None:
+        with pytest.raises(TypeError, match="text must be str"):
+            Chunk(id="a", text=b"bytes")  # type: ignore[arg-type]
+
+    def test_frozen(self) -> None:
+        c = Chunk(id="a", text="t")
+        with pytest.raises(AttributeError):
+            c.text = "other"  # type: ignore[misc]
+
+    def test_equality_and_hash_ignore_meta(self) -> None:
+        a = Chunk(id="a", text="t", n_tokens=1, meta={"x": 1})
+        b = Chunk(id="a", text="t", n_tokens=1, meta={"y": 2})
+        assert a == b
+        assert hash(a) == hash(b)
+        assert len({a, b}) == 1
+
+    def test_to_dict_drops_empty_meta(self) -> None:
+        assert Chunk(id="a", text="t", doc_id="d", position=3, n_tokens=1).to_dict() == {
+            "id": "a", "text": "t", "doc_id": "d", "position": 3, "n_tokens": 1,
+        }
+        assert Chunk(id="a", text="t", n_tokens=1, meta={"k": "v"}).to_dict()["meta"] == {"k": "v"}
+
+
+class TestAsChunks:
+    def test_strings_get_positional_ids(self) -> None:
+        chunks = as_chunks(["alpha", "beta", "gamma"], doc_id="book")
+        assert [c.id for c in chunks] == ["0", "1", "2"]
+        assert [c.position for c in chunks] == [0, 1, 2]
+        assert {c.doc_id for c in chunks} == {"book"}
+        assert [c.text for c in chunks] == ["alpha", "beta", "gamma"]
+
+    def test_chunks_pass_through_unchanged(self) -> None:
+        c = Chunk(id="z", text="t", doc_id="d", position=9, n_tokens=4)
+        assert as_chunks([c])[0] is c
+
+    def test_mixed_strings_and_chunks(self) -> None:
+        chunks = as_chunks([Chunk(id="z", text="t", n_tokens=1), "second"])
+        assert [c.id for c in chunks] == ["z", "1"]
+
+    def test_duplicate_ids_raise(self) -> None:
+        with pytest.raises(ValueError, match="duplicate chunk id 'a'"):
+            as_chunks([Chunk(id="a", text="x", n_tokens=1), Chunk(id="a", text="y", n_tokens=1)])
+
+    def test_string_id_colliding_with_chunk_id_raises(self) -> None:
+        with pytest.raises(ValueError, match="duplicate chunk id '1'"):
+            as_chunks([Chunk(id="1", text="x", n_tokens=1), "second gets id 1"])
+
+    def test_duplicate_texts_are_fine(self) -> None:
+        chunks = as_chunks(["same", "same", "same"])
+        assert [c.id for c in chunks] == ["0", "1", "2"]
+
+    def test_other_types_raise(self) -> None:
+        with pytest.raises(TypeError, match="chunk 1: expected str or Chunk, got int"):
+            as_chunks(["ok", 5])  # type: ignore[list-item]
+
+    def test_check_unique_ids_accepts_unique(self) -> None:
+        check_unique_ids([Chunk(id=str(i), text="x", n_tokens=1) for i in range(5)])
+
+
+def _selection() -> Selection:
+    c1 = Chunk(id="b", text="second para", doc_id="d", position=1, n_tokens=3)
+    c2 = Chunk(id="a", text="first para", doc_id="d", position=0, n_tokens=2)
+    c3 = Chunk(id="z", text="other doc", doc_id="c", position=5, n_tokens=4)
+    return Selection(
+        ids=["b", "a", "z"], scores=[0.9, 0.5, None], chunks=[c1, c2, c3], method="top-k",
+        config={"k": 3}, explanation="why", n_candidates=10,
+    )
+
+
+class TestSelection:
+    def test_k_and_tokens(self) -> None:
+        s = _selection()
+        assert s.k == 3
+        assert s.n_tokens == 9
+
+    def test_reading_order_sorts_by_doc_then_position(self) -> None:
+        s = _selection()
+        assert s.reading_order == ["z", "a", "b"]
+        assert s.text() == "other doc\n\nfirst para\n\nsecond para"
+        assert s.text(" | ") == "other doc | first para | second para"
+
+    def test_to_dict_is_json_and_ranked(self) -> None:
+        d = _selection().to_dict()
+        json.dumps(d)  # serialisable
+        assert d["method"] == "top-k"
+        assert (d["k"], d["n_tokens"], d["n_candidates"]) == (3, 9, 10)
+        assert d["ids"] == ["b", "a", "z"]
+        assert d["reading_order"] == ["z", "a", "b"]
+        assert [(c["id"], c["rank"], c["score"], c["n_tokens"]) for c in d["chunks"]] == [
+            ("b", 1, 0.9, 3), ("a", 2, 0.5, 2), ("z", 3, None, 4),
+        ]
+        assert d["chunks"][0]["text"] == "second para"
+        assert d["usage"] == {"calls": 0, "tokens_in": 0, "tokens_out": 0}
+
+    def test_to_dict_without_text(self) -> None:
+        d = _selection().to_dict(with_text=False)
+        assert all("text" not in c for c in d["chunks"])
+
+    def test_empty_selection(self) -> None:
+        s = Selection(ids=[], scores=[], chunks=[], method="m", config={}, explanation="", n_candidates=0)
+        assert (s.k, s.n_tokens, s.reading_order, s.text()) == (0, 0, [], "")
+
+
+def test_llm_usage_adds() -> None:
+    assert LLMUsage(1, 10, 2) + LLMUsage(2, 5, 3) == LLMUsage(3, 15, 5)
+
+
+def test_example_defaults_are_independent() -> None:
+    a = Example(id="a", question="q", chunks=[])
+    b = Example(id="b", question="q", chunks=[])
+    a.gold_ids.append("x")
+    assert b.gold_ids == [] and b.answers == [] and b.options == [] and b.meta == {}
