@@ -1,0 +1,317 @@
+"""The LLM client contract: ``complete(prompt) -> Completion``, and its errors.
+
+Every LLM-using part of ctxsel (LLM selectors, the reader, Self-Route) talks
+to a model through :class:`LLMClient`, so a hosted API, a local vLLM /
+llama.cpp / Ollama server, an in-process model and a test fake are
+interchangeable. A client takes a plain string prompt or a list of chat
+messages (``[{"role": "user", "content": "..."}]``) and returns a
+:class:`Completion`: the text, the token usage, and enough metadata to audit
+the call.
+
+Errors form one hierarchy under :class:`LLMError`. Each carries the HTTP
+status (when there was one), a short excerpt of the server's reply and the
+number of attempts made, and its message says what happened and how to fix
+it. Catch ``LLMError`` to handle any failure; catch a subclass to handle one
+kind (``LLMContextLengthError`` -> retry with fewer chunks, say).
+
+This module uses the standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Union, runtime_checkable
+
+from ctxsel.types import LLMUsage
+
+#: A chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
+Message = dict[str, Any]
+#: What ``complete`` accepts: a plain prompt or a list of chat messages.
+Prompt = Union[str, list[Message]]
+
+#: How many characters of a server reply an error message quotes.
+BODY_EXCERPT_CHARS = 500
+
+
+@dataclass(slots=True)
+class Completion:
+    """One model reply.
+
+    ``usage`` counts one call per successful request (retries are not calls;
+    they are in ``attempts``), with the server's prompt / completion token
+    counts. ``raw`` is the server's JSON reply (``{}`` where there is none).
+    ``cached`` is True when the reply came from a :class:`ResponseCache`
+    instead of the model; the usage is then the original call's, so a rerun
+    from cache reports the same cost as the run that filled it.
+    """
+
+    text: str
+    usage: LLMUsage = field(default_factory=LLMUsage)
+    finish_reason: str | None = None
+    model: str = ""
+    raw: dict[str, Any] = field(default_factory=dict)
+    cached: bool = False
+    attempts: int = 1
+
+    def to_dict(self, with_raw: bool = True) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "text": self.text,
+            "usage": {
+                "calls": self.usage.calls,
+                "tokens_in": self.usage.tokens_in,
+                "tokens_out": self.usage.tokens_out,
+            },
+            "finish_reason": self.finish_reason,
+            "model": self.model,
+            "cached": self.cached,
+            "attempts": self.attempts,
+        }
+        if with_raw:
+            d["raw"] = self.raw
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Completion:
+        u = d.get("usage") or {}
+        return cls(
+            text=str(d.get("text", "")),
+            usage=LLMUsage(int(u.get("calls", 0)), int(u.get("tokens_in", 0)), int(u.get("tokens_out", 0))),
+            finish_reason=d.get("finish_reason"),
+            model=str(d.get("model", "")),
+            raw=dict(d.get("raw") or {}),
+            cached=bool(d.get("cached", False)),
+            attempts=int(d.get("attempts", 1)),
+        )
+
+
+@runtime_checkable
+class LLMClient(Protocol):
+    """Anything that can complete a prompt.
+
+    ``model_id`` names the model (and anything else that changes its output)
+    for caches and result files. ``complete`` must be deterministic for
+    ``temperature=0`` as far as the backend allows; ``seed`` is passed to
+    backends that support it. ``extra`` holds backend-specific generation
+    parameters (``top_p``, ``response_format``...), which are sent as-is.
+    """
+
+    model_id: str
+
+    def complete(
+        self,
+        prompt: Prompt,
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+        **extra: Any,
+    ) -> Completion: ...
+
+
+def normalize_prompt(prompt: Prompt) -> Prompt:
+    """Check a prompt's shape and return it; raise a clear error if it is wrong."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, (list, tuple)):
+        if not prompt:
+            raise ValueError("the prompt is an empty list of messages: pass at least one {'role', 'content'} message")
+        out: list[Message] = []
+        for i, m in enumerate(prompt):
+            if not isinstance(m, dict) or "role" not in m or "content" not in m:
+                raise ValueError(
+                    f"message {i} of the prompt is {m!r}: each chat message must be a dict with 'role' and "
+                    "'content', e.g. {'role': 'user', 'content': 'Question...'}"
+                )
+            out.append(dict(m))
+        return out
+    raise TypeError(f"prompt must be a str or a list of chat messages, got {type(prompt).__name__}")
+
+
+# ---------------------------------------------------------------------------
+# errors
+# ---------------------------------------------------------------------------
+
+
+def body_excerpt(body: bytes | str | None, limit: int = BODY_EXCERPT_CHARS) -> str:
+    """A short, single-line excerpt of a server reply, preferring its error message."""
+    if body is None:
+        return ""
+    text = body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else str(body)
+    text = text.strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    msg = _error_message(data)
+    if msg:
+        text = msg
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _error_message(data: Any) -> str | None:
+    """The message of an error body in the OpenAI, vLLM, llama.cpp or Ollama shape."""
+    if not isinstance(data, dict):
+        return None
+    err = data.get("error")
+    if isinstance(err, dict) and isinstance(err.get("message"), str):
+        return err["message"]
+    if isinstance(err, str):  # Ollama: {"error": "..."}
+        return err
+    if isinstance(data.get("message"), str):  # vLLM: {"object": "error", "message": ...}
+        return data["message"]
+    if isinstance(data.get("detail"), (str, list)):  # FastAPI validation errors
+        return json.dumps(data["detail"]) if isinstance(data["detail"], list) else data["detail"]
+    return None
+
+
+class LLMError(RuntimeError):
+    """Any failure to get a completion. Subclasses say which kind.
+
+    Attributes: ``status_code`` (HTTP status, or None without a response),
+    ``body`` (a short excerpt of the reply), ``attempts`` (requests made,
+    retries included), ``url`` and ``model``.
+    """
+
+    #: One sentence on what usually fixes this kind of failure.
+    hint: str = "Check the server's log for the cause."
+    #: What happened, in a few words, when no ``what`` is given.
+    what: str = "the LLM request failed"
+
+    def __init__(
+        self,
+        what: str | None = None,
+        *,
+        status_code: int | None = None,
+        body: str = "",
+        attempts: int = 1,
+        url: str = "",
+        model: str = "",
+        hint: str | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self.body = body
+        self.attempts = attempts
+        self.url = url
+        self.model = model
+        if hint is not None:
+            self.hint = hint
+        self.detail = what or self.what
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        parts = [self.detail]
+        where = []
+        if self.status_code is not None:
+            where.append(f"HTTP {self.status_code}")
+        if self.model:
+            where.append(f"model {self.model!r}")
+        if self.url:
+            where.append(f"POST {self.url}")
+        where.append(f"after {self.attempts} attempt{'s' if self.attempts != 1 else ''}")
+        parts.append(f" ({', '.join(where)})")
+        if self.body:
+            parts.append(f": {self.body}")
+        parts.append(f". {self.hint}")
+        return "".join(parts)
+
+    def __reduce__(self):  # picklable across processes, keyword arguments included
+        return (
+            _rebuild_error,
+            (type(self), self.detail, self.status_code, self.body, self.attempts, self.url, self.model, self.hint),
+        )
+
+
+def _rebuild_error(cls, what, status_code, body, attempts, url, model, hint):  # noqa: ANN001, ANN202
+    return cls(what, status_code=status_code, body=body, attempts=attempts, url=url, model=model, hint=hint)
+
+
+class LLMTimeout(LLMError):
+    what = "the LLM server did not answer in time"
+    hint = (
+        "Check that the server is up and not overloaded, or raise the client's timeout= "
+        "(long prompts on a CPU server can take minutes)."
+    )
+
+
+class LLMConnectionError(LLMError):
+    what = "could not connect to the LLM server"
+    hint = (
+        "Check base_url (scheme, host, port; e.g. http://localhost:8000/v1 for vLLM, "
+        "http://localhost:8080 for llama.cpp, http://localhost:11434 for Ollama) and that the server is running."
+    )
+
+
+class LLMRateLimited(LLMError):
+    what = "the LLM server is rate limiting requests"
+    hint = "Send fewer requests at once, raise max_retries, or check the account's quota."
+
+
+class LLMServerError(LLMError):
+    what = "the LLM server failed"
+    hint = "The server had an internal error; check its log, or retry later (raise max_retries for flaky servers)."
+
+
+class LLMBadRequest(LLMError):
+    what = "the LLM server rejected the request"
+    hint = (
+        "A parameter is not accepted by this server (check the model name, max_tokens, stop, seed and any "
+        "extra parameters against the server's documentation); retrying will not help."
+    )
+
+
+class LLMContextLengthError(LLMBadRequest):
+    what = "the prompt plus max_tokens is longer than the model's context window"
+    hint = (
+        "Select fewer or shorter chunks (a smaller k or max_tokens budget), lower max_tokens, or serve the "
+        "model with a larger context (vLLM --max-model-len, llama.cpp -c, Ollama num_ctx)."
+    )
+
+
+class LLMAuthError(LLMError):
+    what = "the LLM server refused the credentials"
+    hint = (
+        "Pass api_key= or set OPENAI_API_KEY to a valid key with access to this model; local servers "
+        "started with --api-key need the same key."
+    )
+
+
+class LLMNotFound(LLMError):
+    what = "the LLM server has no such endpoint or model"
+    hint = (
+        "Check the model name (GET {base}/models lists what the server serves) and base_url "
+        "(it should point at the OpenAI-compatible API root, usually ending in /v1), and mode= "
+        "('chat' or 'completions'; some servers offer only one)."
+    )
+
+
+class LLMInvalidResponse(LLMError):
+    what = "the LLM server's reply is not a valid OpenAI-compatible completion"
+    hint = (
+        "Check that base_url points at an OpenAI-compatible API (not a web page or a proxy's error page) "
+        "and that mode= matches the endpoint the server offers."
+    )
+
+
+__all__ = [
+    "BODY_EXCERPT_CHARS",
+    "Completion",
+    "LLMAuthError",
+    "LLMBadRequest",
+    "LLMClient",
+    "LLMConnectionError",
+    "LLMContextLengthError",
+    "LLMError",
+    "LLMInvalidResponse",
+    "LLMNotFound",
+    "LLMRateLimited",
+    "LLMServerError",
+    "LLMTimeout",
+    "LLMUsage",
+    "Message",
+    "Prompt",
+    "body_excerpt",
+    "normalize_prompt",
+]

@@ -1,0 +1,462 @@
+"""An on-disk LLM response cache (SQLite, WAL) and a client wrapper that uses it.
+
+    cache = ResponseCache("~/.cache/ctxsel/llm.sqlite")
+    client = CachedClient(OpenAICompatClient(url, model), cache, template_version="self-route-v2")
+    client.complete(prompt)        # calls the model, stores the reply
+    client.complete(prompt)        # same key: returned from the cache, .cached is True
+
+The key is the sha256 of a canonical JSON document holding everything that
+changes the reply: the model id (and the client's ``cache_identity()``, e.g.
+chat vs completions mode), the full prompt or message list, every generation
+parameter (``max_tokens``, ``temperature``, ``stop``, ``seed`` and any extra
+ones) and the prompt template's version. Change any of them and the lookup
+misses; nothing stale is ever returned. Values are JSON (the Completion, with
+the server's raw reply unless ``store_raw=False``), never pickles.
+
+Sampling (``temperature > 0``) bypasses the cache unless
+``cache_sampling=True``: a cached sample would silently turn repeated draws
+into one draw.
+
+Safety: each process (and thread) uses its own connection; WAL mode and a
+busy timeout let many processes read and write at once, and writes that
+still meet ``database is locked`` are retried. A corrupt or truncated file
+(or one that is not SQLite at all) is detected when opened (``PRAGMA
+quick_check``) or when a query fails with a corruption error, moved aside
+to ``<path>.corrupt-<timestamp>`` and replaced by an empty cache, with a
+warning; a cache problem never fails the model call it serves. A
+``<path>.lock`` file beside the cache serialises that check across
+processes. Other processes that still hold the old file open keep writing
+to the moved-aside copy until they reopen the cache (their entries are
+lost, never wrong).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ctxsel.llm.base import Completion, LLMClient, Prompt, normalize_prompt
+
+log = logging.getLogger("ctxsel.llm")
+
+#: Bump when the key document's layout changes (old entries then simply miss).
+KEY_SCHEMA = 1
+
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
+
+
+def default_cache_path() -> Path:
+    """``$CTXSEL_CACHE_DIR/llm_responses.sqlite`` (else ``$XDG_CACHE_HOME/ctxsel``, else ``~/.cache/ctxsel``)."""
+    if os.environ.get("CTXSEL_CACHE_DIR"):
+        base = Path(os.environ["CTXSEL_CACHE_DIR"])
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ctxsel"
+    return base / "llm_responses.sqlite"
+
+
+def cache_key(
+    model_id: str,
+    prompt: Prompt,
+    *,
+    max_tokens: int = 256,
+    temperature: float = 0.0,
+    stop: list[str] | None = None,
+    seed: int | None = None,
+    template_version: str = "",
+    identity: dict[str, Any] | None = None,
+    **extra: Any,
+) -> str:
+    """The sha256 hex key of one request: model, prompt, every parameter and the template version."""
+    doc = {
+        "schema": KEY_SCHEMA,
+        "model_id": model_id,
+        "identity": identity or {},
+        "template_version": template_version,
+        "prompt": normalize_prompt(prompt),
+        "params": {
+            "max_tokens": int(max_tokens),
+            "temperature": float(temperature),
+            "stop": list(stop) if stop else None,
+            "seed": None if seed is None else int(seed),
+            "extra": extra,
+        },
+    }
+    try:
+        canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise TypeError(
+            f"cannot build a cache key: a prompt or parameter is not JSON-serialisable ({e}); "
+            "pass plain str/int/float/bool/list/dict values"
+        ) from e
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def _errcode(e: BaseException) -> int | None:
+    code = getattr(e, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
+def _is_locked(e: BaseException) -> bool:
+    code = _errcode(e)
+    if code is not None:
+        return code in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    msg = str(e).lower()
+    return "locked" in msg or "busy" in msg
+
+
+def _is_corrupt(e: BaseException) -> bool:
+    if not isinstance(e, sqlite3.DatabaseError):
+        return False
+    code = _errcode(e)
+    if code is not None:
+        return code in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    msg = str(e).lower()
+    return "malformed" in msg or "not a database" in msg or "corrupt" in msg
+
+
+class _Corrupt(Exception):
+    pass
+
+
+class ResponseCache:
+    """LLM replies on disk, keyed by :func:`cache_key`. Safe across threads and processes.
+
+    ``timeout`` bounds how long a write waits for another process's lock
+    (SQLite busy timeout, then retries). ``quick_check`` runs ``PRAGMA
+    quick_check`` when the file is opened (cost grows with the file; turn it
+    off for very large caches -- corruption met later is still handled).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        timeout: float = 30.0,
+        store_raw: bool = True,
+        quick_check: bool = True,
+    ) -> None:
+        self.path = Path(path).expanduser() if path is not None else default_cache_path()
+        self.timeout = float(timeout)
+        self.store_raw = store_raw
+        self.quick_check = quick_check
+        self._local = threading.local()
+        self._lock = threading.Lock()  # serialises recovery within this process
+        self._generation = 0
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OSError(
+                f"cannot create the LLM cache directory {self.path.parent}: {e}; "
+                "pass ResponseCache(path=...) in a writable place or set CTXSEL_CACHE_DIR"
+            ) from e
+        self._open(check=quick_check)
+
+    def __repr__(self) -> str:
+        return f"ResponseCache({str(self.path)!r})"
+
+    # -- pickling: a cache handed to a subprocess reopens its own connection --
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "timeout": self.timeout, "store_raw": self.store_raw, "quick_check": False}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = state["path"]
+        self.timeout = state["timeout"]
+        self.store_raw = state["store_raw"]
+        self.quick_check = state["quick_check"]
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._generation = 0
+
+    # -- connections ------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=True)
+        try:
+            con.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+            self._retry_locked(lambda: con.execute("PRAGMA journal_mode=WAL").fetchone())
+            con.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def _conn(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if (
+            con is None
+            or getattr(self._local, "pid", None) != os.getpid()
+            or getattr(self._local, "generation", None) != self._generation
+        ):
+            if con is not None and getattr(self._local, "pid", None) == os.getpid():
+                with contextlib.suppress(sqlite3.Error):
+                    con.close()  # a connection to a file since moved aside
+            con = self._connect()
+            self._local.con = con
+            self._local.pid = os.getpid()
+            self._local.generation = self._generation
+        return con
+
+    def _drop_conn(self) -> None:
+        con = getattr(self._local, "con", None)
+        self._local.con = None
+        if con is not None and getattr(self._local, "pid", None) == os.getpid():
+            with contextlib.suppress(sqlite3.Error):
+                con.close()
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        self._drop_conn()
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """An exclusive lock across processes for opening, checking and rebuilding the file."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: the in-process lock only
+            with self._lock:
+                yield
+            return
+        with self._lock, open(str(self.path) + ".lock", "a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def _open(self, check: bool) -> None:
+        with self._file_lock():
+            self._drop_conn()
+            try:
+                self._check_and_init(check)
+                return
+            except _Corrupt as e:
+                reason = str(e)
+            except sqlite3.DatabaseError as e:
+                if not _is_corrupt(e):
+                    raise sqlite3.OperationalError(
+                        f"cannot open the LLM cache {self.path}: {e}; check that the file is writable, "
+                        "or pass another path"
+                    ) from e
+                reason = str(e)
+            self._drop_conn()
+            self._quarantine(reason)
+            self._check_and_init(check=False)
+
+    def _check_and_init(self, check: bool) -> None:
+        con = self._conn()
+        if check:
+            rows = con.execute("PRAGMA quick_check").fetchall()
+            if not rows or rows[0][0] != "ok":
+                raise _Corrupt("quick_check: " + "; ".join(str(r[0]) for r in rows[:3]))
+        self._retry_locked(
+            lambda: con.execute(
+                "CREATE TABLE IF NOT EXISTS responses ("
+                " key TEXT PRIMARY KEY, model_id TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"
+            )
+        )
+
+    def _quarantine(self, reason: str) -> None:
+        self._generation += 1  # every thread of this process reconnects to the new file
+        stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+        bad = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        moved = []
+        for suffix in ("", "-wal", "-shm"):
+            src = self.path.with_name(self.path.name + suffix)
+            if src.exists():
+                os.replace(src, bad.with_name(bad.name + suffix))
+                moved.append(src.name)
+        log.warning(
+            "LLM response cache %s is corrupt (%s); moved it aside to %s and started an empty cache. "
+            "Cached replies are lost; they will be fetched again from the model.",
+            self.path,
+            reason,
+            bad,
+        )
+
+    def _retry_locked(self, fn: Any) -> Any:
+        """Run ``fn``; on 'database is locked' retry with backoff until ``timeout`` has passed."""
+        deadline = time.monotonic() + self.timeout
+        delay = 0.01
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                if not _is_locked(e) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    def _run(self, op: str, fn: Any) -> Any:
+        """Run a query; recover from corruption once; other failures propagate to the caller."""
+        try:
+            return self._retry_locked(lambda: fn(self._conn()))
+        except sqlite3.DatabaseError as e:
+            if not _is_corrupt(e):
+                raise
+            log.warning("LLM response cache %s: %s failed (%s); rebuilding", self.path, op, e)
+        self._recover()
+        return self._retry_locked(lambda: fn(self._conn()))
+
+    def _recover(self) -> None:
+        """Rebuild after corruption met mid-run, unless another process already did."""
+        with self._file_lock():
+            self._drop_conn()
+            try:
+                self._check_and_init(check=True)
+                return  # the file at self.path is healthy now (someone else rebuilt it)
+            except (_Corrupt, sqlite3.DatabaseError) as e:
+                if isinstance(e, sqlite3.DatabaseError) and not _is_corrupt(e):
+                    raise
+                reason = str(e)
+            self._drop_conn()
+            self._quarantine(reason)
+            self._check_and_init(check=False)
+
+    # -- the mapping --------------------------------------------------------
+
+    def get(self, key: str) -> Completion | None:
+        """The cached reply for ``key`` (``cached=True``), or None. A broken cache reads as a miss."""
+        try:
+            row = self._run("read", lambda c: c.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone())
+        except sqlite3.Error as e:
+            log.warning("LLM response cache %s: read failed (%s); treating as a miss", self.path, e)
+            return None
+        if row is None:
+            return None
+        try:
+            out = Completion.from_dict(json.loads(row[0]))
+        except (ValueError, TypeError, AttributeError) as e:
+            log.warning("LLM response cache %s: entry %s is unreadable (%s); treating as a miss", self.path, key, e)
+            return None
+        out.cached = True
+        return out
+
+    def put(self, key: str, completion: Completion, model_id: str = "") -> None:
+        """Store a reply (replacing any previous one). Failures are logged, never raised."""
+        d = completion.to_dict(with_raw=self.store_raw)
+        d.pop("cached", None)
+        try:
+            value = json.dumps(d, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            log.warning("LLM response cache: reply not stored, not JSON-serialisable (%s)", e)
+            return
+        row = (key, model_id or completion.model, value, time.time())
+        try:
+            self._run(
+                "write",
+                lambda c: c.execute(
+                    "INSERT OR REPLACE INTO responses (key, model_id, value, created) VALUES (?, ?, ?, ?)", row
+                ),
+            )
+        except sqlite3.Error as e:
+            log.warning("LLM response cache %s: write failed (%s); the reply was not cached", self.path, e)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._run(
+            "read", lambda c: c.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone()
+        ) is not None
+
+    def __len__(self) -> int:
+        return int(self._run("count", lambda c: c.execute("SELECT COUNT(*) FROM responses").fetchone()[0]))
+
+    def keys(self) -> list[str]:
+        return [r[0] for r in self._run("read", lambda c: c.execute("SELECT key FROM responses").fetchall())]
+
+    def clear(self) -> None:
+        self._run("clear", lambda c: c.execute("DELETE FROM responses"))
+
+
+class CachedClient:
+    """Wrap any :class:`~ctxsel.llm.base.LLMClient` with a :class:`ResponseCache`.
+
+    ``template_version`` names the prompt template (bump it when the prompt
+    wording changes, so old replies miss). Calls with ``temperature > 0``
+    bypass the cache unless ``cache_sampling=True``. A cache hit returns the
+    stored Completion with ``cached=True`` and the original call's usage;
+    ``hits``, ``misses`` and ``bypassed`` count what happened.
+    """
+
+    def __init__(
+        self,
+        client: LLMClient,
+        cache: ResponseCache,
+        template_version: str = "",
+        *,
+        cache_sampling: bool = False,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.template_version = str(template_version)
+        self.cache_sampling = cache_sampling
+        self.model_id = client.model_id
+        self.hits = self.misses = self.bypassed = 0
+        self._count_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"CachedClient({self.client!r}, {self.cache!r}, template_version={self.template_version!r})"
+
+    def cache_identity(self) -> dict[str, Any]:
+        ident = getattr(self.client, "cache_identity", None)
+        return dict(ident()) if callable(ident) else {}
+
+    def key(
+        self,
+        prompt: Prompt,
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+        **extra: Any,
+    ) -> str:
+        return cache_key(
+            self.model_id,
+            prompt,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=stop,
+            seed=seed,
+            template_version=self.template_version,
+            identity=self.cache_identity(),
+            **extra,
+        )
+
+    def complete(
+        self,
+        prompt: Prompt,
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+        **extra: Any,
+    ) -> Completion:
+        params: dict[str, Any] = dict(max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed, **extra)
+        if temperature > 0 and not self.cache_sampling:
+            with self._count_lock:
+                self.bypassed += 1
+            return self.client.complete(prompt, **params)
+        key = self.key(prompt, **params)
+        hit = self.cache.get(key)
+        if hit is not None:
+            with self._count_lock:
+                self.hits += 1
+            return hit
+        out = self.client.complete(prompt, **params)
+        with self._count_lock:
+            self.misses += 1
+        self.cache.put(key, out, self.model_id)
+        return out
+
+
+__all__ = ["KEY_SCHEMA", "CachedClient", "ResponseCache", "cache_key", "default_cache_path"]

@@ -1,0 +1,528 @@
+"""An LLM client for any OpenAI-compatible HTTP server, on the standard library.
+
+Works with vLLM, llama.cpp's ``llama-server``, Ollama, TGI, LM Studio and
+hosted APIs: point ``base_url`` at the server and name the model::
+
+    client = OpenAICompatClient("http://localhost:8000/v1", "Qwen/Qwen2.5-7B-Instruct")
+    reply = client.complete("Who wrote Hamlet?", max_tokens=32)
+    reply.text, reply.usage
+
+``base_url`` may be given with or without the ``/v1`` suffix: a bare host
+(``http://localhost:11434``) gets ``/v1`` appended; a URL with a path is used
+as given (``https://example.com/openai/v1``). ``mode="chat"`` POSTs chat
+messages to ``{base}/chat/completions``; ``mode="completions"`` POSTs a raw
+prompt to ``{base}/completions`` (no chat template: the prompt is the
+model's input verbatim).
+
+Retries follow the official ``openai-python`` client: HTTP 408, 409, 429 and
+5xx, connection errors and timeouts are retried up to ``max_retries`` times
+with exponential backoff and jitter, ``min(backoff_initial * 2**n,
+backoff_max) * (1 - 0.25 * random())`` seconds before retry ``n`` (0, 1,
+...); a ``retry-after-ms`` or ``Retry-After`` header (seconds or an HTTP
+date) is obeyed when it asks for more than 0 and at most
+``max_retry_after`` seconds; an ``x-should-retry: true|false`` header
+overrides the status-based decision. One deliberate difference: 400, 401,
+403, 404, 422 and context-length errors are never retried, whatever
+``x-should-retry`` says, since repeating the same request cannot succeed.
+
+Every attempt has a deadline of ``timeout`` seconds covering connect, send
+and the whole reply (a server that trickles bytes cannot hold a call open
+past it); each attempt uses its own connection, closed when the attempt
+ends, so nothing leaks. The client is safe to share between threads.
+
+Not supported: streaming, and HTTP(S) proxies from the environment (the
+client connects to ``base_url`` directly, as a local server needs).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import logging
+import math
+import os
+import random
+import re
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import timezone
+from typing import Any
+from urllib.parse import urlsplit
+
+from ctxsel.llm.base import (
+    Completion,
+    LLMAuthError,
+    LLMBadRequest,
+    LLMConnectionError,
+    LLMContextLengthError,
+    LLMError,
+    LLMInvalidResponse,
+    LLMNotFound,
+    LLMRateLimited,
+    LLMServerError,
+    LLMTimeout,
+    Prompt,
+    body_excerpt,
+    normalize_prompt,
+)
+from ctxsel.types import LLMUsage
+
+log = logging.getLogger("ctxsel.llm")
+
+#: Status codes that are never retried (the same request cannot succeed).
+NEVER_RETRY = frozenset({400, 401, 403, 404, 422})
+#: Status codes retried as openai-python does (plus every 5xx).
+RETRY_STATUSES = frozenset({408, 409, 429})
+
+_CONTEXT_PATTERN = re.compile(
+    "|".join(
+        [
+            r"context_length_exceeded",  # OpenAI's error code
+            r"context (?:length|window|size)",  # OpenAI, vLLM "maximum context length"; llama.cpp "context size"
+            r"exceed_context_size",  # llama.cpp's error type
+            r"maximum (?:input |sequence |model )?length\b.{0,60}\btokens",  # "maximum length is 4096 tokens"
+            r"(?:prompt|input) is too long",
+            r"too many (?:input |prompt )?tokens",
+            r"tokens.{0,60}must be <=",  # TGI: "`inputs` tokens + `max_new_tokens` must be <= 4096"
+        ]
+    ),
+    re.IGNORECASE | re.DOTALL,
+)
+
+_MAX_BODY_BYTES = 64 * 1024 * 1024  # refuse to buffer absurd replies
+
+
+def is_context_length_error(status: int, body: bytes | str) -> bool:
+    """True for a 400/413/422 reply that says the prompt exceeded the context."""
+    if status not in (400, 413, 422):
+        return False
+    text = body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else str(body)
+    return _CONTEXT_PATTERN.search(text) is not None
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds the server asks to wait, from ``retry-after-ms`` or ``retry-after``; None if unparseable.
+
+    ``headers`` must have lower-case keys. ``retry-after`` may be seconds
+    (floats accepted, as openai-python does) or an HTTP date. The value may
+    be negative or huge: the caller decides whether it is sane.
+    """
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            v = float(ms) / 1000.0
+            if math.isfinite(v):
+                return v
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if ra is None:
+        return None
+    try:
+        v = float(ra)
+        return v if math.isfinite(v) else None
+    except ValueError:
+        pass
+    try:
+        dt = email.utils.parsedate_to_datetime(ra.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if dt is None:  # pragma: no cover - older Pythons
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp() - (time.time() if now is None else now)
+
+
+class _TransportError(Exception):
+    """A failed attempt without an HTTP status: timeout or connection error."""
+
+    def __init__(self, timeout: bool, detail: str) -> None:
+        super().__init__(detail)
+        self.timeout = timeout
+        self.detail = detail
+
+
+class OpenAICompatClient:
+    """An :class:`~ctxsel.llm.base.LLMClient` for OpenAI-compatible HTTP servers.
+
+    Parameters
+    ----------
+    base_url:
+        The API root, e.g. ``http://localhost:8000/v1`` (vLLM),
+        ``http://localhost:8080`` (llama.cpp), ``http://localhost:11434``
+        (Ollama), ``https://api.openai.com/v1``.
+    model:
+        The model name the server expects; also the client's ``model_id``.
+    api_key:
+        Sent as ``Authorization: Bearer``. None: ``$OPENAI_API_KEY`` if set,
+        else no key (local servers); ``""``: never send a key.
+    mode:
+        ``"chat"`` (``/chat/completions``, messages) or ``"completions"``
+        (``/completions``, a raw string prompt).
+    timeout:
+        Seconds allowed per attempt for connect, send and the whole reply.
+    max_retries:
+        Retries after the first attempt (0 disables retrying).
+    backoff_initial, backoff_max:
+        Exponential backoff: ``min(backoff_initial * 2**n, backoff_max)``
+        seconds, minus up to 25 % jitter.
+    max_retry_after:
+        Longest ``Retry-After`` obeyed; longer, zero, negative or garbage
+        values fall back to the backoff.
+    extra_headers:
+        Added to every request (e.g. ``{"OpenAI-Organization": ...}``).
+    sleep, rng:
+        Injectable for tests: the sleep function between retries and the
+        random source of the jitter.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        mode: str = "chat",
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 8.0,
+        max_retry_after: float = 60.0,
+        extra_headers: Mapping[str, str] | None = None,
+        *,
+        sleep: Callable[[float], Any] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        if mode not in ("chat", "completions"):
+            raise ValueError(f"mode must be 'chat' or 'completions', got {mode!r}")
+        if not isinstance(model, str) or not model:
+            raise ValueError("model must be a non-empty string: the model name the server serves")
+        if not (isinstance(timeout, (int, float)) and timeout > 0 and math.isfinite(timeout)):
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an integer >= 0 (0 disables retries), got {max_retries!r}")
+        if backoff_initial < 0 or backoff_max < 0 or max_retry_after < 0:
+            raise ValueError("backoff_initial, backoff_max and max_retry_after must be >= 0")
+        self.model = model
+        self.model_id = model
+        self.mode = mode
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.backoff_initial = float(backoff_initial)
+        self.backoff_max = float(backoff_max)
+        self.max_retry_after = float(max_retry_after)
+        self.extra_headers = dict(extra_headers or {})
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._ssl_context: ssl.SSLContext | None = None
+        if api_key is None:
+            api_key = os.environ.get("OPENAI_API_KEY")
+        self.api_key = api_key or None
+
+        self.base_url, self._scheme, self._host, self._port, self._base_path, self._query = _parse_base_url(base_url)
+        endpoint = "/chat/completions" if mode == "chat" else "/completions"
+        self._path = self._base_path + endpoint + (f"?{self._query}" if self._query else "")
+        self.url = f"{self.base_url}{endpoint}"
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatClient(base_url={self.base_url!r}, model={self.model!r}, mode={self.mode!r})"
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the prompt and parameters changes this client's output (for cache keys)."""
+        return {"model": self.model, "mode": self.mode}
+
+    # -- the request ------------------------------------------------------
+
+    def build_payload(
+        self,
+        prompt: Prompt,
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """The JSON body ``complete`` sends (useful to inspect or log)."""
+        prompt = normalize_prompt(prompt)
+        if extra.get("stream"):
+            raise ValueError("streaming is not supported by OpenAICompatClient: drop stream=True")
+        payload: dict[str, Any] = {"model": self.model}
+        if self.mode == "chat":
+            payload["messages"] = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        else:
+            if not isinstance(prompt, str):
+                raise ValueError(
+                    "mode='completions' takes a plain string prompt, got chat messages: use mode='chat', "
+                    "or render the messages with the model's chat template first"
+                )
+            payload["prompt"] = prompt
+        if "max_completion_tokens" not in extra:  # newer OpenAI models take only max_completion_tokens
+            payload["max_tokens"] = int(max_tokens)
+        payload["temperature"] = float(temperature)
+        if stop:
+            payload["stop"] = list(stop)
+        if seed is not None:
+            payload["seed"] = int(seed)
+        for k, v in extra.items():
+            if k in ("model", "messages", "prompt"):
+                raise ValueError(f"{k!r} cannot be passed as an extra parameter; it is set by the client")
+            if k == "stream":
+                continue
+            payload[k] = v
+        return payload
+
+    def complete(
+        self,
+        prompt: Prompt,
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+        **extra: Any,
+    ) -> Completion:
+        payload = self.build_payload(
+            prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed, **extra
+        )
+        try:
+            body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"the request parameters are not JSON-serialisable: {e}") from e
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": "ctxsel",
+            "Connection": "close",
+            **self.extra_headers,
+        }
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+
+        attempt = 0
+        while True:
+            attempt += 1
+            resp_headers: dict[str, str] = {}
+            try:
+                status, resp_headers, data = self._send_once(body, headers)
+            except _TransportError as t:
+                cls = LLMTimeout if t.timeout else LLMConnectionError
+                err: LLMError = cls(t.detail, attempts=attempt, url=self.url, model=self.model)
+                err.__cause__ = t.__cause__
+                retry = True
+            else:
+                if 200 <= status < 300:
+                    return self._parse(status, data, attempt)
+                err = self._status_error(status, resp_headers, data, attempt)
+                retry = self._should_retry(status, resp_headers, err)
+            if not retry or attempt > self.max_retries:
+                raise err
+            delay = self.retry_delay(attempt - 1, resp_headers)
+            log.info(
+                "LLM request to %s failed (%s); retry %d/%d in %.2f s",
+                self.url,
+                err.detail if err.status_code is None else f"HTTP {err.status_code}",
+                attempt,
+                self.max_retries,
+                delay,
+            )
+            self._sleep(delay)
+
+    def retry_delay(self, retries_taken: int, headers: Mapping[str, str] | None = None) -> float:
+        """Seconds to wait before retry number ``retries_taken`` (0 for the first retry)."""
+        retry_after = parse_retry_after(headers or {})
+        if retry_after is not None and 0 < retry_after <= self.max_retry_after:
+            return retry_after
+        base = min(self.backoff_initial * 2.0**retries_taken, self.backoff_max)
+        return max(0.0, base * (1.0 - 0.25 * self._rng.random()))
+
+    @staticmethod
+    def _should_retry(status: int, headers: Mapping[str, str], err: LLMError) -> bool:
+        if status in NEVER_RETRY or isinstance(err, LLMContextLengthError):
+            return False
+        hint = headers.get("x-should-retry", "").strip().lower()
+        if hint == "true":
+            return True
+        if hint == "false":
+            return False
+        return status in RETRY_STATUSES or status >= 500
+
+    def _send_once(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """One POST on a fresh connection, within ``self.timeout`` overall; always closes the connection."""
+        if self._scheme == "https":
+            if self._ssl_context is None:
+                self._ssl_context = ssl.create_default_context()
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                self._host, self._port, timeout=self.timeout, context=self._ssl_context
+            )
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+        expired = threading.Event()
+        held: list[socket.socket] = []  # the socket, kept: http.client drops conn.sock once a reply says close
+        resp: http.client.HTTPResponse | None = None
+
+        def _expire() -> None:  # the per-attempt deadline: unblock whatever the call is waiting on
+            expired.set()
+            for sock in list(held):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        watchdog = threading.Timer(self.timeout, _expire)
+        watchdog.daemon = True
+        timed_out = f"the LLM server did not answer within {self.timeout:g} s"
+        try:
+            watchdog.start()
+            conn.connect()
+            if conn.sock is not None:
+                held.append(conn.sock)
+            if expired.is_set():
+                raise _TransportError(True, timed_out)
+            conn.request("POST", self._path, body=body, headers=headers)
+            resp = conn.getresponse()
+            length = resp.getheader("content-length")
+            if length is not None and length.isdigit() and int(length) > _MAX_BODY_BYTES:
+                raise _TransportError(False, f"the LLM server sent a {int(length)}-byte reply, over the 64 MiB limit")
+            data = resp.read()
+            if expired.is_set():
+                raise _TransportError(True, timed_out)
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
+        except _TransportError:
+            raise
+        except (TimeoutError, socket.timeout) as e:
+            raise _TransportError(True, timed_out) from e
+        except (OSError, http.client.HTTPException) as e:
+            if expired.is_set():
+                raise _TransportError(True, timed_out) from e
+            raise _TransportError(
+                False, f"could not reach the LLM server at {self._host}:{self._port} ({type(e).__name__}: {e})"
+            ) from e
+        finally:
+            watchdog.cancel()
+            if resp is not None:
+                resp.close()
+            conn.close()
+            for sock in held:
+                sock.close()
+
+    # -- the reply --------------------------------------------------------
+
+    def _status_error(self, status: int, headers: Mapping[str, str], data: bytes, attempts: int) -> LLMError:
+        excerpt = body_excerpt(data)
+        kw: dict[str, Any] = dict(status_code=status, body=excerpt, attempts=attempts, url=self.url, model=self.model)
+        reason = http.client.responses.get(status, "")
+        if is_context_length_error(status, data):
+            return LLMContextLengthError(**kw)
+        if status in (401, 403):
+            return LLMAuthError(**kw)
+        if status in (404, 405):
+            return LLMNotFound(**kw)
+        if status == 408:
+            return LLMTimeout("the LLM server timed out the request (HTTP 408 Request Timeout)", **kw)
+        if status == 429:
+            return LLMRateLimited(**kw)
+        if status == 409:
+            return LLMServerError("the LLM server reported a conflict (HTTP 409), usually a transient lock", **kw)
+        if status >= 500:
+            return LLMServerError(f"the LLM server failed ({status} {reason})".rstrip(), **kw)
+        if 300 <= status < 400:
+            where = headers.get("location", "")
+            return LLMError(
+                f"the LLM server redirected the request to {where or 'another URL'}",
+                hint="Use the final URL as base_url (http:// vs https://, a missing or extra /v1).",
+                **kw,
+            )
+        if 400 <= status < 500:
+            return LLMBadRequest(f"the LLM server rejected the request ({status} {reason})".rstrip(), **kw)
+        return LLMError(f"the LLM server answered with unexpected status {status}", **kw)
+
+    def _parse(self, status: int, data: bytes, attempts: int) -> Completion:
+        kw: dict[str, Any] = dict(status_code=status, attempts=attempts, url=self.url, model=self.model)
+        try:
+            payload = json.loads(data.decode("utf-8", "replace"))
+        except ValueError:
+            raise LLMInvalidResponse(
+                "the LLM server's reply is not JSON", body=body_excerpt(data, 200), **kw
+            ) from None
+        if not isinstance(payload, dict):
+            raise LLMInvalidResponse("the LLM server's reply is not a JSON object", body=body_excerpt(data, 200), **kw)
+        choices = payload.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            if payload.get("error") is not None:  # some servers report errors with status 200
+                excerpt = body_excerpt(data)
+                if is_context_length_error(400, data):
+                    raise LLMContextLengthError(body=excerpt, **kw)
+                raise LLMInvalidResponse("the LLM server returned an error with status 200", body=excerpt, **kw)
+            raise LLMInvalidResponse("the LLM server's reply has no choices", body=body_excerpt(data, 200), **kw)
+        choice = choices[0]
+        text: Any
+        if "message" in choice and (self.mode == "chat" or choice.get("text") is None):
+            text = (choice.get("message") or {}).get("content")
+            if isinstance(text, list):  # content parts: [{"type": "text", "text": ...}, ...]
+                text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+        else:
+            text = choice.get("text")
+        if text is None:
+            text = ""  # e.g. a tool call or a reasoning-only reply
+        if not isinstance(text, str):
+            raise LLMInvalidResponse(
+                f"the LLM server's reply text is a {type(text).__name__}, not a string",
+                body=body_excerpt(data, 200),
+                **kw,
+            )
+        usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+        return Completion(
+            text=text,
+            usage=LLMUsage(1, _as_int(usage.get("prompt_tokens")), _as_int(usage.get("completion_tokens"))),
+            finish_reason=choice.get("finish_reason"),
+            model=str(payload.get("model") or self.model),
+            raw=payload,
+            cached=False,
+            attempts=attempts,
+        )
+
+
+def _as_int(v: Any) -> int:
+    try:
+        return int(v or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _parse_base_url(base_url: str) -> tuple[str, str, str, int, str, str]:
+    """(normalised base, scheme, host, port, path without trailing slash, query)."""
+    if not isinstance(base_url, str) or not base_url.strip():
+        raise ValueError("base_url must be a URL such as http://localhost:8000/v1")
+    raw = base_url.strip()
+    if "://" not in raw:
+        raise ValueError(f"base_url {raw!r} has no scheme: write http://{raw} or https://{raw}")
+    parts = urlsplit(raw)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError(f"base_url {raw!r}: the scheme must be http or https, got {parts.scheme!r}")
+    if not parts.hostname:
+        raise ValueError(f"base_url {raw!r} has no host")
+    try:
+        port = parts.port or (443 if scheme == "https" else 80)
+    except ValueError as e:
+        raise ValueError(f"base_url {raw!r} has an invalid port: {e}") from None
+    path = parts.path.rstrip("/")
+    for suffix in ("/chat/completions", "/completions"):  # a full endpoint URL was given
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            break
+    if not path:
+        path = "/v1"
+    host = parts.hostname
+    host_for_url = f"[{host}]" if ":" in host else host
+    default_port = 443 if scheme == "https" else 80
+    netloc = host_for_url if port == default_port else f"{host_for_url}:{port}"
+    return f"{scheme}://{netloc}{path}", scheme, host, port, path, parts.query
+
+
+__all__ = ["NEVER_RETRY", "RETRY_STATUSES", "OpenAICompatClient", "is_context_length_error", "parse_retry_after"]
