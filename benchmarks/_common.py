@@ -144,17 +144,17 @@ def header_md(title: str, info: dict[str, Any], notes: list[str] = ()) -> str:
         f"- Date: {info['date']}",
         f"- Threads: {info['threads']} (torch.set_num_threads and OMP/MKL/OPENBLAS_NUM_THREADS; "
         f"OMP_NUM_THREADS before the script: {info['thread_env_before'].get('OMP_NUM_THREADS') or 'unset'})",
-        f"- Command: `{info['command']}` (from `{os.path.relpath(info['cwd'], ROOT) if info['cwd'].startswith(str(ROOT)) else info['cwd']}` "
-        f"in the repo)",
+        f"- Command: `{info['command']}` "
+        + ("(run from the repository root)" if Path(info["cwd"]) == ROOT else f"(run from `{info['cwd']}`)"),
         f"- Code: ctxsel {info['versions'].get('ctxsel', '?')} at git {info['git']}; "
         + ", ".join(f"{k} {v}" for k, v in info["versions"].items() if k != "ctxsel"),
     ]
     if la is not None:
         s = f"- Load average at start: {la[0]:.2f} / {la[1]:.2f} / {la[2]:.2f} (1 / 5 / 15 min)"
         if lae is not None:
-            s += f"; at end: {lae[0]:.2f}"
+            s += f"; at end: {lae[0]:.2f} (the end value includes this benchmark's own load)"
         lines.append(s)
-        if la[0] > BUSY_LOAD or (lae is not None and lae[0] > BUSY_LOAD):
+        if la[0] > BUSY_LOAD:
             lines.append(
                 f"- **Warning: load average above {BUSY_LOAD} — another job was using the CPU; "
                 "these timings are pessimistic and noisier than on a quiet machine.**"

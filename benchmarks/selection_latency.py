@@ -36,6 +36,7 @@ FLOOR_ARGSORT = 'floor: np.argsort(-s, kind="stable")'
 FLOOR_SORT = "floor: np.sort(s)"
 REF_ARGPART = "ref: np.argpartition top-10 + sort"
 REF_QUICK = "ref: np.argsort(-s) (default kind, not stable)"
+REF_TIECHECK = "ref: np.argsort(-s) + tie check (stable result)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -69,6 +70,19 @@ def make_scores(n: int, seed: int):
     return s, tokens
 
 
+def argsort_tiecheck(scores):
+    """What rank() could do: the fast unstable argsort, falling back to the
+    stable one only when two scores are equal (so the result is identical)."""
+    import numpy as np
+
+    key = -scores
+    order = np.argsort(key)
+    sk = key[order]
+    if np.any(sk[1:] == sk[:-1]):
+        order = np.argsort(key, kind="stable")
+    return order
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     thread_info = C.setup_threads(args.threads)
@@ -91,12 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     selectors = {spec: get_selector(spec) for spec in SPECS}
     timing = dict(budget_s=args.budget_s, min_repeats=args.min_repeats, max_repeats=args.max_repeats)
 
-    decide: dict[str, dict[int, dict]] = {m: {} for m in [FLOOR_ARGSORT, FLOOR_SORT, REF_QUICK, REF_ARGPART, *SPECS]}
+    decide: dict[str, dict[int, dict]] = {m: {} for m in [FLOOR_ARGSORT, FLOOR_SORT, REF_QUICK, REF_TIECHECK, REF_ARGPART, *SPECS]}
     select: dict[str, dict[int, dict]] = {m: {} for m in SPECS}
     kept: dict[str, dict[int, int]] = {m: {} for m in SPECS}
     chunk_build_s: dict[int, float] = {}
 
-    n_cells = len(sizes) * (4 + len(SPECS)) + sum(1 for n in sizes if n <= select_max_n) * len(SPECS)
+    n_cells = len(sizes) * (5 + len(SPECS)) + sum(1 for n in sizes if n <= select_max_n) * len(SPECS)
     bar = tqdm(total=n_cells, desc="selection latency", unit="cell", file=sys.stderr)
     for n in sizes:
         scores, tokens = make_scores(n, args.seed)
@@ -110,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         run(FLOOR_ARGSORT, lambda: np.argsort(-scores, kind="stable"), decide)
         run(FLOOR_SORT, lambda: np.sort(scores), decide)
         run(REF_QUICK, lambda: np.argsort(-scores), decide)
+        assert np.array_equal(argsort_tiecheck(scores), np.argsort(-scores, kind="stable"))
+        run(REF_TIECHECK, lambda: argsort_tiecheck(scores), decide)
         k_ref = min(10, n - 1)
 
         def argpart(s=scores, k=k_ref):
@@ -136,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     # -- report ------------------------------------------------------------------
     headers = ["method"] + [f"N = {n:,}" for n in sizes]
     rows = []
-    for label in [FLOOR_ARGSORT, FLOOR_SORT, REF_QUICK, REF_ARGPART]:
+    for label in [FLOOR_ARGSORT, FLOOR_SORT, REF_QUICK, REF_TIECHECK, REF_ARGPART]:
         rows.append([label] + [C.fmt_cell(decide[label].get(n)) for n in sizes])
     for spec in SPECS:
         rows.append([f"`{spec}` decide()"] + [C.fmt_cell(decide[spec].get(n)) for n in sizes])
@@ -160,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         "Each cell: median (p90) in **milliseconds** over repeats after warm-up calls "
         f"(repeats = {args.budget_s:g} s / one call, between {args.min_repeats} and {args.max_repeats}; "
         "see the JSON for n, min, mean, max).",
+        "`ref:` rows are not used by ctxsel; they show what a faster ranking could cost "
+        "(the tie-check row gives exactly the stable order: it falls back to the stable sort when any "
+        "two scores are equal).",
         "`decide()` = `selector.decide(scores, n_tokens)`: rank + cut on arrays. "
         "`select()` = `selector.select(question, chunks, scores)` with prebuilt `Chunk` objects "
         f"(explicit n_tokens, no tokenising), run up to N = {select_max_n:,}.",
