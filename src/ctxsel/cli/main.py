@@ -12,9 +12,9 @@ import sys
 from collections.abc import Sequence
 
 from ctxsel import __version__
-from ctxsel.cli import env_cmd, eval_cmd, select_cmd
+from ctxsel.cli import env_cmd, eval_cmd, make_holo_cmd, select_cmd
 
-SUBCOMMANDS = (select_cmd, eval_cmd, env_cmd)
+SUBCOMMANDS = (select_cmd, eval_cmd, env_cmd, make_holo_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
