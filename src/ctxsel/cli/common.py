@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from ctxsel.chunking import chunk_text
 from ctxsel.scoring.base import Scorer
@@ -68,3 +69,49 @@ def load_document_chunks(path: str, chunking: str, max_bytes: int) -> list[Chunk
     if not chunks:
         raise ValueError(f"{path} has no text to select from")
     return chunks
+
+
+def add_llm_arguments(p: argparse.ArgumentParser, flag: str = "--reader", required: bool = False) -> None:
+    """``--reader local|URL`` and its settings (``--judge`` reuses the same shape)."""
+    name = flag.lstrip("-")
+    p.add_argument(flag, required=required, default=None,
+                   help="'local' (the bundled Gemma 3 270M via llama.cpp, offline) or the base URL of an "
+                        "OpenAI-compatible server (vLLM, llama.cpp, Ollama, a hosted API)")
+    p.add_argument(f"{flag}-model", default=None,
+                   help="model name the server serves; with 'local', a GGUF file (default: the bundled Gemma)")
+    p.add_argument(f"{flag}-mode", default="chat", choices=["chat", "completions"],
+                   help="HTTP endpoint: chat (messages) or completions (raw prompt, for base models)")
+    p.add_argument(f"{flag}-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    p.add_argument(f"{flag}-timeout", type=float, default=120.0, help="seconds per HTTP attempt")
+    if name == "reader":
+        p.add_argument("--n-ctx", type=int, default=8192, help="local model window in its tokens (default 8192)")
+        p.add_argument("--llm-threads", type=int, default=None, help="llama.cpp threads (default: $OMP_NUM_THREADS or all cores)")
+        p.add_argument("--llm-cache", default=None,
+                       help="SQLite response cache (default $CTXSEL_CACHE_DIR/llm_responses.sqlite); 'off' disables it")
+
+
+def make_llm(args: argparse.Namespace, flag: str = "reader") -> Any:
+    """The client named by ``--reader``/``--judge``, wrapped in the response cache unless it is off."""
+    import os
+
+    from ctxsel.llm.cache import CachedClient, ResponseCache
+
+    where = getattr(args, flag)
+    model = getattr(args, f"{flag}_model")
+    if where == "local":
+        from ctxsel.llm.local import LocalLlamaClient
+
+        client: Any = LocalLlamaClient(model, n_ctx=args.n_ctx, n_threads=args.llm_threads)
+    elif where and where.startswith(("http://", "https://")):
+        from ctxsel.llm.openai_compat import OpenAICompatClient
+
+        if not model:
+            raise ValueError(f"--{flag}-model is required with an HTTP {flag}: the model name the server serves")
+        client = OpenAICompatClient(where, model, api_key=os.environ.get(getattr(args, f"{flag}_api_key_env")) or "",
+                                    mode=getattr(args, f"{flag}_mode"), timeout=getattr(args, f"{flag}_timeout"))
+    else:
+        raise ValueError(f"--{flag} must be 'local' or an http(s):// base URL, got {where!r}")
+    cache = getattr(args, "llm_cache", None)
+    if cache == "off":
+        return client
+    return CachedClient(client, ResponseCache(cache) if cache else ResponseCache())

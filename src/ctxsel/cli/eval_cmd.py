@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from ctxsel.cli.common import add_scorer_arguments, make_scorer
+from ctxsel.cli.common import add_llm_arguments, add_scorer_arguments, make_llm, make_scorer
 
 NAME = "eval"
 HELP = "evaluate methods on a dataset"
@@ -27,6 +27,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="discard earlier results in --output")
     p.add_argument("--no-progress", action="store_true")
     add_scorer_arguments(p)
+    g = p.add_argument_group("reading (optional): answer with an LLM and score the answers")
+    add_llm_arguments(g)
+    g.add_argument("--template", default="auto", choices=["auto", "factoid-qa", "holobench-qa"],
+                   help="reader prompt; auto: holobench-qa for HoloBench-style data, else factoid-qa")
+    g.add_argument("--self-route-fallback-tokens", type=int, default=None,
+                   help="cap Self-Route's full-context fallback at this many tokens (when the full context "
+                        "does not fit the reader's window)")
+    add_llm_arguments(g, "--judge")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,16 +46,36 @@ def run(args: argparse.Namespace) -> int:
     examples = load_dataset(args.dataset, limit=args.limit, hotpotqa_path=args.hotpotqa)
     if not examples:
         raise ValueError(f"dataset {args.dataset!r} has no examples")
+    reader = judge = None
+    methods = split_specs(args.methods)
+    if args.reader:
+        from ctxsel.eval.judge import LLMJudge, is_aggregation
+        from ctxsel.reader import Reader
+
+        template = args.template
+        if template == "auto":
+            template = "holobench-qa" if is_aggregation(examples[0]) else "factoid-qa"
+        reader = Reader(make_llm(args), template)
+        judge = LLMJudge(make_llm(args, "judge")) if args.judge else None
+        if args.self_route_fallback_tokens:
+            methods = [f"self-route[fallback_max_tokens={args.self_route_fallback_tokens}]" if m == "self-route" else m
+                       for m in methods]
     summary = evaluate(
         examples,
-        split_specs(args.methods),
+        methods,
         output_dir=args.output,
         scorer=make_scorer(args),
         dataset_name=args.dataset,
         overwrite=args.overwrite,
         progress=not args.no_progress,
         plot_example=args.plot_example,
+        reader=reader,
+        judge=judge,
     )
     print(markdown_table(summary), end="")
+    if reader is not None:
+        from ctxsel.eval.report import READER_COLUMNS
+
+        print("\n" + markdown_table(summary, READER_COLUMNS), end="")
     print(f"\nwrote {args.output}/results.jsonl, summary.md, summary.json, plots/")
     return 0

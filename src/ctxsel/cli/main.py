@@ -1,4 +1,4 @@
-"""Entry point: ``ctxsel {select,eval,env} ...``.
+"""Entry point: ``ctxsel {select,answer,eval,env,make-holo} ...``.
 
 Errors a user can fix (bad input, missing files or extras) print one line
 to stderr and exit 2; ``CTXSEL_DEBUG=1`` shows the traceback instead.
@@ -12,9 +12,10 @@ import sys
 from collections.abc import Sequence
 
 from ctxsel import __version__
-from ctxsel.cli import env_cmd, eval_cmd, make_holo_cmd, select_cmd
+from ctxsel.llm.base import LLMError
+from ctxsel.cli import answer_cmd, env_cmd, eval_cmd, make_holo_cmd, select_cmd
 
-SUBCOMMANDS = (select_cmd, eval_cmd, env_cmd, make_holo_cmd)
+SUBCOMMANDS = (select_cmd, answer_cmd, eval_cmd, env_cmd, make_holo_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args) or 0)
-    except (ValueError, FileNotFoundError, ImportError, UnicodeDecodeError, TypeError) as e:
+    except (ValueError, FileNotFoundError, ImportError, UnicodeDecodeError, TypeError, LLMError) as e:
         if os.environ.get("CTXSEL_DEBUG"):
             raise
         print(f"ctxsel {args.command}: error: {e}", file=sys.stderr)

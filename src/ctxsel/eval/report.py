@@ -14,6 +14,18 @@ from ctxsel.eval.results import write_atomic
 from ctxsel.types import Example
 
 METRICS = ("recall", "precision", "k", "diff_k", "diff_k_authors", "n_tokens", "reduction", "select_ms")
+#: Added by a reader (``ctxsel eval --reader``): answer score and LLM cost per example.
+READER_METRICS = ("score", "llm_calls", "tokens_in", "tokens_out", "wall_s")
+#: The paper's Tables 7-16 columns: Score, Context recall, Reduction %, n_in, n_out.
+READER_COLUMNS = (
+    ("score", "score %", "pct"),
+    ("recall", "recall %", "pct"),
+    ("reduction", "reduction %", ".1f"),
+    ("tokens_in", "n_in", ",.0f"),
+    ("tokens_out", "n_out", ",.1f"),
+    ("llm_calls", "LLM calls", ".2f"),
+    ("wall_s", "wall s", ".1f"),
+)
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -29,7 +41,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> dict
         if not mine:
             continue
         entry: dict[str, Any] = {"n": len(mine)}
-        keys = list(METRICS) + sorted({k for r in mine for k in r.get("extra_metrics", {})})
+        keys = list(METRICS) + [k for k in READER_METRICS if any(k in r for r in mine)] + sorted({k for r in mine for k in r.get("extra_metrics", {})})
         for key in keys:
             vals = [r.get(key, r.get("extra_metrics", {}).get(key)) for r in mine]
             entry[key] = _mean(vals)
@@ -68,7 +80,11 @@ def write_reports(out: Path, summary: dict[str, Any], rows: Sequence[Mapping[str
     write_atomic(out / "summary.json", json.dumps({"config": config, "methods": summary}, indent=2))
     n = max((e["n"] for e in summary.values()), default=0)
     md = f"# ctxsel eval: {config.get('dataset') or 'dataset'}\n\n{n} examples, scorer `{config.get('scorer')}`.\n\n"
-    write_atomic(out / "summary.md", md + markdown_table(summary))
+    md += markdown_table(summary)
+    if config.get("reader"):
+        r = config["reader"]
+        md += f"\n## Reading with `{r['model']}` ({r['template']})\n\n" + markdown_table(summary, READER_COLUMNS)
+    write_atomic(out / "summary.md", md)
     if summary:
         plot_tradeoff(out / "plots", summary, rows)
 
@@ -151,7 +167,7 @@ def plot_similarity_curve(path: Path, ex: Example, scores: np.ndarray, selectors
     tokens = np.asarray([c.n_tokens for c in ex.chunks], dtype=np.int64)
     colors = plt.get_cmap("tab20")
     for j, (m, sel) in enumerate(selectors.items()):
-        if m == "full":
+        if m == "full" or sel.needs_llm:  # an LLM-routed cut is not a function of the scores
             continue
         k = sel.decide(scores, tokens).k
         ax.axvline(k + 0.5, color=colors(j % 20), ls="--", lw=0.9, label=f"{m}: k={k}")

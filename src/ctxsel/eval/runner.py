@@ -1,7 +1,11 @@
 """``evaluate``: every method on every example, one result line each.
 
 Scores are computed once per example and shared by all score-based
-methods. Results go to ``results.jsonl`` as they are made (resumable, see
+methods. With a ``reader``, each selection is also read by the LLM and the
+answer scored (SubEM, or the LLM judge / set overlap for aggregation data);
+the row then carries the answer, its score, LLM calls, tokens in and out and
+wall time. A resumed run skips finished (example, method) rows, and a cached
+reader (``CachedClient``) serves any call finished before a kill. Results go to ``results.jsonl`` as they are made (resumable, see
 results.py); ``summary.json`` / ``summary.md`` and the plots are rewritten
 atomically at the end from all lines, so a resumed run reports the same as
 an uninterrupted one.
@@ -22,7 +26,9 @@ from ctxsel import __version__, metrics
 from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, write_reports
 from ctxsel.eval.results import ResultLog, write_atomic
 from ctxsel.scoring import Scorer, get_scorer
-from ctxsel.selectors import get_selector
+from ctxsel.eval.judge import LLMJudge, score_answer
+from ctxsel.reader import Reader
+from ctxsel.selectors import get_selector, get_selector_class, parse_spec
 from ctxsel.types import Example
 
 # The issue's comparison set: Adaptive-k's three strategies, autocut N=1,
@@ -61,15 +67,21 @@ def evaluate(
     progress: bool = True,
     plot_example: str | None = None,
     seed: int = 0,
+    reader: Reader | None = None,
+    judge: LLMJudge | None = None,
 ) -> dict[str, Any]:
-    """Run ``methods`` over ``examples``; return the per-method summary."""
+    """Run ``methods`` over ``examples``; return the per-method summary.
+
+    Methods that need an LLM (``self-route``) use the reader's client and
+    so need a ``reader``.
+    """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
     if overwrite and results_path.exists():
         results_path.unlink()
     sc = get_scorer(scorer) if isinstance(scorer, str) else scorer
-    selectors = {m: get_selector(m) for m in methods}  # fail fast on bad specs
+    selectors = {m: _make_selector(m, reader) for m in methods}  # fail fast on bad specs
     config = {
         "dataset": dataset_name,
         "n_examples": len(examples),
@@ -77,6 +89,9 @@ def evaluate(
         "method_configs": {m: s.config() for m, s in selectors.items()},
         "scorer": _scorer_id(sc),
         "seed": seed,
+        "reader": None if reader is None else {"model": reader.client.model_id, "template": reader.template.key,
+                                               "max_answer_tokens": reader.max_answer_tokens},
+        "judge": None if judge is None else judge.model_id,
         "ctxsel_version": __version__,
         "python": platform.python_version(),
     }
@@ -99,7 +114,10 @@ def evaluate(
                 t0 = time.perf_counter()
                 sel = selector.select(ex.question, ex.chunks, scores)
                 latency = time.perf_counter() - t0
-                log.append(_row(ex, m, sel, true_k, full_tokens, latency))
+                row = _row(ex, m, sel, true_k, full_tokens, latency)
+                if reader is not None:
+                    row.update(_read(ex, sel, reader, judge, latency))
+                log.append(row)
         ids = {e.id for e in examples}
         rows = [r for r in log.rows if r["method"] in selectors and r["example_id"] in ids]
 
@@ -110,6 +128,30 @@ def evaluate(
         scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
         plot_similarity_curve(out / "plots" / f"similarity_{safe_filename(ex.id)}.png", ex, scores, selectors)
     return summary
+
+
+def _make_selector(method: str, reader: Reader | None) -> Any:
+    name, _ = parse_spec(method)
+    if get_selector_class(name).needs_llm:
+        if reader is None:
+            raise ValueError(f"method {method!r} needs an LLM: pass a reader (ctxsel eval --reader ...)")
+        return get_selector(method, llm=reader.client)
+    return get_selector(method)
+
+
+def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_s: float) -> dict[str, Any]:
+    ans = reader.answer(ex.question, sel)
+    scored = score_answer(ex, ans.text, judge)
+    return {
+        "answer": ans.text,
+        **scored,
+        "llm_calls": ans.usage.calls,
+        "tokens_in": ans.usage.tokens_in,
+        "tokens_out": ans.usage.tokens_out,
+        # a routed selector's own LLM time is inside select_s; the reader's is ans.seconds
+        "wall_s": round(select_s + (0.0 if sel.meta.get("answer") is not None else ans.seconds), 3),
+        "route": sel.meta.get("route"),
+    }
 
 
 def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: int, latency: float) -> dict[str, Any]:
@@ -137,7 +179,7 @@ def _check_config(path: Path, new: dict[str, Any], resuming: bool) -> None:
     if not (resuming and path.exists()):
         return
     old = json.loads(path.read_text(encoding="utf-8"))
-    for key in ("dataset", "scorer"):
+    for key in ("dataset", "scorer", "reader"):
         if old.get(key) != new.get(key):
             raise ValueError(
                 f"{path.parent} holds results for {key}={old.get(key)!r}, not {new.get(key)!r}; "

@@ -45,6 +45,8 @@ register("top-k", "ctxsel.selectors.fixed:TopK", "k", "the k best-scoring chunks
 register("top-n-tokens", "ctxsel.selectors.fixed:TopNTokens", "n_tokens",
          "best-scoring chunks up to a token budget (the paper's fixed-n)")
 register("full", "ctxsel.selectors.fixed:FullContext", None, "the whole context")
+register("self-route", "ctxsel.selectors.self_route:SelfRoute", "n_tokens",
+         "the LLM reads the top 5k tokens; if it says unanswerable, the full context (Li et al. 2024)")
 register("threshold", "ctxsel.selectors.fixed:ScoreThreshold", "threshold",
          "every chunk scoring at least the threshold")
 
@@ -118,6 +120,13 @@ def split_specs(specs: str) -> list[str]:
     return out
 
 
+def get_selector_class(name: str) -> type[Selector]:
+    """The class behind a registered method name (imports its module)."""
+    info = _REGISTRY[name]
+    module_name, cls_name = info.target.split(":")
+    return getattr(importlib.import_module(module_name), cls_name)  # type: ignore[no-any-return]
+
+
 def get_selector(method: str | Selector, **options: Any) -> Selector:
     """A Selector from a spec string (plus keyword options), or as given."""
     if isinstance(method, Selector):
@@ -125,13 +134,11 @@ def get_selector(method: str | Selector, **options: Any) -> Selector:
             raise ValueError("options cannot be combined with a Selector instance")
         return method
     name, spec_options = parse_spec(method)
-    info = _REGISTRY[name]
-    module_name, cls_name = info.target.split(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
+    cls = get_selector_class(name)
     try:
         return cls(**{**spec_options, **options})  # type: ignore[no-any-return]
     except (TypeError, ValueError) as e:
         raise ValueError(f"bad options for method {name!r}: {e}") from e
 
 
-__all__ = ["Selector", "available_methods", "get_selector", "parse_spec", "register", "split_specs"]
+__all__ = ["Selector", "available_methods", "get_selector", "get_selector_class", "parse_spec", "register", "split_specs"]

@@ -45,6 +45,8 @@ class Selector(ABC):
 
     name: ClassVar[str]
     needs_scores: ClassVar[bool] = True
+    #: True for methods that call an LLM while selecting (they take ``llm=``).
+    needs_llm: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -1,0 +1,64 @@
+"""Answer a question about a document: select chunks, read them with an LLM.
+
+    ctxsel answer --document report.md --question "..." [--method adaptive-k] [--reader local]
+
+Prints the answer, the chunks it read and the token counts (the selection's
+cl100k tokens and the reader's own input and output tokens); --json prints
+one object. The default reader is the bundled local model (offline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ctxsel.cli.common import (
+    DEFAULT_MAX_BYTES,
+    add_llm_arguments,
+    add_scorer_arguments,
+    load_document_chunks,
+    make_llm,
+    make_scorer,
+)
+
+NAME = "answer"
+HELP = "answer a question about a document with a reader LLM"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--document", required=True, help="text file (chunked) or .jsonl of {id, text} chunks")
+    p.add_argument("--question", required=True)
+    p.add_argument("--method", default="adaptive-k", help="method spec, e.g. adaptive-k, top-k@5, self-route")
+    p.add_argument("--chunking", default="paragraphs", choices=["paragraphs", "sentences", "tokens", "semantic"])
+    p.add_argument("--template", default="factoid-qa", choices=["factoid-qa", "holobench-qa"], help="reader prompt")
+    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_scorer_arguments(p)
+    add_llm_arguments(p)
+    p.set_defaults(reader="local")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ctxsel import select
+    from ctxsel.reader import Reader
+    from ctxsel.selectors import get_selector_class, parse_spec
+
+    chunks = load_document_chunks(args.document, args.chunking, args.max_bytes)
+    client = make_llm(args)
+    options = {"llm": client} if get_selector_class(parse_spec(args.method)[0]).needs_llm else {}
+    sel = select(args.question, chunks, args.method, scorer=make_scorer(args, progress=not args.json), **options)
+    ans = Reader(client, args.template).answer(args.question, sel)
+    if args.json:
+        print(json.dumps(ans.to_dict(with_text=True), ensure_ascii=False))
+        return 0
+    total = sum(c.n_tokens for c in chunks)
+    print(f"answer: {ans.text}\n")
+    print(f"{sel.method}: read {sel.k} of {len(chunks)} chunks, {sel.n_tokens:,} of {total:,} tokens (cl100k)")
+    print(f"why: {sel.explanation}")
+    u = ans.usage
+    print(f"reader {client.model_id}: {u.calls} call(s), {u.tokens_in:,} tokens in, {u.tokens_out:,} out, "
+          f"{ans.seconds:.1f} s\n")
+    for rank, c in enumerate(sel.chunks, start=1):
+        preview = " ".join(c.text.split())
+        print(f"{rank:>3}. [{c.id}] {preview[:150]}{'...' if len(preview) > 150 else ''}")
+    return 0

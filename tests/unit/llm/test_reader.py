@@ -1,0 +1,145 @@
+"""Reader, Self-Route and the eval runner's reading path, against a fake
+OpenAI-compatible server (the real HTTP boundary; the code under test is real)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_server import FakeOpenAIServer, Reply, completion_reply
+
+from ctxsel import get_selector
+from ctxsel.eval.runner import evaluate
+from ctxsel.llm import CachedClient, OpenAICompatClient, ResponseCache
+from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, TEMPLATES
+from ctxsel.reader import Reader, clean_answer
+from ctxsel.types import Chunk, Example
+
+CHUNKS = [
+    Chunk("a", "Paris is the capital of France.", position=0, n_tokens=3000),
+    Chunk("b", "Berlin is the capital of Germany.", position=1, n_tokens=3000),
+    Chunk("c", "Rome is the capital of Italy.", position=2, n_tokens=3000),
+]
+SCORES = [0.2, 0.9, 0.5]  # ranking b, c, a
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as s:
+        yield s
+
+
+def client(server, **kw):
+    return OpenAICompatClient(server.base_url, "fake", mode="completions", max_retries=0, sleep=lambda s: None, **kw)
+
+
+def test_reader_prompt_has_context_in_reading_order_and_cleans_the_answer(server):
+    server.push(completion_reply("  **Berlin**\nextra words", prompt_tokens=120, completion_tokens=5))
+    sel = get_selector("top-k@2").select("capital of Germany?", CHUNKS, SCORES)
+    ans = Reader(client(server)).answer("capital of Germany?", sel)
+    prompt = server.requests[0].json["prompt"]
+    assert prompt == FACTOID_QA.render(question="capital of Germany?", context=CHUNKS[1].text + "\n\n" + CHUNKS[2].text)
+    assert prompt.count("capital of Germany?") == 2 and prompt.endswith("- **Answer:** ")
+    assert server.requests[0].json["stop"] == ["\n"] and server.requests[0].json["temperature"] == 0.0
+    assert ans.text == "Berlin"
+    assert (ans.usage.calls, ans.usage.tokens_in, ans.usage.tokens_out) == (1, 120, 5)
+
+
+def test_clean_answer_keeps_multiline_templates_whole():
+    assert clean_answer("- Rome\n", FACTOID_QA) == "Rome"
+    assert clean_answer("\n\n", FACTOID_QA) == ""
+    assert clean_answer(" a\nb ", TEMPLATES["holobench-qa"]) == "a\nb"
+
+
+def test_self_route_answerable_makes_one_call_and_keeps_the_top_5k(server):
+    server.push(completion_reply(" Berlin", prompt_tokens=50, completion_tokens=2))
+    sel = get_selector("self-route", llm=client(server)).select("q?", CHUNKS, SCORES)
+    assert server.calls == 1
+    assert sel.ids == ["b"]  # 3000 tokens fit 5k, 6000 do not
+    assert sel.meta["route"] == "rag" and sel.meta["answer"] == "Berlin"
+    assert server.requests[0].json["prompt"] == SELF_ROUTE.render(datatype="documents", context=CHUNKS[1].text, question="q?")
+    ans = Reader(client(server)).answer("q?", sel)  # the reader does not ask again
+    assert server.calls == 1 and ans.text == "Berlin" and ans.usage.calls == 1
+
+
+@pytest.mark.parametrize("fallback, ids", [(None, ["b", "c", "a"]), (6000, ["b", "c"])])
+def test_self_route_unanswerable_falls_back_and_counts_both_calls(server, fallback, ids):
+    server.push(completion_reply("Unanswerable.", 40, 3), completion_reply(" Rome", 90, 2))
+    sel = get_selector("self-route", llm=client(server), fallback_max_tokens=fallback).select("q?", CHUNKS, SCORES)
+    assert server.calls == 2
+    assert sel.ids == ids and sel.meta["route"] == "long-context" and sel.meta["answer"] == "Rome"
+    assert (sel.usage.calls, sel.usage.tokens_in, sel.usage.tokens_out) == (2, 130, 5)
+    assert server.requests[1].json["prompt"].startswith("Your task is to answer the question")
+    assert "fell back to" in sel.explanation
+
+
+def test_self_route_without_an_llm_is_a_clear_error():
+    with pytest.raises(ValueError, match="needs an LLM"):
+        get_selector("self-route")
+
+
+def test_eval_without_reader_refuses_llm_methods(tmp_path):
+    ex = Example("e", "q?", list(CHUNKS), gold_ids=["b"], answers=["Berlin"])
+    with pytest.raises(ValueError, match="needs an LLM"):
+        evaluate([ex], ["self-route"], output_dir=tmp_path, scorer=_FixedScorer(), progress=False)
+
+
+class _FixedScorer:
+    name = "fixed"
+
+    def score(self, question, chunks):
+        return [float(len(c.text) % 7) for c in chunks]
+
+
+def _examples():
+    return [
+        Example(f"e{i}", f"question {i}?", [Chunk(f"{i}-{j}", f"fact {i} {j} " * (j + 1), position=j) for j in range(4)],
+                gold_ids=[f"{i}-1"], answers=[f"ans{i}"])
+        for i in range(3)
+    ]
+
+
+def test_killed_reader_eval_resumes_without_repeating_finished_calls(server, tmp_path):
+    """A run dies mid-way (the server stops answering); the rerun asks the
+    server only for what never finished, and every row is there once."""
+    cache = ResponseCache(tmp_path / "llm.sqlite")
+    reader = Reader(CachedClient(client(server), cache))
+    methods = ["top-k@1", "self-route"]
+    # e0: top-k, self-route (answerable); e1: top-k, self-route's first call, then the server fails
+    server.push(completion_reply("ans0"), completion_reply("ans0"), completion_reply("wrong"),
+                completion_reply("unanswerable"))
+    with pytest.raises(Exception, match="no scripted reply|HTTP 500"):
+        evaluate(_examples(), methods, output_dir=tmp_path / "run", scorer=_FixedScorer(), progress=False, reader=reader)
+    assert server.calls == 5
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert [(r["example_id"], r["method"]) for r in rows] == [("e0", "top-k@1"), ("e0", "self-route"), ("e1", "top-k@1")]
+
+    # rerun: e1's self-route fallback call, then e2's two methods (answerable) -- nothing else
+    server.push(completion_reply("ans1"), completion_reply("ans2"), completion_reply("ans2"))
+    summary = evaluate(_examples(), methods, output_dir=tmp_path / "run", scorer=_FixedScorer(), progress=False,
+                       reader=Reader(CachedClient(client(server), ResponseCache(tmp_path / "llm.sqlite"))))
+    assert server.calls == 8
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["example_id"], r["method"]) for r in rows) == sorted(
+        (f"e{i}", m) for i in range(3) for m in methods)
+    by = {(r["example_id"], r["method"]): r for r in rows}
+    assert by[("e1", "self-route")]["route"] == "long-context" and by[("e1", "self-route")]["llm_calls"] == 2
+    assert by[("e1", "top-k@1")]["score"] == 0.0 and by[("e0", "top-k@1")]["score"] == 1.0
+    assert summary["self-route"]["score"] == pytest.approx(1.0)
+    assert summary["top-k@1"]["score"] == pytest.approx(2 / 3)
+    assert summary["top-k@1"]["llm_calls"] == 1 and summary["top-k@1"]["tokens_in"] == 7
+
+
+def test_reader_config_change_is_refused_on_resume(server, tmp_path):
+    server.push(completion_reply("x"))
+    ex = _examples()[:1]
+    evaluate(ex, ["top-k@1"], output_dir=tmp_path, scorer=_FixedScorer(), progress=False, reader=Reader(client(server)))
+    with pytest.raises(ValueError, match="reader"):
+        evaluate(ex, ["top-k@1"], output_dir=tmp_path, scorer=_FixedScorer(), progress=False,
+                 reader=Reader(client(server), "holobench-qa"))
+
+
+def test_server_error_reply_is_not_an_answer(server):
+    server.push(Reply(status=400, body={"error": {"message": "bad"}}))
+    with pytest.raises(Exception, match="400"):
+        Reader(client(server)).answer("q?", get_selector("top-k@1").select("q?", CHUNKS, SCORES))
