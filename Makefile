@@ -4,6 +4,8 @@
 # torch is installed first and pinned to the CPU build (ENVIRONMENT: an
 # unpinned torch pulls a multi-GB CUDA build); everything else comes from
 # requirements.lock, then ctxsel itself without dependency resolution.
+# requirements.lock includes llama-cpp-python, which pip compiles from source
+# the first time (about 6 minutes here, up to 25 under load; pip caches the wheel).
 
 PYTHON ?= python3
 VENV := .venv
@@ -26,6 +28,8 @@ $(STAMP): pyproject.toml requirements.lock
 demo: setup
 	$(VENV)/bin/ctxsel select --document src/ctxsel/data/example.md \
 		--question "How heavy is the meteorite in the museum?"
+	$(VENV)/bin/ctxsel answer --document src/ctxsel/data/example.md \
+		--question "Who built the main telescope of the observatory?"
 	$(VENV)/bin/ctxsel eval --dataset example --output runs/demo --overwrite \
 		--methods adaptive-k,autocut@1,top-k@1,top-k@5,top-n-tokens@200,full
 

@@ -157,6 +157,35 @@ def markdown(results: dict[int, dict[str, Any]], args: argparse.Namespace, info:
     return "\n".join(lines)
 
 
+def plot(data: dict[str, Any], path: Path) -> None:
+    """Recall against the amount of relevant information, one line per method;
+    the paper's adaptive-k (bge-large) dashed for comparison."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    amounts = [int(a) for a in data["results"]]
+    methods = [m for m in data["config"]["methods"] if m != "full"]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for m in methods:
+        y = [100 * data["results"][str(a)]["summary"][m]["recall"] for a in amounts]
+        ax.plot(amounts, y, marker="o", lw=2.2 if m == "adaptive-k" else 1.2, label=m)
+    paper = data["paper_table_2_recall"]["adaptive-k"]
+    ax.plot(amounts, paper[: len(amounts)], "k--", lw=1.2, label="adaptive-k, paper (bge-large)")
+    ax.set_xscale("log")
+    ax.set_xticks(amounts, [_k(a) for a in amounts])
+    ax.minorticks_off()
+    ax.set_xlabel("relevant information in a 100k-token context (tokens)")
+    ax.set_ylabel("context recall (%)")
+    ax.set_title("HoloBench-style aggregation QA: a fixed budget cannot fit every amount")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def _amounts(text: str) -> list[int]:
     out = []
     for part in text.split(","):
@@ -182,11 +211,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--relevance", default="rows")
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated method specs")
     p.add_argument("--model", default=None, help="embedding model (default: bundled all-MiniLM-L6-v2)")
+    p.add_argument("--plot-only", action="store_true", help="redraw OUT/NAME.png from OUT/NAME.json and stop")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.plot_only:
+        import json
+
+        plot(json.loads((Path(args.out) / f"{args.name}.json").read_text()), Path(args.out) / f"{args.name}.png")
+        return 0
     thread_info = C.setup_threads(args.threads)  # before numpy is imported
     from ctxsel.selectors import split_specs
 
@@ -214,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         "paper_tokens": PAPER_TOKENS,
     }
     md_path, js_path = C.write_report(args.name, args.out, md, data)
+    plot(data, Path(args.out) / f"{args.name}.png")
     print(md)
     print(f"wrote {md_path} and {js_path}", file=sys.stderr)
     return 0

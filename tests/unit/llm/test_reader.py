@@ -143,3 +143,38 @@ def test_server_error_reply_is_not_an_answer(server):
     server.push(Reply(status=400, body={"error": {"message": "bad"}}))
     with pytest.raises(Exception, match="400"):
         Reader(client(server)).answer("q?", get_selector("top-k@1").select("q?", CHUNKS, SCORES))
+
+
+@pytest.mark.slow
+def test_sigkilled_reader_eval_repeats_no_finished_call(server, tmp_path):
+    """``ctxsel eval --reader URL`` is SIGKILLed mid-run; the rerun asks the
+    server exactly for the prompts whose replies never reached the cache."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    n_prompts = 12  # 6 example questions x 2 methods
+    server.push(*[completion_reply(f"answer {i}", delay=0.4) for i in range(2 * n_prompts)])
+    cache_path = tmp_path / "llm.sqlite"
+    cmd = [sys.executable, "-m", "ctxsel.cli.main", "eval", "--dataset", "example", "--methods", "top-k@1,top-k@3",
+           "--scorer", "bm25", "--reader", server.base_url, "--reader-model", "fake", "--reader-mode", "completions",
+           "--llm-cache", str(cache_path), "--output", str(tmp_path / "run"), "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    victim = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    assert server.wait_for(lambda: server.calls >= 5, timeout=60), "the eval made no LLM calls"
+    victim.send_signal(signal.SIGKILL)
+    assert victim.wait(timeout=30) == -signal.SIGKILL
+    time.sleep(0.5)  # let a reply in flight finish on the server side
+    first_calls = server.calls
+    cached = len(ResponseCache(cache_path))
+    assert 0 < cached < n_prompts and first_calls in (cached, cached + 1)
+
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert server.calls - first_calls == n_prompts - cached  # nothing cached was asked again
+    assert len(ResponseCache(cache_path)) == n_prompts
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == n_prompts and len({(r["example_id"], r["method"]) for r in rows}) == n_prompts
+    assert all(r["answer"].startswith("answer") and r["llm_calls"] == 1 for r in rows)
