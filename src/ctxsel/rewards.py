@@ -19,7 +19,12 @@ policy.
   LLM's answer from the selected chunks is correct, by SubEM (or an LLM
   judge for list answers, via ``ctxsel.eval.judge.score_answer``). Cached
   per (example id, l, u) -- in memory and in an append-only JSONL file -- so
-  a band is never paid for twice, across steps and across resumed runs.
+  a band is never paid for twice, across steps and across resumed runs. A
+  selection longer than the reader's context window
+  (``LLMContextLengthError``) scores 0 without an answer (the paper is
+  silent; its readers had 128k windows): a reader that cannot read the
+  band cannot answer from it, and the policy learns to stay within the
+  window. ``overflow="raise"`` turns this off.
 - :class:`CostRegularized`: App. D.5's cost-regularised variant,
   r - weight * (selected tokens / full-context tokens). The paper found it
   collapses to too-small bands; it is here to reproduce that, not as a
@@ -38,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel import metrics
+from ctxsel.llm.base import LLMContextLengthError
 from ctxsel.types import Example, Selection
 
 RewardFn = Callable[..., list[float]]
@@ -111,7 +117,11 @@ class LLMCorrectnessReward:
     """
 
     def __init__(self, reader: Any, judge: Any = None, *, cache_path: str | Path | None = None,
-                 namespace: str = "") -> None:
+                 namespace: str = "", overflow: str = "zero") -> None:
+        if overflow not in ("zero", "raise"):
+            raise ValueError(f"overflow must be 'zero' or 'raise', got {overflow!r}")
+        self.overflow = overflow
+        self.overflows = 0
         self.reader = reader
         self.judge = judge
         reader_id = f"{getattr(reader.client, 'model_id', '?')}|{reader.template.key}|{reader.max_answer_tokens}"
@@ -166,11 +176,19 @@ class LLMCorrectnessReward:
                     self.hits += 1
                     out.append(self._cache[key])
                     continue
-            ans = self.reader.answer(ex.question, sel)
-            scored = score_answer(ex, ans.text, self.judge)
-            if scored["score"] is None:
+            if not ex.answers:
                 raise ValueError(f"example {ex.id!r} has no gold answers: the LLM reward cannot score it")
-            reward = float(scored["score"])
+            try:
+                ans = self.reader.answer(ex.question, sel)
+            except LLMContextLengthError:
+                if self.overflow == "raise":
+                    raise
+                with self._lock:
+                    self.overflows += 1
+                    self._store(key, 0.0, "<context overflow>")
+                out.append(0.0)
+                continue
+            reward = float(score_answer(ex, ans.text, self.judge)["score"] or 0.0)
             with self._lock:
                 self.calls += 1
                 self._store(key, reward, ans.text)

@@ -116,3 +116,19 @@ def test_train_item_checks() -> None:
         TrainItem(ex, np.zeros(3))
     with pytest.raises(ValueError, match="no finite scores"):
         TrainItem(ex, np.full(5, np.nan))
+
+
+def test_warm_start_from_a_trained_policy(tmp_path: Path) -> None:
+    items = synthetic(m=8, n=15)
+    Trainer(items, LabelReward(), tmp_path / "a", SMALL, TrainConfig(steps=2, batch_size=4, eval_every=0),
+            progress=False).train()
+    warm = Trainer(items, LabelReward(1.0), tmp_path / "b", SMALL, TrainConfig(steps=0, seed=5),
+                   progress=False, init_policy=tmp_path / "a" / "policy")
+    source, _ = load_policy(tmp_path / "a" / "policy")
+    for (k, x), (_, y) in zip(source.state_dict().items(), warm.policy.state_dict().items()):
+        assert torch.equal(x, y), k
+    assert warm.training_info()["init_policy"] == str(tmp_path / "a" / "policy")
+    other = PolicyConfig(**{**SMALL.to_dict(), "encoder": "mlp"})
+    with pytest.raises(ValueError, match="init-policy"):
+        Trainer(items, LabelReward(), tmp_path / "c", other, TrainConfig(steps=0), progress=False,
+                init_policy=tmp_path / "a" / "policy")

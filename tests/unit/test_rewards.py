@@ -98,3 +98,22 @@ def test_cost_regularised() -> None:
     assert describe_reward(rew)["cost_weight"] == 0.5 and describe_reward(rew)["name"] == "label"
     with pytest.raises(ValueError, match="cost weight"):
         CostRegularized(LabelReward(), -1)
+
+
+class TooLong(FakeLLM):
+    def complete(self, prompt: Any, **kw: Any) -> Completion:
+        from ctxsel.llm.base import LLMContextLengthError
+
+        self.prompts.append(prompt)
+        raise LLMContextLengthError("prompt of 40000 tokens > n_ctx 8192")
+
+
+def test_llm_reward_scores_a_band_the_reader_cannot_fit_as_zero(tmp_path: Path) -> None:
+    llm = TooLong()
+    rew = LLMCorrectnessReward(Reader(llm), cache_path=tmp_path / "r.jsonl")
+    assert rew([EX, EX], [sel(["c0"], l=1, u=9), sel(["c0"], l=1, u=9)]) == [0.0, 0.0]
+    assert rew.overflows == 1 and len(llm.prompts) == 1  # cached like any other band
+    from ctxsel.llm.base import LLMContextLengthError
+
+    with pytest.raises(LLMContextLengthError):
+        LLMCorrectnessReward(Reader(TooLong()), overflow="raise")([EX], [sel(["c0"], l=1, u=2)])

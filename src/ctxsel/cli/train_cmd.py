@@ -53,6 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"REINFORCE steps (default {DEFAULT_STEPS})")
     t.add_argument("--batch-size", type=int, default=32)
     t.add_argument("--lr", type=float, default=3e-4)
+    t.add_argument("--init-policy", default=None,
+                   help="start from this trained policy's weights (e.g. a label-trained one before --reward llm)")
     t.add_argument("--seed", type=int, default=0, help="seed of the network's initialisation and the sampling")
     t.add_argument("--threads", type=int, default=1, help="torch threads for training and embedding (default 1)")
     t.add_argument("--checkpoint-every", type=int, default=10)
@@ -134,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             "split": {k: v for k, v in split.items() if k not in ("train", "test")},
             "command": " ".join(["ctxsel", *sys.argv[1:]]) if sys.argv else None}
     trainer = Trainer(items, reward, out, policy_config, train_config, info,
-                      progress=not args.no_progress, overwrite=args.overwrite)
+                      progress=not args.no_progress, overwrite=args.overwrite, init_policy=args.init_policy)
     if trainer.step:
         print(f"resuming {out} at step {trainer.step} of {args.steps}", file=sys.stderr)
     summary = trainer.train()
@@ -143,8 +145,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"trained LDAR ({policy_config.variant}) for {summary['steps']} steps with the {what['name']} reward "
           f"({what.get('metric', '')}); deterministic reward on the {len(train)} training questions: "
           f"{summary['reference']['initial']['reward']:.3f} at step 0 -> {det.get('reward', float('nan')):.3f}")
-    if getattr(reward, "calls", None) is not None:
-        print(f"LLM reward: {reward.calls} reader calls, {reward.hits} served from the band cache")
+    llm_reward = getattr(reward, "base", reward)
+    if isinstance(llm_reward, LLMCorrectnessReward):
+        print(f"LLM reward: {llm_reward.calls} reader calls, {llm_reward.hits} served from the band cache, "
+              f"{llm_reward.overflows} bands longer than the reader's window (reward 0)")
     result = {"training": summary, "split": {"n_train": len(train), "n_test": len(test)}}
     if not args.no_eval:
         methods = [f"ldar[policy={out / 'policy'}]", *split_specs(args.eval_methods)]

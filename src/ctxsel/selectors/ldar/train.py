@@ -156,6 +156,7 @@ class Trainer:
         *,
         progress: bool = True,
         overwrite: bool = False,
+        init_policy: str | Path | None = None,
     ) -> None:
         if not items:
             raise ValueError("no training questions")
@@ -177,6 +178,9 @@ class Trainer:
         self.curve: list[dict[str, Any]] = []
         self.evals: list[dict[str, Any]] = []
         self.reference: dict[str, Any] = {}
+        self.init_policy = str(init_policy) if init_policy else None
+        if init_policy:
+            self._warm_start(init_policy)
         self.ckpt_dir = self.out / "checkpoint"
         if overwrite:
             import shutil
@@ -193,8 +197,19 @@ class Trainer:
     def is_band(self) -> bool:
         return self.policy_config.head == "band"
 
+    def _warm_start(self, path: str | Path) -> None:
+        """Start from a trained policy's weights (e.g. label-trained, then the LLM reward)."""
+        from ctxsel.selectors.ldar.checkpoint import load_policy
+
+        start, _ = load_policy(path)
+        if start.config != self.policy_config:
+            raise ValueError(f"--init-policy {path} is a {start.config.variant} network with other sizes; "
+                             f"this run trains {self.policy_config.variant} {self.policy_config.to_dict()}")
+        self.policy.load_state_dict(start.state_dict())
+
     def _identity(self) -> dict[str, Any]:
         return {
+            "init_policy": self.init_policy,
             "train": self.config.identity(),
             "policy": self.policy_config.to_dict(),
             "reward": describe_reward(self.reward_fn),
@@ -235,6 +250,7 @@ class Trainer:
             **self.info,
             "reward": describe_reward(self.reward_fn),
             "algorithm": "REINFORCE with EMA baseline",
+            "init_policy": self.init_policy,
             **{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.config).items()},
             "steps_done": self.step,
             "n_train": len(self.items),
