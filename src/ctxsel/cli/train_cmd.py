@@ -59,7 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--threads", type=int, default=1, help="torch threads for training and embedding (default 1)")
     t.add_argument("--checkpoint-every", type=int, default=10)
     t.add_argument("--eval-every", type=int, default=10,
-                   help="score the deterministic policy on the training questions every N steps (0: only at the end)")
+                   help="score the deterministic policy on the training questions every N steps, at the start and "
+                        "the end (0: never; with --reward llm each evaluation costs one LLM call per question)")
     t.add_argument("--train-fraction", type=float, default=0.8)
     t.add_argument("--split-seed", type=int, default=0)
     t.add_argument("--overwrite", action="store_true", help="discard an earlier run in --output")
@@ -141,10 +142,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"resuming {out} at step {trainer.step} of {args.steps}", file=sys.stderr)
     summary = trainer.train()
     what = describe_reward(reward)
-    det = summary["final_train_deterministic"] or {}
+    det = summary["final_train_deterministic"]
     print(f"trained LDAR ({policy_config.variant}) for {summary['steps']} steps with the {what['name']} reward "
-          f"({what.get('metric', '')}); deterministic reward on the {len(train)} training questions: "
-          f"{summary['reference']['initial']['reward']:.3f} at step 0 -> {det.get('reward', float('nan')):.3f}")
+          f"({what.get('metric', '')})" + ("" if not det else
+          f"; deterministic reward on the {len(train)} training questions: "
+          f"{summary['reference']['initial']['reward']:.3f} at step 0 -> {det['reward']:.3f}"))
     llm_reward = getattr(reward, "base", reward)
     if isinstance(llm_reward, LLMCorrectnessReward):
         print(f"LLM reward: {llm_reward.calls} reader calls, {llm_reward.hits} served from the band cache, "

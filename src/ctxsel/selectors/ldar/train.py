@@ -20,10 +20,13 @@ silent:
   (``policy.LOGPROB_EPS``).
 - No entropy bonus, gradient clipping or learning-rate schedule: Table 4
   lists none.
-- Monitoring: every ``eval_every`` steps the deterministic policy (Beta
-  means) is scored on the *training* questions; held-out questions are never
-  looked at during training. The reward of uniformly random bands
-  (q_L, q_D ~ U(0, 1)) on the training questions is recorded as a reference.
+- Monitoring: every ``eval_every`` steps, at the start and at the end, the
+  deterministic policy (Beta means) is scored on the *training* questions;
+  held-out questions are never looked at during training. The reward of
+  uniformly random bands (q_L, q_D ~ U(0, 1)) on the training questions is
+  recorded as a reference. ``eval_every=0`` turns all of this off (each
+  evaluation costs one reward call per training question: LLM calls, for
+  the LLM reward).
 
 Everything needed to continue is checkpointed every ``checkpoint_every``
 steps (weights, Adam, EMA baseline, numpy and torch RNG states, the curve):
@@ -352,7 +355,8 @@ class Trainer:
         from tqdm.auto import tqdm
 
         self.out.mkdir(parents=True, exist_ok=True)
-        if not self.reference:
+        monitor = self.config.eval_every > 0
+        if monitor and not self.reference:
             self.reference = {"initial": self.evaluate_deterministic()}
             if self.config.random_reference and self.is_band:
                 self.reference["random_band"] = self.random_band_reward()
@@ -373,7 +377,7 @@ class Trainer:
                     self.write_curve()
         finally:
             bar.close()
-        if not self.evals or self.evals[-1]["step"] != self.step:
+        if monitor and (not self.evals or self.evals[-1]["step"] != self.step):
             self.evals.append(self.evaluate_deterministic())
         self._checkpoint()
         self.write_curve()
