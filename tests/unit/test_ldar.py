@@ -164,6 +164,23 @@ def test_padding_does_not_change_a_row(cfg) -> None:
         torch.testing.assert_close(batched.beta_d[0], alone.beta_d[0], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("cfg", [{}, {"head": "bernoulli"}])
+def test_infer_matches_the_eval_mode_forward(cfg) -> None:
+    torch.manual_seed(0)
+    p = LDARPolicy(PolicyConfig(**{**SMALL, **cfg})).eval()
+    x, mask = pad_batch([np.random.default_rng(0).random(300), np.random.default_rng(1).random(120)])
+    with torch.inference_mode():
+        ref = p(x, mask)
+    got = p.infer(x, mask)
+    assert p.training is False  # restored
+    for name in ("alpha_l", "beta_d", "logits"):
+        if getattr(ref, name) is not None:
+            torch.testing.assert_close(getattr(got, name), getattr(ref, name), atol=1e-5, rtol=1e-5)
+    p.train()
+    p.infer(x, mask)
+    assert p.training is True
+
+
 def test_policy_sees_a_set_not_a_sequence() -> None:
     torch.manual_seed(0)
     p = LDARPolicy(PolicyConfig(**SMALL)).eval()

@@ -91,15 +91,14 @@ class LDAR(Selector):
 
     # -- the policy ----------------------------------------------------------------
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def act(self, ascending: np.ndarray) -> dict[str, Any]:
         """Run the policy on finite scores sorted ascending; the band or the picks."""
-        self.policy.eval()
         x = torch.as_tensor(ascending, dtype=torch.float32).unsqueeze(0)
         with torch.random.fork_rng(enabled=self.sample and self.seed is not None):
             if self.sample and self.seed is not None:
                 torch.manual_seed(self.seed)
-            out = self.policy(x)
+            out = self.policy.infer(x)
             if self.policy.config.head == "bernoulli":
                 assert out.logits is not None
                 p = torch.sigmoid(out.logits[0]).double()

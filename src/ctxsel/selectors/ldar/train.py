@@ -271,7 +271,7 @@ class Trainer:
 
     def _act(self, batch: Sequence[TrainItem], deterministic: bool) -> tuple[list[Selection], torch.Tensor | None, dict]:
         x, mask = pad_batch([it.ascending for it in batch])
-        out = self.policy(x, mask)
+        out = self.policy.infer(x, mask) if deterministic else self.policy(x, mask)
         if self.is_band:
             with torch.no_grad():
                 q_l, q_d = out.mean_band() if deterministic else out.sample_band()
@@ -292,7 +292,6 @@ class Trainer:
 
     def evaluate_deterministic(self) -> dict[str, Any]:
         """Mean reward and k of the Beta-mean policy on the training questions."""
-        self.policy.eval()
         rewards: list[float] = []
         ks: list[int] = []
         with torch.no_grad():
@@ -301,7 +300,6 @@ class Trainer:
                 sels, _, _ = self._act(batch, deterministic=True)
                 rewards += self.reward_fn([it.example for it in batch], sels)
                 ks += [s.k for s in sels]
-        self.policy.train()
         return {"step": self.step, "reward": float(np.mean(rewards)), "k": float(np.mean(ks))}
 
     def random_band_reward(self, draws: int = 4) -> dict[str, Any]:
