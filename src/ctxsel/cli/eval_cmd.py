@@ -19,7 +19,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from ctxsel.eval.runner import DEFAULT_METHODS
 
     p.add_argument("--dataset", required=True, help="hotpotqa-long, example, or a JSONL path (generic or HELMET layout)")
-    p.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated method specs")
+    p.add_argument("--methods", "--method", default=",".join(DEFAULT_METHODS), help="comma-separated method specs")
+    p.add_argument("--policy", default=None,
+                   help="trained LDAR policy folder for every `ldar` method given without policy=")
+    p.add_argument("--split", choices=["train", "test"], default=None,
+                   help="only one part of the fixed train/test split `ctxsel train` uses")
+    p.add_argument("--train-fraction", type=float, default=0.8, help="with --split (default 0.8)")
+    p.add_argument("--split-seed", type=int, default=0, help="with --split (default 0)")
     p.add_argument("--output", required=True, help="output folder")
     p.add_argument("--limit", type=int, default=None, help="only the first N examples")
     p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
@@ -44,10 +50,16 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.selectors import split_specs
 
     examples = load_dataset(args.dataset, limit=args.limit, hotpotqa_path=args.hotpotqa)
+    dataset_name = args.dataset
+    if args.split:
+        from ctxsel.datasets.splits import split_examples
+
+        examples = split_examples(examples, args.split, args.train_fraction, args.split_seed)
+        dataset_name = f"{args.dataset} ({args.split} split: {len(examples)} questions)"
     if not examples:
         raise ValueError(f"dataset {args.dataset!r} has no examples")
     reader = judge = None
-    methods = split_specs(args.methods)
+    methods = with_policy(split_specs(args.methods), args.policy)
     if args.reader:
         from ctxsel.eval.judge import LLMJudge, is_aggregation
         from ctxsel.reader import Reader
@@ -65,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         methods,
         output_dir=args.output,
         scorer=make_scorer(args),
-        dataset_name=args.dataset,
+        dataset_name=dataset_name,
         overwrite=args.overwrite,
         progress=not args.no_progress,
         plot_example=args.plot_example,
@@ -79,3 +91,19 @@ def run(args: argparse.Namespace) -> int:
         print("\n" + markdown_table(summary, READER_COLUMNS), end="")
     print(f"\nwrote {args.output}/results.jsonl, summary.md, summary.json, plots/")
     return 0
+
+
+def with_policy(methods: list[str], policy: str | None) -> list[str]:
+    """Give ``policy`` to every ``ldar`` spec that names none (``--policy``)."""
+    from ctxsel.selectors import parse_spec
+
+    out = []
+    for m in methods:
+        name, options = parse_spec(m)
+        if name == "ldar" and "policy" not in options:
+            if policy is None:
+                raise ValueError(f"method {m!r} needs a trained policy: pass --policy PATH or ldar[policy=PATH]")
+            rest = m.split("[", 1)[1].rstrip("]") if "[" in m else ""
+            m = f"ldar[policy={policy}" + (f",{rest}" if rest.strip() else "") + "]"
+        out.append(m)
+    return out

@@ -169,8 +169,13 @@ def plot_similarity_curve(path: Path, ex: Example, scores: np.ndarray, selectors
     for j, (m, sel) in enumerate(selectors.items()):
         if m == "full" or sel.needs_llm:  # an LLM-routed cut is not a function of the scores
             continue
-        k = sel.decide(scores, tokens).k
-        ax.axvline(k + 0.5, color=colors(j % 20), ls="--", lw=0.9, label=f"{m}: k={k}")
+        d = sel.decide(scores, tokens)
+        if d.meta.get("u") is not None:  # a band (LDAR): descending ranks n-u+1 .. n-l+1, shaded
+            n_ranked = d.meta["n_ranked"]
+            lo, hi = n_ranked - d.meta["u"] + 1, n_ranked - d.meta["l"] + 1
+            ax.axvspan(lo - 0.5, hi + 0.5, color=colors(j % 20), alpha=0.2, label=f"{m}: ranks {lo}-{hi}")
+            continue
+        ax.axvline(d.k + 0.5, color=colors(j % 20), ls="--", lw=0.9, label=f"{m}: k={d.k}")
     ax.set_xscale("log")
     ax.set_xlabel("rank (log)")
     ax.set_ylabel("score")

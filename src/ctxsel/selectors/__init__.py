@@ -47,6 +47,8 @@ register("top-n-tokens", "ctxsel.selectors.fixed:TopNTokens", "n_tokens",
 register("full", "ctxsel.selectors.fixed:FullContext", None, "the whole context")
 register("self-route", "ctxsel.selectors.self_route:SelfRoute", "n_tokens",
          "the LLM reads the top 5k tokens; if it says unanswerable, the full context (Li et al. 2024)")
+register("ldar", "ctxsel.selectors.ldar.selector:LDAR", "policy",
+         "a trained policy reads the similarity distribution and picks a quantile band (LDAR); needs policy=PATH")
 register("threshold", "ctxsel.selectors.fixed:ScoreThreshold", "threshold",
          "every chunk scoring at least the threshold")
 

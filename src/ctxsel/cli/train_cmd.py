@@ -1,0 +1,165 @@
+"""Train a learned selector (LDAR) on a fixed split, then evaluate it on the held-out part.
+
+    ctxsel train ldar --dataset hotpotqa-long --reward label --output runs/ldar/label
+    ctxsel train ldar --dataset hotpotqa-long --reward llm --reader local --output runs/ldar/llm
+
+The dataset is split with a fixed seed (80% train, 20% test by default: 80
+and 20 questions of hotpotqa-long). Training writes OUTPUT/policy (the
+trained policy: safetensors + JSON, including which reward trained it),
+OUTPUT/checkpoint (resumable: rerun the same command to continue a killed
+run, or raise --steps to train longer), OUTPUT/reward_curve.{json,png} and
+OUTPUT/split.json. Then the policy and --eval-methods are evaluated on the
+test questions into OUTPUT/eval (as `ctxsel eval` would).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ctxsel.cli.common import add_llm_arguments, make_llm
+
+NAME = "train"
+HELP = "train a learned selector (LDAR) with REINFORCE and evaluate it on held-out questions"
+DEFAULT_EVAL_METHODS = "adaptive-k,top-k@5,top-k@10,full"
+#: The training length used for the README's hotpotqa-long table (see README, "LDAR").
+DEFAULT_STEPS = 100
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("method", choices=["ldar"], help="what to train")
+    p.add_argument("--dataset", required=True, help="hotpotqa-long, example, or a JSONL path")
+    p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
+    p.add_argument("--output", required=True, help="output folder (rerun to resume)")
+    r = p.add_argument_group("reward")
+    r.add_argument("--reward", choices=["label", "llm"], default="label",
+                   help="label: F-beta of gold-chunk recall/precision (no LLM); llm: the reader's answer is "
+                        "correct (the paper's reward; needs --reader)")
+    r.add_argument("--beta", type=float, default=2.0, help="beta of the label reward's F-beta (default 2)")
+    r.add_argument("--cost-weight", type=float, default=0.0,
+                   help="App. D.5 cost regularisation: subtract this times the fraction of full-context tokens")
+    n = p.add_argument_group("network (the defaults are the paper's LDAR; the others are its ablations)")
+    n.add_argument("--head", choices=["band", "bernoulli"], default="band",
+                   help="band: a quantile band (LDAR); bernoulli: one keep/drop decision per chunk")
+    n.add_argument("--encoder", choices=["transformer", "mlp"], default="transformer",
+                   help="transformer (LDAR) or a mean-pooling MLP (Deep Sets)")
+    n.add_argument("--embedding", choices=["periodic", "linear"], default="periodic",
+                   help="periodic numeric embedding (LDAR) or a learnable linear one")
+    n.add_argument("--no-snap-top", action="store_true",
+                   help="use Algorithm 1's upper rank literally (the most similar chunk then needs q_U == 1)")
+    t = p.add_argument_group("training (defaults: the paper's Table 4)")
+    t.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"REINFORCE steps (default {DEFAULT_STEPS})")
+    t.add_argument("--batch-size", type=int, default=32)
+    t.add_argument("--lr", type=float, default=3e-4)
+    t.add_argument("--init-policy", default=None,
+                   help="start from this trained policy's weights (e.g. a label-trained one before --reward llm)")
+    t.add_argument("--seed", type=int, default=0, help="seed of the network's initialisation and the sampling")
+    t.add_argument("--threads", type=int, default=1, help="torch threads for training and embedding (default 1)")
+    t.add_argument("--checkpoint-every", type=int, default=10)
+    t.add_argument("--eval-every", type=int, default=10,
+                   help="score the deterministic policy on the training questions every N steps, at the start and "
+                        "the end (0: never; with --reward llm each evaluation costs one LLM call per question)")
+    t.add_argument("--train-fraction", type=float, default=0.8)
+    t.add_argument("--split-seed", type=int, default=0)
+    t.add_argument("--overwrite", action="store_true", help="discard an earlier run in --output")
+    t.add_argument("--no-progress", action="store_true")
+    e = p.add_argument_group("evaluation on the held-out questions")
+    e.add_argument("--eval-methods", default=DEFAULT_EVAL_METHODS,
+                   help=f"baselines evaluated beside the policy (default {DEFAULT_EVAL_METHODS})")
+    e.add_argument("--no-eval", action="store_true")
+    s = p.add_argument_group("scoring")
+    s.add_argument("--scorer", default="dense", choices=["dense", "bm25", "keywords"])
+    s.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
+    g = p.add_argument_group("reader for --reward llm")
+    add_llm_arguments(g)
+    g.add_argument("--template", default="auto", choices=["auto", "factoid-qa", "holobench-qa"])
+    add_llm_arguments(g, "--judge")
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ctxsel.datasets import load_dataset
+    from ctxsel.datasets.splits import split_examples, split_ids
+    from ctxsel.eval.report import markdown_table
+    from ctxsel.eval.results import write_atomic
+    from ctxsel.eval.runner import _scorer_id, evaluate
+    from ctxsel.rewards import CostRegularized, LabelReward, LLMCorrectnessReward, describe_reward
+    from ctxsel.scoring import get_scorer
+    from ctxsel.selectors import split_specs
+    from ctxsel.selectors.ldar.policy import PolicyConfig
+    from ctxsel.selectors.ldar.train import TrainConfig, Trainer, TrainItem
+
+    if args.reward == "llm" and not args.reader:
+        raise ValueError("--reward llm needs a reader: --reader local (the bundled Gemma) or --reader URL")
+    examples = load_dataset(args.dataset, hotpotqa_path=args.hotpotqa)
+    if len(examples) < 2:
+        raise ValueError(f"dataset {args.dataset!r} has {len(examples)} example(s); training needs a split")
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    train_ids, test_ids = split_ids([e.id for e in examples], args.train_fraction, args.split_seed)
+    train = split_examples(examples, "train", args.train_fraction, args.split_seed)
+    test = split_examples(examples, "test", args.train_fraction, args.split_seed)
+    split = {"dataset": args.dataset, "train_fraction": args.train_fraction, "seed": args.split_seed,
+             "train": train_ids, "test": test_ids}
+    write_atomic(out / "split.json", json.dumps(split, indent=1) + "\n")
+
+    if args.scorer == "dense":
+        scorer = get_scorer("dense", model=args.model, num_threads=args.threads, show_progress=not args.no_progress)
+    else:
+        scorer = get_scorer(args.scorer)
+    items = [TrainItem(ex, np.asarray(scorer.score(ex.question, ex.chunks), dtype=np.float64)) for ex in train]
+
+    snap_top = not args.no_snap_top
+    if args.reward == "label":
+        reward = LabelReward(args.beta)
+    else:
+        from ctxsel.eval.judge import LLMJudge, is_aggregation
+        from ctxsel.reader import Reader
+
+        template = args.template
+        if template == "auto":
+            template = "holobench-qa" if is_aggregation(examples[0]) else "factoid-qa"
+        reader = Reader(make_llm(args), template)
+        judge = LLMJudge(make_llm(args, "judge")) if args.judge else None
+        reward = LLMCorrectnessReward(reader, judge, cache_path=out / "llm_rewards.jsonl",
+                                      namespace=f"{args.dataset}|{_scorer_id(scorer)}|snap_top={snap_top}")
+    if args.cost_weight:
+        reward = CostRegularized(reward, args.cost_weight)
+
+    policy_config = PolicyConfig(head=args.head, encoder=args.encoder, embedding=args.embedding)
+    train_config = TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                               snap_top=snap_top, threads=args.threads, checkpoint_every=args.checkpoint_every,
+                               eval_every=args.eval_every, random_reference=args.reward == "label")
+    info = {"dataset": args.dataset, "scorer": _scorer_id(scorer),
+            "split": {k: v for k, v in split.items() if k not in ("train", "test")},
+            "command": " ".join(["ctxsel", *sys.argv[1:]]) if sys.argv else None}
+    trainer = Trainer(items, reward, out, policy_config, train_config, info,
+                      progress=not args.no_progress, overwrite=args.overwrite, init_policy=args.init_policy)
+    if trainer.step:
+        print(f"resuming {out} at step {trainer.step} of {args.steps}", file=sys.stderr)
+    summary = trainer.train()
+    what = describe_reward(reward)
+    det = summary["final_train_deterministic"]
+    print(f"trained LDAR ({policy_config.variant}) for {summary['steps']} steps with the {what['name']} reward "
+          f"({what.get('metric', '')})" + ("" if not det else
+          f"; deterministic reward on the {len(train)} training questions: "
+          f"{summary['reference']['initial']['reward']:.3f} at step 0 -> {det['reward']:.3f}"))
+    llm_reward = getattr(reward, "base", reward)
+    if isinstance(llm_reward, LLMCorrectnessReward):
+        print(f"LLM reward: {llm_reward.calls} reader calls, {llm_reward.hits} served from the band cache, "
+              f"{llm_reward.overflows} bands longer than the reader's window (reward 0)")
+    result = {"training": summary, "split": {"n_train": len(train), "n_test": len(test)}}
+    if not args.no_eval:
+        methods = [f"ldar[policy={out / 'policy'}]", *split_specs(args.eval_methods)]
+        ev = evaluate(test, methods, output_dir=out / "eval", scorer=scorer,
+                      dataset_name=f"{args.dataset} (test split: {len(test)} questions)", overwrite=True,
+                      progress=not args.no_progress)
+        result["eval"] = ev
+        print(f"\nheld-out questions ({len(test)}); LDAR trained with the {what['name']} reward:\n")
+        print(markdown_table(ev), end="")
+        print(f"\nwrote {out}/policy, checkpoint/, reward_curve.png/.json, split.json, eval/")
+    write_atomic(out / "train_summary.json", json.dumps(result, indent=1, default=str) + "\n")
+    return 0

@@ -1,0 +1,208 @@
+"""LDAR checkpoints: safetensors for tensors, JSON for everything else.
+
+Loading never unpickles anything (no ``torch.load``): a policy is a folder
+with ``config.json`` (format name, version, the network's PolicyConfig and
+how it was trained, including the reward) and ``model.safetensors``.
+
+A training state (for resuming) is a folder with ``state.json`` (step, EMA
+baseline, RNG states, the reward curve so far, the run's config),
+``model.safetensors`` and ``optimizer.safetensors`` (Adam's moments, with
+the param-group settings in ``state.json``). Folders are written beside
+their final name and renamed into place, so a kill mid-write leaves the
+previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig
+
+FORMAT = "ctxsel-ldar-policy"
+STATE_FORMAT = "ctxsel-ldar-train-state"
+VERSION = 1
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+
+
+def _replace_dir(tmp: Path, final: Path) -> None:
+    """Swap ``tmp`` into ``final`` (keeping the old one until the new one is in place)."""
+    old = final.with_name(f".{final.name}.old")
+    if old.exists():
+        shutil.rmtree(old)
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def _fresh_tmp(final: Path) -> Path:
+    tmp = final.with_name(f".{final.name}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def _state_dict(policy: LDARPolicy) -> dict[str, torch.Tensor]:
+    return {k: v.detach().contiguous().clone() for k, v in policy.state_dict().items()}
+
+
+def save_policy(path: str | Path, policy: LDARPolicy, training: dict[str, Any] | None = None) -> Path:
+    """Write ``path/config.json`` and ``path/model.safetensors``; return ``path``."""
+    from ctxsel import __version__
+
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _fresh_tmp(final)
+    config = {
+        "format": FORMAT,
+        "version": VERSION,
+        "ctxsel_version": __version__,
+        "policy": policy.config.to_dict(),
+        "training": training or {},
+    }
+    save_file(_state_dict(policy), str(tmp / WEIGHTS_NAME), metadata={"format": FORMAT, "version": str(VERSION)})
+    (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    _replace_dir(tmp, final)
+    return final
+
+
+def resolve_policy_dir(path: str | Path) -> Path:
+    """Accept the folder, its config.json or its model.safetensors."""
+    p = Path(path)
+    if p.is_file() and p.name in (CONFIG_NAME, WEIGHTS_NAME):
+        p = p.parent
+    if not p.is_dir():
+        raise FileNotFoundError(
+            f"no LDAR policy at {p}: pass the folder written by `ctxsel train ldar` "
+            f"(OUTPUT/policy, holding {CONFIG_NAME} and {WEIGHTS_NAME})"
+        )
+    for name in (CONFIG_NAME, WEIGHTS_NAME):
+        if not (p / name).is_file():
+            raise FileNotFoundError(f"LDAR policy folder {p} has no {name}")
+    return p
+
+
+def read_policy_config(path: str | Path) -> dict[str, Any]:
+    p = resolve_policy_dir(path)
+    try:
+        config = json.loads((p / CONFIG_NAME).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p / CONFIG_NAME} is not valid JSON ({e.msg})") from None
+    if config.get("format") != FORMAT:
+        raise ValueError(f"{p / CONFIG_NAME} is not an LDAR policy (format {config.get('format')!r}, "
+                         f"expected {FORMAT!r})")
+    if config.get("version") != VERSION:
+        raise ValueError(f"{p} is LDAR policy format version {config.get('version')!r}; this ctxsel "
+                         f"reads version {VERSION}")
+    return config
+
+
+def load_policy(path: str | Path) -> tuple[LDARPolicy, dict[str, Any]]:
+    """(policy in eval mode, its config.json as a dict)."""
+    p = resolve_policy_dir(path)
+    config = read_policy_config(p)
+    policy = LDARPolicy(PolicyConfig.from_dict(config["policy"]))
+    _load_weights(policy, p / WEIGHTS_NAME)
+    policy.eval()
+    return policy, config
+
+
+def _load_weights(policy: LDARPolicy, file: Path) -> None:
+    tensors = load_file(str(file))
+    expected = policy.state_dict()
+    missing = sorted(set(expected) - set(tensors))
+    extra = sorted(set(tensors) - set(expected))
+    if missing or extra:
+        raise ValueError(f"{file} does not match its config: missing {missing[:3]}, unexpected {extra[:3]}")
+    for k, v in tensors.items():
+        if v.shape != expected[k].shape:
+            raise ValueError(f"{file}: {k} has shape {tuple(v.shape)}, the config says {tuple(expected[k].shape)}")
+    policy.load_state_dict(tensors)
+
+
+# -- training state -------------------------------------------------------------
+
+
+def save_training_state(
+    path: str | Path,
+    policy: LDARPolicy,
+    optimizer: torch.optim.Optimizer,
+    state: dict[str, Any],
+) -> Path:
+    """Everything needed to continue a run exactly: weights, Adam, ``state`` (JSON)."""
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _fresh_tmp(final)
+    save_file(_state_dict(policy), str(tmp / WEIGHTS_NAME))
+    opt = optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for idx, st in opt["state"].items():
+        for name, value in st.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{idx}.{name}"] = value.detach().contiguous().clone()
+            else:
+                scalars.setdefault(str(idx), {})[name] = value
+    tensors["torch_rng_state"] = torch.get_rng_state().clone()
+    save_file(tensors, str(tmp / "optimizer.safetensors"))
+    doc = {
+        "format": STATE_FORMAT,
+        "version": VERSION,
+        "param_groups": opt["param_groups"],
+        "optimizer_scalars": scalars,
+        "policy": policy.config.to_dict(),
+        **state,
+    }
+    (tmp / "state.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    _replace_dir(tmp, final)
+    return final
+
+
+def load_training_state(
+    path: str | Path, policy: LDARPolicy, optimizer: torch.optim.Optimizer
+) -> dict[str, Any]:
+    """Restore weights, Adam and torch's RNG in place; return the JSON state."""
+    p = Path(path)
+    doc = json.loads((p / "state.json").read_text(encoding="utf-8"))
+    if doc.get("format") != STATE_FORMAT or doc.get("version") != VERSION:
+        raise ValueError(f"{p} is not an LDAR training state of version {VERSION}")
+    if doc["policy"] != policy.config.to_dict():
+        raise ValueError(f"{p} was trained with a different network ({doc['policy']}); use another --output "
+                         "or --overwrite")
+    _load_weights(policy, p / WEIGHTS_NAME)
+    tensors = load_file(str(p / "optimizer.safetensors"))
+    torch.set_rng_state(tensors.pop("torch_rng_state"))
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        idx, name = key.split(".", 1)
+        state.setdefault(int(idx), {})[name] = value
+    for idx, extra in doc.get("optimizer_scalars", {}).items():
+        state.setdefault(int(idx), {}).update(extra)
+    groups = doc["param_groups"]
+    for g in groups:
+        if "betas" in g:
+            g["betas"] = tuple(g["betas"])
+    optimizer.load_state_dict({"state": state, "param_groups": groups})
+    return doc
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+__all__ = [
+    "FORMAT", "VERSION", "load_policy", "load_training_state", "read_policy_config", "resolve_policy_dir",
+    "save_policy", "save_training_state",
+]

@@ -1,0 +1,204 @@
+"""The LDAR selector: a trained policy picks a quantile band of the ranking.
+
+    ctxsel.select(q, chunks, "ldar[policy=runs/ldar/policy]", scores=s)
+    ctxsel eval --dataset hotpotqa-long --methods ldar --policy runs/ldar/policy
+
+Unlike the other score-based selectors LDAR does not keep a prefix of the
+ranking: the band may skip the most similar chunks (the paper's
+distraction-aware bands). The shared conventions still hold, adapted to a
+band (the paper is silent on all of them):
+
+- ``nan_policy``: "raise" rejects NaN / infinite scores; with "last" they
+  are ranked after every finite score and the policy never sees them, so the
+  band is computed over the N finite scores only.
+- ``min_k``: a band shorter than min_k is widened, first upward (towards
+  more similar chunks), then downward.
+- ``max_tokens``: the band, most similar first, is cut to its longest prefix
+  that fits.
+- empty context: an empty selection. N = 1: the one chunk (l = u = 1).
+- all-equal scores: the policy still picks a band; ranks among ties follow
+  the house order (position), and the explanation says the scores were
+  equal.
+- N larger than any in training: allowed (the network has no positional
+  encoding); ``meta["beyond_training_n"]`` says so.
+
+Inference is deterministic by default: (q_L, q_D) are the means of their
+Betas. ``sample=true`` draws them instead (``seed=`` makes a draw
+repeatable). The Selection's ``meta`` and ``trace`` record q_L, q_D, q_U,
+l, u, the Beta parameters, and which reward trained the policy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ctxsel.selectors.base import Decision, Selector, rank
+from ctxsel.selectors.ldar.band import band_ranks, select_band
+from ctxsel.selectors.ldar.checkpoint import load_policy, resolve_policy_dir
+from ctxsel.selectors.ldar.policy import LDARPolicy, upper_quantile
+from ctxsel.types import Selection
+
+
+class LDAR(Selector):
+    """Learned distraction-aware band selection over the similarity distribution."""
+
+    name = "ldar"
+
+    def __init__(
+        self,
+        policy: str | Path | LDARPolicy | None = None,
+        sample: bool = False,
+        seed: int | None = None,
+        snap_top: bool | None = None,
+        threads: int | None = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(**kw)
+        if policy is None:
+            raise ValueError("ldar needs a trained policy: ldar[policy=PATH] (train one with `ctxsel train ldar`)")
+        if not isinstance(sample, bool):
+            raise ValueError(f"sample must be true or false, got {sample!r}")
+        if threads is not None:
+            torch.set_num_threads(int(threads))
+        if isinstance(policy, LDARPolicy):
+            self.policy, self.info = policy, {"training": {}}
+            self.policy_path: str | None = None
+        else:
+            self.policy_path = str(resolve_policy_dir(policy))
+            self.policy, self.info = load_policy(self.policy_path)
+        training = self.info.get("training", {})
+        self.snap_top = bool(training.get("snap_top", True)) if snap_top is None else bool(snap_top)
+        self.sample = sample
+        self.seed = seed
+        self.threads = threads
+        self.reward = training.get("reward")
+        self.train_max_n = training.get("max_n")
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy_path,
+            "variant": self.policy.config.variant,
+            "trained_with_reward": self.reward,
+            "sample": self.sample,
+            **({"seed": self.seed} if self.sample else {}),
+            "snap_top": self.snap_top,
+            **super().config(),
+        }
+
+    # -- the policy ----------------------------------------------------------------
+
+    @torch.no_grad()
+    def act(self, ascending: np.ndarray) -> dict[str, Any]:
+        """Run the policy on finite scores sorted ascending; the band or the picks."""
+        x = torch.as_tensor(ascending, dtype=torch.float32).unsqueeze(0)
+        with torch.random.fork_rng(enabled=self.sample and self.seed is not None):
+            if self.sample and self.seed is not None:
+                torch.manual_seed(self.seed)
+            out = self.policy.infer(x)
+            if self.policy.config.head == "bernoulli":
+                assert out.logits is not None
+                p = torch.sigmoid(out.logits[0]).double()
+                picks = torch.bernoulli(p) if self.sample else (p >= 0.5).double()
+                return {"picks": picks.numpy().astype(bool), "p": p.numpy()}
+            q_l, q_d = out.sample_band() if self.sample else out.mean_band()
+        ql, qd = float(q_l[0]), float(q_d[0])
+        assert out.alpha_l is not None and out.beta_l is not None and out.alpha_d is not None and out.beta_d is not None
+        return {
+            "q_L": ql,
+            "q_D": qd,
+            "q_U": min(1.0, float(upper_quantile(torch.tensor(ql, dtype=torch.float64),
+                                                 torch.tensor(qd, dtype=torch.float64)))),
+            "alpha_L": float(out.alpha_l[0]), "beta_L": float(out.beta_l[0]),
+            "alpha_D": float(out.alpha_d[0]), "beta_D": float(out.beta_d[0]),
+        }
+
+    # -- the Selector contract -----------------------------------------------------------
+
+    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray):  # pragma: no cover - decide() is overridden
+        raise NotImplementedError("LDAR selects a band, not a prefix: see decide()")
+
+    def decide(self, scores: np.ndarray, n_tokens: np.ndarray) -> Decision:
+        n = len(scores)
+        order, n_finite = rank(scores, self.nan_policy)
+        if n == 0:
+            return Decision(order, 0, "empty context: nothing to select", {})
+        if n_finite == 0:
+            k, explanation = self._apply_limits(0, "no finite scores: nothing ranked", n_tokens[order], n)
+            return Decision(order, k, explanation, {})
+        ranked = order[:n_finite]
+        descending = scores[ranked]
+        a = self.act(descending[::-1].copy())
+        meta: dict[str, Any] = {"n_ranked": n_finite, "reward": self.reward, "variant": self.policy.config.variant,
+                                "sample": self.sample}
+        if self.train_max_n is not None:
+            meta["beyond_training_n"] = n_finite > int(self.train_max_n)
+        flat = bool(descending[0] == descending[-1])
+        if "picks" in a:
+            chosen = [ranked[n_finite - 1 - j] for j in np.flatnonzero(a["picks"])]
+            chosen = sorted(chosen, key=lambda i: (-scores[i], i))
+            meta.update(n_picked=len(chosen), mean_p=float(np.mean(a["p"])), l=None, u=None)
+            what = f"Bernoulli picks: {len(chosen)} of {n_finite} chunks (mean p {meta['mean_p']:.3f})"
+            band = np.asarray(chosen, dtype=np.int64)
+        else:
+            l, u = band_ranks(n_finite, a["q_L"], a["q_U"], snap_top=self.snap_top)
+            band = select_band(ranked, l, u)
+            meta.update(a, l=l, u=u)
+            skipped = n_finite - u
+            what = (f"LDAR band q_L={a['q_L']:.4f}, q_U={a['q_U']:.4f} -> ascending ranks {l}..{u} of {n_finite}: "
+                    f"{len(band)} chunks" + (f", skipping the {skipped} most similar" if skipped else ""))
+        if flat and n_finite > 1:
+            what += " (all scores equal: ranks follow position)"
+        band = self._widen(band, ranked, scores, meta)
+        rest_mask = np.ones(n, dtype=bool)
+        rest_mask[band] = False
+        new_order = np.concatenate([band, order[rest_mask[order]]]).astype(np.int64)
+        k, explanation = self._limit_band(len(band), what, n_tokens[new_order], meta)
+        return Decision(new_order, k, explanation, meta)
+
+    def _widen(self, band: np.ndarray, ranked: np.ndarray, scores: np.ndarray, meta: dict[str, Any]) -> np.ndarray:
+        """Raise the band to min_k chunks: more similar neighbours first, then less similar."""
+        need = min(self.min_k, len(ranked)) - len(band)
+        if need <= 0:
+            return band
+        pos = {int(i): p for p, i in enumerate(ranked)}
+        taken = {pos[int(i)] for i in band}
+        if "picks" in meta or not taken:
+            extra = [p for p in range(len(ranked)) if p not in taken][:need]
+        else:  # a contiguous band [lo, hi]: extend upward, then downward
+            lo, hi = min(taken), max(taken)
+            up = list(range(lo - 1, -1, -1))[:need]
+            down = list(range(hi + 1, len(ranked)))[: need - len(up)]
+            extra = up + down
+        meta["widened_to_min_k"] = self.min_k
+        merged = sorted(taken | set(extra))
+        return ranked[merged]
+
+    def _limit_band(self, k: int, explanation: str, sorted_tokens: np.ndarray, meta: dict[str, Any]) -> tuple[int, str]:
+        if "widened_to_min_k" in meta:
+            explanation += f"; widened to min_k={meta['widened_to_min_k']}"
+        if self.max_tokens is not None and k > 0:
+            fit = int(np.searchsorted(np.cumsum(sorted_tokens[:k]), self.max_tokens, side="right"))
+            if fit < k:
+                explanation += f"; cut to {fit} by max_tokens={self.max_tokens}"
+                k = fit
+        return k, explanation
+
+    def select(self, question: str, chunks: Any, scores: Any = None) -> Selection:
+        sel = super().select(question, chunks, scores)
+        m = sel.meta
+        if "q_L" in m:
+            sel.trace = [
+                {"step": "policy", **{key: m[key] for key in ("alpha_L", "beta_L", "alpha_D", "beta_D")}},
+                {"step": "quantiles", "q_L": m["q_L"], "q_D": m["q_D"], "q_U": m["q_U"], "sampled": self.sample},
+                {"step": "band", "n": m["n_ranked"], "l": m["l"], "u": m["u"], "k": sel.k},
+            ]
+        elif "n_picked" in m:
+            sel.trace = [{"step": "bernoulli", "n": m["n_ranked"], "picked": m["n_picked"], "k": sel.k}]
+        return sel
+
+
+__all__ = ["LDAR"]

@@ -1,0 +1,464 @@
+"""REINFORCE training of the LDAR policy (paper Sec. 4.2, Eq. 4, Table 4).
+
+Each step draws a batch of training questions, samples a band (or, for the
+Bernoulli ablation, a set of picks) per question from the policy, scores it
+with the reward function and updates
+
+    theta <- theta + lr * mean_b (r_b - b) * grad log pi(q_L, q_D | s_b)
+
+with Adam (0.9, 0.999, 1e-8), lr 3e-4, batch 32 and an exponential moving
+average baseline b <- 0.5 b + 0.5 mean(r) (Table 4). Where the paper is
+silent:
+
+- The baseline used for a batch is the EMA of *earlier* batches (so it does
+  not depend on the batch's own actions); the first batch, which has no
+  history, uses its own mean.
+- A batch is ``batch_size`` distinct questions drawn at random without
+  replacement from the training split (all of them when there are fewer).
+- log pi of a band is log Beta(q_L) + log Beta(q_D); samples are kept 1e-6
+  inside (0, 1), for the band and the log-probability alike
+  (``policy.LOGPROB_EPS``).
+- No entropy bonus, gradient clipping or learning-rate schedule: Table 4
+  lists none.
+- Monitoring: every ``eval_every`` steps, at the start and at the end, the
+  deterministic policy (Beta means) is scored on the *training* questions;
+  held-out questions are never looked at during training. The reward of
+  uniformly random bands (q_L, q_D ~ U(0, 1)) on the training questions is
+  recorded as a reference. ``eval_every=0`` turns all of this off (each
+  evaluation costs one reward call per training question: LLM calls, for
+  the LLM reward).
+
+Everything needed to continue is checkpointed every ``checkpoint_every``
+steps (weights, Adam, EMA baseline, numpy and torch RNG states, the curve):
+a killed run resumes where it stopped and ends with the same weights as an
+uninterrupted one. The reward curve is written as JSON and PNG.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ctxsel.rewards import describe_reward
+from ctxsel.selectors.base import rank
+from ctxsel.selectors.ldar.band import band_ranks, select_band
+from ctxsel.selectors.ldar.checkpoint import (
+    atomic_write_text,
+    load_training_state,
+    save_policy,
+    save_training_state,
+)
+from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, upper_quantile
+from ctxsel.types import Example, Selection
+
+
+@dataclass
+class TrainConfig:
+    """REINFORCE settings; the defaults are the paper's Table 4."""
+
+    steps: int = 100
+    batch_size: int = 32
+    lr: float = 3e-4
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    baseline_ema: float = 0.5
+    seed: int = 0
+    snap_top: bool = True
+    threads: int = 1
+    checkpoint_every: int = 10
+    eval_every: int = 10
+    random_reference: bool = True
+
+    def __post_init__(self) -> None:
+        self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
+        if self.steps < 0 or self.batch_size < 1:
+            raise ValueError(f"need steps >= 0 and batch_size >= 1, got {self.steps}, {self.batch_size}")
+        if not 0 <= self.baseline_ema < 1:
+            raise ValueError(f"baseline_ema must be in [0, 1), got {self.baseline_ema}")
+
+    def identity(self) -> dict[str, Any]:
+        """The settings a resumed run must share (steps may grow, threads may change)."""
+        d = asdict(self)
+        for k in ("steps", "threads", "checkpoint_every", "eval_every"):
+            d.pop(k)
+        d["adam_betas"] = list(d["adam_betas"])
+        return d
+
+
+@dataclass
+class TrainItem:
+    """One training question: its example and the chunks' scores (chunk order)."""
+
+    example: Example
+    scores: np.ndarray
+    order: np.ndarray = field(init=False)
+    ascending: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = np.asarray(self.scores, dtype=np.float64)
+        if len(s) != len(self.example.chunks):
+            raise ValueError(f"{self.example.id}: {len(s)} scores for {len(self.example.chunks)} chunks")
+        order, n_finite = rank(s, "last")
+        if n_finite == 0:
+            raise ValueError(f"{self.example.id}: no finite scores to train on")
+        self.order = order[:n_finite]  # non-finite scores take no part, as in the selector
+        self.ascending = s[self.order][::-1].astype(np.float32).copy()
+
+    @property
+    def n(self) -> int:
+        return len(self.order)
+
+
+def selection_from(item: TrainItem, idx: np.ndarray, meta: dict[str, Any]) -> Selection:
+    """A light Selection of chunk indices ``idx`` (most similar first) for a reward function."""
+    chunks = [item.example.chunks[int(i)] for i in idx]
+    return Selection(
+        ids=[c.id for c in chunks],
+        scores=[float(item.scores[int(i)]) for i in idx],
+        chunks=chunks,
+        method="ldar",
+        config={},
+        explanation="",
+        n_candidates=len(item.example.chunks),
+        meta=meta,
+    )
+
+
+def band_selection(item: TrainItem, q_l: float, q_d: float, snap_top: bool) -> Selection:
+    q_u = min(1.0, q_l + (1.0 - q_l) * q_d)
+    l, u = band_ranks(item.n, q_l, q_u, snap_top=snap_top)
+    return selection_from(item, select_band(item.order, l, u), {"q_L": q_l, "q_D": q_d, "q_U": q_u, "l": l, "u": u})
+
+
+def picks_selection(item: TrainItem, picks: np.ndarray) -> Selection:
+    """Bernoulli picks over ascending positions -> chunks, most similar first."""
+    asc = np.flatnonzero(picks[: item.n])
+    idx = item.order[item.n - 1 - asc[::-1]] if len(asc) else np.zeros(0, dtype=np.int64)
+    return selection_from(item, idx, {"n_picked": int(len(asc))})
+
+
+class Trainer:
+    """Train an LDAR policy on ``items`` against ``reward_fn``; see the module docstring."""
+
+    def __init__(
+        self,
+        items: Sequence[TrainItem],
+        reward_fn: Callable[..., list[float]],
+        output_dir: str | Path,
+        policy_config: PolicyConfig | None = None,
+        config: TrainConfig | None = None,
+        info: dict[str, Any] | None = None,
+        *,
+        progress: bool = True,
+        overwrite: bool = False,
+        init_policy: str | Path | None = None,
+    ) -> None:
+        if not items:
+            raise ValueError("no training questions")
+        self.items = list(items)
+        self.reward_fn = reward_fn
+        self.out = Path(output_dir)
+        self.config = config or TrainConfig()
+        self.policy_config = policy_config or PolicyConfig()
+        self.info = dict(info or {})
+        self.progress = progress
+        torch.set_num_threads(self.config.threads)
+        torch.manual_seed(self.config.seed)
+        self.policy = LDARPolicy(self.policy_config)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=self.config.lr,
+                                          betas=self.config.adam_betas, eps=self.config.adam_eps)
+        self.rng = np.random.default_rng(self.config.seed)
+        self.step = 0
+        self.baseline: float | None = None
+        self.curve: list[dict[str, Any]] = []
+        self.evals: list[dict[str, Any]] = []
+        self.reference: dict[str, Any] = {}
+        self.init_policy = str(init_policy) if init_policy else None
+        if init_policy:
+            self._warm_start(init_policy)
+        self.ckpt_dir = self.out / "checkpoint"
+        if overwrite:
+            import shutil
+
+            for p in (self.ckpt_dir, self.out / "policy"):
+                if p.exists():
+                    shutil.rmtree(p)
+        if (self.ckpt_dir / "state.json").exists():
+            self._resume()
+
+    # -- bookkeeping -----------------------------------------------------------------
+
+    @property
+    def is_band(self) -> bool:
+        return self.policy_config.head == "band"
+
+    def _warm_start(self, path: str | Path) -> None:
+        """Start from a trained policy's weights (e.g. label-trained, then the LLM reward)."""
+        from ctxsel.selectors.ldar.checkpoint import load_policy
+
+        start, _ = load_policy(path)
+        if start.config != self.policy_config:
+            raise ValueError(f"--init-policy {path} is a {start.config.variant} network with other sizes; "
+                             f"this run trains {self.policy_config.variant} {self.policy_config.to_dict()}")
+        self.policy.load_state_dict(start.state_dict())
+
+    def _identity(self) -> dict[str, Any]:
+        return {
+            "init_policy": self.init_policy,
+            "train": self.config.identity(),
+            "policy": self.policy_config.to_dict(),
+            "reward": describe_reward(self.reward_fn),
+            "items": [it.example.id for it in self.items],
+            "info": {k: v for k, v in self.info.items() if k not in ("command",)},
+        }
+
+    def _resume(self) -> None:
+        doc = json.loads((self.ckpt_dir / "state.json").read_text(encoding="utf-8"))
+        if doc.get("identity") != self._identity():
+            raise ValueError(
+                f"{self.ckpt_dir} holds a run with other settings (reward, network, split or hyperparameters); "
+                "use another --output, or --overwrite to start again"
+            )
+        doc = load_training_state(self.ckpt_dir, self.policy, self.optimizer)
+        self.step = int(doc["step"])
+        self.baseline = doc["baseline"]
+        self.rng.bit_generator.state = doc["numpy_rng"]
+        self.curve = doc["curve"]
+        self.evals = doc["evals"]
+        self.reference = doc["reference"]
+
+    def _checkpoint(self) -> None:
+        save_training_state(self.ckpt_dir, self.policy, self.optimizer, {
+            "identity": self._identity(),
+            "step": self.step,
+            "baseline": self.baseline,
+            "numpy_rng": self.rng.bit_generator.state,
+            "curve": self.curve,
+            "evals": self.evals,
+            "reference": self.reference,
+        })
+        self.save_policy()
+
+    def training_info(self) -> dict[str, Any]:
+        last_eval = self.evals[-1] if self.evals else {}
+        return {
+            **self.info,
+            "reward": describe_reward(self.reward_fn),
+            "algorithm": "REINFORCE with EMA baseline",
+            "init_policy": self.init_policy,
+            **{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.config).items()},
+            "steps_done": self.step,
+            "n_train": len(self.items),
+            "train_ids": [it.example.id for it in self.items],
+            "max_n": max(it.n for it in self.items),
+            "min_n": min(it.n for it in self.items),
+            "final_baseline": self.baseline,
+            "final_train_reward_deterministic": last_eval.get("reward"),
+        }
+
+    def save_policy(self) -> Path:
+        return save_policy(self.out / "policy", self.policy, self.training_info())
+
+    # -- acting ------------------------------------------------------------------------
+
+    def _act(self, batch: Sequence[TrainItem], deterministic: bool) -> tuple[list[Selection], torch.Tensor | None, dict]:
+        x, mask = pad_batch([it.ascending for it in batch])
+        out = self.policy.infer(x, mask) if deterministic else self.policy(x, mask)
+        if self.is_band:
+            with torch.no_grad():
+                q_l, q_d = out.mean_band() if deterministic else out.sample_band()
+            logp = None if deterministic else out.band_log_prob(q_l, q_d)
+            ql, qd = q_l.double().numpy(), q_d.double().numpy()
+            sels = [band_selection(it, float(a), float(b), self.config.snap_top) for it, a, b in zip(batch, ql, qd)]
+            stats = {"q_L": float(ql.mean()), "q_U": float(upper_quantile(torch.from_numpy(ql),
+                                                                          torch.from_numpy(qd)).mean())}
+        else:
+            assert out.logits is not None
+            with torch.no_grad():
+                p = torch.sigmoid(out.logits) * mask
+                picks = (p >= 0.5).float() if deterministic else torch.bernoulli(p)
+            logp = None if deterministic else out.bernoulli_log_prob(picks)
+            sels = [picks_selection(it, picks[i].numpy().astype(bool)) for i, it in enumerate(batch)]
+            stats = {"mean_p": float((p.sum() / mask.sum()).item())}
+        return sels, logp, stats
+
+    def evaluate_deterministic(self) -> dict[str, Any]:
+        """Mean reward and k of the Beta-mean policy on the training questions."""
+        rewards: list[float] = []
+        ks: list[int] = []
+        with torch.no_grad():
+            for i in range(0, len(self.items), self.config.batch_size):
+                batch = self.items[i : i + self.config.batch_size]
+                sels, _, _ = self._act(batch, deterministic=True)
+                rewards += self.reward_fn([it.example for it in batch], sels)
+                ks += [s.k for s in sels]
+        return {"step": self.step, "reward": float(np.mean(rewards)), "k": float(np.mean(ks))}
+
+    def random_band_reward(self, draws: int = 4) -> dict[str, Any]:
+        """Reward of uniformly random bands (q_L, q_D ~ U(0, 1)) on the training questions."""
+        rng = np.random.default_rng(self.config.seed + 1)
+        rewards, ks = [], []
+        for _ in range(draws):
+            sels = [band_selection(it, float(rng.random()), float(rng.random()), self.config.snap_top)
+                    for it in self.items]
+            rewards += self.reward_fn([it.example for it in self.items], sels)
+            ks += [s.k for s in sels]
+        return {"reward": float(np.mean(rewards)), "k": float(np.mean(ks)), "draws": draws}
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def train_step(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        self.policy.train()
+        m = len(self.items)
+        idx = self.rng.choice(m, size=min(self.config.batch_size, m), replace=False)
+        batch = [self.items[int(i)] for i in idx]
+        sels, logp, stats = self._act(batch, deterministic=False)
+        r = np.asarray(self.reward_fn([it.example for it in batch], sels), dtype=np.float64)
+        if not np.all(np.isfinite(r)):
+            raise ValueError(f"the reward function returned non-finite rewards: {r}")
+        mean_r = float(r.mean())
+        b = mean_r if self.baseline is None else self.baseline
+        assert logp is not None
+        adv = torch.as_tensor(r - b, dtype=logp.dtype)
+        loss = -(adv * logp).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        ema = self.config.baseline_ema
+        self.baseline = mean_r if self.baseline is None else ema * self.baseline + (1 - ema) * mean_r
+        self.step += 1
+        row = {
+            "step": self.step,
+            "reward": mean_r,
+            "reward_std": float(r.std()),
+            "baseline_used": b,
+            "loss": float(loss.item()),
+            "k": float(np.mean([s.k for s in sels])),
+            **stats,
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
+        self.curve.append(row)
+        return row
+
+    def train(self) -> dict[str, Any]:
+        from tqdm.auto import tqdm
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        monitor = self.config.eval_every > 0
+        if monitor and not self.reference:
+            self.reference = {"initial": self.evaluate_deterministic()}
+            if self.config.random_reference and self.is_band:
+                self.reference["random_band"] = self.random_band_reward()
+            if not self.evals:
+                self.evals.append(self.reference["initial"])
+        total = self.config.steps
+        bar = tqdm(total=total, initial=min(self.step, total), desc="ldar reinforce", unit="step",
+                   disable=not self.progress, dynamic_ncols=True)
+        try:
+            while self.step < total:
+                row = self.train_step()
+                bar.update(1)
+                bar.set_postfix(reward=f"{row['reward']:.3f}", baseline=f"{self.baseline:.3f}", k=f"{row['k']:.1f}")
+                if self.config.eval_every and self.step % self.config.eval_every == 0:
+                    self.evals.append(self.evaluate_deterministic())
+                if self.config.checkpoint_every and self.step % self.config.checkpoint_every == 0:
+                    self._checkpoint()
+                    self.write_curve()
+        finally:
+            bar.close()
+        if monitor and (not self.evals or self.evals[-1]["step"] != self.step):
+            self.evals.append(self.evaluate_deterministic())
+        self._checkpoint()
+        self.write_curve()
+        return self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        last = self.curve[-10:]
+        return {
+            "steps": self.step,
+            "reward": describe_reward(self.reward_fn),
+            "reference": self.reference,
+            "final_train_deterministic": self.evals[-1] if self.evals else None,
+            "last10_sampled_reward": float(np.mean([r["reward"] for r in last])) if last else None,
+            "policy": str(self.out / "policy"),
+        }
+
+    # -- the curve ---------------------------------------------------------------------
+
+    def write_curve(self) -> tuple[Path, Path | None]:
+        doc = {"reward": describe_reward(self.reward_fn), "variant": self.policy_config.variant,
+               "reference": self.reference, "steps": self.curve, "deterministic_train": self.evals,
+               "config": self.training_info()}
+        js = self.out / "reward_curve.json"
+        atomic_write_text(js, json.dumps(doc, indent=1) + "\n")
+        try:
+            png = plot_curve(self.out / "reward_curve.png", doc)
+        except ImportError:  # matplotlib is optional (ctxsel[plots])
+            png = None
+        return js, png
+
+
+def moving_average(x: Sequence[float], w: int) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64)
+    if len(a) == 0:
+        return a
+    w = max(1, min(w, len(a)))
+    c = np.cumsum(np.insert(a, 0, 0.0))
+    head = c[1:w] / np.arange(1, w)
+    return np.concatenate([head, (c[w:] - c[:-w]) / w])
+
+
+def plot_curve(path: Path, doc: dict[str, Any]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["step"] for r in doc["steps"]]
+    rewards = [r["reward"] for r in doc["steps"]]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    if steps:
+        ax.plot(steps, rewards, lw=0.8, alpha=0.45, color="tab:blue", label="batch reward (sampled bands)")
+        ax.plot(steps, moving_average(rewards, 10), lw=1.8, color="tab:blue", label="moving average (10 steps)")
+    ev = doc.get("deterministic_train") or []
+    if ev:
+        ax.plot([e["step"] for e in ev], [e["reward"] for e in ev], "o-", color="tab:green", ms=4,
+                label="Beta-mean policy, training questions")
+    rb = doc.get("reference", {}).get("random_band")
+    if rb:
+        ax.axhline(rb["reward"], color="gray", ls="--", lw=1, label=f"uniform random band ({rb['reward']:.3f})")
+    reward = doc.get("reward", {})
+    ax.set_title(f"LDAR {doc.get('variant', '')}: reward = {reward.get('name')} "
+                 + (f"(beta={reward['beta']:g})" if "beta" in reward else ""), fontsize=9)
+    ax.set_xlabel("REINFORCE step")
+    ax.set_ylabel("reward")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    if steps:
+        ax2.plot(steps, [max(r["k"], 0.5) for r in doc["steps"]], color="tab:orange", lw=1, label="sampled")
+    if ev:
+        ax2.plot([e["step"] for e in ev], [max(e["k"], 0.5) for e in ev], "o-", color="tab:green", ms=4,
+                 label="Beta-mean policy")
+    ax2.set_yscale("log")
+    ax2.set_xlabel("REINFORCE step")
+    ax2.set_ylabel("chunks selected (mean k)")
+    ax2.grid(alpha=0.3, which="both")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+__all__ = ["TrainConfig", "TrainItem", "Trainer", "band_selection", "picks_selection", "plot_curve"]
