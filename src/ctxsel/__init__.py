@@ -31,8 +31,8 @@ def select(
 
     ``method`` is a registered name or spec (``"top-k@5"``,
     ``"adaptive-k[strategy=moving_avg]"``); ``options`` go to the selector
-    (``min_k``, ``max_tokens``, ``buffer``...). Without ``scores``, a
-    score-based method scores with ``scorer`` (a Scorer, or a name:
+    (``min_k``, ``max_tokens``, ``buffer``...; ``llm=`` for methods that call an
+    LLM). Without ``scores``, a score-based method scores with ``scorer`` (a Scorer, or a name:
     ``"dense"`` -- the default, bundled MiniLM --, ``"bm25"``, ``"keywords"``).
     """
     selector = get_selector(method, **options)

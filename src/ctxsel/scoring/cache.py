@@ -8,7 +8,6 @@ either misses the cache instead of returning stale vectors.
 from __future__ import annotations
 
 import hashlib
-import os
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -16,13 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def default_cache_dir() -> Path:
-    """``$CTXSEL_CACHE_DIR``, else ``$XDG_CACHE_HOME/ctxsel``, else ``~/.cache/ctxsel``."""
-    if os.environ.get("CTXSEL_CACHE_DIR"):
-        return Path(os.environ["CTXSEL_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ctxsel"
+from ctxsel.paths import default_cache_dir
 
 
 def text_key(model_id: str, text: str) -> str:

@@ -129,14 +129,20 @@ def get_selector_class(name: str) -> type[Selector]:
     return getattr(importlib.import_module(module_name), cls_name)  # type: ignore[no-any-return]
 
 
-def get_selector(method: str | Selector, **options: Any) -> Selector:
-    """A Selector from a spec string (plus keyword options), or as given."""
+def get_selector(method: str | Selector, *, llm: Any = None, **options: Any) -> Selector:
+    """A Selector from a spec string (plus keyword options), or as given.
+
+    ``llm`` (an LLM client) goes to methods that call one (``needs_llm``)
+    and is ignored by the rest, so callers need not know which is which.
+    """
     if isinstance(method, Selector):
         if options:
             raise ValueError("options cannot be combined with a Selector instance")
         return method
     name, spec_options = parse_spec(method)
     cls = get_selector_class(name)
+    if cls.needs_llm and llm is not None:
+        options["llm"] = llm
     try:
         return cls(**{**spec_options, **options})  # type: ignore[no-any-return]
     except (TypeError, ValueError) as e:

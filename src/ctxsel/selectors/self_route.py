@@ -29,6 +29,7 @@ import numpy as np
 
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, get_template
+from ctxsel.reader import Reader, clean_answer, for_template
 from ctxsel.selectors.base import Cut, Selector
 from ctxsel.selectors.fixed import FullContext, TopNTokens
 from ctxsel.types import Chunk, Selection
@@ -52,15 +53,13 @@ class SelfRoute(Selector):
         super().__init__(**kw)
         if llm is None:
             raise ValueError("self-route needs an LLM client: get_selector('self-route', llm=client)")
-        from ctxsel.reader import Reader
-
         self.llm = llm
         self.retrieve = TopNTokens(n_tokens, **kw)
         self.fallback = TopNTokens(fallback_max_tokens, **kw) if fallback_max_tokens else FullContext(**kw)
         self.datatype = datatype
         self.fallback_max_tokens = fallback_max_tokens
         self.max_answer_tokens = max_answer_tokens
-        self.router = Reader(llm, SELF_ROUTE, max_answer_tokens=max_answer_tokens)
+        self.route_client = for_template(llm, SELF_ROUTE)
         self.reader = Reader(llm, get_template(answer_template), max_answer_tokens=max_answer_tokens)
 
     def config(self) -> dict[str, Any]:
@@ -84,18 +83,16 @@ class SelfRoute(Selector):
         rag = self.retrieve.select(question, chunks, scores)
         if not rag.chunks:
             return self._finish(rag, "empty context: nothing to route", route="none", answer="", raw="", t0=t0)
-        first = self.router.client.complete(
+        first = self.route_client.complete(
             SELF_ROUTE.render(datatype=self.datatype, context=rag.text("\n\n"), question=question),
             max_tokens=self.max_answer_tokens,
             temperature=0.0,
             stop=list(SELF_ROUTE.stop),
         )
-        from ctxsel.reader import clean_answer
-
-        answer = clean_answer(first.text, SELF_ROUTE)
         if "unanswerable" not in first.text.lower():
             rag.usage = rag.usage + first.usage
-            return self._finish(rag, f"answerable from top chunks ({rag.explanation})", "rag", answer, first.text, t0)
+            return self._finish(rag, f"answerable from top chunks ({rag.explanation})", "rag",
+                                clean_answer(first.text, SELF_ROUTE), first.text, t0)
         long = self.fallback.select(question, chunks, scores)
         long.usage = long.usage + first.usage
         reply = self.reader.answer(question, long)
