@@ -98,7 +98,9 @@ def _validation_message(errors: list[dict[str, Any]]) -> str:
         loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
         msg = e.get("msg", "invalid")
         if e.get("type") == "json_invalid":
-            msg = f"the body is not valid JSON ({(e.get('ctx') or {}).get('error', 'decode error')})"
+            where = e.get("loc", ("body", "?"))[-1]
+            loc = "body"
+            msg = f"not valid JSON: {(e.get('ctx') or {}).get('error', 'decode error')} at character {where}"
         parts.append(f"{loc}: {msg}")
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
     return "; ".join(parts) + more
@@ -228,7 +230,8 @@ class Service:
         except LLMError as e:
             raise ServiceError(502, "llm_error", str(e)) from None
         except (ValueError, TypeError, KeyError) as e:
-            raise ServiceError(422, "invalid_input", str(e).strip("'\"") or type(e).__name__) from None
+            message = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+            raise ServiceError(422, "invalid_input", message or type(e).__name__) from None
         except ImportError as e:
             log.error("missing dependency", extra={"fields": {"request_id": _rid(request), "error": str(e)}})
             raise ServiceError(500, "server_misconfigured", str(e)) from None
