@@ -260,6 +260,11 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI could not decode the body
+            cause = exc.__cause__
+            what = "not UTF-8" if isinstance(cause, UnicodeDecodeError) else type(cause).__name__
+            return _error_response(request, 422, "invalid_body",
+                                   f"the body could not be read as JSON ({what}: {cause}); send UTF-8 JSON")
         error = getattr(exc, "error", None) or {404: "not_found", 405: "method_not_allowed",
                                                 413: "body_too_large"}.get(exc.status_code, "http_error")
         return _error_response(request, exc.status_code, error, str(exc.detail), headers=exc.headers)

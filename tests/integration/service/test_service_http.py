@@ -129,14 +129,34 @@ class TestAuth:
         conn = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
         conn.sendall(b"POST /select HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 1000000000\r\n\r\n")
-        reply = conn.recv(4096)
+        reply = read_response(conn)
         conn.close()
         assert reply.startswith(b"HTTP/1.1 401 ")
+        assert b"missing bearer token" in reply
         assert_still_serving(srv)
 
     def test_the_right_token_passes(self, srv: ServerProcess) -> None:
         assert srv.request("POST", "/select", SELECT)[0] == 200
         assert srv.request("POST", "/select", SELECT, auth=f"bearer {TOKEN}")[0] == 200  # scheme is case-insensitive
+
+
+def read_response(sock: socket.socket) -> bytes:
+    """Bytes of one HTTP response: headers, then Content-Length bytes of body (or until closed)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), None)
+    while length is None or len(body) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
 
 
 def stream_chunked(port: int, head: bytes, total: int, piece: int = 64 * 1024) -> tuple[int, bytes]:
@@ -171,7 +191,7 @@ class TestBodyLimit:
         conn = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
         conn.sendall(f"POST /select HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
                      f"Content-Type: application/json\r\nContent-Length: {LIMIT + 1}\r\n\r\n".encode())
-        reply = conn.recv(65536)  # answered before a single body byte was sent
+        reply = read_response(conn)  # answered before a single body byte was sent
         conn.close()
         assert reply.startswith(b"HTTP/1.1 413 ")
         assert b"connection: close" in reply.lower()
@@ -338,3 +358,10 @@ def test_a_server_without_a_token_needs_none() -> None:
         assert status == 200 and sel["ids"] == ["0", "1", "2"][: sel["k"]]
         status, _, body = srv.request("POST", "/answer", SELECT, auth=False)
         assert status == 501 and body["error"] == "no_reader"
+
+
+def test_a_body_that_is_not_utf8_is_422(srv: ServerProcess) -> None:
+    status, _, body = srv.request("POST", "/select", raw=b'{"question": "\xff\xfe"}')
+    assert status == 422 and body["error"] == "invalid_body"
+    assert "not UTF-8" in body["message"]
+    assert_still_serving(srv)
