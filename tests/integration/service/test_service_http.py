@@ -363,5 +363,5 @@ def test_a_server_without_a_token_needs_none() -> None:
 def test_a_body_that_is_not_utf8_is_422(srv: ServerProcess) -> None:
     status, _, body = srv.request("POST", "/select", raw=b'{"question": "\xff\xfe"}')
     assert status == 422 and body["error"] == "invalid_body"
-    assert "not UTF-8" in body["message"]
+    assert "not valid JSON: invalid unicode code point" in body["message"]
     assert_still_serving(srv)
