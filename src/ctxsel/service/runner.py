@@ -30,7 +30,10 @@ def setup_json_logging(level: str = "info", stream: Any = None) -> None:
 
 def bind_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP, not 0: asyncio turns Nagle off (TCP_NODELAY) only on sockets that say they are
+    # TCP, and accepted sockets inherit this; with proto 0 every keep-alive response waited ~40 ms for the
+    # client's delayed ACK between its header and body writes.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

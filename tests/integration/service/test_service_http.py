@@ -365,3 +365,56 @@ def test_a_body_that_is_not_utf8_is_422(srv: ServerProcess) -> None:
     assert status == 422 and body["error"] == "invalid_body"
     assert "not valid JSON: invalid unicode code point" in body["message"]
     assert_still_serving(srv)
+
+
+def test_a_port_in_use_is_a_one_line_error() -> None:
+    import subprocess
+
+    from server_process import ctxsel_command
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run([*ctxsel_command(), "serve", "--port", str(port), "--scorer", "keywords"],
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "--port" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"token": ""}, "token is empty"),
+    ({"max_body_bytes": 0}, "max_body_bytes must be a positive integer"),
+    ({"deadline_s": float("inf")}, "deadline_s must be a positive number"),
+    ({"max_concurrency": 0}, "max_concurrency must be an integer >= 1"),
+    ({"scorer": "magic"}, "scorer must be dense, bm25 or keywords"),
+])
+def test_bad_settings_are_refused(kw: dict[str, Any], message: str) -> None:
+    from ctxsel.service import ServiceSettings
+
+    with pytest.raises(ValueError, match=message):
+        ServiceSettings(**kw)
+
+
+def test_keep_alive_responses_do_not_wait_for_delayed_acks(srv: ServerProcess) -> None:
+    """The listening socket says it is TCP, so asyncio turns Nagle off on each
+    connection; with it on, every response on a reused connection waited about
+    40 ms for the client's delayed ACK."""
+    import http.client
+
+    from ctxsel.service.runner import bind_socket
+
+    with bind_socket("127.0.0.1", 0) as sock:
+        assert sock.proto == socket.IPPROTO_TCP
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    times = []
+    for _ in range(15):
+        t0 = time.perf_counter()
+        conn.request("GET", "/health")
+        resp = conn.getresponse()
+        resp.read()
+        times.append(time.perf_counter() - t0)
+        assert resp.status == 200
+    conn.close()
+    assert sorted(times)[len(times) // 2] < 0.035, [round(t * 1e3, 1) for t in times]
