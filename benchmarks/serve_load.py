@@ -22,6 +22,7 @@ import argparse
 import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -115,6 +116,9 @@ def post(conn: http.client.HTTPConnection, body: bytes) -> tuple[int, bytes]:
 
 def run_level(port: int, body: bytes, clients: int, duration_s: float, warmup: int) -> dict[str, Any]:
     conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=300) for _ in range(clients)]
+    for c in conns:  # Nagle off, as curl, requests and httpx do
+        c.connect()
+        c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     for i in range(warmup):
         status, data = post(conns[i % clients], body)
         assert status == 200, data[:300]
@@ -217,18 +221,19 @@ def main(argv: list[str] | None = None) -> int:
     info["loadavg_end"] = C.loadavg()
 
     notes = [
-        f"Server: `{' '.join(server.cmd[-12:])}` (one uvicorn process, one event loop; selection runs in worker "
+        f"Server: `ctxsel {' '.join(server.cmd[server.cmd.index('serve'):])}` (one uvicorn process, one event loop; selection runs in worker "
         f"threads), bearer token on, one JSON log line per request ({logged} logged). Clients: threads in the "
-        "benchmark process, one keep-alive `http.client` connection each, sending the same pre-encoded body "
+        "benchmark process, one keep-alive `http.client` connection each (TCP_NODELAY), sending the same pre-encoded body "
         "back to back; client and server share the machine's cores.",
         f"Request: {args.n_chunks:,} chunks of 60-100 words (server counts their cl100k tokens), method "
         f"`{args.method}`, the selected chunks' text returned. `embeddings`: {args.n_chunks:,} x {args.dim} "
         f"float32 vectors as JSON numbers plus the question's (`embeddings` + `query_embedding`), "
         f"{len(bodies['embeddings']) / 1e6:.1f} MB; `scores`: {args.n_chunks:,} precomputed scores (`scores`), "
         f"{len(bodies['scores']) / 1e6:.2f} MB.",
-        f"Each level runs {args.duration_s:g} s after {args.warmup} warm-up requests. requests/s = 200 responses "
-        "/ wall time; p50 / p99 over the 200 responses' latencies (client side: send to last byte). "
-        "With fewer than 100 requests p99 is close to the maximum.",
+        f"Each level runs {args.duration_s:g} s after {args.warmup} warm-up requests. requests/s: responses with "
+        "status 200 per second of wall time; p50 / p99: their latencies seen by the client (first byte sent to "
+        "last byte received). With fewer than 100 requests p99 is close to the maximum. errors: any other "
+        "status (none expected: the server's --max-concurrency is 16).",
     ]
     md = [C.header_md("HTTP service load: POST /select, 1,000 chunks", info, notes), ""]
     rows = []
