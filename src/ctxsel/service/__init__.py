@@ -26,8 +26,10 @@ def create_app(settings: ServiceSettings | None = None, **kw: Any) -> Any:
 
 def run_server(settings: ServiceSettings, host: str = "127.0.0.1", port: int = 8000, **kw: Any) -> None:
     """Serve until SIGINT/SIGTERM (see :func:`ctxsel.service.runner.run_server`)."""
-    from ctxsel.service.runner import run_server as _run
-
+    try:
+        from ctxsel.service.runner import run_server as _run
+    except ImportError as e:
+        raise ImportError(f"the HTTP service needs fastapi and uvicorn: pip install 'ctxsel[serve]' ({e})") from e
     _run(settings, host, port, **kw)
 
 

@@ -418,3 +418,25 @@ def test_keep_alive_responses_do_not_wait_for_delayed_acks(srv: ServerProcess) -
         assert resp.status == 200
     conn.close()
     assert sorted(times)[len(times) // 2] < 0.035, [round(t * 1e3, 1) for t in times]
+
+
+def test_without_the_serve_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    from ctxsel.service import ServiceSettings, create_app, run_server
+
+    real_import = builtins.__import__
+
+    def no_web_framework(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.split(".")[0] in ("fastapi", "starlette", "uvicorn"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    for mod in [m for m in sys.modules if m.startswith("ctxsel.service.") or m.split(".")[0] in
+                ("fastapi", "starlette", "uvicorn")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setattr(builtins, "__import__", no_web_framework)
+    with pytest.raises(ImportError, match=r"pip install 'ctxsel\[serve\]'"):
+        create_app(ServiceSettings())
+    with pytest.raises(ImportError, match=r"pip install 'ctxsel\[serve\]'"):
+        run_server(ServiceSettings())
