@@ -297,7 +297,7 @@ class TestConcurrencyAndDeadline:
         took = time.monotonic() - t0
         assert status == 504, body
         assert body["error"] == "deadline_exceeded" and "3-second deadline" in body["message"]
-        assert DEADLINE - 0.1 <= took < DEADLINE + 1.0
+        assert DEADLINE - 0.1 <= took < DEADLINE + 2.0
         # the abandoned LLM call still runs: its slot is still taken ...
         assert srv.request("GET", "/health", auth=False)[2]["in_flight"] == 1
         end = time.monotonic() + 10
