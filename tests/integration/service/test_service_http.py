@@ -213,16 +213,41 @@ class TestBodyLimit:
         assert (after - before) * 1024 < 8 * 1024 * 1024, f"peak RSS grew {after - before} KiB"
         assert_still_serving(srv)
 
-    def test_a_body_just_under_the_limit_is_accepted(self, srv: ServerProcess) -> None:
+    def test_the_limit_is_exact_with_and_without_content_length(self, srv: ServerProcess) -> None:
         import json
 
         data = json.dumps(SELECT).encode()
         data = data[:-1] + b" " * (LIMIT - len(data)) + b"}"  # exactly LIMIT bytes of valid JSON
         assert len(data) == LIMIT
-        status, _, sel = srv.request("POST", "/select", raw=data)
+        status, _, sel = srv.request("POST", "/select", raw=data)  # with Content-Length
         assert status == 200 and sel["ids"] == ["0"]
-        status, _, body = srv.request("POST", "/select", raw=data[:-1] + b" }")
-        assert status == 413 and body["error"] == "body_too_large"
+        head = (f"POST /select HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+                "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
+        reply = post_chunked(srv.port, head, data)  # counted as it streams
+        assert reply.startswith(b"HTTP/1.1 200 "), reply[:300]
+        reply = post_chunked(srv.port, head, data[:-1] + b" }")  # one byte more
+        assert reply.startswith(b"HTTP/1.1 413 "), reply[:300]
+        assert b"1,000,000-byte limit" in reply
+        assert_still_serving(srv)
+
+
+def post_chunked(port: int, head: bytes, data: bytes, piece: int = 64 * 1024) -> bytes:
+    """POST ``data`` as a chunked body; the reply, even if the server hung up early."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        sock.sendall(head)
+        for i in range(0, len(data), piece):
+            part = data[i: i + piece]
+            sock.sendall(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+        sock.sendall(b"0\r\n\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    try:
+        return read_response(sock)
+    except ConnectionResetError:
+        return b""
+    finally:
+        sock.close()
 
 
 class TestMalformedBody:
