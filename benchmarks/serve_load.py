@@ -1,0 +1,260 @@
+"""Load on ``ctxsel serve``: POST /select with 1,000 chunks and precomputed
+embeddings, at 1, 4 and 16 concurrent clients.
+
+Starts the server as its own process on loopback (``--port 0``, bearer token
+on, JSON request logs on, ``--max-concurrency`` 16 so no request is refused),
+builds one request -- 1,000 chunks of about 80 words, their 384-d float32
+embeddings and the question's, method adaptive-k -- and has N client threads
+send it back to back over keep-alive connections for ``--duration-s``
+seconds each. Reports requests/s (200s per wall-clock second) and p50 / p99
+latency; a second row per level sends precomputed scores instead of
+embeddings, and a last table times the stages of one request in process, to
+show where the time goes.
+
+    python benchmarks/serve_load.py [--duration-s 15] [--clients 1,4,16]
+
+Writes benchmarks/results/serve_load.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+
+TOKEN = "bench-token"
+WORDS = ("the of and a in to is was for on as with by he at from his an were are which this be or had first "
+         "one their its new after who they two her she been other when time there all during into school also "
+         "city year university world season state united film most team over between only series some known "
+         "under later three many while album river county war station american national club history").split()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    C.add_common_args(p)
+    p.add_argument("--clients", default="1,4,16", help="concurrent clients per level")
+    p.add_argument("--duration-s", type=float, default=15.0, help="timed seconds per level and payload")
+    p.add_argument("--warmup", type=int, default=3, help="untimed requests before each level")
+    p.add_argument("--n-chunks", type=int, default=1000)
+    p.add_argument("--dim", type=int, default=384, help="embedding dimension (MiniLM: 384)")
+    p.add_argument("--method", default="adaptive-k")
+    p.add_argument("--max-concurrency", type=int, default=16, help="the server's --max-concurrency")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def make_payloads(n: int, dim: int, seed: int, method: str) -> dict[str, dict[str, Any]]:
+    """One request with embeddings and the same with precomputed scores."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    chunks = [" ".join(rng.choice(WORDS, size=int(rng.integers(60, 100)))) for _ in range(n)]
+    q = rng.standard_normal(dim).astype(np.float32)
+    q /= np.linalg.norm(q)
+    emb = rng.standard_normal((n, dim)).astype(np.float32)
+    relevant = rng.choice(n, size=8, replace=False)
+    emb[relevant] += 6.0 * q  # a few chunks close to the question, the rest unrelated
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    scores = (emb @ q).astype(np.float64)
+    base = {"question": "Which station did the river county team open first?", "chunks": chunks,
+            "method": method, "with_text": True}
+    return {
+        "embeddings": {**base, "embeddings": emb.tolist(), "query_embedding": q.tolist()},
+        "scores": {**base, "scores": scores.tolist()},
+    }
+
+
+class Server:
+    def __init__(self, max_concurrency: int, threads: int) -> None:
+        self.log = tempfile.NamedTemporaryFile(prefix="serve-load-", suffix=".log", delete=False)  # noqa: SIM115
+        script = Path(sys.executable).with_name("ctxsel")
+        cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "ctxsel.cli.main"]
+        env = dict(os.environ, CTXSEL_SERVE_TOKEN=TOKEN, OMP_NUM_THREADS=str(threads))
+        self.cmd = [*cmd, "serve", "--port", "0", "--scorer", "keywords", "--max-concurrency", str(max_concurrency),
+                    "--max-body-bytes", str(64 * 1024 * 1024), "--deadline", "120"]
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self.log, env=env)
+        self.port = 0
+        end = time.monotonic() + 60
+        while not self.port and time.monotonic() < end:
+            for line in Path(self.log.name).read_text().splitlines():
+                obj = json.loads(line)
+                if obj.get("event") == "listening":
+                    self.port = int(obj["port"])
+            if self.proc.poll() is not None:
+                raise RuntimeError(Path(self.log.name).read_text())
+            time.sleep(0.05)
+        if not self.port:
+            raise RuntimeError("the server did not start")
+
+    def request_lines(self) -> int:
+        return sum('"event": "request"' in line for line in Path(self.log.name).read_text().splitlines())
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=20)
+        Path(self.log.name).unlink(missing_ok=True)
+
+
+def post(conn: http.client.HTTPConnection, body: bytes) -> tuple[int, bytes]:
+    conn.request("POST", "/select", body=body, headers={
+        "Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+    resp = conn.getresponse()
+    return resp.status, resp.read()
+
+
+def run_level(port: int, body: bytes, clients: int, duration_s: float, warmup: int) -> dict[str, Any]:
+    conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=300) for _ in range(clients)]
+    for c in conns:  # Nagle off, as curl, requests and httpx do
+        c.connect()
+        c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for i in range(warmup):
+        status, data = post(conns[i % clients], body)
+        assert status == 200, data[:300]
+    latencies: list[float] = []
+    errors: dict[int, int] = {}
+    lock = threading.Lock()
+    start = threading.Barrier(clients + 1)
+    stop_at = [0.0]
+
+    def client(conn: http.client.HTTPConnection) -> None:
+        start.wait()
+        while time.perf_counter() < stop_at[0]:
+            t0 = time.perf_counter()
+            status, _ = post(conn, body)
+            dt = time.perf_counter() - t0
+            with lock:
+                if status == 200:
+                    latencies.append(dt)
+                else:
+                    errors[status] = errors.get(status, 0) + 1
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in conns]
+    for t in threads:
+        t.start()
+    t0 = time.perf_counter()
+    stop_at[0] = t0 + duration_s
+    start.wait()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0  # includes the requests in flight at the stop time
+    for c in conns:
+        c.close()
+    xs = sorted(latencies)
+
+    def pct(q: float) -> float:
+        pos = (len(xs) - 1) * q
+        lo = int(pos)
+        hi = min(lo + 1, len(xs) - 1)
+        return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+    return {"clients": clients, "n_ok": len(xs), "errors": errors, "wall_s": wall,
+            "rps": len(xs) / wall, "p50_ms": pct(0.5) * 1e3, "p99_ms": pct(0.99) * 1e3,
+            "mean_ms": sum(xs) / len(xs) * 1e3, "max_ms": xs[-1] * 1e3}
+
+
+def stage_times(payload: dict[str, Any], body: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """One request's stages in process (no HTTP), each timed alone."""
+    from pydantic_core import from_json
+
+    from ctxsel.selectors import get_selector
+    from ctxsel.service.app import Service
+    from ctxsel.service.models import SelectionOut, SelectRequest
+    from ctxsel.service.settings import ServiceSettings
+
+    service = Service(ServiceSettings(scorer="keywords"))
+    parsed = from_json(body)
+    req = SelectRequest.model_validate(parsed)
+    chunks = Service.chunks(req)
+    selector = get_selector(req.method)
+    scores = service.scores(req, chunks, selector)
+    sel = selector.select(req.question, chunks, scores)
+    out = sel.to_dict()
+    rows = [
+        ("parse: pydantic_core.from_json (what the server uses)", lambda: from_json(body)),
+        ("(for comparison: json.loads, FastAPI's default)", lambda: json.loads(body)),
+        ("validate: SelectRequest.model_validate", lambda: SelectRequest.model_validate(parsed)),
+        ("chunks: Chunk objects with cl100k token counts", lambda: Service.chunks(req)),
+        ("scores: embeddings to cosine (numpy)", lambda: service.scores(req, chunks, selector)),
+        (f"select: {req.method} on the scores, Selection", lambda: selector.select(req.question, chunks, scores)),
+        ("respond: to_dict + SelectionOut validation", lambda: SelectionOut.model_validate(sel.to_dict())),
+        ("(whole path in process: parse to response dict)",
+         lambda: service.select(SelectRequest.model_validate(from_json(body))).to_dict()),
+    ]
+    del out
+    return [(name, C.summarize(C.time_calls(fn, warmup=1, budget_s=2.0, min_repeats=5, max_repeats=50)))
+            for name, fn in rows]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    thread_info = C.setup_threads(args.threads)
+    levels = [int(x) for x in args.clients.split(",")]
+    info = C.machine_info(thread_info, versions=("fastapi", "uvicorn", "pydantic", "starlette"))
+    payloads = make_payloads(args.n_chunks, args.dim, args.seed, args.method)
+    bodies = {k: json.dumps(v).encode() for k, v in payloads.items()}
+    server = Server(args.max_concurrency, args.threads)
+    results: list[dict[str, Any]] = []
+    try:
+        for kind in ("embeddings", "scores"):
+            for clients in levels:
+                r = run_level(server.port, bodies[kind], clients, args.duration_s, args.warmup)
+                r["payload"] = kind
+                results.append(r)
+                print(f"{kind:>10} x{clients:<3} {r['rps']:7.2f} req/s  p50 {r['p50_ms']:8.1f} ms  "
+                      f"p99 {r['p99_ms']:8.1f} ms  n={r['n_ok']} errors={r['errors']}", flush=True)
+        logged = server.request_lines()
+    finally:
+        server.stop()
+    stages = stage_times(payloads["embeddings"], bodies["embeddings"])
+    info["loadavg_end"] = C.loadavg()
+
+    notes = [
+        f"Server: `ctxsel {' '.join(server.cmd[server.cmd.index('serve'):])}` (one uvicorn process, one event loop; selection runs in worker "
+        f"threads), bearer token on, one JSON log line per request ({logged} logged). Clients: threads in the "
+        "benchmark process, one keep-alive `http.client` connection each (TCP_NODELAY), sending the same pre-encoded body "
+        "back to back; client and server share the machine's cores.",
+        f"Request: {args.n_chunks:,} chunks of 60-100 words (server counts their cl100k tokens), method "
+        f"`{args.method}`, the selected chunks' text returned. `embeddings`: {args.n_chunks:,} x {args.dim} "
+        f"float32 vectors as JSON numbers plus the question's (`embeddings` + `query_embedding`), "
+        f"{len(bodies['embeddings']) / 1e6:.1f} MB; `scores`: {args.n_chunks:,} precomputed scores (`scores`), "
+        f"{len(bodies['scores']) / 1e6:.2f} MB.",
+        f"Each level runs {args.duration_s:g} s after {args.warmup} warm-up requests. requests/s: responses with "
+        "status 200 per second of wall time; p50 / p99: their latencies seen by the client (first byte sent to "
+        "last byte received). With fewer than 100 requests p99 is close to the maximum. errors: any other "
+        "status (none expected: the server's --max-concurrency is 16).",
+    ]
+    md = [C.header_md("HTTP service load: POST /select, 1,000 chunks", info, notes), ""]
+    rows = []
+    for r in results:
+        err = ", ".join(f"{n} x {s}" for s, n in sorted(r["errors"].items())) or "0"
+        rows.append([f"`{r['payload']}`", str(r["clients"]), f"{r['rps']:.2f}", C.fmt_ms(r["p50_ms"]),
+                     C.fmt_ms(r["p99_ms"]), str(r["n_ok"]), err])
+    md += ["## Throughput and latency", "",
+           C.md_table(["precomputed", "clients", "requests/s", "p50 ms", "p99 ms", "requests", "errors"], rows,
+                      ["l", "r", "r", "r", "r", "r", "r"]), ""]
+    md += ["## Where one request's time goes (in process, no HTTP; `embeddings` payload)", "",
+           "Median (p90) in ms, each stage timed alone in the benchmark process after the load runs. The server "
+           "parses the body with pydantic-core's JSON parser (in a worker thread above 64 KiB), validates it, "
+           "then runs chunks, scores and select in a worker thread under the deadline.", "",
+           C.md_table(["stage", "ms: median (p90)"], [[n, C.fmt_cell(s)] for n, s in stages]), ""]
+    C.write_report("serve_load", args.out, "\n".join(md),
+                   {"info": info, "args": vars(args), "results": results,
+                    "stages": {n: s for n, s in stages}, "body_bytes": {k: len(v) for k, v in bodies.items()}})
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+"""Pure ASGI middleware for the service: request log, bearer token, body size
+limit, concurrency limit.
+
+Each is a plain ASGI callable (no ``BaseHTTPMiddleware``), so none of them
+buffers a request or a response. They run outermost first, in this order::
+
+    RequestLog -> BearerAuth -> BodySizeLimit -> ConcurrencyLimit -> the app
+
+so every request is logged (401s, 413s and 503s included), an unauthenticated
+client can neither make the server read its body nor take a slot, and an
+oversized body is refused before it could take a slot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import Collection
+from typing import Any
+
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("ctxsel.service")
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._\-]{1,128}$")
+
+
+def error_dict(status: int, error: str, message: str, request_id: str | None, **extra: Any) -> dict[str, Any]:
+    """The JSON body of every error the service sends."""
+    return {"error": error, "message": message, "status": status, "request_id": request_id, **extra}
+
+
+async def send_error(
+    scope: Scope, send: Send, status: int, error: str, message: str, headers: dict[str, str] | None = None
+) -> None:
+    """Answer with the service's JSON error shape, straight from middleware."""
+    body = json.dumps(error_dict(status, error, message, request_id(scope)), ensure_ascii=False).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+def request_id(scope: Scope) -> str | None:
+    return scope.get("state", {}).get("request_id")
+
+
+class RequestLogMiddleware:
+    """One JSON log line per request, and a request id.
+
+    The id is the client's ``X-Request-ID`` when it is a sane token (letters,
+    digits, ``._-``, at most 128), else a fresh uuid4; it is echoed in the
+    ``X-Request-ID`` response header, in error bodies and in the log line:
+    ``{"event": "request", "method", "path", "status", "duration_ms",
+    "request_id", "client", "bytes_in"}``.
+    """
+
+    def __init__(self, app: ASGIApp, logger: logging.Logger = log) -> None:
+        self.app = app
+        self.logger = logger
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = Headers(scope=scope).get("x-request-id", "")
+        rid = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = rid
+        status = 500  # what the client gets if the app raises before answering
+        bytes_in = 0
+        t0 = time.perf_counter()
+
+        async def counting_receive() -> Message:
+            nonlocal bytes_in
+            message = await receive()
+            if message["type"] == "http.request":
+                bytes_in += len(message.get("body", b""))
+            return message
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                MutableHeaders(scope=message).append("x-request-id", rid)
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, send_with_id)
+        finally:
+            client = scope.get("client")
+            self.logger.info(
+                "request",
+                extra={
+                    "fields": {
+                        "method": scope["method"],
+                        "path": scope["path"],
+                        "status": status,
+                        "duration_ms": round((time.perf_counter() - t0) * 1000, 2),
+                        "request_id": rid,
+                        "client": f"{client[0]}:{client[1]}" if client else None,
+                        "bytes_in": bytes_in,
+                    }
+                },
+            )
+
+
+class BearerAuthMiddleware:
+    """``Authorization: Bearer <token>`` on every path but ``public_paths``.
+
+    The check reads headers only, before any of the body. Both sides are
+    hashed (SHA-256) and compared with :func:`hmac.compare_digest`, so the
+    comparison takes the same time whatever the token's length or content.
+    A missing or wrong token gets 401 with ``WWW-Authenticate: Bearer``.
+    """
+
+    def __init__(self, app: ASGIApp, token: str, public_paths: Collection[str]) -> None:
+        self.app = app
+        self._digest = hashlib.sha256(token.encode("ascii")).digest()
+        self.public_paths = frozenset(public_paths)
+
+    def _authorized(self, scope: Scope) -> tuple[bool, str]:
+        value = Headers(scope=scope).get("authorization")
+        if value is None:
+            return False, "missing bearer token: send the header 'Authorization: Bearer <token>'"
+        scheme, _, credential = value.partition(" ")
+        if scheme.lower() != "bearer" or not credential.strip():
+            return False, "the Authorization header must be 'Bearer <token>'"
+        given = hashlib.sha256(credential.strip().encode("latin-1")).digest()
+        if not hmac.compare_digest(given, self._digest):
+            return False, "wrong bearer token"
+        return True, ""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.public_paths:
+            await self.app(scope, receive, send)
+            return
+        ok, why = self._authorized(scope)
+        if ok:
+            await self.app(scope, receive, send)
+            return
+        challenge = 'Bearer realm="ctxsel"' + ("" if why.startswith("missing") else ', error="invalid_token"')
+        await send_error(scope, send, 401, "unauthorized", why, {"WWW-Authenticate": challenge})
+
+
+class BodyTooLarge(HTTPException):
+    """Raised from ``receive`` when the body passes the limit.
+
+    An HTTPException, so FastAPI's body reader re-raises it as it is and its
+    exception handler answers 413 (with ``Connection: close``: the unread rest
+    of the body is never read); the middleware answers itself if it escapes.
+    """
+
+    def __init__(self, limit: int, seen: int) -> None:
+        super().__init__(
+            413,
+            f"request body is larger than the {limit:,}-byte limit (got {seen:,} bytes so far); "
+            "send fewer or shorter chunks, or raise the server's --max-body-bytes",
+            headers={"Connection": "close"},
+        )
+
+
+class BodySizeLimitMiddleware:
+    """413 for a request body over ``max_bytes``, without reading it.
+
+    A ``Content-Length`` over the limit is answered at once, before the app
+    runs and before a byte of the body is read. A body without one (chunked)
+    or one longer than it says is counted as it streams in: the ``receive``
+    that passes the limit raises :class:`BodyTooLarge`, so at most one more
+    transport chunk than the limit is ever held. The 413 carries
+    ``Connection: close`` and the server drops the connection after it.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
+            exc = BodyTooLarge(self.max_bytes, int(declared))
+            await send_error(scope, send, 413, "body_too_large", exc.detail.replace("so far", "declared"),
+                             {"Connection": "close"})
+            return
+        seen = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes, seen)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except BodyTooLarge as exc:
+            if started:
+                raise
+            await send_error(scope, send, 413, "body_too_large", exc.detail, {"Connection": "close"})
+
+
+class ConcurrencyLimiter:
+    """At most ``limit`` slots taken at once; ``try_acquire`` never waits."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._in_flight = 0
+        self._lock = threading.Lock()
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def try_acquire(self) -> Slot | None:
+        with self._lock:
+            if self._in_flight >= self.limit:
+                return None
+            self._in_flight += 1
+        return Slot(self)
+
+    def _free(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+
+class Slot:
+    """One taken place, reference counted: the request holds it, and so does
+    any worker thread the request starts (``hold``), so a request abandoned at
+    its deadline keeps its place until its thread really ends."""
+
+    def __init__(self, limiter: ConcurrencyLimiter) -> None:
+        self._limiter = limiter
+        self._refs = 1
+        self._lock = threading.Lock()
+
+    def hold(self) -> None:
+        with self._lock:
+            if self._refs <= 0:
+                raise RuntimeError("slot already released")
+            self._refs += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._refs -= 1
+            last = self._refs == 0
+        if last:
+            self._limiter._free()
+
+
+class ConcurrencyLimitMiddleware:
+    """503 at once when ``limiter`` is full, for ``paths`` only.
+
+    The slot is taken before the body is read and put in
+    ``scope["state"]["slot"]`` for the endpoint; no queue, so a client learns
+    at once to retry elsewhere or later (``Retry-After: 1``).
+    """
+
+    def __init__(self, app: ASGIApp, limiter: ConcurrencyLimiter, paths: Collection[str]) -> None:
+        self.app = app
+        self.limiter = limiter
+        self.paths = frozenset(paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] not in self.paths:
+            await self.app(scope, receive, send)
+            return
+        slot = self.limiter.try_acquire()
+        if slot is None:
+            await send_error(
+                scope, send, 503, "overloaded",
+                f"the server is already handling {self.limiter.limit} requests (its --max-concurrency); retry shortly",
+                {"Retry-After": "1"},
+            )
+            return
+        scope.setdefault("state", {})["slot"] = slot
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            slot.release()
+
+
+class JsonLogFormatter(logging.Formatter):
+    """Log records as one JSON object a line: ts, level, logger, event, and
+    the record's ``fields`` (see RequestLogMiddleware)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        out.update(getattr(record, "fields", {}) or {})
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False, default=str)

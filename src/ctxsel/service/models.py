@@ -1,0 +1,129 @@
+"""Request and response bodies of the HTTP service (pydantic models, so the
+OpenAPI schema at /openapi.json describes exactly what is accepted)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+JSONScalar = Union[str, int, float, bool, None]
+
+
+class ChunkIn(BaseModel):
+    """One chunk with its own id (ids must be unique in a request)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=1024)
+    text: str
+    doc_id: str = "doc"
+    position: Optional[int] = Field(None, description="order in its document (default: its index in the list)")
+    n_tokens: Optional[int] = Field(None, ge=0, description="cl100k token count (default: counted by the server)")
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class SelectRequest(BaseModel):
+    """A question over chunks (or a document the server chunks), and how to select.
+
+    Give exactly one of ``chunks`` and ``document``. Relevance comes from, in
+    order: ``scores`` (one per chunk, higher is more relevant), ``embeddings``
+    with ``query_embedding`` (cosine similarity, computed by the server after
+    L2-normalising both sides), or the server's own scorer (``--scorer``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(max_length=100_000)
+    chunks: Optional[list[Union[str, ChunkIn]]] = Field(
+        None, description="strings (ids '0', '1', ...) or {id, text, doc_id?, position?, n_tokens?, meta?} objects"
+    )
+    document: Optional[str] = Field(None, description="a text the server splits with `chunking`")
+    chunking: Literal["paragraphs", "sentences", "tokens"] = "paragraphs"
+    method: str = Field("adaptive-k", max_length=1000, description="a method spec: adaptive-k, top-k@5, autocut@2, ...")
+    options: dict[str, JSONScalar] = Field(
+        default_factory=dict, description="selector options: min_k, max_tokens, buffer, nan_policy, ..."
+    )
+    scores: Optional[list[float]] = Field(None, description="precomputed relevance, one per chunk")
+    embeddings: Optional[list[list[float]]] = Field(
+        None, description="precomputed chunk embeddings, one row per chunk (needs query_embedding)"
+    )
+    query_embedding: Optional[list[float]] = Field(None, description="the question's embedding, same dimension")
+    with_text: bool = Field(True, description="return the selected chunks' text")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SelectRequest:
+        if (self.chunks is None) == (self.document is None):
+            raise ValueError("give exactly one of 'chunks' (a list) and 'document' (a text)")
+        if self.scores is not None and self.embeddings is not None:
+            raise ValueError("give 'scores' or 'embeddings', not both")
+        if (self.embeddings is None) != (self.query_embedding is None):
+            raise ValueError("'embeddings' and 'query_embedding' go together")
+        return self
+
+
+class AnswerRequest(SelectRequest):
+    """A selection, then the server's reader answers from it."""
+
+    template: Literal["factoid-qa", "holobench-qa"] = "factoid-qa"
+    max_answer_tokens: Optional[int] = Field(None, ge=1, le=4096)
+
+
+class ChunkOut(BaseModel):
+    id: str
+    text: Optional[str] = None
+    score: Optional[float]
+    rank: int
+    n_tokens: int
+
+
+class UsageOut(BaseModel):
+    calls: int
+    tokens_in: int
+    tokens_out: int
+
+
+class SelectionOut(BaseModel):
+    """The Selection (``ctxsel.Selection.to_dict``)."""
+
+    method: str
+    k: int
+    n_tokens: int
+    n_candidates: int
+    explanation: str
+    config: dict[str, Any]
+    ids: list[str] = Field(description="chosen chunk ids, most relevant first")
+    reading_order: list[str] = Field(description="the same ids in document order")
+    chunks: list[ChunkOut]
+    trace: list[dict[str, Any]]
+    usage: UsageOut
+    meta: dict[str, Any]
+
+
+class AnswerOut(BaseModel):
+    answer: str
+    raw: str
+    template: str
+    seconds: float
+    usage: UsageOut = Field(description="every LLM call behind the answer: the selector's and the reader's")
+    selection: SelectionOut
+    meta: dict[str, Any]
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"]
+    version: str
+    reader: Optional[str]
+    scorer: str
+    in_flight: int
+    max_concurrency: int
+
+
+class ErrorOut(BaseModel):
+    """Every error: a code word, a sentence saying what to fix, the request id."""
+
+    error: str
+    message: str
+    status: int
+    request_id: Optional[str]
+    detail: Optional[list[dict[str, Any]]] = Field(None, description="validation errors (422 only)")

@@ -1,0 +1,83 @@
+"""Run the service with uvicorn: JSON logs on stderr, a socket bound first.
+
+The socket is bound before uvicorn starts, so ``--port 0`` works: the first
+log line, ``{"event": "listening", "host": ..., "port": ..., "url": ...}``,
+says which port the system gave (tests and the load benchmark read it).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+from typing import Any
+
+from ctxsel.service.middleware import JsonLogFormatter, log
+from ctxsel.service.settings import ServiceSettings
+
+
+def setup_json_logging(level: str = "info", stream: Any = None) -> None:
+    """ctxsel's and uvicorn's loggers write one JSON object a line."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonLogFormatter())
+    for name in ("ctxsel.service", "uvicorn", "uvicorn.error"):
+        lg = logging.getLogger(name)
+        lg.handlers[:] = [handler]
+        lg.setLevel(level.upper())
+        lg.propagate = False
+    logging.getLogger("uvicorn.access").disabled = True  # the request log replaces it
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP, not 0: asyncio turns Nagle off (TCP_NODELAY) only on sockets that say they are
+    # TCP, and accepted sockets inherit this; with proto 0 every keep-alive response waited ~40 ms for the
+    # client's delayed ACK between its header and body writes.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ValueError(f"cannot listen on {host}:{port}: {e.strerror}; pick another --port (0: any free one)") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_server(
+    settings: ServiceSettings,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    log_level: str = "info",
+    timeout_keep_alive: int = 5,
+) -> None:
+    """Serve ``create_app(settings)`` until SIGINT/SIGTERM (graceful shutdown)."""
+    try:
+        import uvicorn
+    except ImportError as e:
+        raise ImportError("the HTTP service needs uvicorn: pip install 'ctxsel[serve]'") from e
+    from ctxsel.service.app import create_app
+
+    setup_json_logging(log_level)
+    app = create_app(settings)
+    sock = bind_socket(host, port)
+    actual = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    log.info("listening", extra={"fields": {
+        "host": host, "port": actual, "url": f"http://{shown}:{actual}",
+        "auth": settings.token is not None, "max_body_bytes": settings.max_body_bytes,
+        "deadline_s": settings.deadline_s, "max_concurrency": settings.max_concurrency,
+        "scorer": settings.scorer, "reader": settings.reader_name,
+    }})
+    if settings.token is None and host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("no bearer token and not loopback-only: anyone who can reach the port can use the server",
+                    extra={"fields": {"host": host}})
+    config = uvicorn.Config(
+        app, log_config=None, access_log=False, log_level=log_level, lifespan="off",
+        timeout_keep_alive=timeout_keep_alive, server_header=False,
+    )
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

@@ -1,0 +1,60 @@
+"""Settings of the HTTP service (standard library only)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+#: Paths anyone may call without the bearer token: liveness and the API description.
+PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+#: Paths that do work and count against the concurrency limit.
+LIMITED_PATHS = frozenset({"/select", "/answer"})
+
+
+@dataclass
+class ServiceSettings:
+    """What a ``ctxsel serve`` process enforces.
+
+    - ``token``: when set, every path except :data:`PUBLIC_PATHS` needs
+      ``Authorization: Bearer <token>`` (else 401).
+    - ``max_body_bytes``: a larger request body gets 413, decided from
+      ``Content-Length`` or from the bytes streamed so far, never by reading
+      the rest of the body.
+    - ``deadline_s``: a selection or answer still running after this many
+      seconds gets 504 (the work is abandoned, not killed: it keeps its
+      concurrency slot until it really ends).
+    - ``max_concurrency``: requests to /select and /answer in flight at once;
+      one more gets 503 at once (no queue).
+    - ``scorer`` / ``model`` / ``threads``: how chunks are scored when a
+      request brings neither scores nor embeddings.
+    - ``reader``: an LLM client for /answer and LLM-routed methods (None: /answer
+      answers 501). ``reader_name`` is what /health reports.
+    - ``ldar_policy``: the LDAR checkpoint the ``ldar`` method uses; clients
+      cannot name a file on the server.
+    """
+
+    token: str | None = None
+    max_body_bytes: int = 32 * 1024 * 1024
+    deadline_s: float = 30.0
+    max_concurrency: int = 4
+    scorer: str = "dense"
+    model: str | None = None
+    threads: int | None = None
+    reader: Any = None
+    reader_name: str | None = None
+    ldar_policy: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.token is not None and not self.token:
+            raise ValueError("the bearer token is empty: set a non-empty token or none at all")
+        if self.token is not None and not self.token.isascii():
+            raise ValueError("the bearer token must be ASCII (it travels in an HTTP header)")
+        if isinstance(self.max_body_bytes, bool) or not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1:
+            raise ValueError(f"max_body_bytes must be a positive integer, got {self.max_body_bytes!r}")
+        if not (isinstance(self.deadline_s, (int, float)) and math.isfinite(self.deadline_s) and self.deadline_s > 0):
+            raise ValueError(f"deadline_s must be a positive number of seconds, got {self.deadline_s!r}")
+        if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
+        if self.scorer not in ("dense", "bm25", "keywords"):
+            raise ValueError(f"scorer must be dense, bm25 or keywords, got {self.scorer!r}")
