@@ -112,10 +112,18 @@ class CtxselSelector:
         allow_empty: bool | None = None,
     ) -> dict[str, Any]:
         """Select from ``documents`` for ``query``; the other arguments override the init settings
-        for this run only (``selector_options`` replaces the init ones when given)."""
-        selector: Selector = make_selector(
-            method or self.method, self.selector_options if selector_options is None else selector_options
-        )
+        for this run only. ``selector_options``, when given, replaces the init ones; when not, the
+        init ones go to a per-run ``method`` too (so pass ``{}`` to drop options it does not take)."""
+        options = self.selector_options if selector_options is None else selector_options
+        try:
+            selector: Selector = make_selector(method or self.method, options)
+        except ValueError as e:
+            if method is None or selector_options is not None or not options:
+                raise
+            raise ValueError(
+                f"{e} (the init selector_options {options} apply to a per-run method too: "
+                "pass selector_options for this run, e.g. {})"
+            ) from e
         use_scores = self.use_document_scores if use_document_scores is None else use_document_scores
         empty_ok = self.allow_empty if allow_empty is None else allow_empty
         scores = given_scores([d.score for d in documents]) if use_scores and documents else None
