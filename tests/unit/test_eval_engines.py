@@ -1,0 +1,58 @@
+"""Engine choice: validation that needs no Ray cluster."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from ctxsel.eval.runner import ENGINES, evaluate
+from ctxsel.types import Chunk, Example
+
+
+def _examples() -> list[Example]:
+    chunks = [Chunk(id=str(i), text=t, position=i) for i, t in enumerate(["alpha beta", "gamma", "beta delta"])]
+    return [Example(id="q1", question="beta?", chunks=chunks, gold_ids=["0"])]
+
+
+def test_unknown_engine(tmp_path: Path) -> None:
+    assert ENGINES == ("local", "ray")
+    with pytest.raises(ValueError, match="unknown engine 'spark'"):
+        evaluate(_examples(), ["top-k@1"], output_dir=tmp_path, scorer="keywords", engine="spark", progress=False)
+
+
+def test_local_engine_recorded_in_config(tmp_path: Path) -> None:
+    import json
+
+    evaluate(_examples(), ["top-k@1"], output_dir=tmp_path, scorer="keywords", progress=False)
+    cfg = json.loads((tmp_path / "config.json").read_text(encoding="utf-8"))
+    assert cfg["engine"] == "local"
+
+
+def test_unpicklable_reader_needs_a_factory() -> None:
+    pytest.importorskip("ray")
+    from ctxsel.eval.ray_engine import run_on_ray
+
+    class Reader:
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+
+    with pytest.raises(ValueError, match="reader_factory"):
+        run_on_ray(_examples(), {}, None, None, reader=Reader())  # type: ignore[arg-type]
+
+
+def test_scorers_pickle_without_their_state(tmp_path: Path) -> None:
+    import pickle
+
+    from ctxsel.scoring.bm25 import BM25Scorer
+    from ctxsel.scoring.cache import EmbeddingCache
+
+    cache = EmbeddingCache(tmp_path / "e.sqlite")
+    back = pickle.loads(pickle.dumps(cache))
+    assert back.path == cache.path and back.get_many(["x"]) == {}
+    bm = BM25Scorer(k1=1.2)
+    chunks = _examples()[0].chunks
+    before = bm.score("beta", chunks)
+    again = pickle.loads(pickle.dumps(bm))
+    assert again.k1 == 1.2 and list(again.score("beta", chunks)) == list(before)
