@@ -108,3 +108,41 @@ def test_ray_engine_in_process_resume_and_reorder(tmp_path: Path, ray_session: A
     for m, entry in sa["methods"].items():
         assert {k: v for k, v in entry.items() if k not in TIMING} == \
                {k: v for k, v in sb["methods"][m].items() if k not in TIMING}
+
+
+@pytest.mark.slow
+def test_ray_engine_with_a_reader_built_per_worker(tmp_path: Path, ray_session: Any) -> None:
+    """A reader against an OpenAI-compatible server (the fake one, on this machine): each actor
+    builds its own client with the CLI's factory; answers, scores and LLM counts match the local run."""
+    import argparse
+    import functools
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "llm"))
+    from fake_server import FakeOpenAIServer, completion_reply
+
+    from ctxsel.cli.eval_cmd import build_reader
+    from ctxsel.datasets import load_dataset
+    from ctxsel.eval.ray_engine import RayOptions
+    from ctxsel.eval.runner import evaluate
+
+    examples = load_dataset("example")
+    methods = ["top-k@1", "top-k@3"]
+    with FakeOpenAIServer() as server:
+        server.push(*[completion_reply("Kestrel Optical Works", prompt_tokens=50, completion_tokens=4)
+                      for _ in range(2 * len(examples) * len(methods))])
+        args = argparse.Namespace(reader=server.base_url, reader_model="fake", reader_mode="completions",
+                                  reader_api_key_env="CTXSEL_TEST_NO_KEY", reader_timeout=10.0, llm_cache="off",
+                                  judge=None)
+        reader, judge = build_reader(args, "factoid-qa")
+        evaluate(examples, methods, output_dir=tmp_path / "local", scorer="keywords", progress=False,
+                 reader=reader, judge=judge)
+        evaluate(examples, methods, output_dir=tmp_path / "ray", scorer="keywords", progress=False,
+                 reader=reader, judge=judge, engine="ray",
+                 ray_options=RayOptions(reader_factory=functools.partial(build_reader, args, "factoid-qa")))
+        assert server.calls == 2 * len(examples) * len(methods)
+    rows = _rows(tmp_path / "ray")
+    assert rows == _rows(tmp_path / "local")
+    assert {r["answer"] for r in rows} == {"Kestrel Optical Works"}
+    assert all(r["llm_calls"] == 1 and r["tokens_in"] == 50 for r in rows)
+    assert any(r["score"] == 1.0 for r in rows) and any(r["score"] == 0.0 for r in rows)
+    assert_same_evaluation(tmp_path / "local", tmp_path / "ray")
