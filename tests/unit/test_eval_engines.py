@@ -56,3 +56,27 @@ def test_scorers_pickle_without_their_state(tmp_path: Path) -> None:
     before = bm.score("beta", chunks)
     again = pickle.loads(pickle.dumps(bm))
     assert again.k1 == 1.2 and list(again.score("beta", chunks)) == list(before)
+
+
+def test_joining_a_token_cluster_without_token_mode_says_how(monkeypatch: pytest.MonkeyPatch) -> None:
+    ray = pytest.importorskip("ray")
+    from ctxsel.eval.ray_engine import RayOptions, connect
+
+    class AuthenticationError(Exception):
+        pass
+
+    def refuse(**kw: object) -> None:
+        try:
+            raise AuthenticationError("RPC error: InvalidAuthToken: Authentication token is missing")
+        except AuthenticationError as e:
+            raise ConnectionError("Failed to connect to Ray cluster") from e
+
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", refuse)
+    with pytest.raises(ConnectionError, match="RAY_AUTH_MODE=token"):
+        connect(RayOptions(address="10.0.0.1:6379"))
+    # any other failure passes through unchanged
+    monkeypatch.setattr(ray, "init", lambda **kw: (_ for _ in ()).throw(ConnectionError("no route")))
+    with pytest.raises(ConnectionError, match="^no route$"):
+        connect(RayOptions(address="10.0.0.1:6379"))

@@ -21,7 +21,9 @@ Where it runs:
   existing cluster (``ray start --head`` on one machine, ``ray start
   --address=HEAD:6379`` on the others); every node needs the same Python
   environment with ctxsel installed, and the embedding cache
-  (``$CTXSEL_CACHE_DIR``) is per node.
+  (``$CTXSEL_CACHE_DIR``) is per node. ``ray start`` turns on token
+  authentication: the driver then needs ``RAY_AUTH_MODE=token`` and the
+  head's token (``~/.ray/auth_token`` or ``RAY_AUTH_TOKEN``).
 - ``ray.init(...)`` already called in this process: that session is used and
   left running.
 """
@@ -108,11 +110,28 @@ def connect(options: RayOptions) -> tuple[Any, bool, float]:
     t0 = time.perf_counter()
     runtime_env = {"env_vars": worker_env(options.env_vars)}
     if address:
-        ray.init(address=address, runtime_env=runtime_env, log_to_driver=True)
+        try:
+            ray.init(address=address, runtime_env=runtime_env, log_to_driver=True)
+        except Exception as e:
+            if _is_auth_error(e) and os.environ.get("RAY_AUTH_MODE") != "token":
+                raise ConnectionError(
+                    f"the Ray cluster at {address} wants an authentication token (`ray start` turns token "
+                    "authentication on): run with RAY_AUTH_MODE=token and the head's token in ~/.ray/auth_token "
+                    "(or RAY_AUTH_TOKEN=...)"
+                ) from e
+            raise
     else:
         ray.init(num_cpus=options.num_cpus or os.cpu_count() or 1, include_dashboard=False,
                  runtime_env=runtime_env, log_to_driver=True)
     return ray, True, time.perf_counter() - t0
+
+
+def _is_auth_error(e: BaseException | None) -> bool:
+    while e is not None:
+        if "InvalidAuthToken" in str(e) or type(e).__name__ == "AuthenticationError":
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 class EvalWorker:
