@@ -75,8 +75,8 @@ def test_joining_a_token_cluster_without_token_mode_says_how(monkeypatch: pytest
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", refuse)
     with pytest.raises(ConnectionError, match="RAY_AUTH_MODE=token"):
-        connect(RayOptions(address="10.0.0.1:6379"))
+        connect(RayOptions(address="127.0.0.1:6379"))
     # any other failure passes through unchanged
     monkeypatch.setattr(ray, "init", lambda **kw: (_ for _ in ()).throw(ConnectionError("no route")))
     with pytest.raises(ConnectionError, match="^no route$"):
-        connect(RayOptions(address="10.0.0.1:6379"))
+        connect(RayOptions(address="127.0.0.1:6379"))
