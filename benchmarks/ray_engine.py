@@ -101,7 +101,7 @@ def summary_diff(a: Path, b: Path) -> list[str]:
 def ray_startup(repeats: int) -> list[dict[str, float]]:
     code = (
         "import time; t0 = time.perf_counter(); import ray; t1 = time.perf_counter()\n"
-        "ray.init(num_cpus=2, include_dashboard=False); t2 = time.perf_counter()\n"
+        "ray.init(address='local', num_cpus=2, include_dashboard=False); t2 = time.perf_counter()\n"
         "ray.shutdown(); t3 = time.perf_counter()\n"
         "print('RESULT', t1 - t0, t2 - t1, t3 - t2)\n"
     )

@@ -71,7 +71,7 @@ def test_cli_ray_engine_matches_local_on_example(tmp_path: Path) -> None:
 def ray_session() -> Any:
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
     yield ray
     ray.shutdown()
 

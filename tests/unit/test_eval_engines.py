@@ -80,3 +80,22 @@ def test_joining_a_token_cluster_without_token_mode_says_how(monkeypatch: pytest
     monkeypatch.setattr(ray, "init", lambda **kw: (_ for _ in ()).throw(ConnectionError("no route")))
     with pytest.raises(ConnectionError, match="^no route$"):
         connect(RayOptions(address="127.0.0.1:6379"))
+
+
+def test_without_an_address_a_new_local_cluster_is_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """address="local": never join whatever `ray start` cluster (or stale record of one) this machine has."""
+    ray = pytest.importorskip("ray")
+    from ctxsel.eval.ray_engine import RayOptions, connect
+
+    seen: dict[str, object] = {}
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("CTXSEL_CACHE_DIR", "/tmp/somewhere")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: seen.update(kw))
+    _, started, _ = connect(RayOptions(num_cpus=2))
+    assert started and seen["address"] == "local" and seen["num_cpus"] == 2 and seen["include_dashboard"] is False
+    assert seen["runtime_env"]["env_vars"]["CTXSEL_CACHE_DIR"] == "/tmp/somewhere"  # type: ignore[index]
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    seen.clear()
+    connect(RayOptions())
+    assert seen["address"] == "127.0.0.1:6379" and "num_cpus" not in seen

@@ -15,8 +15,9 @@ hang.
 
 Where it runs:
 
-- nothing set: a local Ray cluster is started for the run (``num_cpus`` =
-  this machine's cores, no dashboard) and shut down after it;
+- nothing set: a new local Ray cluster is started for the run (``num_cpus`` =
+  this machine's cores, no dashboard) and shut down after it, even if a
+  ``ray start`` cluster runs on this machine (join that one with ``address="auto"``);
 - ``RayOptions(address=...)`` / ``--ray-address`` or ``$RAY_ADDRESS``: an
   existing cluster (``ray start --head`` on one machine, ``ray start
   --address=HEAD:6379`` on the others); every node needs the same Python
@@ -121,7 +122,8 @@ def connect(options: RayOptions) -> tuple[Any, bool, float]:
                 ) from e
             raise
     else:
-        ray.init(num_cpus=options.num_cpus or os.cpu_count() or 1, include_dashboard=False,
+        # address="local": a new cluster of our own, never one a `ray start` left on this machine
+        ray.init(address="local", num_cpus=options.num_cpus or os.cpu_count() or 1, include_dashboard=False,
                  runtime_env=runtime_env, log_to_driver=True)
     return ray, True, time.perf_counter() - t0
 
