@@ -9,7 +9,9 @@ the three adapters only translate their framework's document type.
 
 from __future__ import annotations
 
+import json
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,12 +37,28 @@ META_KEYS = (
 EMPTY_FALLBACK_NOTE = "kept the best-ranked document anyway (allow_empty=False)"
 
 
+_NAMED_SCORERS: dict[str, Scorer] = {}
+_NAMED_LOCK = threading.Lock()
+
+
 def scorer_from(scorer: str | Scorer, options: Mapping[str, Any] | None = None) -> Scorer:
-    """A Scorer from a name (``dense``, ``bm25``, ``keywords``) plus options, or as given."""
+    """A Scorer from a name (``dense``, ``bm25``, ``keywords``) plus options, or as given.
+
+    The dense scorer is shared by every component in the process that names it with the same
+    options, so the embedding model loads once, not once per component (or per
+    ``select_documents`` call); it keeps no per-query state, so sharing it across threads is
+    safe. BM25 keeps the index of the last chunk set, so each component gets its own.
+    """
     if isinstance(scorer, str):
         from ctxsel.scoring import get_scorer
 
-        return get_scorer(scorer, **dict(options or {}))
+        if scorer != "dense":
+            return get_scorer(scorer, **dict(options or {}))
+        key = json.dumps([scorer, dict(options or {})], sort_keys=True, default=str)
+        with _NAMED_LOCK:
+            if key not in _NAMED_SCORERS:
+                _NAMED_SCORERS[key] = get_scorer(scorer, **dict(options or {}))
+            return _NAMED_SCORERS[key]
     if options:
         raise ValueError("scorer_options only apply to a scorer given by name")
     if not hasattr(scorer, "score"):

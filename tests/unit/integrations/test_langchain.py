@@ -137,3 +137,14 @@ def test_any_selector_and_bad_spec() -> None:
     assert len(out) == 5
     with pytest.raises(ValueError, match="unknown method"):
         CtxselCompressor(method="nope", scorer="keywords").compress_documents(docs(), QUERY)
+
+
+def test_dense_scorer_is_shared_bm25_is_not() -> None:
+    from ctxsel.integrations._core import scorer_from
+
+    a = CtxselCompressor()  # dense: the model loads lazily, so nothing heavy happens here
+    b = CtxselCompressor()
+    assert a._get_scorer() is b._get_scorer() is scorer_from("dense")
+    assert scorer_from("dense", {"batch_size": 8}) is not scorer_from("dense")
+    c, d = CtxselCompressor(scorer="bm25"), CtxselCompressor(scorer="bm25")
+    assert c._get_scorer() is not d._get_scorer()  # BM25 keeps per-pool state
