@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         info,
         [f"Dataset: {args.dataset}, {n_q} questions x {n_methods} methods "
          f"({'the default set' if not args.methods else args.methods}), dense MiniLM scores (`--threads {args.threads}`)",
-         "Ray: a local cluster started by the command (`ray.init(num_cpus=N, include_dashboard=False)`), "
+         "Ray: a local cluster started by the command (`ray.init(address="local", num_cpus=N, include_dashboard=False)`), "
          "shut down at the end; wall time is the whole `ctxsel eval` process, as a user sees it"],
     )
     md += "\n| engine | cache | wall s | Ray start s | examples s | actors | same summary as local |\n"
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                f"{r.get('ray_examples_s', '-')} | "
                f"{'-' if r['engine'] == 'local' else str(r['actors']) + ' x ' + format(r['cpus_per_actor'], 'g') + ' CPU'} | "
                f"{same} |\n")
-    md += "\nRay startup alone (new process each time): import ray, `ray.init(num_cpus=2, include_dashboard=False)`, `ray.shutdown()`:\n\n"
+    md += "\nRay startup alone (new process each time): import ray, `ray.init(address="local", num_cpus=2, include_dashboard=False)`, `ray.shutdown()`:\n\n"
     md += "| run | import s | init s | shutdown s | whole process s |\n|---:|---:|---:|---:|---:|\n"
     for i, s in enumerate(startup, start=1):
         md += f"| {i} | {s['import_s']} | {s['init_s']} | {s['shutdown_s']} | {s['process_s']} |\n"
