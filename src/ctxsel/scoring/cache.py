@@ -32,6 +32,13 @@ class EmbeddingCache:
                 "CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, dim INTEGER NOT NULL, vec BLOB NOT NULL)"
             )
 
+    # Picklable (Ray workers, multiprocessing): the path travels, connections are per process.
+    def __getstate__(self) -> dict[str, object]:
+        return {"path": str(self.path)}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(str(state["path"]))  # type: ignore[misc]
+
     def _conn(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
         if con is None:

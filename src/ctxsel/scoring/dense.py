@@ -77,6 +77,10 @@ class DenseScorer:
             self.cache = EmbeddingCache(cache)
         self._model: Any = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable without the loaded model (it loads again where it is used, e.g. in a Ray worker)."""
+        return {**self.__dict__, "_model": None}
+
     @property
     def model(self) -> Any:
         if self._model is None:

@@ -1,0 +1,201 @@
+"""What every framework component shares: texts in, kept positions and metadata out.
+
+A component hands over the query, the documents' texts and, optionally,
+scores it already has (a retriever's); this module scores the rest with a
+ctxsel scorer, runs any ctxsel selector, applies the never-empty rule and
+describes each kept document in a flat metadata dict (``META_KEYS``), so
+the three adapters only translate their framework's document type.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ctxsel.scoring.base import Scorer
+from ctxsel.selectors import get_selector
+from ctxsel.selectors.base import Selector
+from ctxsel.types import Chunk, Selection
+
+#: Metadata keys written into every kept document (a flat dict, JSON-friendly).
+META_KEYS = (
+    "ctxsel_score",  # the score the selector ranked by (None for score-free methods)
+    "ctxsel_rank",  # 1-based rank among the kept documents
+    "ctxsel_method",  # the selector's name, e.g. "adaptive-k"
+    "ctxsel_explanation",  # the reason for the cut, e.g. "largest gap 0.083 between ranks 3 and 4; ..."
+    "ctxsel_k",  # how many documents were kept
+    "ctxsel_n_candidates",  # how many came in
+    "ctxsel_scores_from",  # "scorer:dense", "scorer:bm25", ... or "input" (the framework's own scores)
+)
+
+EMPTY_FALLBACK_NOTE = "kept the best-ranked document anyway (allow_empty=False)"
+
+
+_NAMED_SCORERS: dict[str, Scorer] = {}
+_NAMED_LOCK = threading.Lock()
+
+
+def scorer_from(scorer: str | Scorer, options: Mapping[str, Any] | None = None) -> Scorer:
+    """A Scorer from a name (``dense``, ``bm25``, ``keywords``) plus options, or as given.
+
+    The dense scorer is shared by every component in the process that names it with the same
+    options, so the embedding model loads once, not once per component (or per
+    ``select_documents`` call); it keeps no per-query state, so sharing it across threads is
+    safe. BM25 keeps the index of the last chunk set, so each component gets its own.
+    """
+    if isinstance(scorer, str):
+        from ctxsel.scoring import get_scorer
+
+        if scorer != "dense":
+            return get_scorer(scorer, **dict(options or {}))
+        key = json.dumps([scorer, dict(options or {})], sort_keys=True, default=str)
+        with _NAMED_LOCK:
+            if key not in _NAMED_SCORERS:
+                _NAMED_SCORERS[key] = get_scorer(scorer, **dict(options or {}))
+            return _NAMED_SCORERS[key]
+    if options:
+        raise ValueError("scorer_options only apply to a scorer given by name")
+    if not hasattr(scorer, "score"):
+        raise TypeError(f"scorer must be a name or have score(question, chunks), got {type(scorer).__name__}")
+    return scorer
+
+
+def make_selector(method: str | Selector, options: Mapping[str, Any] | None = None, llm: Any = None) -> Selector:
+    """Any ctxsel method: a spec string (``"top-k@5"``) plus options, or a Selector instance."""
+    return get_selector(method, llm=llm, **dict(options or {}))
+
+
+@dataclass
+class Outcome:
+    """The kept input positions (rank order), their metadata, and the full Selection."""
+
+    kept: list[int]
+    metadata: list[dict[str, Any]]
+    selection: Selection
+    scores: list[float | None] = field(default_factory=list)  # one per input, in input order
+    scores_from: str = ""
+    fell_back: bool = False
+
+    def report(self) -> dict[str, Any]:
+        """A JSON-friendly account of the selection: method, k, why, and every kept position."""
+        sel = self.selection
+        return {
+            "method": sel.method,
+            "config": sel.config,
+            "k": len(self.kept),
+            "n_candidates": sel.n_candidates,
+            "n_tokens": sum(c.n_tokens for c in sel.chunks),
+            "explanation": sel.explanation,
+            "scores_from": self.scores_from,
+            "kept": [
+                {"index": i, "rank": r, "score": m["ctxsel_score"]}
+                for r, (i, m) in enumerate(zip(self.kept, self.metadata), start=1)
+            ],
+            "allow_empty_fallback": self.fell_back,
+            "usage": {"calls": sel.usage.calls, "tokens_in": sel.usage.tokens_in, "tokens_out": sel.usage.tokens_out},
+        }
+
+
+def given_scores(values: Sequence[float | None]) -> list[float] | None:
+    """The framework's own scores if every one is a finite number, else None
+    (a partial set is not comparable with freshly computed ones, so the caller rescores all)."""
+    out = []
+    for v in values:
+        if v is None:
+            return None
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            return None
+        if not math.isfinite(f):
+            return None
+        out.append(f)
+    return out
+
+
+def select_positions(
+    query: str,
+    texts: Sequence[str],
+    selector: Selector,
+    scorer: Scorer | None,
+    *,
+    scores: Sequence[float] | None = None,
+    allow_empty: bool = False,
+) -> Outcome:
+    """Run ``selector`` over ``texts`` for ``query``.
+
+    ``scores`` (one per text) are used as given; without them a score-based
+    selector scores with ``scorer``. With ``allow_empty=False`` a non-empty
+    input always keeps at least its best-ranked text, even where the method
+    (or a ``max_tokens`` budget) would keep none.
+    """
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a string, got {type(query).__name__}")
+    chunks = [Chunk(id=str(i), text=t if isinstance(t, str) else str(t), doc_id="input", position=i)
+              for i, t in enumerate(texts)]
+    n = len(chunks)
+    scores_from = "input"
+    arr: np.ndarray | None = None
+    if scores is not None:
+        arr = np.asarray(list(scores), dtype=np.float64)
+        if arr.shape != (n,):
+            raise ValueError(f"got {arr.size} scores for {n} documents; they must match")
+    elif selector.needs_scores and n:
+        if scorer is None:
+            raise ValueError(f"method {selector.name!r} needs scores: give a scorer or documents with scores")
+        arr = np.asarray(scorer.score(query, chunks), dtype=np.float64)
+        scores_from = f"scorer:{getattr(scorer, 'name', type(scorer).__name__)}"
+    elif not selector.needs_scores:
+        scores_from = "none"
+    sel = selector.select(query, chunks, arr)
+    kept = [int(i) for i in sel.ids]
+    kept_scores: list[float | None] = list(sel.scores)
+    fell_back = False
+    if n and not kept and not allow_empty:
+        best = _best_position(arr)
+        kept = [best]
+        kept_scores = [None if arr is None else _finite(arr[best])]
+        sel.ids, sel.chunks, sel.scores = [str(best)], [chunks[best]], kept_scores
+        sel.explanation = f"{sel.explanation}; {EMPTY_FALLBACK_NOTE}"
+        fell_back = True
+    metadata = [
+        {
+            "ctxsel_score": s,
+            "ctxsel_rank": r,
+            "ctxsel_method": sel.method,
+            "ctxsel_explanation": sel.explanation,
+            "ctxsel_k": len(kept),
+            "ctxsel_n_candidates": n,
+            "ctxsel_scores_from": scores_from,
+        }
+        for r, s in enumerate(kept_scores, start=1)
+    ]
+    all_scores = [None] * n if arr is None else [_finite(x) for x in arr]
+    return Outcome(kept, metadata, sel, all_scores, scores_from, fell_back)
+
+
+def _best_position(arr: np.ndarray | None) -> int:
+    """Highest finite score, ties by position; the first document when there are no scores."""
+    if arr is None or not np.isfinite(arr).any():
+        return 0
+    key = np.where(np.isfinite(arr), -arr, np.inf)
+    return int(np.argsort(key, kind="stable")[0])
+
+
+def _finite(x: float) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def missing_extra(framework: str, extra: str, error: ImportError) -> ImportError:
+    """The ImportError a component raises when its framework is not installed."""
+    return ImportError(
+        f"ctxsel's {framework} integration needs the {framework} package ({error.name or error}); "
+        f"install it with: pip install 'ctxsel[{extra}]'"
+    )

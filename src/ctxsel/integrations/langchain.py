@@ -1,0 +1,139 @@
+"""ctxsel as a LangChain document compressor, and as a plain function for ``RunnableLambda``.
+
+    from langchain_classic.retrievers import ContextualCompressionRetriever
+    from ctxsel.integrations.langchain import CtxselCompressor
+
+    retriever = ContextualCompressionRetriever(
+        base_compressor=CtxselCompressor(),          # adaptive-k over the bundled MiniLM
+        base_retriever=vectorstore.as_retriever(search_kwargs={"k": 50}),
+    )
+
+``CtxselCompressor`` is a ``BaseDocumentCompressor``: ``compress_documents(
+documents, query, callbacks=None)`` returns the kept Documents in rank order,
+each a copy whose ``metadata`` gains the ``ctxsel_*`` keys (score, rank,
+method, the reason for the cut, k, candidates, where the scores came from);
+the input Documents are not modified. It works in ``ContextualCompressionRetriever``
+and ``DocumentCompressorPipeline`` (``langchain-classic``), and
+``select_documents`` does the same as a function, e.g. in ``RunnableLambda``.
+
+Needs ``pip install 'ctxsel[langchain]'``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+try:
+    from langchain_core.callbacks import Callbacks
+    from langchain_core.documents import BaseDocumentCompressor, Document
+    from pydantic import ConfigDict, Field, PrivateAttr
+except ImportError as e:  # pragma: no cover - exercised by test_integrations_missing
+    from ctxsel.integrations._core import missing_extra
+
+    raise missing_extra("LangChain", "langchain", e) from e
+
+from ctxsel.integrations._core import Outcome, given_scores, make_selector, scorer_from, select_positions
+from ctxsel.scoring.base import Scorer
+from ctxsel.selectors.base import Selector
+
+__all__ = ["CtxselCompressor", "select_documents"]
+
+
+class CtxselCompressor(BaseDocumentCompressor):
+    """Keep the Documents a ctxsel method selects for the query (adaptive-k by default).
+
+    - ``method``: any ctxsel method spec (``"adaptive-k"``, ``"top-k@5"``,
+      ``"autocut@1"``, ``"adaptive-k[strategy=moving_avg]"``...) or a Selector;
+      ``selector_options`` go to it (``min_k``, ``max_tokens``, ``buffer``...);
+      ``llm`` is handed to methods that call an LLM (``self-route``).
+    - ``scorer``: ``"dense"`` (bundled MiniLM), ``"bm25"``, ``"keywords"`` or a
+      Scorer object; ``scorer_options`` go to it. Loaded once, on first use.
+    - ``score_key``: a metadata key holding scores the retriever already
+      computed (e.g. ``"relevance_score"``); used only when every Document has a
+      finite one, else every Document is rescored with ``scorer``.
+    - ``allow_empty``: False (default) keeps at least the best-ranked Document of a
+      non-empty input, even if the method or a ``max_tokens`` budget keeps none.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    method: str | Selector = "adaptive-k"
+    selector_options: dict[str, Any] = Field(default_factory=dict)
+    scorer: str | Scorer = "dense"
+    scorer_options: dict[str, Any] = Field(default_factory=dict)
+    score_key: str | None = None
+    allow_empty: bool = False
+    llm: Any = None
+
+    _selector: Selector | None = PrivateAttr(default=None)
+    _scorer: Scorer | None = PrivateAttr(default=None)
+    _last_report: dict[str, Any] | None = PrivateAttr(default=None)
+
+    @property
+    def last_report(self) -> dict[str, Any] | None:
+        """The selection report of the latest ``compress_documents`` call (method, k, why, kept)."""
+        return self._last_report
+
+    def _get_selector(self) -> Selector:
+        if self._selector is None:
+            self._selector = make_selector(self.method, self.selector_options, self.llm)
+        return self._selector
+
+    def _get_scorer(self) -> Scorer:
+        if self._scorer is None:
+            self._scorer = scorer_from(self.scorer, self.scorer_options)
+        return self._scorer
+
+    def select(self, documents: Sequence[Document], query: str) -> tuple[list[Document], Outcome]:
+        """The kept Documents (copies with ``ctxsel_*`` metadata) and the full outcome."""
+        docs = list(documents)
+        selector = self._get_selector()
+        scores = None
+        if self.score_key is not None and docs:
+            scores = given_scores([d.metadata.get(self.score_key) for d in docs])
+        scorer = self._get_scorer() if scores is None and selector.needs_scores and docs else None
+        out = select_positions(
+            query, [d.page_content for d in docs], selector, scorer, scores=scores, allow_empty=self.allow_empty
+        )
+        kept = [
+            Document(page_content=docs[i].page_content, metadata={**docs[i].metadata, **meta}, id=docs[i].id)
+            for i, meta in zip(out.kept, out.metadata)
+        ]
+        return kept, out
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        kept, out = self.select(documents, query)
+        self._last_report = out.report()
+        return kept
+
+
+def select_documents(
+    inputs: dict[str, Any] | None = None,
+    /,
+    *,
+    documents: Sequence[Document] | None = None,
+    query: str | None = None,
+    **settings: Any,
+) -> list[Document]:
+    """ctxsel as a plain function: ``select_documents({"documents": docs, "query": q})``.
+
+    Takes one dict (what ``RunnableLambda`` passes) or keywords; other keys
+    or keywords are ``CtxselCompressor`` settings (``method``, ``scorer``,
+    ``allow_empty``...). A fresh compressor per call: for repeated calls with
+    the dense scorer, keep one ``CtxselCompressor`` and use
+    ``RunnableLambda(lambda x: comp.compress_documents(x["documents"], x["query"]))``.
+    """
+    merged: dict[str, Any] = dict(inputs or {})
+    if documents is not None:
+        merged["documents"] = documents
+    if query is not None:
+        merged["query"] = query
+    merged.update(settings)
+    if "documents" not in merged or "query" not in merged:
+        raise ValueError("select_documents needs 'documents' and 'query' (as dict keys or keywords)")
+    docs = merged.pop("documents")
+    q = merged.pop("query")
+    return list(CtxselCompressor(**merged).compress_documents(docs, q))

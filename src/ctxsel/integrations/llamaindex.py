@@ -1,0 +1,118 @@
+"""ctxsel as a LlamaIndex node postprocessor.
+
+    from ctxsel.integrations.llamaindex import CtxselPostprocessor
+
+    query_engine = index.as_query_engine(similarity_top_k=50, node_postprocessors=[CtxselPostprocessor()])
+
+``CtxselPostprocessor`` is a ``BaseNodePostprocessor``:
+``_postprocess_nodes(nodes, query_bundle)`` returns the kept nodes in rank
+order. By default every node is scored with a ctxsel scorer from the query
+text (``query_bundle.query_str``), so nodes whose ``score`` is None and
+query bundles without an embedding need nothing special; with
+``use_node_scores=True`` the retriever's scores are used when every node has
+one (a node with score None makes it rescore all: partial scores are not
+comparable with fresh ones).
+
+Kept nodes are copies: ``score`` becomes the score ctxsel ranked by (unchanged
+when the method uses none), and ``metadata`` gains the ``ctxsel_*`` keys
+(score, rank, method, the reason for the cut...). Those keys are added to
+``excluded_llm_metadata_keys`` and ``excluded_embed_metadata_keys`` so they
+never reach the LLM prompt or an embedding. Input nodes are not modified.
+
+Needs ``pip install 'ctxsel[llamaindex]'``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from llama_index.core.bridge.pydantic import Field, PrivateAttr
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
+    from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+except ImportError as e:  # pragma: no cover - exercised by test_integrations_missing
+    from ctxsel.integrations._core import missing_extra
+
+    raise missing_extra("LlamaIndex", "llamaindex", e) from e
+
+from ctxsel.integrations._core import META_KEYS, Outcome, given_scores, make_selector, scorer_from, select_positions
+from ctxsel.scoring.base import Scorer
+from ctxsel.selectors.base import Selector
+
+__all__ = ["CtxselPostprocessor"]
+
+
+class CtxselPostprocessor(BaseNodePostprocessor):
+    """Keep the nodes a ctxsel method selects for the query (adaptive-k by default).
+
+    ``method`` is any ctxsel method spec or a Selector (``selector_options``
+    go to it, ``llm`` to methods that call an LLM); ``scorer`` is ``"dense"``
+    (bundled MiniLM), ``"bm25"``, ``"keywords"`` or a Scorer object;
+    ``allow_empty=False`` (default) keeps at least the best-ranked node of a
+    non-empty input.
+    """
+
+    method: Any = Field(default="adaptive-k", description="ctxsel method spec, e.g. 'adaptive-k', 'top-k@5', or a Selector")
+    selector_options: dict[str, Any] = Field(default_factory=dict, description="options for the selector (min_k, max_tokens...)")
+    scorer: Any = Field(default="dense", description="'dense', 'bm25', 'keywords' or a ctxsel Scorer")
+    scorer_options: dict[str, Any] = Field(default_factory=dict, description="options for a scorer given by name")
+    use_node_scores: bool = Field(default=False, description="rank by the retriever's scores when every node has one")
+    allow_empty: bool = Field(default=False, description="allow an empty result for a non-empty input")
+    llm: Any = Field(default=None, exclude=True, description="ctxsel LLM client for methods that call one")
+
+    _selector: Selector | None = PrivateAttr(default=None)
+    _scorer: Scorer | None = PrivateAttr(default=None)
+    _last_report: dict[str, Any] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "CtxselPostprocessor"
+
+    @property
+    def last_report(self) -> dict[str, Any] | None:
+        """The selection report of the latest call (method, k, why, kept positions)."""
+        return self._last_report
+
+    def _get_selector(self) -> Selector:
+        if self._selector is None:
+            self._selector = make_selector(self.method, self.selector_options, self.llm)
+        return self._selector
+
+    def _get_scorer(self) -> Scorer:
+        if self._scorer is None:
+            self._scorer = scorer_from(self.scorer, self.scorer_options)
+        return self._scorer
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        if query_bundle is None:
+            raise ValueError("CtxselPostprocessor needs the query: pass query_bundle=... or query_str=...")
+        if not nodes:
+            self._last_report = None
+            return []
+        selector = self._get_selector()
+        scores = given_scores([n.score for n in nodes]) if self.use_node_scores else None
+        scorer = self._get_scorer() if scores is None and selector.needs_scores else None
+        texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
+        out: Outcome = select_positions(
+            query_bundle.query_str, texts, selector, scorer, scores=scores, allow_empty=self.allow_empty
+        )
+        self._last_report = out.report()
+        kept = []
+        for i, meta in zip(out.kept, out.metadata):
+            src = nodes[i]
+            node = src.node.model_copy(
+                update={
+                    "metadata": {**src.node.metadata, **meta},
+                    "excluded_llm_metadata_keys": _plus(src.node.excluded_llm_metadata_keys, META_KEYS),
+                    "excluded_embed_metadata_keys": _plus(src.node.excluded_embed_metadata_keys, META_KEYS),
+                }
+            )
+            score = meta["ctxsel_score"] if meta["ctxsel_score"] is not None else src.score
+            kept.append(NodeWithScore(node=node, score=score))
+        return kept
+
+
+def _plus(existing: list[str], extra: tuple[str, ...]) -> list[str]:
+    return list(existing) + [k for k in extra if k not in existing]
