@@ -26,6 +26,7 @@ from ctxsel import __version__, metrics
 from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, write_reports
 from ctxsel.eval.results import ResultLog, write_atomic
 from ctxsel.scoring import Scorer, get_scorer
+from ctxsel.datasets.multiple_choice import question_with_options
 from ctxsel.eval.judge import LLMJudge, score_answer
 from ctxsel.reader import Reader
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
@@ -72,8 +73,9 @@ def evaluate(
 ) -> dict[str, Any]:
     """Run ``methods`` over ``examples``; return the per-method summary.
 
-    Methods that need an LLM (``self-route``) use the reader's client and
-    so need a ``reader``.
+    Methods that need an LLM (``self-route``, ``sage``) use the reader's
+    client and so need a ``reader``. Multiple-choice examples are read with
+    their options after the question, and SAGE gets them too.
     """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -112,7 +114,8 @@ def evaluate(
                 if log.done(ex.id, m):
                     continue
                 t0 = time.perf_counter()
-                sel = selector.select(ex.question, ex.chunks, scores)
+                extra = {"options": ex.options} if ex.options and selector.takes_options else {}
+                sel = selector.select(ex.question, ex.chunks, scores, **extra)
                 latency = time.perf_counter() - t0
                 row = _row(ex, m, sel, true_k, full_tokens, latency)
                 if reader is not None:
@@ -137,7 +140,7 @@ def _make_selector(method: str, reader: Reader | None) -> Any:
 
 
 def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_s: float) -> dict[str, Any]:
-    ans = reader.answer(ex.question, sel)
+    ans = reader.answer(question_with_options(ex.question, ex.options), sel)
     scored = score_answer(ex, ans.text, judge)
     return {
         "answer": ans.text,
@@ -145,6 +148,8 @@ def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_
         "llm_calls": ans.usage.calls,
         "tokens_in": ans.usage.tokens_in,
         "tokens_out": ans.usage.tokens_out,
+        # what the call that wrote the answer read (all calls are in tokens_in)
+        "answer_tokens_in": sel.meta.get("answer_tokens_in", ans.usage.tokens_in - sel.usage.tokens_in),
         # a routed selector's own LLM time is inside select_s; the reader's is ans.seconds
         "wall_s": round(select_s + (0.0 if sel.meta.get("answer") is not None else ans.seconds), 3),
         "route": sel.meta.get("route"),
@@ -153,6 +158,8 @@ def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_
 
 def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: int, latency: float) -> dict[str, Any]:
     k = sel.k
+    # a sentence-level method (SAGE) finds a gold paragraph when it keeps any of its sentences
+    found = list(dict.fromkeys(c.meta.get("parent", c.id) for c in sel.chunks))
     return {
         "example_id": ex.id,
         "method": method,
@@ -160,8 +167,8 @@ def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: in
         "n_tokens": sel.n_tokens,
         "full_tokens": full_tokens,
         "reduction": metrics.token_reduction(sel.n_tokens, full_tokens),
-        "recall": metrics.context_recall(sel.ids, ex.gold_ids),
-        "precision": metrics.context_precision(sel.ids, ex.gold_ids),
+        "recall": metrics.context_recall(found, ex.gold_ids),
+        "precision": metrics.context_precision(found, ex.gold_ids),
         "true_k": true_k,
         "diff_k": metrics.diff_k(k, true_k),
         "diff_k_authors": metrics.diff_k(k, None if true_k is None else true_k - 1),
