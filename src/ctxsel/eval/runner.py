@@ -176,6 +176,9 @@ def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: in
         "gold_ids": ex.gold_ids,
         "explanation": sel.explanation,
         "select_ms": round(latency * 1000, 3),
+        # what an exploring method did (SAGE's rounds, Self-Route's route) and what failed
+        **({"trace": sel.trace} if sel.trace else {}),
+        **({"failures": sel.meta["failures"]} if sel.meta.get("failures") else {}),
     }
 
 

@@ -17,7 +17,9 @@ and old cached replies then simply miss.
   verdict given the importance score; the multiple-choice answer with the
   option at the head). ``SAGE_IS_COUNTING`` and ``SAGE_COUNT_TARGETS`` are
   ours: the paper describes its counting step (Algorithm 3) but prints no
-  prompt for it.
+  prompt for it. None of SAGE's prompts stops at a newline: models often
+  open with one (the bundled base model always does), and the keys come
+  as a list, one per line; the replies are short by ``max_tokens``.
 
 Every template ends where the answer starts, so it works completion-style
 with a base model (stop at a newline) as well as in a chat message. The
@@ -94,6 +96,7 @@ SAGE_KEYS = PromptTemplate(
     "QUERY: {query}\n\nRETRIEVED INFORMATION: {retrieved}\n\n"
     "PROMPT: Extract proper keywords from both the query and its options.\n"
     "KEYWORDS (comma-separated):",
+    stop=(),  # no newline stop: small models answer with a list, one key per line
 )
 
 SAGE_SUFFICIENT = PromptTemplate(
@@ -103,6 +106,7 @@ SAGE_SUFFICIENT = PromptTemplate(
     "PROMPT: Given the retrieved information and the question with a calculated instructional importance of the "
     "information to answering the question from 0 to 1, decide whether the information is enough to answer the "
     "question. If it is, say YES, if it is not, say NO.\nANSWER (YES or NO):",
+    stop=(),
 )
 
 MULTIPLE_CHOICE = PromptTemplate(
@@ -120,6 +124,7 @@ SAGE_IS_COUNTING = PromptTemplate(
     1,
     "QUERY: {query}\n\nPROMPT: Does this question ask how many times something occurs, or how many of something "
     "there are, in the text? If it does, say YES, if it does not, say NO.\nANSWER (YES or NO):",
+    stop=(),
 )
 
 SAGE_COUNT_TARGETS = PromptTemplate(
@@ -128,6 +133,7 @@ SAGE_COUNT_TARGETS = PromptTemplate(
     "QUERY: {query}\n\nPROMPT: The question asks for a count. Name what has to be counted and every variant it "
     "may appear as in the text (plurals, tenses, nicknames, full and short names), as a comma-separated list.\n"
     "TARGETS:",
+    stop=(),
 )
 
 _JUDGE_EXAMPLES = """Question: Which airports are in the Pacific time zone?

@@ -82,6 +82,7 @@ from ctxsel.types import Chunk, LLMUsage, Selection, as_chunks
 
 _YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 _KEY_SPLIT = re.compile(r"[,;\n|]")
+_TAG = re.compile(r"</?[A-Za-z][^>]*>")
 _KEY_LEAD = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022#]+)\s*")
 _NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -90,10 +91,10 @@ _NUMBER = re.compile(r"\b(\d+|" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECAS
 
 
 def parse_keys(reply: str, limit: int = 32) -> list[str]:
-    """Comma/semicolon/line-separated keys with list marks stripped; keys
-    without a non-stopword word are dropped."""
+    """Comma/semicolon/line-separated keys with list marks and markup stripped;
+    keys without a non-stopword word are dropped."""
     out: list[str] = []
-    for part in _KEY_SPLIT.split(reply):
+    for part in _KEY_SPLIT.split(_TAG.sub(" ", reply)):
         key = _KEY_LEAD.sub("", part).strip(" \t\"'`*.:()[]{}")
         if key and words(key) and key.lower() not in (k.lower() for k in out):
             out.append(key)
@@ -271,7 +272,7 @@ class SAGE(Selector):
     def _count(self, run: _Run, graph: SentenceGraph, question: str, options: list[str], t0: float) -> Selection | None:
         """Algorithm 3, or None when the question is not a counting one (or cannot be counted)."""
         q = question_with_options(question, options)
-        got = self._ask(run, SAGE_IS_COUNTING, SAGE_IS_COUNTING.render(query=q), 4)
+        got = self._ask(run, SAGE_IS_COUNTING, SAGE_IS_COUNTING.render(query=q), 8)
         if got is None:
             return None
         verdict = parse_verdict(got[0])
@@ -337,7 +338,7 @@ class SAGE(Selector):
             step.update(importance=None if imp is None else round(imp, 4), lambdas=lambdas)
             got = None if run.out_of_window else self._ask(
                 run, SAGE_SUFFICIENT, SAGE_SUFFICIENT.render(
-                    query=q, retrieved=context, importance="not computed" if imp is None else f"{imp:.3f}"), 4)
+                    query=q, retrieved=context, importance="not computed" if imp is None else f"{imp:.3f}"), 8)
             verdict = None if got is None else parse_verdict(got[0])
             if got is not None and verdict is None:
                 run.failures.append(f"round {r}: sufficiency verdict unreadable ({got[0][:80]!r}): treated as NO")
