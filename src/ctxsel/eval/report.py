@@ -116,6 +116,9 @@ def plot_tradeoff(folder: Path, summary: Mapping[str, Any], rows: Sequence[Mappi
         if e.get(metric) is None or e.get("n_tokens") is None:
             continue
         families.setdefault(m.split("@")[0].split("[")[0], []).append((max(e["n_tokens"], 1), 100 * e[metric], m))
+    if not families:  # no labels to measure recall against (e.g. multiple-choice data)
+        plt.close(fig)
+        return
     markers = iter("o*sPD^vX<>ph" * 4)
     for fam, pts in families.items():
         # a fixed baseline swept over its parameter reads best as a curve;
