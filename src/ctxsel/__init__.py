@@ -25,6 +25,7 @@ def select(
     scores: Sequence[float] | Any | None = None,
     *,
     scorer: Any = None,
+    choices: Sequence[str] | None = None,
     **options: Any,
 ) -> Selection:
     """Pick the chunks of ``chunks`` a reader should see for ``question``.
@@ -32,7 +33,8 @@ def select(
     ``method`` is a registered name or spec (``"top-k@5"``,
     ``"adaptive-k[strategy=moving_avg]"``); ``options`` go to the selector
     (``min_k``, ``max_tokens``, ``buffer``...; ``llm=`` for methods that call an
-    LLM). Without ``scores``, a score-based method scores with ``scorer`` (a Scorer, or a name:
+    LLM). ``choices`` are a multiple-choice question's options, for methods
+    that read them (``sage``). Without ``scores``, a score-based method scores with ``scorer`` (a Scorer, or a name:
     ``"dense"`` -- the default, bundled MiniLM --, ``"bm25"``, ``"keywords"``).
     """
     selector = get_selector(method, **options)
@@ -44,6 +46,8 @@ def select(
         scores = sc.score(question, chunk_list)
     elif scores is None and not chunk_list:
         scores = []
+    if choices and selector.takes_options:
+        return selector.select(question, chunk_list, scores, options=list(choices))
     return selector.select(question, chunk_list, scores)
 
 

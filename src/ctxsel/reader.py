@@ -23,7 +23,7 @@ from ctxsel.llm.prompts import FACTOID_QA, PromptTemplate, get_template
 from ctxsel.types import LLMUsage, Selection
 
 #: Answer tokens per template: a short factoid, or reasoning plus a list.
-DEFAULT_MAX_ANSWER_TOKENS = {"factoid-qa": 32, "self-route": 32, "holobench-qa": 384}
+DEFAULT_MAX_ANSWER_TOKENS = {"factoid-qa": 32, "self-route": 32, "holobench-qa": 384, "multiple-choice": 48}
 
 
 @dataclass(slots=True)

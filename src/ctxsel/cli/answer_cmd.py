@@ -28,9 +28,12 @@ HELP = "answer a question about a document with a reader LLM"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--document", required=True, help="text file (chunked) or .jsonl of {id, text} chunks")
     p.add_argument("--question", required=True)
-    p.add_argument("--method", default="adaptive-k", help="method spec, e.g. adaptive-k, top-k@5, self-route")
+    p.add_argument("--method", default="adaptive-k", help="method spec, e.g. adaptive-k, top-k@5, self-route, sage")
+    p.add_argument("--option", action="append", default=[], metavar="TEXT",
+                   help="an answer option of a multiple-choice question (repeat: A, B, C, ...)")
     p.add_argument("--chunking", default="paragraphs", choices=["paragraphs", "sentences", "tokens", "semantic"])
-    p.add_argument("--template", default="factoid-qa", choices=["factoid-qa", "holobench-qa"], help="reader prompt")
+    p.add_argument("--template", default=None, choices=["factoid-qa", "holobench-qa", "multiple-choice"],
+                   help="reader prompt (default: multiple-choice with --option, else factoid-qa)")
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_scorer_arguments(p)
@@ -42,10 +45,14 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel import select
     from ctxsel.reader import Reader
 
+    from ctxsel.datasets.multiple_choice import question_with_options
+
     chunks = load_document_chunks(args.document, args.chunking, args.max_bytes)
     client = make_llm(args)
-    sel = select(args.question, chunks, args.method, scorer=make_scorer(args, progress=not args.json), llm=client)
-    ans = Reader(client, args.template).answer(args.question, sel)
+    template = args.template or ("multiple-choice" if args.option else "factoid-qa")
+    sel = select(args.question, chunks, args.method, scorer=make_scorer(args, progress=not args.json), llm=client,
+                 choices=args.option)
+    ans = Reader(client, template).answer(question_with_options(args.question, args.option), sel)
     if args.json:
         print(json.dumps(ans.to_dict(with_text=True), ensure_ascii=False))
         return 0
@@ -56,6 +63,18 @@ def run(args: argparse.Namespace) -> int:
     u = ans.usage
     print(f"reader {client.model_id}: {u.calls} call(s), {u.tokens_in:,} tokens in, {u.tokens_out:,} out, "
           f"{ans.seconds:.1f} s\n")
+    for step in sel.trace:
+        if step.get("step") == "round":
+            imp = step["importance"]
+            print(f"round {step['round']}: keys {', '.join(step['keys'][:8])} -> {len(step['retrieved'])} retrieved, "
+                  f"{len(step['neighbours'])} neighbours; importance {'-' if imp is None else f'{imp:.3f}'}; "
+                  f"sufficient: {step['sufficient']}")
+        elif step.get("step") == "counting":
+            print(f"counting: {', '.join(step['variants'])} -> {step['count']}")
+    for failure in sel.meta.get("failures", []):
+        print(f"failure: {failure}")
+    if sel.trace:
+        print()
     for rank, c in enumerate(sel.chunks, start=1):
         preview = " ".join(c.text.split())
         print(f"{rank:>3}. [{c.id}] {preview[:150]}{'...' if len(preview) > 150 else ''}")

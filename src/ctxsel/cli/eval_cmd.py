@@ -21,7 +21,8 @@ HELP = "evaluate methods on a dataset"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ctxsel.eval.runner import DEFAULT_METHODS
 
-    p.add_argument("--dataset", required=True, help="hotpotqa-long, example, or a JSONL path (generic or HELMET layout)")
+    p.add_argument("--dataset", required=True,
+                   help="hotpotqa-long, example, a JSONL path (generic or HELMET layout), novelqa:DIR or marathon:FILE")
     p.add_argument("--methods", "--method", default=",".join(DEFAULT_METHODS), help="comma-separated method specs")
     p.add_argument("--policy", default=None,
                    help="trained LDAR policy folder for every `ldar` method given without policy=")
@@ -48,8 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_scorer_arguments(p)
     g = p.add_argument_group("reading (optional): answer with an LLM and score the answers")
     add_llm_arguments(g)
-    g.add_argument("--template", default="auto", choices=["auto", "factoid-qa", "holobench-qa"],
-                   help="reader prompt; auto: holobench-qa for HoloBench-style data, else factoid-qa")
+    g.add_argument("--template", default="auto", choices=["auto", "factoid-qa", "holobench-qa", "multiple-choice"],
+                   help="reader prompt; auto: multiple-choice for questions with options, holobench-qa for "
+                        "HoloBench-style data, else factoid-qa")
     g.add_argument("--self-route-fallback-tokens", type=int, default=None,
                    help="cap Self-Route's full-context fallback at this many tokens (when the full context "
                         "does not fit the reader's window)")
@@ -79,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
 
         template = args.template
         if template == "auto":
-            template = "holobench-qa" if is_aggregation(examples[0]) else "factoid-qa"
+            template = ("multiple-choice" if examples[0].options
+                        else "holobench-qa" if is_aggregation(examples[0]) else "factoid-qa")
         reader, judge = build_reader(args, template)
         if args.self_route_fallback_tokens:
             methods = [f"self-route[fallback_max_tokens={args.self_route_fallback_tokens}]" if m == "self-route" else m

@@ -1,4 +1,6 @@
-"""Dataset loaders: a name (``hotpotqa-long``, ``example``) or a JSONL path."""
+"""Dataset loaders: a name (``hotpotqa-long``, ``example``), a JSONL path, or a
+multiple-choice set: ``novelqa:DIR`` (or a folder with ``Books/`` and
+``Data/``) and ``marathon:FILE`` (see :mod:`.multiple_choice`)."""
 
 from __future__ import annotations
 
@@ -18,10 +20,19 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, **options: 
         return load_hotpotqa_long(options.get("hotpotqa_path"), limit=limit)
     if name == "example":
         name = str(BUNDLED / "example.jsonl")
+    kind, _, rest = name.partition(":")
+    if kind in ("novelqa", "marathon") and rest:
+        from ctxsel.datasets import multiple_choice as mc
+
+        return (mc.load_novelqa if kind == "novelqa" else mc.load_marathon)(rest, limit=limit)
     path = Path(name)
+    if path.is_dir() and (path / "Books").is_dir() and (path / "Data").is_dir():
+        from ctxsel.datasets.multiple_choice import load_novelqa
+
+        return load_novelqa(path, limit=limit)
     if not path.is_file():
         raise FileNotFoundError(
-            f"dataset {name!r} is neither a known name (hotpotqa-long, example) nor a file"
+            f"dataset {name!r} is neither a known name (hotpotqa-long, example, novelqa:DIR, marathon:FILE) nor a file"
         )
     from ctxsel.datasets.jsonl import load_jsonl
 

@@ -90,10 +90,15 @@ def is_aggregation(example: Example) -> bool:
 def score_answer(example: Example, prediction: str, judge: LLMJudge | None = None) -> dict[str, Any]:
     """``{"score", "kind", ...}`` for one answer; score None without gold answers.
 
-    Factoid examples: SubEM against any gold answer. Aggregation examples:
+    Multiple-choice examples: 1 when the answer names the gold option at its
+    head, else 0. Factoid examples: SubEM against any gold answer. Aggregation examples:
     the judge's mean label score when a judge is given and the ground truth
     is not empty, else the set-overlap F1 of listed items.
     """
+    if example.options:
+        from ctxsel.datasets.multiple_choice import score_choice
+
+        return {"score": score_choice(example, prediction), "kind": "choice-accuracy"}
     if not is_aggregation(example):
         if not example.answers:
             return {"score": None, "kind": "none (no gold answers)"}

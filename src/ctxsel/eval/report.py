@@ -15,13 +15,14 @@ from ctxsel.types import Example
 
 METRICS = ("recall", "precision", "k", "diff_k", "diff_k_authors", "n_tokens", "reduction", "select_ms")
 #: Added by a reader (``ctxsel eval --reader``): answer score and LLM cost per example.
-READER_METRICS = ("score", "llm_calls", "tokens_in", "tokens_out", "wall_s")
+READER_METRICS = ("score", "llm_calls", "tokens_in", "tokens_out", "answer_tokens_in", "wall_s")
 #: The paper's Tables 7-16 columns: Score, Context recall, Reduction %, n_in, n_out.
 READER_COLUMNS = (
     ("score", "score %", "pct"),
     ("recall", "recall %", "pct"),
     ("reduction", "reduction %", ".1f"),
     ("tokens_in", "n_in", ",.0f"),
+    ("answer_tokens_in", "answer n_in", ",.0f"),
     ("tokens_out", "n_out", ",.1f"),
     ("llm_calls", "LLM calls", ".2f"),
     ("wall_s", "wall s", ".1f"),
@@ -115,6 +116,9 @@ def plot_tradeoff(folder: Path, summary: Mapping[str, Any], rows: Sequence[Mappi
         if e.get(metric) is None or e.get("n_tokens") is None:
             continue
         families.setdefault(m.split("@")[0].split("[")[0], []).append((max(e["n_tokens"], 1), 100 * e[metric], m))
+    if not families:  # no labels to measure recall against (e.g. multiple-choice data)
+        plt.close(fig)
+        return
     markers = iter("o*sPD^vX<>ph" * 4)
     for fam, pts in families.items():
         # a fixed baseline swept over its parameter reads best as a curve;

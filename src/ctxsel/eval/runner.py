@@ -26,6 +26,7 @@ from ctxsel import __version__, metrics
 from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, write_reports
 from ctxsel.eval.results import ResultLog, write_atomic
 from ctxsel.scoring import Scorer, get_scorer
+from ctxsel.datasets.multiple_choice import question_with_options
 from ctxsel.eval.judge import LLMJudge, score_answer
 from ctxsel.reader import Reader
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
@@ -80,8 +81,10 @@ def evaluate(
 ) -> dict[str, Any]:
     """Run ``methods`` over ``examples``; return the per-method summary.
 
-    Methods that need an LLM (``self-route``) use the reader's client and
-    so need a ``reader``. ``engine="ray"`` runs the examples on Ray Data
+    Methods that need an LLM (``self-route``, ``sage``) use the reader's
+    client and so need a ``reader``. Multiple-choice examples are read with
+    their options after the question, and SAGE gets them too.
+    ``engine="ray"`` runs the examples on Ray Data
     (``ctxsel.eval.ray_engine``; ``ray_options`` says where and how wide)
     and writes the same results, row for row, as the default ``"local"``.
     """
@@ -153,7 +156,8 @@ def example_rows(
         if skip(ex.id, m):
             continue
         t0 = time.perf_counter()
-        sel = selector.select(ex.question, ex.chunks, scores)
+        extra = {"options": ex.options} if ex.options and selector.takes_options else {}
+        sel = selector.select(ex.question, ex.chunks, scores, **extra)
         latency = time.perf_counter() - t0
         row = _row(ex, m, sel, true_k, full_tokens, latency)
         if reader is not None:
@@ -168,7 +172,7 @@ def _make_selector(method: str, reader: Reader | None) -> Any:
 
 
 def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_s: float) -> dict[str, Any]:
-    ans = reader.answer(ex.question, sel)
+    ans = reader.answer(question_with_options(ex.question, ex.options), sel)
     scored = score_answer(ex, ans.text, judge)
     return {
         "answer": ans.text,
@@ -176,6 +180,8 @@ def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_
         "llm_calls": ans.usage.calls,
         "tokens_in": ans.usage.tokens_in,
         "tokens_out": ans.usage.tokens_out,
+        # what the call that wrote the answer read (all calls are in tokens_in)
+        "answer_tokens_in": sel.meta.get("answer_tokens_in", ans.usage.tokens_in - sel.usage.tokens_in),
         # a routed selector's own LLM time is inside select_s; the reader's is ans.seconds
         "wall_s": round(select_s + (0.0 if sel.meta.get("answer") is not None else ans.seconds), 3),
         "route": sel.meta.get("route"),
@@ -184,6 +190,8 @@ def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_
 
 def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: int, latency: float) -> dict[str, Any]:
     k = sel.k
+    # a sentence-level method (SAGE) finds a gold paragraph when it keeps any of its sentences
+    found = list(dict.fromkeys(c.meta.get("parent", c.id) for c in sel.chunks))
     return {
         "example_id": ex.id,
         "method": method,
@@ -191,8 +199,8 @@ def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: in
         "n_tokens": sel.n_tokens,
         "full_tokens": full_tokens,
         "reduction": metrics.token_reduction(sel.n_tokens, full_tokens),
-        "recall": metrics.context_recall(sel.ids, ex.gold_ids),
-        "precision": metrics.context_precision(sel.ids, ex.gold_ids),
+        "recall": metrics.context_recall(found, ex.gold_ids),
+        "precision": metrics.context_precision(found, ex.gold_ids),
         "true_k": true_k,
         "diff_k": metrics.diff_k(k, true_k),
         "diff_k_authors": metrics.diff_k(k, None if true_k is None else true_k - 1),
@@ -200,6 +208,9 @@ def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: in
         "gold_ids": ex.gold_ids,
         "explanation": sel.explanation,
         "select_ms": round(latency * 1000, 3),
+        # what an exploring method did (SAGE's rounds, Self-Route's route) and what failed
+        **({"trace": sel.trace} if sel.trace else {}),
+        **({"failures": sel.meta["failures"]} if sel.meta.get("failures") else {}),
     }
 
 

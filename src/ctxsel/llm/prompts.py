@@ -12,6 +12,14 @@ and old cached replies then simply miss.
   ``{in_context_examples}`` and ``{output_format}`` out; ours are below.
 - ``SELF_ROUTE``: the Self-Route answerability prompt as the LDAR paper
   gives it (Table 5, adapted from LaRA).
+- ``SAGE_KEYS``, ``SAGE_SUFFICIENT``, ``MULTIPLE_CHOICE``: SAGE's Prompts 1-3
+  (keys from the query and what was retrieved; the YES/NO sufficiency
+  verdict given the importance score; the multiple-choice answer with the
+  option at the head). ``SAGE_IS_COUNTING`` and ``SAGE_COUNT_TARGETS`` are
+  ours: the paper describes its counting step (Algorithm 3) but prints no
+  prompt for it. None of SAGE's prompts stops at a newline: models often
+  open with one (the bundled base model always does), and the keys come
+  as a list, one per line; the replies are short by ``max_tokens``.
 
 Every template ends where the answer starts, so it works completion-style
 with a base model (stop at a newline) as well as in a chat message. The
@@ -81,6 +89,53 @@ SELF_ROUTE = PromptTemplate(
     'the information in the article, write "unanswerable".\nAnswer:',
 )
 
+# SAGE (Prompts 1-3). The paper's text, with a last line where the answer starts.
+SAGE_KEYS = PromptTemplate(
+    "sage-keys",
+    1,
+    "QUERY: {query}\n\nRETRIEVED INFORMATION: {retrieved}\n\n"
+    "PROMPT: Extract proper keywords from both the query and its options.\n"
+    "KEYWORDS (comma-separated):",
+    stop=(),  # no newline stop: small models answer with a list, one key per line
+)
+
+SAGE_SUFFICIENT = PromptTemplate(
+    "sage-sufficient",
+    1,
+    "QUERY: {query}\n\nRETRIEVED INFORMATION: {retrieved}\n\nIMPORTANCE SCORE: {importance}\n\n"
+    "PROMPT: Given the retrieved information and the question with a calculated instructional importance of the "
+    "information to answering the question from 0 to 1, decide whether the information is enough to answer the "
+    "question. If it is, say YES, if it is not, say NO.\nANSWER (YES or NO):",
+    stop=(),
+)
+
+MULTIPLE_CHOICE = PromptTemplate(
+    "multiple-choice",
+    1,
+    "QUERY_WITH_OPTIONS: {question}\n\nRETRIEVED INFORMATION: {context}\n\n"
+    "PROMPT: Based on the retrieved data, make your own choose from the given options and explain why. If you are "
+    "unsure of the correct answer, please make your best guess and still choose one of the options. YOU MUST "
+    "OUTPUT the option you choose at the HEAD of your response.\nRESPONSE:",
+    stop=(),  # the reply may open with a newline; the option is parsed from its head
+)
+
+SAGE_IS_COUNTING = PromptTemplate(
+    "sage-is-counting",
+    1,
+    "QUERY: {query}\n\nPROMPT: Does this question ask how many times something occurs, or how many of something "
+    "there are, in the text? If it does, say YES, if it does not, say NO.\nANSWER (YES or NO):",
+    stop=(),
+)
+
+SAGE_COUNT_TARGETS = PromptTemplate(
+    "sage-count-targets",
+    1,
+    "QUERY: {query}\n\nPROMPT: The question asks for a count. Name what has to be counted and every variant it "
+    "may appear as in the text (plurals, tenses, nicknames, full and short names), as a comma-separated list.\n"
+    "TARGETS:",
+    stop=(),
+)
+
 _JUDGE_EXAMPLES = """Question: Which airports are in the Pacific time zone?
 Assistant's Response: Answer: Seattle Tacoma Intl and Portland Intl.
 Ground Truth: [{"id": 0, "item": "Seattle Tacoma Intl"}, {"id": 1, "item": "Portland Intl"}, {"id": 2, "item": "Oakland Intl"}]
@@ -136,7 +191,8 @@ def render_judge(question: str, prediction: str, gold: Sequence[str]) -> str:
     )
 
 
-TEMPLATES = {t.name: t for t in (FACTOID_QA, HOLOBENCH_QA, SELF_ROUTE, JUDGE)}
+TEMPLATES = {t.name: t for t in (FACTOID_QA, HOLOBENCH_QA, SELF_ROUTE, JUDGE, MULTIPLE_CHOICE, SAGE_KEYS,
+                                  SAGE_SUFFICIENT, SAGE_IS_COUNTING, SAGE_COUNT_TARGETS)}
 
 
 def get_template(name: str) -> PromptTemplate:

@@ -49,6 +49,8 @@ register("self-route", "ctxsel.selectors.self_route:SelfRoute", "n_tokens",
          "the LLM reads the top 5k tokens; if it says unanswerable, the full context (Li et al. 2024)")
 register("ldar", "ctxsel.selectors.ldar.selector:LDAR", "policy",
          "a trained policy reads the similarity distribution and picks a quantile band (LDAR); needs policy=PATH")
+register("sage", "ctxsel.selectors.sage.selector:SAGE", "iter_max",
+         "an LLM explores sentences by keywords and neighbours until the evidence suffices (SAGE); no index")
 register("threshold", "ctxsel.selectors.fixed:ScoreThreshold", "threshold",
          "every chunk scoring at least the threshold")
 

@@ -47,6 +47,8 @@ class Selector(ABC):
     needs_scores: ClassVar[bool] = True
     #: True for methods that call an LLM while selecting (they take ``llm=``).
     needs_llm: ClassVar[bool] = False
+    #: True for methods whose select() takes ``options=`` (multiple-choice questions).
+    takes_options: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -92,20 +92,23 @@ class SelfRoute(Selector):
         if "unanswerable" not in first.text.lower():
             rag.usage = rag.usage + first.usage
             return self._finish(rag, f"answerable from top chunks ({rag.explanation})", "rag",
-                                clean_answer(first.text, SELF_ROUTE), first.text, t0)
+                                clean_answer(first.text, SELF_ROUTE), first.text, t0, first.usage.tokens_in)
         long = self.fallback.select(question, chunks, scores)
         long.usage = long.usage + first.usage
         reply = self.reader.answer(question, long)
+        read = reply.usage.tokens_in - long.usage.tokens_in
         long.usage = reply.usage
         what = "full context" if self.fallback_max_tokens is None else f"best chunks up to {self.fallback_max_tokens:,} tokens (full context does not fit the reader)"
         return self._finish(long, f"unanswerable from top {self.retrieve.n_tokens:,} tokens; fell back to {what}",
-                            "long-context", reply.text, reply.raw, t0)
+                            "long-context", reply.text, reply.raw, t0, read)
 
-    def _finish(self, sel: Selection, why: str, route: str, answer: str, raw: str, t0: float) -> Selection:
+    def _finish(self, sel: Selection, why: str, route: str, answer: str, raw: str, t0: float,
+                answer_tokens_in: int = 0) -> Selection:
         sel.method = self.name
         sel.config = self.config()
         sel.explanation = why
         sel.meta = {**sel.meta, "route": route, "answer": answer, "raw_answer": raw,
-                    "seconds": time.perf_counter() - t0, "template": self.reader.template.key}
+                    "seconds": time.perf_counter() - t0, "template": self.reader.template.key,
+                    "answer_tokens_in": answer_tokens_in}
         sel.trace.append({"step": "route", "route": route})
         return sel

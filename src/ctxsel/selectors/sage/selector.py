@@ -1,0 +1,415 @@
+"""SAGE: sufficiency-aware exploration of a document's sentences by an LLM.
+
+No index: the document's sentences are the vertices of an implicit graph
+(:mod:`.graph`). For a question SAGE (paper 004, Algorithms 1-3):
+
+1. asks the LLM whether the question is a *counting* question; if so, it
+   asks for the thing to count and its variants and answers with an exact
+   count of their occurrences in the whole text (Algorithm 3), never an LLM
+   guess;
+2. otherwise, for at most ``iter_max`` rounds: the LLM proposes keys from
+   the question (and options) and what was gathered so far (Prompt 1); the
+   ``recall_index`` sentences sharing the most non-stopword words with the
+   keys join the evidence, and so do ``neighbor_num`` preceding/following
+   sentences of the ``n_seeds`` (5) most relevant ones; the evidence's
+   importance is measured by perturbation (Algorithm 2) and the LLM, shown
+   that score, says YES (enough) or NO (Prompt 2); YES stops the loop;
+3. answers from the evidence: a majority of ``voter_num`` sampled answers
+   for a multiple-choice question (Prompt 3), one greedy answer otherwise.
+
+The Selection holds the gathered sentences in document order (ids
+``<chunk id>#s<j>``, ``meta["parent"]`` the chunk), its trace one entry per
+round (keys, retrieved sentences, neighbours, importance, verdict), its
+``meta["answer"]`` the answer (a Reader returns it without another call),
+and its ``usage`` every LLM call.
+
+Where the paper is silent (each choice is a parameter):
+
+- importance uses ``n_perturb = 3`` perturbed answers (the paper gives no
+  n), lambda ~ U(0.3, 1] as the probability that a word is perturbed
+  (:mod:`.noise`), and the cosine of the project's embeddings (MiniLM) of
+  the clean and perturbed answers; the clean answer is the same call as a
+  free-form final answer, so the last round's is reused rather than asked
+  twice;
+- free-form questions are answered with the factoid template every other
+  method in ctxsel is read with (Prompt 3 is written for options), so
+  SubEM compares like with like;
+- voters sample at ``voter_temperature = 0.8`` with seeds ``seed+1..``; a
+  tie goes to the option voted first;
+- the ``neighbor_num`` neighbours are shared evenly by the seeds, nearest
+  first (-1, +1, -2, +2 for 4 each), within the seed's document;
+- retrieval runs over every sentence each round (E := E u Retrieve) and
+  only sentences with relevance > 0 are retrieved;
+- replies the method cannot read do not crash it, they are recorded in
+  ``meta["failures"]``: unreadable keys (or keys matching no sentence) fall
+  back to the question's and options' own words; an unreadable verdict is
+  NO; an unreadable counting verdict is "not counting"; a counting question
+  whose options hold no number is explored instead; if no voter names an
+  option the first option is answered. A prompt too long for the model's
+  window ends the exploration (the evidence so far is answered from).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ctxsel.datasets.multiple_choice import LETTERS, parse_choice, question_with_options
+from ctxsel.llm.base import LLMClient, LLMContextLengthError
+from ctxsel.llm.prompts import (
+    FACTOID_QA,
+    MULTIPLE_CHOICE,
+    SAGE_COUNT_TARGETS,
+    SAGE_IS_COUNTING,
+    SAGE_KEYS,
+    SAGE_SUFFICIENT,
+    PromptTemplate,
+    get_template,
+)
+from ctxsel.reader import clean_answer, for_template
+from ctxsel.scoring.keywords import words
+from ctxsel.selectors.base import Cut, Selector, as_int
+from ctxsel.selectors.sage.graph import SentenceGraph
+from ctxsel.selectors.sage.noise import disturb, draw_lambda
+from ctxsel.types import Chunk, LLMUsage, Selection, as_chunks
+
+_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+_KEY_SPLIT = re.compile(r"[,;\n|]")
+_TAG = re.compile(r"</?[A-Za-z][^>]*>")
+_KEY_LEAD = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022#]+)\s*")
+_NUMBER_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+_NUMBER = re.compile(r"\b(\d+|" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
+
+
+def parse_keys(reply: str, limit: int = 32) -> list[str]:
+    """Comma/semicolon/line-separated keys with list marks and markup stripped;
+    keys without a non-stopword word are dropped."""
+    out: list[str] = []
+    for part in _KEY_SPLIT.split(_TAG.sub(" ", reply)):
+        key = _KEY_LEAD.sub("", part).strip(" \t\"'`*.:()[]{}")
+        if key and words(key) and key.lower() not in (k.lower() for k in out):
+            out.append(key)
+    return out[:limit]
+
+
+def parse_verdict(reply: str) -> bool | None:
+    """YES -> True, NO -> False, the first of either word; None when neither appears."""
+    m = _YES_NO.search(reply)
+    return None if m is None else m.group(1).lower() == "yes"
+
+
+def option_number(option: str) -> int | None:
+    m = _NUMBER.search(option)
+    if m is None:
+        return None
+    tok = m.group(1).lower()
+    return int(tok) if tok.isdigit() else _NUMBER_WORDS[tok]
+
+
+@dataclass
+class _Run:
+    """What one select() call accumulates."""
+
+    usage: LLMUsage = field(default_factory=LLMUsage)
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    out_of_window: bool = False
+
+
+class SAGE(Selector):
+    name = "sage"
+    needs_scores = False
+    needs_llm = True
+    #: select() accepts ``options=`` (multiple-choice questions).
+    takes_options = True
+
+    def __init__(
+        self,
+        llm: LLMClient | None = None,
+        iter_max: int = 2,
+        *,
+        recall_index: int = 25,
+        neighbor_num: int = 20,
+        n_seeds: int = 5,
+        voter_num: int = 10,
+        n_perturb: int = 3,
+        lambda_low: float = 0.3,
+        voter_temperature: float = 0.8,
+        counting: bool = True,
+        seed: int = 0,
+        max_keys: int = 32,
+        answer_template: str = FACTOID_QA.name,
+        max_answer_tokens: int = 32,
+        embed: Callable[[list[str]], np.ndarray] | None = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(**kw)
+        if llm is None:
+            raise ValueError("sage needs an LLM client: get_selector('sage', llm=client)")
+        for name, value, low in (("iter_max", iter_max, 1), ("recall_index", recall_index, 1),
+                                 ("neighbor_num", neighbor_num, 0), ("n_seeds", n_seeds, 1),
+                                 ("voter_num", voter_num, 1), ("n_perturb", n_perturb, 0), ("max_keys", max_keys, 1)):
+            if as_int(name, value) < low:
+                raise ValueError(f"{name} must be >= {low}, got {value}")
+        if not 0.0 <= lambda_low <= 1.0:
+            raise ValueError(f"lambda_low must be in [0, 1], got {lambda_low}")
+        self.llm = llm
+        self.iter_max, self.recall_index, self.neighbor_num = int(iter_max), int(recall_index), int(neighbor_num)
+        self.n_seeds, self.voter_num, self.n_perturb = int(n_seeds), int(voter_num), int(n_perturb)
+        self.lambda_low, self.voter_temperature = float(lambda_low), float(voter_temperature)
+        self.counting, self.seed, self.max_keys = bool(counting), int(seed), int(max_keys)
+        self.answer_template = get_template(answer_template)
+        self.max_answer_tokens = int(max_answer_tokens)
+        self._embed = embed
+        self._clients: dict[str, LLMClient] = {}
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "iter_max": self.iter_max, "recall_index": self.recall_index, "neighbor_num": self.neighbor_num,
+            "n_seeds": self.n_seeds, "voter_num": self.voter_num, "n_perturb": self.n_perturb,
+            "lambda_low": self.lambda_low, "voter_temperature": self.voter_temperature, "counting": self.counting,
+            "seed": self.seed, "answer_template": self.answer_template.key,
+            "templates": [t.key for t in (SAGE_KEYS, SAGE_SUFFICIENT, MULTIPLE_CHOICE, SAGE_IS_COUNTING,
+                                          SAGE_COUNT_TARGETS)],
+            "llm": getattr(self.llm, "model_id", ""),
+            **super().config(),
+        }
+
+    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:  # pragma: no cover
+        raise NotImplementedError("sage explores with the LLM; call select()")
+
+    # -- LLM calls ---------------------------------------------------------------
+
+    def _ask(self, run: _Run, template: PromptTemplate, prompt: str, max_tokens: int,
+             temperature: float = 0.0, seed: int | None = None) -> tuple[str, LLMUsage] | None:
+        """One call, counted; None (and a recorded failure) when the prompt exceeds the window."""
+        if template.key not in self._clients:
+            self._clients[template.key] = for_template(self.llm, template)
+        try:
+            reply = self._clients[template.key].complete(
+                prompt, max_tokens=max_tokens, temperature=temperature, stop=list(template.stop) or None, seed=seed)
+        except LLMContextLengthError as e:
+            run.failures.append(f"{template.name}: prompt exceeds the model's window ({e})")
+            run.out_of_window = True
+            return None
+        run.usage = run.usage + reply.usage
+        return reply.text, reply.usage
+
+    def _infer(self, run: _Run, question: str, options: Sequence[str], context: str,
+               temperature: float = 0.0, seed: int | None = None) -> tuple[str, str, LLMUsage] | None:
+        """(answer, raw reply, usage) from ``context``: Prompt 3 with options, else the answer template."""
+        if options:
+            t, prompt, n = MULTIPLE_CHOICE, MULTIPLE_CHOICE.render(
+                question=question_with_options(question, options), context=context), 48
+        else:
+            t, n = self.answer_template, self.max_answer_tokens
+            prompt = t.render(question=question, context=context)
+        got = self._ask(run, t, prompt, n, temperature, seed)
+        return None if got is None else (clean_answer(got[0], t), got[0], got[1])
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if self._embed is None:
+            from ctxsel.scoring.dense import DenseScorer
+
+            self._embed = DenseScorer(cache=False).embed
+        v = np.asarray(self._embed(texts), dtype=np.float64)
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+    def importance(self, run: _Run, question: str, options: Sequence[str], context: str,
+                   rng: np.random.Generator) -> tuple[float | None, tuple[str, str, LLMUsage] | None, list[float]]:
+        """Algorithm 2: 1 - mean cos(emb(a), emb(a')) over ``n_perturb`` perturbed contexts.
+
+        Returns (importance or None, the clean answer, the lambdas drawn).
+        """
+        clean = self._infer(run, question, options, context)
+        if clean is None or self.n_perturb == 0:
+            return None, clean, []
+        lambdas, answers = [], []
+        for _ in range(self.n_perturb):
+            lam = draw_lambda(rng, self.lambda_low)
+            got = self._infer(run, question, options, disturb(context, lam, rng))
+            if got is None:
+                return None, clean, lambdas
+            lambdas.append(round(lam, 3))
+            answers.append(got[0])
+        vecs = self.embed([clean[0], *answers])
+        return float(1.0 - np.mean(vecs[1:] @ vecs[0])), clean, lambdas
+
+    # -- the method --------------------------------------------------------------
+
+    def select(
+        self,
+        question: str,
+        chunks: Sequence[Chunk | str],
+        scores: Sequence[float] | np.ndarray | None = None,
+        options: Sequence[str] | None = None,
+    ) -> Selection:
+        del scores  # embedding-free: SAGE never reads similarity scores
+        t0 = time.perf_counter()
+        options = [str(o) for o in (options or [])]
+        graph = SentenceGraph(as_chunks(chunks))
+        run = _Run()
+        rng = np.random.default_rng([self.seed, zlib.crc32(question.encode("utf-8"))])
+        if len(graph) == 0:
+            got = self._infer(run, question, options, "")
+            return self._finish(graph, {}, run, options, got, None, "empty context: answered without evidence",
+                                "empty", t0)
+        if self.counting:
+            counted = self._count(run, graph, question, options, t0)
+            if counted is not None:
+                return counted
+        return self._explore(run, graph, question, options, rng, t0)
+
+    def _count(self, run: _Run, graph: SentenceGraph, question: str, options: list[str], t0: float) -> Selection | None:
+        """Algorithm 3, or None when the question is not a counting one (or cannot be counted)."""
+        q = question_with_options(question, options)
+        got = self._ask(run, SAGE_IS_COUNTING, SAGE_IS_COUNTING.render(query=q), 8)
+        if got is None:
+            return None
+        verdict = parse_verdict(got[0])
+        if verdict is None:
+            run.failures.append(f"counting verdict unreadable ({got[0][:80]!r}): treated as not counting")
+        if not verdict:
+            run.trace.append({"step": "counting-check", "counting": False, "raw": got[0][:200]})
+            return None
+        got = self._ask(run, SAGE_COUNT_TARGETS, SAGE_COUNT_TARGETS.render(query=q), 48)
+        variants = parse_keys(got[0], self.max_keys) if got else []
+        if not variants:
+            run.failures.append("counting question but no target could be read: explored instead")
+            return None
+        count, where = graph.count_mentions(variants)
+        step = {"step": "counting", "variants": variants, "count": count, "sentences": [graph.vertices[i].id for i in where]}
+        if options:
+            numbers = [option_number(o) for o in options]
+            if all(n is None for n in numbers):
+                run.failures.append("counting question but no option holds a number: explored instead")
+                run.trace.append({**step, "used": False})
+                return None
+            best = min((i for i, n in enumerate(numbers) if n is not None), key=lambda i: abs(numbers[i] - count))
+            answer = f"{LETTERS[best]}. {options[best]}"
+        else:
+            answer = str(count)
+        run.trace.append({**step, "used": True})
+        why = f"counting question: {variants[0]!r} ({len(variants)} variants) occurs {count} times in {len(where)} sentences"
+        return self._finish(graph, dict.fromkeys(where), run, options, (answer, answer, LLMUsage()), None, why,
+                            "counting", t0)
+
+    def _explore(self, run: _Run, graph: SentenceGraph, question: str, options: list[str],
+                 rng: np.random.Generator, t0: float) -> Selection:
+        """Algorithm 1 (ITE-QA) with Algorithm 2 feeding Prompt 2."""
+        evidence: dict[int, float | None] = {}  # vertex -> best relevance seen (None: neighbour only)
+        q = question_with_options(question, options)
+        clean = None
+        why = f"no YES verdict within iter_max={self.iter_max} rounds"
+        for r in range(1, self.iter_max + 1):
+            got = self._ask(run, SAGE_KEYS, SAGE_KEYS.render(query=q, retrieved=self._text(graph, evidence)), 64)
+            if got is None:
+                why = f"stopped in round {r}: the keys prompt exceeds the model's window"
+                break
+            keys, source = parse_keys(got[0], self.max_keys), "llm"
+            hits, rel = graph.retrieve(keys, self.recall_index) if keys else ([], None)
+            if not hits:
+                run.failures.append(f"round {r}: keys {keys[:5]!r} from {got[0][:60]!r} matched no sentence; "
+                                    "used the question's words")
+                keys, source = [question, *options], "question (fallback)"
+                hits, rel = graph.retrieve(keys, self.recall_index)
+            neigh = graph.neighbours(hits[: self.n_seeds], self.neighbor_num)
+            before = len(evidence)
+            for i in hits:
+                evidence[i] = max(float(rel[i]), evidence.get(i) or 0.0)
+            for i in neigh:
+                evidence.setdefault(i, None)
+            step: dict[str, Any] = {
+                "step": "round", "round": r, "keys": keys, "keys_from": source,
+                "retrieved": [graph.vertices[i].id for i in hits], "relevance": [int(rel[i]) for i in hits],
+                "neighbours": [graph.vertices[i].id for i in neigh], "new_sentences": len(evidence) - before,
+            }
+            context = self._text(graph, evidence)
+            imp, clean, lambdas = self.importance(run, question, options, context, rng)
+            step.update(importance=None if imp is None else round(imp, 4), lambdas=lambdas)
+            got = None if run.out_of_window else self._ask(
+                run, SAGE_SUFFICIENT, SAGE_SUFFICIENT.render(
+                    query=q, retrieved=context, importance="not computed" if imp is None else f"{imp:.3f}"), 8)
+            verdict = None if got is None else parse_verdict(got[0])
+            if got is not None and verdict is None:
+                run.failures.append(f"round {r}: sufficiency verdict unreadable ({got[0][:80]!r}): treated as NO")
+            step.update(sufficient=verdict, verdict_raw=None if got is None else got[0][:200])
+            run.trace.append(step)
+            if run.out_of_window:
+                why = f"stopped in round {r}: the evidence exceeds the model's window"
+                break
+            if verdict:
+                why = f"sufficient (YES) after round {r} of {self.iter_max}"
+                break
+        final = clean if (not options and clean is not None) else None
+        return self._finish(graph, evidence, run, options, final, question, why, "explore", t0)
+
+    def _vote(self, run: _Run, question: str, options: list[str], context: str) -> tuple[str, str, LLMUsage] | None:
+        """Majority of ``voter_num`` sampled Prompt-3 answers (one greedy answer when voter_num is 1)."""
+        votes: list[int] = []
+        raws: list[str] = []
+        last: LLMUsage | None = None
+        for v in range(self.voter_num):
+            sampled = self.voter_num > 1
+            got = self._infer(run, question, options, context, self.voter_temperature if sampled else 0.0,
+                              self.seed + 1 + v if sampled else None)
+            if got is None:
+                break
+            raws.append(got[1])
+            last = got[2]
+            choice = parse_choice(got[1], options)
+            if choice is not None:
+                votes.append(choice)
+        if last is None:
+            return None
+        run.trace.append({"step": "vote", "votes": [LETTERS[i] for i in votes], "voters": len(raws)})
+        if not votes:
+            run.failures.append(f"no voter named an option ({raws[0][:60]!r}...): answered the first option")
+            best = 0
+        else:
+            counts = Counter(votes)
+            top = max(counts.values())
+            best = next(i for i in votes if counts[i] == top)
+        return f"{LETTERS[best]}. {options[best]}", raws[0], last
+
+    def _finish(self, graph: SentenceGraph, evidence: dict[int, float | None], run: _Run, options: list[str],
+                final: tuple[str, str, LLMUsage] | None, question: str | None, why: str, route: str,
+                t0: float) -> Selection:
+        order = sorted(evidence)  # vertex indices are in document order
+        context = self._text(graph, evidence)
+        if final is None and question is not None:
+            final = self._vote(run, question, options, context) if options else self._infer(run, question, options, context)
+        if final is None:
+            run.failures.append("no answer: the answer prompt exceeds the model's window")
+            final = ("", "", LLMUsage())
+        answer, raw, answer_usage = final
+        return Selection(
+            ids=[graph.vertices[i].id for i in order],
+            scores=[evidence[i] for i in order],
+            chunks=[graph.vertices[i] for i in order],
+            method=self.name,
+            config=self.config(),
+            explanation=f"{why}: {len(order)} sentences" + (f"; {len(run.failures)} failure(s)" if run.failures else ""),
+            n_candidates=len(graph),
+            trace=run.trace,
+            usage=run.usage,
+            meta={"answer": answer, "raw_answer": raw, "route": route, "failures": run.failures,
+                  "answer_tokens_in": answer_usage.tokens_in, "seconds": time.perf_counter() - t0,
+                  "template": (MULTIPLE_CHOICE if options else self.answer_template).key},
+        )
+
+    @staticmethod
+    def _text(graph: SentenceGraph, evidence: dict[int, Any]) -> str:
+        return "\n".join(graph.vertices[i].text for i in sorted(evidence)) if evidence else "(nothing yet)"
+
+
+__all__ = ["SAGE", "option_number", "parse_keys", "parse_verdict"]
