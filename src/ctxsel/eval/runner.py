@@ -169,6 +169,9 @@ def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: in
         "gold_ids": ex.gold_ids,
         "explanation": sel.explanation,
         "select_ms": round(latency * 1000, 3),
+        # an LLM selector's own per-example numbers (Context-Picker: invalid_share, fallback)
+        **({"extra_metrics": dict(sel.meta["metrics"])} if sel.meta.get("metrics") else {}),
+        **({"rationale": sel.meta["rationale"]} if sel.meta.get("rationale") else {}),
     }
 
 

@@ -49,6 +49,8 @@ register("self-route", "ctxsel.selectors.self_route:SelfRoute", "n_tokens",
          "the LLM reads the top 5k tokens; if it says unanswerable, the full context (Li et al. 2024)")
 register("ldar", "ctxsel.selectors.ldar.selector:LDAR", "policy",
          "a trained policy reads the similarity distribution and picks a quantile band (LDAR); needs policy=PATH")
+register("context-picker", "ctxsel.selectors.context_picker.picker:ContextPicker", "n_tokens",
+         "an LLM names a minimal sufficient set of candidate chunk ids (Context-Picker); adapter=PATH for a trained one")
 register("threshold", "ctxsel.selectors.fixed:ScoreThreshold", "threshold",
          "every chunk scoring at least the threshold")
 
