@@ -79,7 +79,6 @@ class ContextPicker(Selector):
                              "or a trained adapter (context-picker[adapter=PATH])")
         self.llm = llm
         self.client = for_template(llm, PICKER)
-        self.pool = TopNTokens(self.n_tokens, min_k=1, nan_policy=self.nan_policy)
         self.fallback = AdaptiveK(max_tokens=self.n_tokens, min_k=self.min_k, nan_policy=self.nan_policy)
 
     def config(self) -> dict[str, Any]:
@@ -92,11 +91,7 @@ class ContextPicker(Selector):
 
     def candidates(self, question: str, chunks: Sequence[Chunk], scores: Any) -> Selection:
         """C_cand = TopSim(q, C; B): the best chunks within B tokens, at most max_candidates."""
-        pool = self.pool.select(question, chunks, scores)
-        if pool.k > self.max_candidates:
-            pool.ids, pool.scores, pool.chunks = (pool.ids[: self.max_candidates], pool.scores[: self.max_candidates],
-                                                  pool.chunks[: self.max_candidates])
-        return pool
+        return candidate_pool(question, chunks, scores, self.n_tokens, self.max_candidates, self.nan_policy)
 
     def select(
         self, question: str, chunks: Sequence[Chunk | str], scores: Sequence[float] | np.ndarray | None = None
@@ -161,4 +156,15 @@ class ContextPicker(Selector):
         return sel
 
 
-__all__ = ["ContextPicker"]
+def candidate_pool(question: str, chunks: Sequence[Chunk], scores: Any, n_tokens: int = 2000,
+                   max_candidates: int = 20, nan_policy: str = "raise") -> Selection:
+    """The picker's candidate pool (shared by inference and training): the
+    longest prefix of the similarity ranking within ``n_tokens``, at most
+    ``max_candidates`` chunks, in rank order."""
+    pool = TopNTokens(n_tokens, min_k=1, nan_policy=nan_policy).select(question, chunks, scores)  # type: ignore[arg-type]
+    if pool.k > max_candidates:
+        pool.ids, pool.scores, pool.chunks = pool.ids[:max_candidates], pool.scores[:max_candidates], pool.chunks[:max_candidates]
+    return pool
+
+
+__all__ = ["ContextPicker", "candidate_pool"]
