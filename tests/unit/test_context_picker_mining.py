@@ -121,3 +121,12 @@ def test_comparison_with_supporting_facts_on_literal_records():
     assert cmp["s_cand_recall_all"] == pytest.approx(0.8) and cmp["s_cand_recall_kept"] == 1.0
     md = comparison_markdown(cmp)
     assert "| S_gold contains both supporting paragraphs | 50.0 % |" in md
+
+
+def test_cli_mine_and_train_picker_say_what_is_missing(capsys):
+    from ctxsel.cli.main import main
+
+    assert main(["mine", "--dataset", "example", "--output", "x.jsonl"]) == 2
+    assert "needs a generator: --reader local" in capsys.readouterr().err
+    assert main(["train", "picker", "--dataset", "example", "--output", "out"]) == 2
+    assert "needs --mined FILE.jsonl" in capsys.readouterr().err
