@@ -47,6 +47,15 @@ def load_base(base: str, dtype: str = "float32") -> tuple[Any, Any]:
         path = bundled_gguf_path()
         tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch_dtype)
+        # transformers de-quantises GGUF tensors into ``dtype`` while loading but keeps a GGUF "quantizer"
+        # marker, and its Trainer then refuses to train; the weights are plain tensors, so drop the marker
+        quantizer = getattr(model, "hf_quantizer", None)
+        if quantizer is not None:
+            quantizer.remove_quantization_config(model)
+        for module in model.modules():
+            cfg = getattr(module, "config", None)
+            if cfg is not None and getattr(cfg, "_is_quantized", False):
+                cfg._is_quantized = False
         return model, tok
     p = Path(base)
     if not p.is_dir():
