@@ -131,6 +131,11 @@ def run(args: argparse.Namespace) -> int:
         from ctxsel.eval.report import READER_COLUMNS
 
         print("\n" + markdown_table(summary, READER_COLUMNS), end="")
+    picker_rows = {m: e for m, e in summary.items() if "invalid_share" in e}
+    if picker_rows:
+        from ctxsel.eval.report import SELECTOR_REPLY_COLUMNS
+
+        print("\n" + markdown_table(picker_rows, SELECTOR_REPLY_COLUMNS), end="")
     print(f"\nwrote {args.output}/results.jsonl, summary.md, summary.json, plots/")
     return 0
 

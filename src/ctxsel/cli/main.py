@@ -1,4 +1,4 @@
-"""Entry point: ``ctxsel {select,answer,eval,train,env,make-holo,serve} ...``.
+"""Entry point: ``ctxsel {select,answer,eval,train,mine,env,make-holo,serve} ...``.
 
 Errors a user can fix (bad input, missing files or extras) print one line
 to stderr and exit 2; ``CTXSEL_DEBUG=1`` shows the traceback instead.
@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 from ctxsel import __version__
 from ctxsel.llm.base import LLMError
-from ctxsel.cli import answer_cmd, env_cmd, eval_cmd, make_holo_cmd, select_cmd, serve_cmd, train_cmd
+from ctxsel.cli import answer_cmd, env_cmd, eval_cmd, make_holo_cmd, mine_cmd, select_cmd, serve_cmd, train_cmd
 
-SUBCOMMANDS = (select_cmd, answer_cmd, eval_cmd, train_cmd, env_cmd, make_holo_cmd, serve_cmd)
+SUBCOMMANDS = (select_cmd, answer_cmd, eval_cmd, train_cmd, mine_cmd, env_cmd, make_holo_cmd, serve_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,14 +22,14 @@ from pathlib import Path
 from ctxsel.cli.common import add_llm_arguments, make_llm
 
 NAME = "train"
-HELP = "train a learned selector (LDAR) with REINFORCE and evaluate it on held-out questions"
+HELP = "train a learned selector (LDAR with REINFORCE; Context-Picker with two-stage GRPO: `ctxsel train picker`)"
 DEFAULT_EVAL_METHODS = "adaptive-k,top-k@5,top-k@10,full"
 #: The training length used for the README's hotpotqa-long table (see README, "LDAR").
 DEFAULT_STEPS = 100
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("method", choices=["ldar"], help="what to train")
+    p.add_argument("method", choices=["ldar", "picker"], help="what to train (picker: see `ctxsel.cli.train_picker`)")
     p.add_argument("--dataset", required=True, help="hotpotqa-long, example, or a JSONL path")
     p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
     p.add_argument("--output", required=True, help="output folder (rerun to resume)")
@@ -76,9 +76,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_llm_arguments(g)
     g.add_argument("--template", default="auto", choices=["auto", "factoid-qa", "holobench-qa"])
     add_llm_arguments(g, "--judge")
+    from ctxsel.cli import train_picker
+
+    train_picker.add_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.method == "picker":
+        from ctxsel.cli import train_picker
+
+        return train_picker.run(args)
     import numpy as np
 
     from ctxsel.datasets import load_dataset

@@ -28,6 +28,15 @@ READER_COLUMNS = (
     ("wall_s", "wall s", ".1f"),
 )
 
+#: LLM selectors that parse a reply (Context-Picker): share of invalid replies, share of fallbacks.
+SELECTOR_REPLY_COLUMNS = (
+    ("invalid_share", "invalid replies %", "pct"),
+    ("fallback", "fallbacks %", "pct"),
+    ("llm_calls", "LLM calls", ".2f"),
+    ("recall", "recall %", "pct"),
+    ("n_tokens", "tokens", ",.0f"),
+)
+
 
 def _mean(values: list[Any]) -> float | None:
     vals = [float(v) for v in values if v is not None]
@@ -85,6 +94,8 @@ def write_reports(out: Path, summary: dict[str, Any], rows: Sequence[Mapping[str
     if config.get("reader"):
         r = config["reader"]
         md += f"\n## Reading with `{r['model']}` ({r['template']})\n\n" + markdown_table(summary, READER_COLUMNS)
+    if any(k in e for e in summary.values() for k in ("invalid_share", "fallback")):
+        md += "\n## LLM selector replies\n\n" + markdown_table(summary, SELECTOR_REPLY_COLUMNS)
     write_atomic(out / "summary.md", md)
     if summary:
         plot_tradeoff(out / "plots", summary, rows)

@@ -211,6 +211,9 @@ def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: in
         # what an exploring method did (SAGE's rounds, Self-Route's route) and what failed
         **({"trace": sel.trace} if sel.trace else {}),
         **({"failures": sel.meta["failures"]} if sel.meta.get("failures") else {}),
+        # an LLM selector's own per-example numbers (Context-Picker: invalid_share, fallback)
+        **({"extra_metrics": dict(sel.meta["metrics"])} if sel.meta.get("metrics") else {}),
+        **({"rationale": sel.meta["rationale"]} if sel.meta.get("rationale") else {}),
     }
 
 

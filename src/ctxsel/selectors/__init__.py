@@ -51,6 +51,8 @@ register("ldar", "ctxsel.selectors.ldar.selector:LDAR", "policy",
          "a trained policy reads the similarity distribution and picks a quantile band (LDAR); needs policy=PATH")
 register("sage", "ctxsel.selectors.sage.selector:SAGE", "iter_max",
          "an LLM explores sentences by keywords and neighbours until the evidence suffices (SAGE); no index")
+register("context-picker", "ctxsel.selectors.context_picker.picker:ContextPicker", "n_tokens",
+         "an LLM names a minimal sufficient set of candidate chunk ids (Context-Picker); adapter=PATH for a trained one")
 register("threshold", "ctxsel.selectors.fixed:ScoreThreshold", "threshold",
          "every chunk scoring at least the threshold")
 

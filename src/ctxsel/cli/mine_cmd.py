@@ -1,0 +1,91 @@
+"""Mine minimal sufficient evidence sets for Context-Picker (Algorithm 1) into a JSONL file.
+
+    ctxsel mine --dataset hotpotqa-long --limit 20 --reader local --output runs/mined/hotpotqa.jsonl
+
+BM25 on question + answer gives the top-k candidates; the generator
+(--reader) answers from them and a judge (SubEM, or --judge for the LLM
+judge) checks the answer; wrong answers drop the question, right ones are
+pruned by leave-one-out. One JSON line per question (kept or not), appended
+as it is made: rerun the same command to resume. --rewrites 5 adds the
+paper's five query rewrites to each kept question (by the --reader LLM).
+With gold chunks (HotpotQA's supporting facts) the mined sets are compared
+with them, printed and, with --report, written as Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ctxsel.cli.common import add_llm_arguments, make_llm
+
+NAME = "mine"
+HELP = "mine Context-Picker's minimal sufficient evidence sets (leave-one-out) into JSONL"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", required=True, help="hotpotqa-long, example, or a JSONL path")
+    p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    p.add_argument("--output", required=True, help="JSONL file of mined sets (rerun to resume)")
+    p.add_argument("--k", type=int, default=5, help="BM25 candidates per question, S_cand (default 5)")
+    p.add_argument("--rewrites", type=int, default=0, help="query rewrites per kept question (the paper: 5)")
+    p.add_argument("--report", default=None, help="also write the comparison with the gold chunks here (Markdown)")
+    p.add_argument("--overwrite", action="store_true", help="discard an earlier run in --output")
+    p.add_argument("--no-progress", action="store_true")
+    g = p.add_argument_group("generator (required) and judge (default SubEM)")
+    add_llm_arguments(g)
+    add_llm_arguments(g, "--judge")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ctxsel.datasets import load_dataset
+    from ctxsel.eval.results import write_atomic
+    from ctxsel.reader import Reader
+    from ctxsel.selectors.context_picker.mining import (
+        LLMJudgeAdapter,
+        compare_with_supporting_facts,
+        comparison_markdown,
+        mine,
+        subem_judge,
+    )
+
+    if not args.reader:
+        raise ValueError("ctxsel mine needs a generator: --reader local (the bundled Gemma) or --reader URL")
+    if args.k < 1:
+        raise ValueError(f"--k must be >= 1, got {args.k}")
+    examples = load_dataset(args.dataset, limit=args.limit, hotpotqa_path=args.hotpotqa)
+    llm = make_llm(args)
+    generator = Reader(llm, "factoid-qa")
+    judge = subem_judge
+    judge_id = "subem"
+    if args.judge:
+        from ctxsel.eval.judge import LLMJudge
+
+        judge = LLMJudgeAdapter(LLMJudge(make_llm(args, "judge")))
+        judge_id = f"llm-judge:{judge.model_id}"
+    augment = None
+    if args.rewrites:
+        from ctxsel.selectors.context_picker.rewrite import rewrite_query
+
+        def augment(rec: dict) -> dict:
+            if not rec["kept"]:
+                return rec
+            out = rewrite_query(llm, rec["question"], args.rewrites)
+            return {**rec, "rewrites": out["rewrites"], "rewrite_errors": out["errors"]}
+
+    settings = {"dataset": args.dataset, "generator": llm.model_id, "template": generator.template.key,
+                "judge": judge_id, "rewrites": args.rewrites}
+    records = mine(examples, generator, args.output, judge=judge, k=args.k, settings=settings,
+                   overwrite=args.overwrite, progress=not args.no_progress, augment=augment)
+    cmp = compare_with_supporting_facts(records)
+    title = (f"Mined evidence sets vs the gold chunks: {args.dataset}, first {len(records)} questions, "
+             f"k={args.k}, generator {llm.model_id}, judge {judge_id}")
+    md = comparison_markdown(cmp, f"### {title}")
+    print(md)
+    if args.report:
+        cmd = "ctxsel " + " ".join(sys.argv[1:]) if sys.argv else ""
+        write_atomic(Path(args.report), md + (f"\nCommand: `{cmd}`\n" if cmd else ""))
+    print(f"wrote {args.output}" + (f" and {args.report}" if args.report else ""))
+    return 0

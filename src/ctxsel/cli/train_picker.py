@@ -1,0 +1,81 @@
+"""``ctxsel train picker``: two-stage GRPO of Context-Picker on mined evidence sets.
+
+    ctxsel mine --dataset hotpotqa-long --reader local --rewrites 5 --output runs/mined/hotpotqa100.jsonl
+    ctxsel train picker --dataset hotpotqa-long --mined runs/mined/hotpotqa100.jsonl --output runs/picker
+
+The kept mined questions (and their rewrites) are split 80/20 by original
+question with the same fixed split as every ``ctxsel train``; 20% of the
+training questions are held out again for the validation reward that ends
+stage 1. Writes OUTPUT/stage1, OUTPUT/stage2 (adapters; use as
+``--method "context-picker[adapter=OUTPUT/stage2]"``), OUTPUT/reward_curves.{json,png},
+OUTPUT/train_summary.json and OUTPUT/split.json. The default base is the
+bundled Gemma 3 270M (GGUF, de-quantised into PyTorch); ``--base tiny`` is
+the random test model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("context-picker (ctxsel train picker)")
+    g.add_argument("--mined", default=None, help="JSONL from `ctxsel mine` (required for picker)")
+    g.add_argument("--base", default="gemma-270m-gguf",
+                   help="gemma-270m-gguf (bundled, default), tiny (random test model) or a transformers model folder")
+    g.add_argument("--stage1-max-steps", type=int, default=300, help="stage 1 stops earlier when the validation reward plateaus")
+    g.add_argument("--stage2-steps", type=int, default=150)
+    g.add_argument("--group-size", type=int, default=8, help="GRPO group size K (samples per question)")
+    g.add_argument("--prompts-per-step", type=int, default=2)
+    g.add_argument("--picker-lr", type=float, default=1e-4)
+    g.add_argument("--kl-beta", type=float, default=0.0, help="KL weight (default 0, DAPO-style decoupled clipping)")
+    g.add_argument("--warmup-steps", type=int, default=0, help="supervised format warm-up steps before GRPO (not in the paper)")
+    g.add_argument("--picker-tokens", type=int, default=2000, help="candidate pool budget B in tokens (default 2000)")
+    g.add_argument("--max-candidates", type=int, default=20)
+    g.add_argument("--eval-every-picker", type=int, default=10, help="validation reward every N GRPO steps")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ctxsel.cli.common import make_scorer
+    from ctxsel.datasets import load_dataset
+    from ctxsel.datasets.splits import split_ids
+    from ctxsel.eval.results import write_atomic
+    from ctxsel.selectors.context_picker.mining import read_mined
+    from ctxsel.selectors.context_picker.rewrite import split_records
+    from ctxsel.selectors.context_picker.train import PickerTrainConfig, picker_rows, split_train_val, train_picker
+
+    if not args.mined:
+        raise ValueError("ctxsel train picker needs --mined FILE.jsonl (from `ctxsel mine`)")
+    records = read_mined(args.mined)
+    examples = {e.id: e for e in load_dataset(args.dataset, hotpotqa_path=args.hotpotqa)}
+    unknown = [r["id"] for r in records if r["id"] not in examples]
+    if unknown:
+        raise ValueError(f"{len(unknown)} mined ids are not in {args.dataset!r} (e.g. {unknown[0]!r}): wrong --dataset?")
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    kept_ids = [r["id"] for r in records if r["kept"]]
+    train_ids, test_ids = split_ids(kept_ids, args.train_fraction, args.split_seed)
+    write_atomic(out / "split.json", json.dumps({"mined": args.mined, "train": train_ids, "test": test_ids}, indent=1) + "\n")
+    args.model = getattr(args, "model", None)
+    scorer = make_scorer(args, progress=not args.no_progress)
+    cfg = PickerTrainConfig(base=args.base, stage1_max_steps=args.stage1_max_steps, stage2_steps=args.stage2_steps,
+                            num_generations=args.group_size, prompts_per_step=args.prompts_per_step, lr=args.picker_lr,
+                            beta=args.kl_beta, warmup_steps=args.warmup_steps, n_tokens=args.picker_tokens,
+                            max_candidates=args.max_candidates, eval_every=args.eval_every_picker, seed=args.seed,
+                            threads=args.threads)
+    rows, stats = picker_rows(split_records(records, "train", args.train_fraction, args.split_seed), examples, scorer,
+                              cfg.n_tokens, cfg.max_candidates)
+    train_rows, val_rows = split_train_val(rows, 0.2, args.split_seed)
+    print(f"{len(train_rows)} training rows, {len(val_rows)} validation questions ({stats})", file=sys.stderr)
+    info = {"dataset": args.dataset, "mined": args.mined, "rows": stats,
+            "command": " ".join(["ctxsel", *sys.argv[1:]]) if sys.argv else None}
+    res = train_picker(train_rows, val_rows, out, cfg, info)
+    for k, c in res["curves"].items():
+        first, last = (c["val"][0]["reward"], c["val"][-1]["reward"]) if c["val"] else (None, None)
+        print(f"{k}: {c['steps']} steps; validation reward {first} -> {last}" + (f" ({c['stopped']})" if c.get("stopped") else ""))
+    print(f"wrote {out}/stage1, stage2 (adapters), reward_curves.png/.json, train_summary.json; use "
+          f"--method \"context-picker[adapter={out}/stage2]\"; held-out questions: --split test of the same split")
+    return 0

@@ -1,0 +1,170 @@
+"""Context-Picker at inference time (Zhu et al., arXiv 2512.14465, Sec. 3.3 "Inference").
+
+retrieve -> pick -> generate: the candidate pool is the best chunks by
+similarity that fit a token budget ``n_tokens`` (the paper's B; at most
+``max_candidates`` of them), the LLM names the ids it keeps with a short
+rationale (:mod:`.prompt` documents the one strict format), and the
+selection is exactly those chunks.
+
+On an invalid reply the picker asks once more with the error stated in the
+prompt; if the second reply is invalid too it falls back to adaptive-k
+(within the same budget B) and records it: ``meta["fallback"]``,
+``meta["invalid_replies"]``, the errors and the raw replies, and the eval's
+``invalid_share`` / ``fallback`` columns. ``meta["rationale"]`` keeps the
+picker's rationale.
+
+A trained picker is a LoRA adapter from ``ctxsel train picker``; pass
+``adapter=PATH`` and the picker runs it in process (transformers + peft)
+instead of the ``llm`` client.
+
+Where the paper is silent: B defaults to 2,000 cl100k tokens and the pool
+to 20 chunks (about 15 hotpotqa paragraphs, so the prompt fits the local
+model's 8k window with room to spare); greedy decoding (temperature 0) at
+inference; the fallback is adaptive-k's largest gap over all chunks, capped
+at B tokens so a fallback never reads more than the picker could have.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ctxsel.llm.base import LLMClient
+from ctxsel.reader import for_template
+from ctxsel.selectors.adaptive_k import AdaptiveK
+from ctxsel.selectors.base import Cut, Selector, as_int
+from ctxsel.selectors.context_picker.prompt import PICKER, InvalidReply, parse_reply, render_prompt
+from ctxsel.selectors.fixed import TopNTokens
+from ctxsel.types import Chunk, LLMUsage, Selection, as_chunks
+
+
+class ContextPicker(Selector):
+    name = "context-picker"
+    needs_llm = True
+
+    def __init__(
+        self,
+        llm: LLMClient | None = None,
+        n_tokens: int = 2000,
+        *,
+        max_candidates: int = 20,
+        stage: int = 2,
+        retries: int = 1,
+        max_reply_tokens: int = 160,
+        adapter: str | None = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(**kw)
+        self.n_tokens = as_int("n_tokens", n_tokens)
+        self.max_candidates = as_int("max_candidates", max_candidates)
+        self.retries = as_int("retries", retries)
+        self.max_reply_tokens = as_int("max_reply_tokens", max_reply_tokens)
+        if self.max_candidates < 1:
+            raise ValueError(f"max_candidates must be >= 1, got {max_candidates}")
+        if stage not in (1, 2):
+            raise ValueError(f"stage must be 1 or 2, got {stage!r}")
+        if self.retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        self.stage = stage
+        self.adapter = adapter
+        if adapter is not None:
+            from ctxsel.selectors.context_picker.hf_client import TransformersClient
+
+            llm = TransformersClient.from_adapter(adapter)
+        if llm is None:
+            raise ValueError("context-picker needs an LLM client (get_selector('context-picker', llm=client)) "
+                             "or a trained adapter (context-picker[adapter=PATH])")
+        self.llm = llm
+        self.client = for_template(llm, PICKER)
+        self.fallback = AdaptiveK(max_tokens=self.n_tokens, min_k=self.min_k, nan_policy=self.nan_policy)
+
+    def config(self) -> dict[str, Any]:
+        return {"n_tokens": self.n_tokens, "max_candidates": self.max_candidates, "stage": self.stage,
+                "retries": self.retries, "max_reply_tokens": self.max_reply_tokens, "template": PICKER.key,
+                "adapter": self.adapter, "llm": getattr(self.llm, "model_id", ""), **super().config()}
+
+    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:  # pragma: no cover
+        raise NotImplementedError("context-picker decides with the LLM; call select()")
+
+    def candidates(self, question: str, chunks: Sequence[Chunk], scores: Any) -> Selection:
+        """C_cand = TopSim(q, C; B): the best chunks within B tokens, at most max_candidates."""
+        return candidate_pool(question, chunks, scores, self.n_tokens, self.max_candidates, self.nan_policy)
+
+    def select(
+        self, question: str, chunks: Sequence[Chunk | str], scores: Sequence[float] | np.ndarray | None = None
+    ) -> Selection:
+        t0 = time.perf_counter()
+        chunk_list = as_chunks(chunks)
+        if scores is None and chunk_list:
+            raise ValueError("context-picker needs similarity scores to build its candidate pool: pass scores=... "
+                             "or use ctxsel.select(..., scorer=...)")
+        pool = self.candidates(question, chunk_list, scores if scores is not None else [])
+        usage = LLMUsage()
+        replies: list[str] = []
+        errors: list[str] = []
+        if not pool.chunks:
+            return self._finish(pool, "empty context: nothing to pick", usage, replies, errors, None, False, t0)
+        passages = [c.text for c in pool.chunks]
+        error: str | None = None
+        for _ in range(1 + self.retries):
+            reply = self.client.complete(render_prompt(question, passages, self.stage, error),
+                                         max_tokens=self.max_reply_tokens, temperature=0.0, stop=list(PICKER.stop))
+            usage = usage + reply.usage
+            replies.append(reply.text)
+            try:
+                parsed = parse_reply(reply.text, len(passages))
+            except InvalidReply as e:
+                error = str(e)
+                errors.append(error)
+                continue
+            idx = [i - 1 for i in parsed.ids]
+            sel = Selection(ids=[pool.ids[i] for i in idx], scores=[pool.scores[i] for i in idx],
+                            chunks=[pool.chunks[i] for i in idx], method=self.name, config=self.config(),
+                            explanation="", n_candidates=len(chunk_list))
+            why = f"picked {sel.k} of {pool.k} candidates: {parsed.rationale[:200]}"
+            return self._finish(sel, why, usage, replies, errors, parsed.rationale, False, t0)
+        fb = self.fallback.select(question, chunk_list, scores)
+        why = (f"{len(errors)} invalid repl{'y' if len(errors) == 1 else 'ies'} (last: {errors[-1]}); "
+               f"fell back to adaptive-k: {fb.explanation}")
+        return self._finish(fb, why, usage, replies, errors, None, True, t0)
+
+    def _finish(self, sel: Selection, why: str, usage: LLMUsage, replies: list[str], errors: list[str],
+                rationale: str | None, fallback: bool, t0: float) -> Selection:
+        sel.method = self.name
+        sel.config = self.config()
+        sel.explanation = why
+        sel.usage = sel.usage + usage
+        n_replies = len(replies)
+        sel.meta = {
+            **sel.meta,
+            "rationale": rationale,
+            "valid": not fallback and n_replies > 0,
+            "fallback": fallback,
+            "invalid_replies": len(errors),
+            "errors": errors,
+            "replies": replies,
+            "seconds": time.perf_counter() - t0,
+            # per-example numbers the eval averages into its invalid-share / fallback columns
+            "metrics": {"invalid_share": (len(errors) / n_replies) if n_replies else None,
+                        "fallback": float(fallback) if n_replies else None},
+        }
+        sel.trace.extend({"step": "reply", "attempt": i + 1, "text": r[:500],
+                          "error": errors[i] if i < len(errors) else None} for i, r in enumerate(replies))
+        return sel
+
+
+def candidate_pool(question: str, chunks: Sequence[Chunk], scores: Any, n_tokens: int = 2000,
+                   max_candidates: int = 20, nan_policy: str = "raise") -> Selection:
+    """The picker's candidate pool (shared by inference and training): the
+    longest prefix of the similarity ranking within ``n_tokens``, at most
+    ``max_candidates`` chunks, in rank order."""
+    pool = TopNTokens(n_tokens, min_k=1, nan_policy=nan_policy).select(question, chunks, scores)  # type: ignore[arg-type]
+    if pool.k > max_candidates:
+        pool.ids, pool.scores, pool.chunks = pool.ids[:max_candidates], pool.scores[:max_candidates], pool.chunks[:max_candidates]
+    return pool
+
+
+__all__ = ["ContextPicker", "candidate_pool"]

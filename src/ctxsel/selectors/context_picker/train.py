@@ -1,0 +1,454 @@
+"""Two-stage GRPO training of the picker (paper Sec. 3.3, Algorithm 2) with TRL's GRPOTrainer.
+
+Stage 1 (recall) trains LoRA adapters on the stage-1 prompt with the
+stage-1 reward (:data:`~.reward.STAGE1`) until the validation reward
+plateaus (or ``stage1_max_steps``); stage 2 (precision) continues from the
+stage-1 adapters with the stage-2 prompt and reward for ``stage2_steps``.
+Each stage saves its adapter (``OUT/stage{i}/``, usable as
+``context-picker[adapter=OUT/stage{i}]``) and the reward curves go to
+``OUT/reward_curves.{json,png}`` (training reward per step, validation
+reward every ``eval_every`` steps, gradient norm, share of valid replies).
+
+GRPO itself is TRL's: group sampling (``num_generations`` = the paper's
+group size K), group-normalised advantages, the clipped ratio objective
+with decoupled clipping (``epsilon`` low, ``epsilon_high`` high) and a KL
+weight ``beta``. ``num_iterations = 1`` and one optimiser step per
+generation batch make pi_old the policy that sampled, as in Algorithm 2.
+
+Choices where the paper is silent (all in :class:`PickerTrainConfig`):
+
+- group size K = 8, 2 questions per step, LoRA r = 16, alpha = 32 on the
+  attention projections, learning rate 1e-4 (a usual LoRA rate), sampling
+  temperature 1.0, replies up to 96 tokens;
+- ``beta = 0`` (no KL term) with ``epsilon = 0.2`` and ``epsilon_high =
+  0.28``: the decoupled, asymmetric clipping the paper names comes from
+  DAPO, which drops the KL term; ``--beta`` restores it;
+- plateau: the validation reward (greedy replies on held-out training
+  questions) has not improved by ``min_delta = 0.01`` for ``patience = 3``
+  evaluations;
+- a reply ends at its first newline (the newline token is an end-of-reply
+  token during sampling, as the ``\\n`` stop string is at inference);
+- candidate pools are built exactly as at inference (:func:`.picker.candidate_pool`);
+  S_gold chunks that fall outside a question's pool are dropped from its
+  target, and questions with none left are skipped (counted), so training
+  sees the inference distribution;
+- an optional supervised format warm-up (``warmup_steps``, off by default,
+  not in the paper) teaches a base model the reply format on S_gold before
+  GRPO: a base model whose every sample is invalid gets reward -1 for the
+  whole group, a zero advantage and so no gradient at all.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxsel.selectors.context_picker.hf_client import GEMMA_GGUF, load_base
+from ctxsel.selectors.context_picker.picker import candidate_pool
+from ctxsel.selectors.context_picker.prompt import InvalidReply, parse_reply, render_prompt
+from ctxsel.selectors.context_picker.reward import STAGES, PickerReward, picker_reward
+from ctxsel.types import Example
+
+TINY = "tiny"
+WARMUP_RATIONALE = "They hold the evidence."
+
+
+@dataclass
+class PickerTrainConfig:
+    base: str = GEMMA_GGUF  # "gemma-270m-gguf", "tiny" (random, for tests) or a model folder
+    stage1_max_steps: int = 300
+    stage2_steps: int = 150
+    eval_every: int = 10
+    patience: int = 3
+    min_delta: float = 0.01
+    num_generations: int = 8
+    prompts_per_step: int = 2
+    lr: float = 1e-4
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    beta: float = 0.0
+    epsilon: float = 0.2
+    epsilon_high: float = 0.28
+    temperature: float = 1.0
+    max_completion_length: int = 96
+    warmup_steps: int = 0
+    warmup_lr: float = 1e-3
+    n_tokens: int = 2000
+    max_candidates: int = 20
+    seed: int = 0
+    threads: int = 1
+
+
+# -- data -----------------------------------------------------------------------------------------
+
+
+def picker_rows(records: Sequence[dict[str, Any]], examples: dict[str, Example], scorer: Any,
+                n_tokens: int = 2000, max_candidates: int = 20) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Training rows ``{query_id, question, passages, gold}`` (gold: 1-based numbers in the pool).
+
+    ``records`` are mined records, already expanded with rewrites
+    (:func:`.rewrite.split_records`); the pool is built for each question
+    variant with ``scorer``, as the picker builds it at inference.
+    """
+    import numpy as np
+
+    rows, skipped, trimmed = [], 0, 0
+    for r in records:
+        ex = examples[r["query_id"] if "query_id" in r else r["id"]]
+        scores = np.asarray(scorer.score(r["question"], ex.chunks), dtype=np.float64)
+        pool = candidate_pool(r["question"], ex.chunks, scores, n_tokens, max_candidates)
+        pos = {cid: i + 1 for i, cid in enumerate(pool.ids)}
+        gold = [pos[c] for c in r["s_gold"] if c in pos]
+        if not gold:
+            skipped += 1
+            continue
+        trimmed += len(gold) < len(r["s_gold"])
+        rows.append({"query_id": r.get("query_id", r["id"]), "question": r["question"],
+                     "passages": [c.text for c in pool.chunks], "gold": gold})
+    return rows, {"rows": len(rows), "skipped_no_gold_in_pool": skipped, "gold_partly_outside_pool": trimmed}
+
+
+def _dataset(rows: Sequence[dict[str, Any]], stage: int) -> Any:
+    from datasets import Dataset
+
+    return Dataset.from_list([{"prompt": render_prompt(r["question"], r["passages"], stage), "gold": r["gold"],
+                               "n_candidates": len(r["passages"])} for r in rows])
+
+
+# -- reward for TRL -------------------------------------------------------------------------------
+
+
+def _reply_text(completion: Any) -> str:
+    text = completion if isinstance(completion, str) else completion[-1]["content"]
+    return text.split("\n", 1)[0]  # a reply ends at its first newline, as at inference
+
+
+def score_reply(text: str, gold: Sequence[int], n_candidates: int, stage: int) -> tuple[float, bool]:
+    """(reward, valid) of one sampled reply against the 1-based gold numbers."""
+    try:
+        ids = parse_reply(_reply_text(text), n_candidates).ids
+    except InvalidReply:
+        return picker_reward(None, [str(g) for g in gold], stage), False
+    return picker_reward([str(i) for i in ids], [str(g) for g in gold], stage), True
+
+
+class TRLPickerReward:
+    """The stage reward in TRL's reward-function shape: ``(prompts, completions, gold, n_candidates) -> list[float]``."""
+
+    def __init__(self, stage: int) -> None:
+        self.stage = stage
+        self.__name__ = f"picker_stage{stage}"
+        self.valid: list[float] = []  # share of valid replies per call (one call per generation batch)
+
+    def __call__(self, prompts: list[Any], completions: list[Any], gold: list[list[int]], n_candidates: list[int],
+                 **kw: Any) -> list[float]:
+        scored = [score_reply(c, g, n, self.stage) for c, g, n in zip(completions, gold, n_candidates)]
+        self.valid.append(sum(v for _, v in scored) / max(1, len(scored)))
+        return [r for r, _ in scored]
+
+
+# -- models -----------------------------------------------------------------------------------------
+
+
+def make_tiny_model(seed: int = 0) -> tuple[Any, Any]:
+    """A 2-layer Llama (hidden 64) with a byte-level tokenizer built in process: fast GRPO on CPU in tests."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
+    for special in ("<pad>", "<bos>", "<eos>"):
+        vocab[special] = len(vocab)
+    tk = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tk.decoder = decoders.ByteLevel()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>")
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
+                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(config), tok
+
+
+def newline_ends_replies(model: Any, tokenizer: Any) -> None:
+    """Make the newline token an end-of-reply token for generation (and TRL's completion mask)."""
+    ids = tokenizer.encode("\n", add_special_tokens=False)
+    eos = model.generation_config.eos_token_id
+    eos = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in eos:
+        eos.insert(0, tokenizer.eos_token_id)
+    if len(ids) == 1 and ids[0] not in eos:
+        eos.append(ids[0])
+    model.generation_config.eos_token_id = eos
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+
+
+def _target(gold: Sequence[int]) -> str:
+    return WARMUP_RATIONALE + '", "ids": ' + json.dumps(list(gold)) + "}\n"
+
+
+def format_warmup(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], steps: int, lr: float,
+                  seed: int = 0) -> list[float]:
+    """Supervised steps on ``prompt -> {rationale, S_gold}`` (loss on the reply only); returns the losses.
+
+    Each step takes a random row and a random stage's prompt, so both
+    stages' prompts know the format.
+    """
+    import torch
+
+    if steps <= 0 or not rows:
+        return []
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr)
+    rng = random.Random(seed)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        r = rng.choice(list(rows))
+        stage = rng.choice((1, 2))
+        prompt_ids = tokenizer(render_prompt(r["question"], r["passages"], stage), add_special_tokens=True)["input_ids"]
+        target_ids = tokenizer(_target(r["gold"]), add_special_tokens=False)["input_ids"]
+        ids = torch.tensor([prompt_ids + target_ids])
+        labels = torch.tensor([[-100] * len(prompt_ids) + target_ids])
+        loss = model(input_ids=ids, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+def validation_reward(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], stage: int,
+                      max_new_tokens: int) -> dict[str, float]:
+    """Mean reward and share of valid replies of greedy replies on ``rows``."""
+    import torch
+
+    if not rows:
+        return {"reward": math.nan, "valid": math.nan}
+    was_training = model.training
+    model.eval()
+    rewards, valid = [], []
+    with torch.no_grad():
+        for r in rows:
+            enc = tokenizer(render_prompt(r["question"], r["passages"], stage), return_tensors="pt")
+            out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                                 pad_token_id=tokenizer.pad_token_id)
+            text = tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            rew, ok = score_reply(text, r["gold"], len(r["passages"]), stage)
+            rewards.append(rew)
+            valid.append(float(ok))
+    if was_training:
+        model.train()
+    return {"reward": sum(rewards) / len(rewards), "valid": sum(valid) / len(valid)}
+
+
+# -- the stages -------------------------------------------------------------------------------------
+
+
+def _callback(stage: int, val_rows: Sequence[dict[str, Any]], tokenizer: Any, cfg: PickerTrainConfig,
+              curve: dict[str, Any], stop_on_plateau: bool) -> Any:
+    from transformers import TrainerCallback
+
+    class StageCallback(TrainerCallback):
+        """Validation reward every ``eval_every`` steps (plateau stop) and the gradient norm of each step."""
+
+        best = -math.inf
+        since_best = 0
+
+        def _validate(self, step: int, model: Any) -> dict[str, float]:
+            v = validation_reward(model, tokenizer, val_rows, stage, cfg.max_completion_length)
+            curve["val"].append({"step": step, **v})
+            return v
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+            if val_rows:
+                v = self._validate(state.global_step, model)
+                self.best = v["reward"]
+
+        def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+            sq = sum(float(p.grad.detach().pow(2).sum()) for p in model.parameters()
+                     if p.requires_grad and p.grad is not None)
+            curve["grad_norm"].append({"step": state.global_step + 1, "grad_norm": math.sqrt(sq)})
+
+        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+            if not val_rows or cfg.eval_every <= 0 or state.global_step % cfg.eval_every:
+                return
+            v = self._validate(state.global_step, model)
+            if v["reward"] > self.best + cfg.min_delta:
+                self.best, self.since_best = v["reward"], 0
+            else:
+                self.since_best += 1
+                if stop_on_plateau and self.since_best >= cfg.patience:
+                    curve["stopped"] = f"validation reward plateaued at step {state.global_step}"
+                    control.should_training_stop = True
+
+    return StageCallback()
+
+
+def run_stage(model: Any, tokenizer: Any, stage: int, train_rows: Sequence[dict[str, Any]],
+              val_rows: Sequence[dict[str, Any]], steps: int, cfg: PickerTrainConfig, out: Path,
+              peft_config: Any = None, stop_on_plateau: bool = False) -> tuple[Any, dict[str, Any]]:
+    """One GRPO stage with TRL's GRPOTrainer; returns (the trained peft model, its curve)."""
+    import torch
+    from trl import GRPOConfig, GRPOTrainer
+
+    curve: dict[str, Any] = {"stage": stage, "reward": asdict(STAGES[stage]), "train": [], "val": [], "grad_norm": []}
+    reward_fn = TRLPickerReward(stage)
+    batch = cfg.num_generations * cfg.prompts_per_step
+    args = GRPOConfig(
+        output_dir=str(out / f"stage{stage}" / "trainer"),
+        max_steps=steps,
+        learning_rate=cfg.lr,
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=1,
+        num_generations=cfg.num_generations,
+        num_iterations=1,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
+        beta=cfg.beta,
+        epsilon=cfg.epsilon,
+        epsilon_high=cfg.epsilon_high,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
+        use_cpu=not torch.cuda.is_available(),
+        seed=cfg.seed,
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+    )
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward_fn], args=args, train_dataset=_dataset(train_rows, stage),
+                          processing_class=tokenizer, peft_config=peft_config,
+                          callbacks=[_callback(stage, val_rows, tokenizer, cfg, curve, stop_on_plateau)])
+    trainer.train()
+    for i, log in enumerate(h for h in trainer.state.log_history if "reward" in h):
+        curve["train"].append({"step": int(log.get("step", i + 1)), "reward": float(log["reward"]),
+                               "reward_std": float(log.get("reward_std", math.nan)),
+                               "valid": reward_fn.valid[i] if i < len(reward_fn.valid) else None})
+    curve["steps"] = int(trainer.state.global_step)
+    return trainer.model, curve
+
+
+def _save_stage(model: Any, out: Path, stage: int, base_ref: str, cfg: PickerTrainConfig, info: dict[str, Any]) -> Path:
+    import hashlib
+
+    folder = out / f"stage{stage}"
+    model.save_pretrained(str(folder / "adapter"))
+    h = hashlib.sha256()
+    for f in sorted((folder / "adapter").glob("*")):
+        h.update(f.read_bytes())
+    meta = {"base": base_ref, "stage": stage, "reward": PickerReward(stage).describe(), "config": asdict(cfg),
+            "adapter_sha": h.hexdigest()[:16], **info}
+    (folder / "picker.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    return folder
+
+
+def plot_curves(path: Path, curves: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stages = [curves[k] for k in ("stage1", "stage2") if k in curves]
+    fig, axes = plt.subplots(1, max(1, len(stages)), figsize=(5.5 * max(1, len(stages)), 3.8), squeeze=False)
+    for ax, c in zip(axes[0], stages):
+        if c["train"]:
+            ax.plot([p["step"] for p in c["train"]], [p["reward"] for p in c["train"]], lw=1, label="train (sampled)")
+        if c["val"]:
+            ax.plot([p["step"] for p in c["val"]], [p["reward"] for p in c["val"]], "o-", ms=4, label="validation (greedy)")
+        r = c["reward"]
+        ax.set_title(f"stage {c['stage']}: red={r['red']}, alpha={r['alpha']}", fontsize=9)
+        ax.set_xlabel("GRPO step")
+        ax.set_ylabel("reward")
+        ax.set_ylim(-1.05, 1.05)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def train_picker(train_rows: Sequence[dict[str, Any]], val_rows: Sequence[dict[str, Any]], out: str | Path,
+                 cfg: PickerTrainConfig | None = None, info: dict[str, Any] | None = None,
+                 model_and_tokenizer: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    """Algorithm 2: stage 1 until the validation reward plateaus, then stage 2 from its adapters."""
+    import torch
+    from peft import LoraConfig
+
+    cfg = cfg or PickerTrainConfig()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(cfg.threads)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if not train_rows:
+        raise ValueError("no training rows: mine evidence sets first (ctxsel mine) and check their pools")
+    if model_and_tokenizer is not None:
+        model, tok = model_and_tokenizer
+        base_ref = "base"
+        model.save_pretrained(str(out / "base"))
+        tok.save_pretrained(str(out / "base"))
+    elif cfg.base == TINY:
+        model, tok = make_tiny_model(cfg.seed)
+        base_ref = "base"
+        model.save_pretrained(str(out / "base"))
+        tok.save_pretrained(str(out / "base"))
+    else:
+        model, tok = load_base(cfg.base)
+        base_ref = cfg.base if cfg.base == GEMMA_GGUF else str(Path(cfg.base).resolve())
+    rel_base = "../base" if base_ref == "base" else base_ref
+    newline_ends_replies(model, tok)
+    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=list(cfg.target_modules), task_type="CAUSAL_LM")
+    summary: dict[str, Any] = {"config": asdict(cfg), "n_train_rows": len(train_rows), "n_val_rows": len(val_rows),
+                               **(info or {})}
+    if cfg.warmup_steps:
+        from peft import get_peft_model
+
+        model = get_peft_model(model, lora)
+        lora = None
+        summary["warmup_loss"] = format_warmup(model, tok, train_rows, cfg.warmup_steps, cfg.warmup_lr, cfg.seed)
+    model, c1 = run_stage(model, tok, 1, train_rows, val_rows, cfg.stage1_max_steps, cfg, out, peft_config=lora,
+                          stop_on_plateau=True)
+    _save_stage(model, out, 1, rel_base, cfg, info or {})
+    model, c2 = run_stage(model, tok, 2, train_rows, val_rows, cfg.stage2_steps, cfg, out)
+    _save_stage(model, out, 2, rel_base, cfg, info or {})
+    curves = {"stage1": c1, "stage2": c2}
+    (out / "reward_curves.json").write_text(json.dumps(curves, indent=1) + "\n", encoding="utf-8")
+    plot_curves(out / "reward_curves.png", curves)
+    summary["curves"] = {k: {"steps": v["steps"], "stopped": v.get("stopped"),
+                             "val_first": v["val"][0] if v["val"] else None,
+                             "val_last": v["val"][-1] if v["val"] else None} for k, v in curves.items()}
+    (out / "train_summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n", encoding="utf-8")
+    return {"summary": summary, "curves": curves, "model": model, "tokenizer": tok}
+
+
+def split_train_val(rows: Sequence[dict[str, Any]], val_fraction: float = 0.2,
+                    seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Validation rows for the plateau check: whole questions (all their rewrites) held out of training."""
+    qids = sorted({r["query_id"] for r in rows})
+    if len(qids) < 2:
+        return list(rows), []
+    random.Random(seed).shuffle(qids)
+    n_val = max(1, round(val_fraction * len(qids)))
+    val = set(qids[:n_val])
+    return [r for r in rows if r["query_id"] not in val], [r for r in rows if r["query_id"] in val and r.get("variant", 0) == 0]
+
+
+__all__ = ["PickerTrainConfig", "TINY", "TRLPickerReward", "format_warmup", "make_tiny_model", "newline_ends_replies",
+           "picker_rows", "plot_curves", "run_stage", "score_reply", "split_train_val", "train_picker",
+           "validation_reward"]
