@@ -12,15 +12,8 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E4
 
 from ctxsel.integrations._core import META_KEYS  # noqa: E402
 from ctxsel.integrations.haystack import CtxselSelector  # noqa: E402
+from museum import QUERY, TEXTS  # noqa: E402
 
-TEXTS = [
-    "Parking near the museum is limited on weekends.",
-    "The meteorite in the museum weighs 3.2 kg.",
-    "Tickets cost 8 euros for adults.",
-    "The meteorite fell near the museum in 1902; its weight surprised everyone.",
-    "The cafe serves soup.",
-]
-QUERY = "How much does the meteorite in the museum weigh?"
 ALLOWED = ["ctxsel.integrations.haystack"]
 
 

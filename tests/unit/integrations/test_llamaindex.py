@@ -15,15 +15,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, Te
 
 from ctxsel.integrations._core import META_KEYS  # noqa: E402
 from ctxsel.integrations.llamaindex import CtxselPostprocessor  # noqa: E402
-
-TEXTS = [
-    "Parking near the museum is limited on weekends.",
-    "The meteorite in the museum weighs 3.2 kg.",
-    "Tickets cost 8 euros for adults.",
-    "The meteorite fell near the museum in 1902; its weight surprised everyone.",
-    "The cafe serves soup.",
-]
-QUERY = "How much does the meteorite in the museum weigh?"
+from museum import QUERY, TEXTS  # noqa: E402
 
 
 def nodes(scores: list[float | None] | None = None) -> list[NodeWithScore]:
