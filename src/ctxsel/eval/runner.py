@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ctxsel import __version__, metrics
+from ctxsel.datasets.multiple_choice import question_with_options
 from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, write_reports
 from ctxsel.eval.results import ResultLog, write_atomic
 from ctxsel.scoring import Scorer, get_scorer
-from ctxsel.datasets.multiple_choice import question_with_options
 from ctxsel.eval.judge import LLMJudge, score_answer
 from ctxsel.reader import Reader
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
