@@ -43,9 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ctxsel import select
-    from ctxsel.reader import Reader
-
     from ctxsel.datasets.multiple_choice import question_with_options
+    from ctxsel.reader import Reader
 
     chunks = load_document_chunks(args.document, args.chunking, args.max_bytes)
     client = make_llm(args)
