@@ -30,11 +30,9 @@ def _isolated_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
     mp.undo()
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread_in_model_tests(request: pytest.FixtureRequest) -> Iterator[None]:
-    if request.node.get_closest_marker("model") is None:
-        yield
-        return
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """torch on one thread for the test (2 cores, and the rest of the suite beside it)."""
     torch = pytest.importorskip("torch")
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -42,6 +40,12 @@ def _one_torch_thread_in_model_tests(request: pytest.FixtureRequest) -> Iterator
         yield
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread_in_model_tests(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("model") is not None:
+        request.getfixturevalue("one_torch_thread")
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import pickle
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +22,7 @@ from ctxsel.types import Chunk  # noqa: E402
 
 SMALL = dict(d_model=32, ff_dim=32, n_frequencies=8, head_hidden=32)
 
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def chunks(n: int, tokens: int = 10) -> list[Chunk]:

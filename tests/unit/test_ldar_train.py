@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +19,7 @@ from ctxsel.types import Chunk, Example  # noqa: E402
 
 SMALL = PolicyConfig(d_model=32, ff_dim=32, n_frequencies=8, head_hidden=32)
 
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def synthetic(m: int = 32, n: int = 40, seed: int = 0) -> list[TrainItem]:

@@ -135,6 +135,10 @@ class Selector(ABC):
         if k < floor:
             explanation += f"; raised to min_k={floor}"
             k = floor
+        return self._fit_budget(k, explanation, sorted_tokens)
+
+    def _fit_budget(self, k: int, explanation: str, sorted_tokens: np.ndarray) -> tuple[int, str]:
+        """The longest prefix of the top ``k`` that fits ``max_tokens`` (the hard budget)."""
         if self.max_tokens is not None and k > 0:
             fit = int(np.searchsorted(np.cumsum(sorted_tokens[:k]), self.max_tokens, side="right"))
             if fit < k:

@@ -180,12 +180,7 @@ class LDAR(Selector):
     def _limit_band(self, k: int, explanation: str, sorted_tokens: np.ndarray, meta: dict[str, Any]) -> tuple[int, str]:
         if "widened_to_min_k" in meta:
             explanation += f"; widened to min_k={meta['widened_to_min_k']}"
-        if self.max_tokens is not None and k > 0:
-            fit = int(np.searchsorted(np.cumsum(sorted_tokens[:k]), self.max_tokens, side="right"))
-            if fit < k:
-                explanation += f"; cut to {fit} by max_tokens={self.max_tokens}"
-                k = fit
-        return k, explanation
+        return self._fit_budget(k, explanation, sorted_tokens)
 
     def select(self, question: str, chunks: Any, scores: Any = None) -> Selection:
         sel = super().select(question, chunks, scores)
