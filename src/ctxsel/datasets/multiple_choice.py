@@ -160,10 +160,6 @@ def load_marathon(path: str | Path, limit: int | None = None) -> list[Example]:
     return out
 
 
-def is_multiple_choice(example: Example) -> bool:
-    return bool(example.options)
-
-
 def score_choice(example: Example, prediction: str) -> float | None:
     """1.0 when the reply names the gold option, else 0.0; None without a gold answer."""
     gold = example.meta.get("answer_index")
@@ -172,5 +168,5 @@ def score_choice(example: Example, prediction: str) -> float | None:
     return float(parse_choice(prediction, example.options) == gold)
 
 
-__all__ = ["LETTERS", "format_options", "is_multiple_choice", "load_marathon", "load_novelqa", "parse_choice",
+__all__ = ["LETTERS", "format_options", "load_marathon", "load_novelqa", "parse_choice",
            "question_with_options", "score_choice"]

@@ -32,11 +32,13 @@ def words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in STOPWORDS}
 
 
+def key_words(keys: Iterable[str]) -> set[str]:
+    """The non-stopword words of the keys (a key may be a phrase)."""
+    return set().union(*(words(k) for k in keys))
+
+
 def keyword_relevance(text: str, keys: Iterable[str]) -> int:
-    keyset: set[str] = set()
-    for k in keys:
-        keyset |= words(k)
-    return len(words(text) & keyset)
+    return len(words(text) & key_words(keys))
 
 
 class KeywordScorer:
@@ -45,7 +47,7 @@ class KeywordScorer:
     name = "keywords"
 
     def score(self, question: str, chunks: Sequence[Chunk], keys: Iterable[str] | None = None) -> np.ndarray:
-        keyset = set().union(*(words(k) for k in keys)) if keys is not None else words(question)
+        keyset = key_words(keys) if keys is not None else words(question)
         return np.fromiter(
             (len(words(c.text) & keyset) for c in chunks), dtype=np.float32, count=len(chunks)
         )

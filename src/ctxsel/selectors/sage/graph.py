@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ctxsel.chunking import split_sentences
-from ctxsel.scoring.keywords import words
+from ctxsel.scoring.keywords import key_words, words
 from ctxsel.types import Chunk
 
 
@@ -35,14 +35,6 @@ def sentence_vertices(chunks: Sequence[Chunk]) -> list[Chunk]:
             pos = next_pos.get(c.doc_id, 0)
             next_pos[c.doc_id] = pos + 1
             out.append(Chunk(f"{c.id}#s{j}", s, doc_id=c.doc_id, position=pos, meta={"parent": c.id}))
-    return out
-
-
-def key_words(keys: Iterable[str]) -> set[str]:
-    """The non-stopword words of the keys (a key may be a phrase)."""
-    out: set[str] = set()
-    for k in keys:
-        out |= words(k)
     return out
 
 
@@ -114,4 +106,4 @@ class SentenceGraph:
         return total, where
 
 
-__all__ = ["SentenceGraph", "key_words", "sentence_vertices"]
+__all__ = ["SentenceGraph", "sentence_vertices"]

@@ -73,7 +73,7 @@ from ctxsel.llm.prompts import (
     PromptTemplate,
     get_template,
 )
-from ctxsel.reader import clean_answer, for_template
+from ctxsel.reader import DEFAULT_MAX_ANSWER_TOKENS, clean_answer, for_template
 from ctxsel.scoring.keywords import words
 from ctxsel.selectors.base import Cut, Selector, as_int
 from ctxsel.selectors.sage.graph import SentenceGraph
@@ -208,8 +208,8 @@ class SAGE(Selector):
                temperature: float = 0.0, seed: int | None = None) -> tuple[str, str, LLMUsage] | None:
         """(answer, raw reply, usage) from ``context``: Prompt 3 with options, else the answer template."""
         if options:
-            t, prompt, n = MULTIPLE_CHOICE, MULTIPLE_CHOICE.render(
-                question=question_with_options(question, options), context=context), 48
+            t, n = MULTIPLE_CHOICE, DEFAULT_MAX_ANSWER_TOKENS[MULTIPLE_CHOICE.name]
+            prompt = t.render(question=question_with_options(question, options), context=context)
         else:
             t, n = self.answer_template, self.max_answer_tokens
             prompt = t.render(question=question, context=context)
