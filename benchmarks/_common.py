@@ -191,6 +191,14 @@ def _json_default(o: Any) -> Any:
 # -- statistics ---------------------------------------------------------------
 
 
+def percentile(xs: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted ``xs``, interpolated linearly (numpy's default)."""
+    pos = (len(xs) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
 def summarize(times_s: list[float]) -> dict[str, Any]:
     """Median / p90 / min / mean in milliseconds, plus the raw count."""
     xs = sorted(times_s)
@@ -198,16 +206,10 @@ def summarize(times_s: list[float]) -> dict[str, Any]:
     if n == 0:
         return {"n": 0}
 
-    def pct(q: float) -> float:  # linear interpolation, like numpy's default
-        pos = (n - 1) * q
-        lo = int(pos)
-        hi = min(lo + 1, n - 1)
-        return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
     return {
         "n": n,
-        "median_ms": pct(0.5) * 1e3,
-        "p90_ms": pct(0.9) * 1e3,
+        "median_ms": percentile(xs, 0.5) * 1e3,
+        "p90_ms": percentile(xs, 0.9) * 1e3,
         "min_ms": xs[0] * 1e3,
         "mean_ms": sum(xs) / n * 1e3,
         "max_ms": xs[-1] * 1e3,

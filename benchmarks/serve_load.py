@@ -152,19 +152,12 @@ def run_level(port: int, body: bytes, clients: int, duration_s: float, warmup: i
     for c in conns:
         c.close()
     xs = sorted(latencies)
-
-    def pct(q: float) -> float:
-        pos = (len(xs) - 1) * q
-        lo = int(pos)
-        hi = min(lo + 1, len(xs) - 1)
-        return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
     return {"clients": clients, "n_ok": len(xs), "errors": errors, "wall_s": wall,
-            "rps": len(xs) / wall, "p50_ms": pct(0.5) * 1e3, "p99_ms": pct(0.99) * 1e3,
+            "rps": len(xs) / wall, "p50_ms": C.percentile(xs, 0.5) * 1e3, "p99_ms": C.percentile(xs, 0.99) * 1e3,
             "mean_ms": sum(xs) / len(xs) * 1e3, "max_ms": xs[-1] * 1e3}
 
 
-def stage_times(payload: dict[str, Any], body: bytes) -> list[tuple[str, dict[str, Any]]]:
+def stage_times(body: bytes) -> list[tuple[str, dict[str, Any]]]:
     """One request's stages in process (no HTTP), each timed alone."""
     from pydantic_core import from_json
 
@@ -180,7 +173,6 @@ def stage_times(payload: dict[str, Any], body: bytes) -> list[tuple[str, dict[st
     selector = get_selector(req.method)
     scores = service.scores(req, chunks, selector)
     sel = selector.select(req.question, chunks, scores)
-    out = sel.to_dict()
     rows = [
         ("parse: pydantic_core.from_json (what the server uses)", lambda: from_json(body)),
         ("(for comparison: json.loads, FastAPI's default)", lambda: json.loads(body)),
@@ -192,7 +184,6 @@ def stage_times(payload: dict[str, Any], body: bytes) -> list[tuple[str, dict[st
         ("(whole path in process: parse to response dict)",
          lambda: service.select(SelectRequest.model_validate(from_json(body))).to_dict()),
     ]
-    del out
     return [(name, C.summarize(C.time_calls(fn, warmup=1, budget_s=2.0, min_repeats=5, max_repeats=50)))
             for name, fn in rows]
 
@@ -217,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         logged = server.request_lines()
     finally:
         server.stop()
-    stages = stage_times(payloads["embeddings"], bodies["embeddings"])
+    stages = stage_times(bodies["embeddings"])
     info["loadavg_end"] = C.loadavg()
 
     notes = [

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     settings = ServiceSettings(
         token=token, max_body_bytes=args.max_body_bytes, deadline_s=args.deadline,
         max_concurrency=args.max_concurrency, scorer=args.scorer, model=args.model, threads=args.threads,
-        reader=reader, reader_name=getattr(reader, "model_id", None) if reader is not None else None,
+        reader=reader, reader_name=getattr(reader, "model_id", None),
         ldar_policy=args.ldar_policy,
     )
     run_server(settings, args.host, args.port, log_level=args.log_level)

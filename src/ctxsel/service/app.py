@@ -39,10 +39,11 @@ from ctxsel.service.middleware import (
     RequestLogMiddleware,
     error_dict,
     log,
+    request_id,
 )
 from ctxsel.service.models import AnswerOut, AnswerRequest, ErrorOut, HealthOut, SelectionOut, SelectRequest
 from ctxsel.service.settings import LIMITED_PATHS, PUBLIC_PATHS, ServiceSettings
-from ctxsel.types import Chunk, Selection, check_unique_ids
+from ctxsel.types import Chunk, Selection, as_chunks
 
 T = TypeVar("T")
 
@@ -90,7 +91,7 @@ def _plain(x: Any) -> Any:
 
 def _error_response(request: Request, status: int, error: str, message: str,
                     headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
-    rid = request.scope.get("state", {}).get("request_id")
+    rid = request_id(request.scope)
     return JSONResponse(status_code=status, headers=headers, content=error_dict(status, error, message, rid, **extra))
 
 
@@ -172,18 +173,14 @@ class Service:
             if not chunks:
                 raise ValueError("the document has no text to select from")
             return chunks
-        out = []
-        for i, item in enumerate(req.chunks or []):
-            if isinstance(item, str):
-                out.append(Chunk(id=str(i), text=item, position=i))
-            else:
-                out.append(Chunk(
-                    id=item.id, text=item.text, doc_id=item.doc_id,
-                    position=i if item.position is None else item.position,
-                    n_tokens=-1 if item.n_tokens is None else item.n_tokens, meta=item.meta,
-                ))
-        check_unique_ids(out)
-        return out
+        return as_chunks(  # strings get ids "0", "1", ...; ids must be unique
+            item if isinstance(item, str) else Chunk(
+                id=item.id, text=item.text, doc_id=item.doc_id,
+                position=i if item.position is None else item.position,
+                n_tokens=-1 if item.n_tokens is None else item.n_tokens, meta=item.meta,
+            )
+            for i, item in enumerate(req.chunks or [])
+        )
 
     def selector(self, req: SelectRequest) -> Any:
         name, spec_options = parse_spec(req.method)
@@ -272,16 +269,14 @@ class Service:
             message = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
             raise ServiceError(422, "invalid_input", message or type(e).__name__) from None
         except ImportError as e:
-            log.error("missing dependency", extra={"fields": {"request_id": _rid(request), "error": str(e)}})
+            log.error("missing dependency",
+                      extra={"fields": {"request_id": request_id(request.scope), "error": str(e)}})
             raise ServiceError(500, "server_misconfigured", str(e)) from None
         except Exception:
-            log.exception("unhandled error", extra={"fields": {"request_id": _rid(request)}})
+            rid = request_id(request.scope)
+            log.exception("unhandled error", extra={"fields": {"request_id": rid}})
             raise ServiceError(500, "internal_error",
-                               f"internal error; the server log has the details (request id {_rid(request)})") from None
-
-
-def _rid(request: Request) -> str | None:
-    return request.scope.get("state", {}).get("request_id")
+                               f"internal error; the server log has the details (request id {rid})") from None
 
 
 def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -> FastAPI:
@@ -311,9 +306,10 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        raw = list(exc.errors())
         errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-                  for e in exc.errors()]
-        return _error_response(request, 422, "invalid_body", _validation_message(list(exc.errors())), detail=errors)
+                  for e in raw]
+        return _error_response(request, 422, "invalid_body", _validation_message(raw), detail=errors)
 
     @app.get("/health", response_model=HealthOut, tags=["service"])
     async def health() -> HealthOut:
@@ -325,8 +321,7 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
               tags=["selection"])
     async def select(req: SelectRequest, request: Request) -> Any:
         """Select the chunks a reader should see: the Selection as JSON."""
-        sel = await service.run(request, lambda: _plain(service.select(req).to_dict(with_text=req.with_text)))
-        return sel
+        return await service.run(request, lambda: _plain(service.select(req).to_dict(with_text=req.with_text)))
 
     @app.post("/answer", response_model=AnswerOut, responses=_responses(_ANSWER_ERRORS), dependencies=bearer,
               tags=["selection"])

@@ -158,10 +158,10 @@ class BodyTooLarge(HTTPException):
     of the body is never read); the middleware answers itself if it escapes.
     """
 
-    def __init__(self, limit: int, seen: int) -> None:
+    def __init__(self, limit: int, seen: int, how: str = "so far") -> None:
         super().__init__(
             413,
-            f"request body is larger than the {limit:,}-byte limit (got {seen:,} bytes so far); "
+            f"request body is larger than the {limit:,}-byte limit (got {seen:,} bytes {how}); "
             "send fewer or shorter chunks, or raise the server's --max-body-bytes",
             headers={"Connection": "close"},
         )
@@ -188,9 +188,8 @@ class BodySizeLimitMiddleware:
             return
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
-            exc = BodyTooLarge(self.max_bytes, int(declared))
-            await send_error(scope, send, 413, "body_too_large", exc.detail.replace("so far", "declared"),
-                             {"Connection": "close"})
+            exc = BodyTooLarge(self.max_bytes, int(declared), "declared")
+            await send_error(scope, send, 413, "body_too_large", exc.detail, {"Connection": "close"})
             return
         seen = 0
         started = False
