@@ -131,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             print("cold ray ...", flush=True)
             cold_ray_cache = work / "cache-ray"
             r = run_eval(args, work / "ray-cold", cold_ray_cache, "ray")
-            r.update(cache="cold", same_summary_as_local=not summary_diff(ref, work / "ray-cold"),
-                     diffs=summary_diff(ref, work / "ray-cold"))
+            diffs = summary_diff(ref, work / "ray-cold")
+            r.update(cache="cold", same_summary_as_local=not diffs, diffs=diffs)
             runs.append(r)
         else:
             print("filling the cache ...", flush=True)
@@ -142,13 +142,13 @@ def main(argv: list[str] | None = None) -> int:
             runs.append({**run_eval(args, work / "local-warm", cache, "local"), "cache": "warm"})
             print(f"warm ray {i + 1} ...", flush=True)
             r = run_eval(args, work / "ray-warm", cache, "ray")
-            r.update(cache="warm", same_summary_as_local=not summary_diff(ref, work / "ray-warm"),
-                     diffs=summary_diff(ref, work / "ray-warm"))
+            diffs = summary_diff(ref, work / "ray-warm")
+            r.update(cache="warm", same_summary_as_local=not diffs, diffs=diffs)
             runs.append(r)
         print("ray startup ...", flush=True)
         startup = ray_startup(args.startup_repeats)
-        n_methods = len(json.loads((ref / "summary.json").read_text(encoding="utf-8"))["methods"])
-        n_q = json.loads((ref / "summary.json").read_text(encoding="utf-8"))["config"]["n_examples"]
+        ref_summary = json.loads((ref / "summary.json").read_text(encoding="utf-8"))
+        n_methods, n_q = len(ref_summary["methods"]), ref_summary["config"]["n_examples"]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     info["loadavg_end"] = C.loadavg()
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         info,
         [f"Dataset: {args.dataset}, {n_q} questions x {n_methods} methods "
          f"({'the default set' if not args.methods else args.methods}), dense MiniLM scores (`--threads {args.threads}`)",
-         "Ray: a local cluster started by the command (`ray.init(address="local", num_cpus=N, include_dashboard=False)`), "
+         "Ray: a local cluster started by the command (`ray.init(address=\"local\", num_cpus=N, include_dashboard=False)`), "
          "shut down at the end; wall time is the whole `ctxsel eval` process, as a user sees it"],
     )
     md += "\n| engine | cache | wall s | Ray start s | examples s | actors | same summary as local |\n"
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                f"{r.get('ray_examples_s', '-')} | "
                f"{'-' if r['engine'] == 'local' else str(r['actors']) + ' x ' + format(r['cpus_per_actor'], 'g') + ' CPU'} | "
                f"{same} |\n")
-    md += "\nRay startup alone (new process each time): import ray, `ray.init(address="local", num_cpus=2, include_dashboard=False)`, `ray.shutdown()`:\n\n"
+    md += "\nRay startup alone (new process each time): import ray, `ray.init(address=\"local\", num_cpus=2, include_dashboard=False)`, `ray.shutdown()`:\n\n"
     md += "| run | import s | init s | shutdown s | whole process s |\n|---:|---:|---:|---:|---:|\n"
     for i, s in enumerate(startup, start=1):
         md += f"| {i} | {s['import_s']} | {s['init_s']} | {s['shutdown_s']} | {s['process_s']} |\n"

@@ -95,8 +95,9 @@ def run(args: argparse.Namespace) -> int:
 
         env = {}
         for flag in ("reader", "judge"):  # the workers build their own clients and need the key too
-            if getattr(args, flag) and os.environ.get(getattr(args, f"{flag}_api_key_env")):
-                env[getattr(args, f"{flag}_api_key_env")] = os.environ[getattr(args, f"{flag}_api_key_env")]
+            key_env = getattr(args, f"{flag}_api_key_env") if getattr(args, flag) else None
+            if key_env and os.environ.get(key_env):
+                env[key_env] = os.environ[key_env]
         ray_options = RayOptions(
             address=args.ray_address, num_cpus=args.ray_num_cpus, num_actors=args.ray_actors,
             cpus_per_actor=args.ray_cpus_per_actor, env_vars=env,

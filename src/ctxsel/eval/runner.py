@@ -124,7 +124,7 @@ def evaluate(
             run_on_ray(todo, selectors, sc, log, reader=reader, judge=judge, options=ray_options, progress=progress)
         else:
             for ex in tqdm(todo, desc="eval", unit="q", disable=not progress):
-                for row in example_rows(ex, sc, selectors, reader, judge, skip=lambda ex_id, m: log.done(ex_id, m)):
+                for row in example_rows(ex, sc, selectors, reader, judge, skip=log.done):
                     log.append(row)
         ids = {e.id for e in examples}
         rows = [r for r in log.rows if r["method"] in selectors and r["example_id"] in ids]

@@ -71,6 +71,25 @@ def make_selector(method: str | Selector, options: Mapping[str, Any] | None = No
     return get_selector(method, llm=llm, **dict(options or {}))
 
 
+class LazyParts:
+    """The selector and scorer of a pydantic component, built on first use and kept.
+
+    For the LangChain and LlamaIndex components: they declare the settings
+    (``method``, ``selector_options``, ``llm``, ``scorer``, ``scorer_options``)
+    as fields and ``_selector`` / ``_scorer`` as private attributes (default None).
+    """
+
+    def _get_selector(self) -> Selector:
+        if self._selector is None:
+            self._selector = make_selector(self.method, self.selector_options, self.llm)
+        return self._selector
+
+    def _get_scorer(self) -> Scorer:
+        if self._scorer is None:
+            self._scorer = scorer_from(self.scorer, self.scorer_options)
+        return self._scorer
+
+
 @dataclass
 class Outcome:
     """The kept input positions (rank order), their metadata, and the full Selection."""

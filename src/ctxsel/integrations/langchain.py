@@ -33,14 +33,14 @@ except ImportError as e:  # pragma: no cover - exercised by test_integrations_mi
 
     raise missing_extra("LangChain", "langchain", e) from e
 
-from ctxsel.integrations._core import Outcome, given_scores, make_selector, scorer_from, select_positions
+from ctxsel.integrations._core import LazyParts, Outcome, given_scores, select_positions
 from ctxsel.scoring.base import Scorer
 from ctxsel.selectors.base import Selector
 
 __all__ = ["CtxselCompressor", "select_documents"]
 
 
-class CtxselCompressor(BaseDocumentCompressor):
+class CtxselCompressor(LazyParts, BaseDocumentCompressor):
     """Keep the Documents a ctxsel method selects for the query (adaptive-k by default).
 
     - ``method``: any ctxsel method spec (``"adaptive-k"``, ``"top-k@5"``,
@@ -74,16 +74,6 @@ class CtxselCompressor(BaseDocumentCompressor):
     def last_report(self) -> dict[str, Any] | None:
         """The selection report of the latest ``compress_documents`` call (method, k, why, kept)."""
         return self._last_report
-
-    def _get_selector(self) -> Selector:
-        if self._selector is None:
-            self._selector = make_selector(self.method, self.selector_options, self.llm)
-        return self._selector
-
-    def _get_scorer(self) -> Scorer:
-        if self._scorer is None:
-            self._scorer = scorer_from(self.scorer, self.scorer_options)
-        return self._scorer
 
     def select(self, documents: Sequence[Document], query: str) -> tuple[list[Document], Outcome]:
         """The kept Documents (copies with ``ctxsel_*`` metadata) and the full outcome."""

@@ -35,14 +35,14 @@ except ImportError as e:  # pragma: no cover - exercised by test_integrations_mi
 
     raise missing_extra("LlamaIndex", "llamaindex", e) from e
 
-from ctxsel.integrations._core import META_KEYS, Outcome, given_scores, make_selector, scorer_from, select_positions
+from ctxsel.integrations._core import META_KEYS, LazyParts, Outcome, given_scores, select_positions
 from ctxsel.scoring.base import Scorer
 from ctxsel.selectors.base import Selector
 
 __all__ = ["CtxselPostprocessor"]
 
 
-class CtxselPostprocessor(BaseNodePostprocessor):
+class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
     """Keep the nodes a ctxsel method selects for the query (adaptive-k by default).
 
     ``method`` is any ctxsel method spec or a Selector (``selector_options``
@@ -72,16 +72,6 @@ class CtxselPostprocessor(BaseNodePostprocessor):
     def last_report(self) -> dict[str, Any] | None:
         """The selection report of the latest call (method, k, why, kept positions)."""
         return self._last_report
-
-    def _get_selector(self) -> Selector:
-        if self._selector is None:
-            self._selector = make_selector(self.method, self.selector_options, self.llm)
-        return self._selector
-
-    def _get_scorer(self) -> Scorer:
-        if self._scorer is None:
-            self._scorer = scorer_from(self.scorer, self.scorer_options)
-        return self._scorer
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
