@@ -93,18 +93,18 @@ def mine_example(example: Example, generator: Reader, judge: Judge = subem_judge
     usage = LLMUsage()
     steps: list[dict[str, Any]] = []
 
-    def correct(chunks: Sequence[Chunk]) -> bool:
+    def judged(chunks: Sequence[Chunk]) -> tuple[bool, str]:
+        """(correct?, the generator's answer) from ``chunks``, each distinct subset asked once."""
         nonlocal usage
         key = frozenset(c.id for c in chunks)
         if key not in memo:
             ans = generator.answer(example.question, _as_selection(chunks))
             usage = usage + ans.usage
             memo[key] = (judge(example, ans.text), ans.text)
-        return memo[key][0]
+        return memo[key]
 
-    ok = correct(cand)
-    steps.append({"try": "S_cand", "ids": [c.id for c in cand], "answer": memo[frozenset(c.id for c in cand)][1],
-                  "correct": ok})
+    ok, answer = judged(cand)
+    steps.append({"try": "S_cand", "ids": [c.id for c in cand], "answer": answer, "correct": ok})
     s_suf = list(cand)
     if ok:
         changed = True
@@ -114,9 +114,8 @@ def mine_example(example: Example, generator: Reader, judge: Judge = subem_judge
                 if len(s_suf) == 1:
                     break
                 trial = [x for x in s_suf if x.id != c.id]
-                still = correct(trial)
-                steps.append({"try": f"without {c.id}", "answer": memo[frozenset(x.id for x in trial)][1],
-                              "correct": still})
+                still, answer = judged(trial)
+                steps.append({"try": f"without {c.id}", "answer": answer, "correct": still})
                 if still:
                     s_suf = trial
                     changed = True
@@ -166,8 +165,7 @@ def mine(examples: Sequence[Example], generator: Reader, out_path: str | Path, *
             f.flush()
             os.fsync(f.fileno())
             done[ex.id] = rec
-    wanted = {e.id for e in examples}
-    return [done[e.id] for e in examples if e.id in done and e.id in wanted]
+    return [done[e.id] for e in examples if e.id in done]
 
 
 def read_mined(path: str | Path) -> list[dict[str, Any]]:

@@ -122,7 +122,7 @@ class ContextPicker(Selector):
                 continue
             idx = [i - 1 for i in parsed.ids]
             sel = Selection(ids=[pool.ids[i] for i in idx], scores=[pool.scores[i] for i in idx],
-                            chunks=[pool.chunks[i] for i in idx], method=self.name, config=self.config(),
+                            chunks=[pool.chunks[i] for i in idx], method=self.name, config={},  # _finish sets it
                             explanation="", n_candidates=len(chunk_list))
             why = f"picked {sel.k} of {pool.k} candidates: {parsed.rationale[:200]}"
             return self._finish(sel, why, usage, replies, errors, parsed.rationale, False, t0)

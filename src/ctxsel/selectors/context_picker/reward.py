@@ -61,9 +61,13 @@ def coverage(selected: Sequence[str], gold: Sequence[str]) -> float:
     return len(set(selected) & g) / len(g)
 
 
+def _stage(stage: StageReward | int) -> StageReward:
+    return STAGES[stage] if isinstance(stage, int) else stage
+
+
 def picker_reward(selected: Sequence[str] | None, gold: Sequence[str], stage: StageReward | int = STAGE1) -> float:
     """The reward of one reply: ``selected`` is None for an invalid reply."""
-    st = STAGES[stage] if isinstance(stage, int) else stage
+    st = _stage(stage)
     if selected is None:
         return INVALID_REWARD
     n, g = len(set(selected)), len(set(gold))
@@ -81,7 +85,7 @@ class PickerReward:
     """
 
     def __init__(self, stage: StageReward | int = STAGE1) -> None:
-        self.stage = STAGES[stage] if isinstance(stage, int) else stage
+        self.stage = _stage(stage)
         self.__name__ = f"picker_stage{self.stage.stage}"
 
     def describe(self) -> dict[str, Any]:

@@ -102,7 +102,8 @@ def picker_rows(records: Sequence[dict[str, Any]], examples: dict[str, Example],
 
     rows, skipped, trimmed = [], 0, 0
     for r in records:
-        ex = examples[r["query_id"] if "query_id" in r else r["id"]]
+        qid = r.get("query_id", r["id"])
+        ex = examples[qid]
         scores = np.asarray(scorer.score(r["question"], ex.chunks), dtype=np.float64)
         pool = candidate_pool(r["question"], ex.chunks, scores, n_tokens, max_candidates)
         pos = {cid: i + 1 for i, cid in enumerate(pool.ids)}
@@ -111,7 +112,7 @@ def picker_rows(records: Sequence[dict[str, Any]], examples: dict[str, Example],
             skipped += 1
             continue
         trimmed += len(gold) < len(r["s_gold"])
-        rows.append({"query_id": r.get("query_id", r["id"]), "question": r["question"],
+        rows.append({"query_id": qid, "question": r["question"],
                      "passages": [c.text for c in pool.chunks], "gold": gold})
     return rows, {"rows": len(rows), "skipped_no_gold_in_pool": skipped, "gold_partly_outside_pool": trimmed}
 
@@ -133,11 +134,12 @@ def _reply_text(completion: Any) -> str:
 
 def score_reply(text: str, gold: Sequence[int], n_candidates: int, stage: int) -> tuple[float, bool]:
     """(reward, valid) of one sampled reply against the 1-based gold numbers."""
+    gold_ids = [str(g) for g in gold]
     try:
         ids = parse_reply(_reply_text(text), n_candidates).ids
     except InvalidReply:
-        return picker_reward(None, [str(g) for g in gold], stage), False
-    return picker_reward([str(i) for i in ids], [str(g) for g in gold], stage), True
+        return picker_reward(None, gold_ids, stage), False
+    return picker_reward([str(i) for i in ids], gold_ids, stage), True
 
 
 class TRLPickerReward:
@@ -397,20 +399,15 @@ def train_picker(train_rows: Sequence[dict[str, Any]], val_rows: Sequence[dict[s
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if not train_rows:
         raise ValueError("no training rows: mine evidence sets first (ctxsel mine) and check their pools")
-    if model_and_tokenizer is not None:
-        model, tok = model_and_tokenizer
-        base_ref = "base"
+    if model_and_tokenizer is not None or cfg.base == TINY:
+        # a model made in process is saved beside the adapters, which name it relative to themselves
+        model, tok = model_and_tokenizer or make_tiny_model(cfg.seed)
         model.save_pretrained(str(out / "base"))
         tok.save_pretrained(str(out / "base"))
-    elif cfg.base == TINY:
-        model, tok = make_tiny_model(cfg.seed)
-        base_ref = "base"
-        model.save_pretrained(str(out / "base"))
-        tok.save_pretrained(str(out / "base"))
+        rel_base = "../base"
     else:
         model, tok = load_base(cfg.base)
-        base_ref = cfg.base if cfg.base == GEMMA_GGUF else str(Path(cfg.base).resolve())
-    rel_base = "../base" if base_ref == "base" else base_ref
+        rel_base = cfg.base if cfg.base == GEMMA_GGUF else str(Path(cfg.base).resolve())
     newline_ends_replies(model, tok)
     lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                       target_modules=list(cfg.target_modules), task_type="CAUSAL_LM")
