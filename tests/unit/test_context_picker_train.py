@@ -54,6 +54,7 @@ def test_rows_use_the_inference_pool_and_drop_gold_outside_it():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")
 def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
     import torch
     from safetensors.torch import load_file
@@ -66,7 +67,6 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
         train_picker,
     )
 
-    torch.set_num_threads(1)
     rows, _ = picker_rows(_records()[:4], _examples(), get_scorer("keywords"), n_tokens=30, max_candidates=3)
     model, tok = make_tiny_model(seed=0)
     # the random model first learns the reply format (all params, plain supervision), so that sampled
