@@ -60,18 +60,31 @@ class Example:
 
 @dataclass(slots=True)
 class LLMUsage:
-    """LLM cost of one selection or answer: calls and tokens in/out."""
+    """LLM cost of one selection or answer: calls and tokens in/out.
+
+    ``tokens_reused`` counts the prompt tokens (of ``tokens_in``) that the
+    backend took from a cache of an earlier call's shared prefix instead of
+    evaluating them (llama.cpp's KV cache, a server's ``cached_tokens``);
+    ``tokens_in - tokens_reused`` is the prompt work actually done.
+    """
 
     calls: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    tokens_reused: int = 0
 
     def __add__(self, other: LLMUsage) -> LLMUsage:
         return LLMUsage(
             self.calls + other.calls,
             self.tokens_in + other.tokens_in,
             self.tokens_out + other.tokens_out,
+            self.tokens_reused + other.tokens_reused,
         )
+
+    @property
+    def tokens_processed(self) -> int:
+        """Prompt tokens the model evaluated (not taken from a prefix cache)."""
+        return self.tokens_in - self.tokens_reused
 
 
 @dataclass(slots=True)

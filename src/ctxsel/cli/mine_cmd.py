@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     if not args.reader:
-        raise ValueError("ctxsel mine needs a generator: --reader local (the bundled Gemma) or --reader URL")
+        raise ValueError("ctxsel mine needs a generator: --reader local (the bundled model) or --reader URL")
     if args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
     examples = load_dataset(args.dataset, limit=args.limit, hotpotqa_path=args.hotpotqa)

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.selectors.ldar.train import TrainConfig, Trainer, TrainItem
 
     if args.reward == "llm" and not args.reader:
-        raise ValueError("--reward llm needs a reader: --reader local (the bundled Gemma) or --reader URL")
+        raise ValueError("--reward llm needs a reader: --reader local (the bundled model) or --reader URL")
     examples = load_dataset(args.dataset, hotpotqa_path=args.hotpotqa)
     if len(examples) < 2:
         raise ValueError(f"dataset {args.dataset!r} has {len(examples)} example(s); training needs a split")

@@ -61,6 +61,7 @@ class Completion:
                 "calls": self.usage.calls,
                 "tokens_in": self.usage.tokens_in,
                 "tokens_out": self.usage.tokens_out,
+                "tokens_reused": self.usage.tokens_reused,
             },
             "finish_reason": self.finish_reason,
             "model": self.model,
@@ -76,7 +77,8 @@ class Completion:
         u = d.get("usage") or {}
         return cls(
             text=str(d.get("text", "")),
-            usage=LLMUsage(int(u.get("calls", 0)), int(u.get("tokens_in", 0)), int(u.get("tokens_out", 0))),
+            usage=LLMUsage(int(u.get("calls", 0)), int(u.get("tokens_in", 0)), int(u.get("tokens_out", 0)),
+                           int(u.get("tokens_reused", 0))),
             finish_reason=d.get("finish_reason"),
             model=str(d.get("model", "")),
             raw=dict(d.get("raw") or {}),

