@@ -102,7 +102,7 @@ def test_default_reader_is_instruction_tuned_and_uses_its_chat_template(reader_c
     assert a.usage.tokens_in == reader_client.count_prompt_tokens(question)
     # the same prompt again: llama.cpp reuses every prompt token but the last from its KV cache
     b = reader_client.complete(question, max_tokens=16)
-    assert b.text == a.text and b.usage.tokens_reused == b.usage.tokens_in - 1
+    assert b.text == a.text and b.usage.tokens_reused >= b.usage.tokens_in - 1 and a.usage.tokens_reused < 5
 
 
 def test_reader_window_is_the_trained_one_by_default():

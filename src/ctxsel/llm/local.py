@@ -181,7 +181,9 @@ class LocalLlamaClient:
                 hint="select fewer chunks (the reader cuts a selection to its window), or raise n_ctx",
             )
         with self._lock:
-            reused = self._reusable_prefix(tokens)
+            import llama_cpp
+
+            llama_cpp.llama_perf_context_reset(self._llm._ctx.ctx)
             try:
                 out = self._llm.create_completion(
                     tokens,
@@ -193,6 +195,8 @@ class LocalLlamaClient:
                 )
             except ValueError as e:  # llama.cpp's own window check
                 raise LLMError(str(e), model=self.model_id) from e
+            evaluated = llama_cpp.llama_perf_context(self._llm._ctx.ctx).n_p_eval  # prompt tokens computed
+        reused = max(0, n_prompt - int(evaluated))
         choice = out["choices"][0]
         usage = out.get("usage") or {}
         return Completion(
@@ -203,19 +207,6 @@ class LocalLlamaClient:
             model=self.model_id,
             raw={k: v for k, v in out.items() if k != "choices"},
         )
-
-    def _reusable_prefix(self, tokens: list[int]) -> int:
-        """Prompt tokens llama.cpp will take from its KV cache: the prefix shared with what it holds now.
-
-        Mirrors ``Llama.generate``: at least the last prompt token is always evaluated again.
-        """
-        held = self._llm._input_ids[: self._llm.n_tokens]
-        n = 0
-        for a, b in zip(held, tokens):
-            if a != b:
-                break
-            n += 1
-        return min(n, len(tokens) - 1) if n else 0
 
 
 def _free_port() -> int:

@@ -1,0 +1,107 @@
+"""Every method read by the default local reader on hotpotqa-long: one table from closed-book to oracle.
+
+Two ``ctxsel eval`` runs with ``--reader local`` (the default bundled model):
+the expensive methods (LLM-routed, LLM-picked, full context) on the fixed
+20-question test split, and the cheap ones on all 100 questions as well.
+The table has, per method and question set: SubEM, EM, F1 (HotpotQA's
+official normalisation), gold-paragraph recall, selected tokens (cl100k),
+the reader's own tokens in (and how many were taken from llama.cpp's KV
+cache) and out, LLM calls and seconds per question. "full" is the whole
+pool cut to the reader's window (the best-ranked chunks that fit, in
+document order), so its row says how much was cut.
+
+    OMP_NUM_THREADS=1 python benchmarks/reader_hotpotqa.py [--n-ctx 8192] [--test-methods ...] [--all-methods ...]
+
+Resumable and cached (runs/reader_hotpotqa_*): a killed run goes on where it
+stopped. Writes benchmarks/results/reader_hotpotqa.md and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from _common import add_common_args, header_md, loadavg, machine_info, setup_threads, write_report
+
+TEST_METHODS = "closed-book,oracle,full,top-k@5,top-n-tokens@2k,adaptive-k,self-route,context-picker,sage"
+ALL_METHODS = "closed-book,oracle,top-k@5,adaptive-k"
+
+COLUMNS = (
+    ("score", "SubEM %", "pct"),
+    ("em", "EM %", "pct"),
+    ("f1", "F1 %", "pct"),
+    ("recall", "recall %", "pct"),
+    ("n_tokens", "tokens", ",.0f"),
+    ("tokens_in", "reader in", ",.0f"),
+    ("tokens_reused", "of which reused", ",.0f"),
+    ("tokens_out", "reader out", ",.1f"),
+    ("llm_calls", "LLM calls", ".2f"),
+    ("wall_s", "s / question", ".1f"),
+    ("cut", "cut to window %", "pct"),
+    ("invalid_share", "invalid replies %", "pct"),
+    ("errors", "errors", ".0f"),
+)
+
+
+def _cell(v: object, fmt: str) -> str:
+    if v is None:
+        return "-"
+    return f"{100 * float(v):.1f}" if fmt == "pct" else format(float(v), fmt)  # type: ignore[arg-type]
+
+
+def run_eval(split: str | None, methods: str, output: str, args: argparse.Namespace) -> dict:
+    from ctxsel.cli.main import main as ctxsel
+
+    cmd = ["eval", "--dataset", "hotpotqa-long", "--methods", methods, "--reader", args.reader, "--output", output,
+           "--threads", str(args.threads), "--llm-threads", str(args.llm_threads)]
+    if split:
+        cmd += ["--split", split]
+    if args.n_ctx:
+        cmd += ["--n-ctx", str(args.n_ctx)]
+    if args.no_progress:
+        cmd.append("--no-progress")
+    rc = ctxsel(cmd)
+    if rc:
+        raise SystemExit(f"ctxsel {' '.join(cmd)} failed with exit code {rc}")
+    return {"command": "ctxsel " + " ".join(cmd), "summary": json.loads((Path(output) / "summary.json").read_text())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--reader", default="local")
+    p.add_argument("--n-ctx", type=int, default=None, help="reader window (default: the model's trained window)")
+    p.add_argument("--llm-threads", type=int, default=1)
+    p.add_argument("--test-methods", default=TEST_METHODS)
+    p.add_argument("--all-methods", default=ALL_METHODS, help="also run on all 100 questions ('' to skip)")
+    p.add_argument("--output", default="runs/reader_hotpotqa")
+    p.add_argument("--no-progress", action="store_true")
+    add_common_args(p)
+    args = p.parse_args(argv)
+    info = machine_info(setup_threads(args.threads), versions=("llama_cpp",))
+
+    runs = {"test split (20)": run_eval("test", args.test_methods, f"{args.output}_test", args)}
+    if args.all_methods:
+        runs["all 100"] = run_eval(None, args.all_methods, f"{args.output}_all", args)
+    info["loadavg_end"] = loadavg()
+
+    lines = [header_md("hotpotqa-long read by the default local reader", info, [
+        f"Reader: `--reader {args.reader}`, window {args.n_ctx or 'the model default'}, "
+        f"{args.llm_threads} llama.cpp thread(s), greedy; MiniLM scores; response cache on (a rerun is free)."]),
+        "| method | questions | " + " | ".join(h for _, h, _ in COLUMNS) + " |",
+        "|---|---|" + "|".join("---:" for _ in COLUMNS) + "|"]
+    for where, run in runs.items():
+        for method, row in run["summary"].items():
+            if not isinstance(row, dict) or "n" not in row:
+                continue
+            lines.append(f"| {method} | {where} | " + " | ".join(_cell(row.get(k), f) for k, _, f in COLUMNS) + " |")
+    lines += ["", *(f"- `{r['command']}`" for r in runs.values())]
+    md = "\n".join(lines) + "\n"
+    write_report("reader_hotpotqa", args.out, md, {"machine": info, "runs": runs})
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
