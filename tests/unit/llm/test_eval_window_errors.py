@@ -7,6 +7,8 @@ OpenAI-compatible server for the HTTP path."""
 from __future__ import annotations
 
 import json
+
+import numpy as np
 from pathlib import Path
 
 import pytest
@@ -291,3 +293,33 @@ def test_an_example_that_cannot_be_scored_is_that_examples_error(tmp_path: Path)
         ("e1", "top-k@1", "score"), ("e1", "closed-book", "score")]
     assert bad[0]["error"] == "RuntimeError: scorer broke"
     assert summary["top-k@1"]["errors"] == 1 and summary["top-k@1"]["recall"] == 0.5  # over e0 and e2
+
+
+def test_sage_answers_from_its_most_relevant_evidence_that_fits_the_window() -> None:
+    from ctxsel.selectors.sage.selector import SAGE
+
+    # four paragraphs of one long sentence each; the keys hit "cherry" (2 words shared) and "apple" (1)
+    doc = [Chunk("p0", "apple cherry " + "apple " * 60 + "end.", position=0),
+           Chunk("p1", "banana " * 60 + "end.", position=1),
+           Chunk("p2", "cherry cherry " + "cherry " * 60 + "end.", position=2),
+           Chunk("p3", "date " * 60 + "end.", position=3)]
+
+    class Client(WindowClient):
+        def complete(self, prompt, **kw):
+            if "Extract proper keywords" in prompt:
+                self.replies.insert(0, "cherry, apple")
+            elif "IMPORTANCE SCORE" in prompt:
+                self.replies.insert(0, "YES")
+            return super().complete(prompt, **kw)
+
+    # room for the factoid prompt with one 64-word sentence, not two
+    client = Client(window_for("which fruit?", 0) + 100, replies=[])
+    s = SAGE(client, iter_max=1, n_perturb=0, counting=False, neighbor_num=0, embed=lambda t: np.ones((len(t), 2)))
+    sel = s.select("which fruit?", doc)
+    assert sel.ids == ["p0#s0", "p2#s0"] and sel.scores == [2.0, 1.0]  # the evidence gathered (p0 matches both keys)
+    cut = sel.meta["cut"]  # ... is cut for the answer to the best-ranked sentence
+    assert (cut["chunks_before"], cut["chunks_after"], cut["dropped"]) == (2, 1, ["p2#s0"])
+    answers = [p for p in client.prompts if p.startswith("Your task is to answer")]
+    assert len(answers) == 1 and "apple cherry" in answers[0] and "cherry cherry" not in answers[0]
+    assert sel.meta["answer"] == "cherry" and not sel.meta["failures"]
+    assert [step["step"] for step in sel.trace] == ["cut", "round"]

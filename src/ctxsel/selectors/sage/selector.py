@@ -47,11 +47,14 @@ Where the paper is silent (each choice is a parameter):
   whose options hold no number is explored instead; if no voter names an
   option the first option is answered. A prompt too long for the model's
   window ends the exploration (the evidence so far is answered from).
-- the final answer reads within the model's window when it is known
+- the answers (the clean and perturbed ones behind the importance, and the
+  final answer or votes) read within the model's window when it is known
   (:func:`ctxsel.reader.context_window`, as the reader does): evidence that
   does not fit is cut to its most relevant sentences (retrieved ones by
   word overlap, then neighbours), read in document order; ``meta["cut"]``
-  and a ``cut`` trace step record it.
+  (the final answer's) and a ``cut`` trace step record it. The keys and
+  sufficiency prompts read the whole evidence: past the window they end
+  the exploration as above.
 """
 
 from __future__ import annotations
@@ -341,7 +344,9 @@ class SAGE(Selector):
                 "neighbours": [graph.vertices[i].id for i in neigh], "new_sentences": len(evidence) - before,
             }
             context = self._text(graph, evidence)
-            imp, clean, lambdas = self.importance(run, question, options, context, rng)
+            # the answers behind the importance read what the final answer would: the evidence that fits
+            imp, clean, lambdas = self.importance(
+                run, question, options, self._fit_evidence(run, graph, evidence, question, options, context), rng)
             step.update(importance=None if imp is None else round(imp, 4), lambdas=lambdas)
             got = None if run.out_of_window else self._ask(
                 run, SAGE_SUFFICIENT, SAGE_SUFFICIENT.render(
@@ -440,9 +445,11 @@ class SAGE(Selector):
             run.failures.append(f"answer: the prompt exceeds the model's window even without evidence ({e})")
             return context
         if cut is None:
+            run.cut = None
             return context
+        if cut != run.cut:
+            run.trace.append({"step": "cut", **{k: v for k, v in cut.items() if k != "dropped"}})
         run.cut = cut
-        run.trace.append({"step": "cut", **{k: v for k, v in cut.items() if k != "dropped"}})
         return text(kept)
 
     @staticmethod
