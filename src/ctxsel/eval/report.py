@@ -113,7 +113,8 @@ def write_reports(out: Path, summary: dict[str, Any], rows: Sequence[Mapping[str
     md += markdown_table(summary)
     if config.get("reader"):
         r = config["reader"]
-        md += f"\n## Reading with `{r['model']}` ({r['template']})\n\n" + markdown_table(summary, reader_columns(summary))
+        md += f"\n## Reading with `{r['model']}` ({r['template']})\n\n"
+        md += markdown_table(summary, reader_columns(summary))
     if any(k in e for e in summary.values() for k in ("invalid_share", "fallback")):
         md += "\n## LLM selector replies\n\n" + markdown_table(summary, SELECTOR_REPLY_COLUMNS)
     write_atomic(out / "summary.md", md)

@@ -92,7 +92,8 @@ class Oracle(_Reference):
         missing = [g for g in gold if g not in where]
         if missing:
             shown = ", ".join(repr(g) for g in missing[:5]) + (" ..." if len(missing) > 5 else "")
-            raise ValueError(f"method 'oracle': gold id(s) {shown} are not among the example's {len(chunk_list)} chunks")
+            raise ValueError(
+                f"method 'oracle': gold id(s) {shown} are not among the example's {len(chunk_list)} chunks")
         if scores is not None and len(scores) != len(chunk_list):
             raise ValueError(f"got {len(scores)} scores for {len(chunk_list)} chunks; they must match")
         picked = sorted((where[g] for g in gold), key=lambda i: (chunk_list[i].doc_id, chunk_list[i].position, i))

@@ -427,7 +427,8 @@ class SAGE(Selector):
         if self._window is None or not evidence:
             return context
         if options:
-            t, n, q = MULTIPLE_CHOICE, DEFAULT_MAX_ANSWER_TOKENS[MULTIPLE_CHOICE.name], question_with_options(question, options)
+            t, q = MULTIPLE_CHOICE, question_with_options(question, options)
+            n = DEFAULT_MAX_ANSWER_TOKENS[MULTIPLE_CHOICE.name]
         else:
             t, n, q = self.answer_template, self.max_answer_tokens, question
         ranked = sorted(evidence, key=lambda i: (evidence[i] is None, -(evidence[i] or 0.0), i))
