@@ -2,7 +2,12 @@
 
 Retrieval (over chunk ids): context recall and precision (RAGChecker's
 definitions, as the Adaptive-k code uses them), diff-k, token reduction.
-Answers: SubEM, EM and token F1 with HELMET/SQuAD answer normalisation.
+Answers: SubEM, EM and token F1 with HELMET/SQuAD answer normalisation;
+EM and F1 are HotpotQA's official ones (``hotpot_evaluate_v1.py``): the same
+normalisation, and an F1 of 0 whenever the prediction or the gold answer is
+``yes``, ``no`` or ``noanswer`` and the two differ. Over several gold
+answers each score is the maximum over them (SQuAD's convention; HotpotQA
+has one gold answer per question, so there it is the official number).
 
 diff-k: ``true_k`` here is 1-based -- the rank of the lowest-ranked gold
 chunk, i.e. the smallest k with 100% recall -- and ``diff_k = |k - true_k|``.
@@ -73,18 +78,44 @@ def substring_exact_match(prediction: str, answers: Iterable[str]) -> float:
 
 
 def exact_match(prediction: str, answers: Iterable[str]) -> float:
+    """1.0 if the normalised prediction equals any normalised gold answer (official EM)."""
     p = normalize_answer(prediction)
     return float(any(normalize_answer(a) == p for a in answers))
 
 
+#: Answers whose F1 is all or nothing in HotpotQA's official script.
+YES_NO_ANSWERS = frozenset({"yes", "no", "noanswer"})
+
+
+def f1_precision_recall(prediction: str, answer: str) -> tuple[float, float, float]:
+    """(F1, precision, recall) of one prediction against one gold answer, as
+    ``f1_score`` in HotpotQA's ``hotpot_evaluate_v1.py`` computes them.
+
+    Tokens are the normalised words, counted with multiplicity. If either
+    side normalises to ``yes``, ``no`` or ``noanswer`` and the two differ, all
+    three are 0 (so "yes it is" against "yes" scores 0, not 0.67). No shared
+    token (an empty side included) is 0.
+    """
+    p, g = normalize_answer(prediction), normalize_answer(answer)
+    if (p in YES_NO_ANSWERS or g in YES_NO_ANSWERS) and p != g:
+        return 0.0, 0.0, 0.0
+    pred, gold = p.split(), g.split()
+    common = sum((Counter(pred) & Counter(gold)).values())
+    if common == 0:
+        return 0.0, 0.0, 0.0
+    precision, recall = common / len(pred), common / len(gold)
+    return 2 * precision * recall / (precision + recall), precision, recall
+
+
 def token_f1(prediction: str, answers: Iterable[str]) -> float:
-    best = 0.0
-    pred = normalize_answer(prediction).split()
-    for a in answers:
-        gold = normalize_answer(a).split()
-        common = sum((Counter(pred) & Counter(gold)).values())
-        if common == 0:
-            continue
-        p, r = common / len(pred), common / len(gold)
-        best = max(best, 2 * p * r / (p + r))
-    return best
+    """The official HotpotQA token F1, maximised over the gold answers (0 without any)."""
+    return max((f1_precision_recall(prediction, a)[0] for a in answers), default=0.0)
+
+
+def answer_scores(prediction: str, answers: Sequence[str]) -> dict[str, float]:
+    """``{"subem", "em", "f1"}`` of one prediction, each the maximum over ``answers``."""
+    return {
+        "subem": substring_exact_match(prediction, answers),
+        "em": exact_match(prediction, answers),
+        "f1": token_f1(prediction, answers),
+    }

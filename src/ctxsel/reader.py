@@ -9,17 +9,40 @@ A selection made by an LLM-routed method (Self-Route) already carries its
 answer in ``selection.meta["answer"]``; the reader then returns it without
 another call. ``Answer.usage`` always holds every LLM call behind the
 answer: the selector's and the reader's.
+
+The window is a budget, not a crash. When the reader knows its model's
+window (:func:`context_window`: a local client's ``n_ctx``, counted with the
+model's own ``count_tokens``; an HTTP client's optional ``context_window``,
+counted with cl100k; or ``Reader(window=N)``) and the prompt plus
+``max_answer_tokens`` would not fit, the selection is cut before the call
+(:func:`fit_to_window`): the best-ranked chunks are kept (``Selection.ids``
+is rank order), the worst dropped first, and the kept ones are read in
+reading order. ``Answer.selection`` is then what was read and
+``Answer.meta["cut"]`` says how much was dropped. Margins, since the count
+is not exactly what the model sees:
+
+- ``TEMPLATE_MARGIN`` (64) tokens are always kept free: a chat template
+  wraps the prompt in role markers and may add a system turn (ChatML's
+  markers are about 10 tokens, Qwen2.5's default system prompt about 20);
+- with cl100k standing in for an unknown server tokenizer, another
+  ``FOREIGN_TOKENIZER_MARGIN`` (10%) of the window: cl100k counts are
+  close to Qwen's and Llama 3's, and about 10-20% under smaller
+  vocabularies (Gemma, Llama 2). If that is still too little, the server's
+  context-length error is the row's error in an eval, never a silent cut.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ctxsel.llm.base import LLMClient
+from ctxsel.llm.base import LLMClient, LLMContextLengthError
 from ctxsel.llm.prompts import FACTOID_QA, PromptTemplate, get_template
+from ctxsel.tokens import count_tokens as cl100k_tokens
 from ctxsel.types import LLMUsage, Selection
 
 #: Answer tokens per template: a short factoid, or reasoning plus a list.
@@ -46,6 +69,128 @@ class Answer:
             "selection": self.selection.to_dict(with_text=with_text),
             "meta": self.meta,
         }
+
+
+#: Tokens always kept free in the window: what a chat template adds around the prompt.
+TEMPLATE_MARGIN = 64
+#: Share of the window also kept free when prompts are counted with cl100k, not the model's tokenizer.
+FOREIGN_TOKENIZER_MARGIN = 0.10
+
+
+@dataclass(frozen=True, slots=True)
+class ContextWindow:
+    """A model's window: ``size`` tokens (prompt + answer), how to count a
+    prompt in them, and how many to keep free (``margin``)."""
+
+    size: int
+    count: Callable[[str], int]
+    margin: int
+    tokenizer: str  # "model" (the client's own count_tokens) or "cl100k"
+
+    def prompt_budget(self, answer_tokens: int) -> int:
+        """The most prompt tokens that leave room for the answer and the margin."""
+        return self.size - self.margin - answer_tokens
+
+
+def _inner_clients(client: Any, depth: int = 8) -> list[Any]:
+    """``client`` and the clients it wraps (a CachedClient's ``.client``, and so on)."""
+    out = [client]
+    while depth and getattr(out[-1], "client", None) is not None and hasattr(out[-1], "complete"):
+        out.append(out[-1].client)
+        depth -= 1
+    return out
+
+
+def context_window(client: Any, window: int | None = None) -> ContextWindow | None:
+    """The window a reader must fit, looking through cache wrappers; None when unknown.
+
+    ``window`` (if given) overrides the client's own. A client with
+    ``count_tokens`` (the local llama.cpp one) counts in its own vocabulary
+    with :data:`TEMPLATE_MARGIN` kept free; any other counts with cl100k and
+    keeps :data:`FOREIGN_TOKENIZER_MARGIN` of the window free as well.
+    """
+    size = window
+    counter = None
+    for c in _inner_clients(client):
+        if size is None:
+            size = getattr(c, "n_ctx", None) or getattr(c, "context_window", None)
+        if counter is None and callable(getattr(c, "count_tokens", None)):
+            counter = c.count_tokens
+    if size is None:
+        return None
+    size = int(size)
+    if size <= 0:
+        raise ValueError(f"a context window must be a positive number of tokens, got {size}")
+    if counter is not None:
+        return ContextWindow(size, counter, TEMPLATE_MARGIN, "model")
+    return ContextWindow(size, cl100k_tokens, TEMPLATE_MARGIN + math.ceil(FOREIGN_TOKENIZER_MARGIN * size), "cl100k")
+
+
+def fit_to_window(
+    selection: Selection,
+    render: Callable[[Selection], str],
+    window: ContextWindow | None,
+    answer_tokens: int,
+) -> tuple[Selection, dict[str, Any] | None]:
+    """``selection`` cut so that ``render(selection)`` plus the answer fits ``window``.
+
+    Keeps the longest prefix of the rank order (``selection.ids``) whose
+    prompt fits, so the worst-ranked chunks go first; ``render`` lays the
+    kept chunks out as it likes (in reading order, for every caller here).
+    Returns the selection unchanged and None when it fits (or the window is
+    unknown); else the cut selection and a record of the cut (chunks and
+    tokens before/after, in the project's cl100k count and in the window's
+    own count of the prompt, plus the dropped ids). If even an empty
+    context does not fit, raises :class:`LLMContextLengthError`: the
+    question alone is too long, and no cut can help.
+    """
+    if window is None or not selection.chunks:
+        return selection, None
+    budget = window.prompt_budget(answer_tokens)
+    full = window.count(render(selection))
+    if full <= budget:
+        return selection, None
+
+    def head(k: int) -> Selection:
+        return replace(selection, ids=selection.ids[:k], scores=selection.scores[:k], chunks=selection.chunks[:k],
+                       trace=list(selection.trace), meta=dict(selection.meta))
+
+    empty = window.count(render(head(0)))
+    if empty > budget:
+        raise LLMContextLengthError(
+            f"the prompt without any context already has {empty:,} tokens; with {answer_tokens} answer tokens and a "
+            f"margin of {window.margin} it cannot fit the {window.size:,}-token window",
+            hint="shorten the question or the prompt template, lower the answer tokens, or use a model with a "
+                 "larger window",
+        )
+    lo, hi = 0, len(selection.chunks) - 1  # head(lo) fits, head(hi + 1) does not
+    fitted = {0: empty}
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        fitted[mid] = window.count(render(head(mid)))
+        if fitted[mid] <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    cut = head(lo)
+    info = {
+        "chunks_before": selection.k,
+        "chunks_after": cut.k,
+        "tokens_before": selection.n_tokens,
+        "tokens_after": cut.n_tokens,
+        "prompt_tokens_before": full,
+        "prompt_tokens_after": fitted[lo],
+        "window": window.size,
+        "margin": window.margin,
+        "answer_tokens": answer_tokens,
+        "tokenizer": window.tokenizer,
+        "dropped": selection.ids[lo:],
+    }
+    cut.explanation = (f"{selection.explanation}; cut to the best {cut.k} of {selection.k} chunks "
+                       f"({cut.n_tokens:,} of {selection.n_tokens:,} tokens) to fit the reader's "
+                       f"{window.size:,}-token window")
+    cut.meta["cut"] = info
+    return cut, info
 
 
 _LEAD = re.compile(r"^[\s*\-:>]+")
@@ -76,6 +221,9 @@ class Reader:
     Calls are greedy (temperature 0) and go through the client as given:
     wrap it in a :class:`~ctxsel.llm.cache.CachedClient` to cache them (the
     template's ``name-vN`` then joins the key).
+
+    ``window`` is the model's window in tokens; None (default) takes the
+    client's own (:func:`context_window`), and without one nothing is cut.
     """
 
     def __init__(
@@ -84,22 +232,32 @@ class Reader:
         template: PromptTemplate | str = FACTOID_QA,
         *,
         max_answer_tokens: int | None = None,
+        window: int | None = None,
     ) -> None:
         self.template = get_template(template) if isinstance(template, str) else template
         self.client = for_template(client, self.template)
         self.max_answer_tokens = max_answer_tokens or DEFAULT_MAX_ANSWER_TOKENS.get(self.template.name, 64)
+        self.window = context_window(client, window)
 
     def prompt(self, question: str, context: str) -> str:
         return self.template.render(question=question, context=context)
+
+    def fit(self, question: str, selection: Selection) -> tuple[Selection, dict[str, Any] | None]:
+        """The selection cut to this reader's window (see :func:`fit_to_window`)."""
+        return fit_to_window(selection, lambda s: self.prompt(question, format_context(s)), self.window,
+                             self.max_answer_tokens)
 
     def answer(self, question: str, selection: Selection) -> Answer:
         if selection.meta.get("answer") is not None:  # an LLM-routed selector answered already
             return Answer(
                 text=selection.meta["answer"], raw=selection.meta.get("raw_answer", selection.meta["answer"]),
                 selection=selection, usage=selection.usage, seconds=float(selection.meta.get("seconds", 0.0)),
-                template=selection.meta.get("template", ""), meta={"route": selection.meta.get("route")},
+                template=selection.meta.get("template", ""),
+                meta={"route": selection.meta.get("route"),
+                      **({"cut": selection.meta["cut"]} if selection.meta.get("cut") else {})},
             )
         t0 = time.perf_counter()
+        selection, cut = self.fit(question, selection)
         reply = self.client.complete(
             self.prompt(question, format_context(selection)),
             max_tokens=self.max_answer_tokens,
@@ -113,7 +271,7 @@ class Reader:
             usage=selection.usage + reply.usage,
             seconds=time.perf_counter() - t0,
             template=self.template.key,
-            meta={"cached": reply.cached},
+            meta={"cached": reply.cached, **({"cut": cut} if cut else {})},
         )
 
 
@@ -126,4 +284,5 @@ def for_template(client: LLMClient, template: PromptTemplate) -> LLMClient:
     return client
 
 
-__all__ = ["Answer", "Reader", "clean_answer", "format_context", "for_template"]
+__all__ = ["Answer", "ContextWindow", "FOREIGN_TOKENIZER_MARGIN", "Reader", "TEMPLATE_MARGIN", "clean_answer",
+           "context_window", "fit_to_window", "format_context", "for_template"]

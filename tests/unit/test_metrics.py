@@ -137,3 +137,43 @@ class TestAnswerMetrics:
         assert m.token_f1("nothing shared", ["other words"]) == 0.0
         assert m.token_f1("", ["x"]) == 0.0
         assert m.token_f1("x", []) == 0.0
+
+
+class TestOfficialHotpotQA:
+    """EM and F1 as ``hotpot_evaluate_v1.py`` computes them (one gold answer each)."""
+
+    @pytest.mark.parametrize(
+        ("pred", "gold", "em", "f1"),
+        [
+            ("yes", "yes", 1.0, 1.0),
+            ("Yes.", "yes", 1.0, 1.0),               # punctuation and case are normalised away
+            ("yes", "no", 0.0, 0.0),
+            ("yes it is", "yes", 0.0, 0.0),          # gold is yes/no: all or nothing (SQuAD F1 would give 0.5)
+            ("no", "no way out", 0.0, 0.0),          # prediction is yes/no and differs: 0 (SQuAD: 0.5)
+            ("noanswer", "noanswer", 1.0, 1.0),
+            ("noanswer", "Paris", 0.0, 0.0),
+            ("The Eiffel Tower!", "Eiffel Tower", 1.0, 1.0),   # articles and punctuation dropped
+            ("an apple", "Apple", 1.0, 1.0),
+            ("U.S.A.", "USA", 1.0, 1.0),
+            ("theatre", "the atre", 0.0, 0.0),       # "the" is removed only as a whole word
+            ("Kestrel Optical Works in 1923", "the Kestrel Optical Works", 0.0, 2 * 0.6 * 1.0 / 1.6),
+            ("", "Paris", 0.0, 0.0),
+        ],
+    )
+    def test_official_cases(self, pred: str, gold: str, em: float, f1: float) -> None:
+        assert m.exact_match(pred, [gold]) == em
+        assert m.token_f1(pred, [gold]) == pytest.approx(f1)
+        assert m.f1_precision_recall(pred, gold)[0] == pytest.approx(f1)
+
+    def test_precision_and_recall_as_the_script_returns_them(self) -> None:
+        # pred [kestrel, optical, works, in, 1923] vs gold [kestrel, optical, works]: P 3/5, R 1
+        f1, p, r = m.f1_precision_recall("Kestrel Optical Works in 1923", "Kestrel Optical Works")
+        assert (p, r) == pytest.approx((0.6, 1.0)) and f1 == pytest.approx(0.75)
+        assert m.f1_precision_recall("yes", "no") == (0.0, 0.0, 0.0)
+
+    def test_answer_scores_are_the_max_over_gold_answers(self) -> None:
+        s = m.answer_scores("Paris, France", ["London", "paris", "Paris France"])
+        assert s == {"subem": 1.0, "em": 1.0, "f1": 1.0}
+        s = m.answer_scores("It is Paris", ["paris", "yes"])
+        assert s["subem"] == 1.0 and s["em"] == 0.0 and s["f1"] == pytest.approx(0.5)  # P 1/3, R 1
+        assert m.answer_scores("x", []) == {"subem": 0.0, "em": 0.0, "f1": 0.0}

@@ -85,6 +85,10 @@ def add_llm_arguments(p: argparse.ArgumentParser, flag: str = "--reader", requir
     p.add_argument(f"{flag}-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     p.add_argument(f"{flag}-timeout", type=float, default=120.0, help="seconds per HTTP attempt")
     if name == "reader":
+        p.add_argument("--reader-window", type=int, default=None, metavar="N",
+                       help="an HTTP reader's context window in tokens (prompt + answer), e.g. vLLM's --max-model-len: "
+                            "a selection that does not fit is cut to its best-ranked chunks (counted with cl100k, "
+                            "keeping 10%% + 64 tokens free). With 'local' the window is --n-ctx")
         p.add_argument("--n-ctx", type=int, default=None,
                        help="local model window in its tokens (default: what the model was trained for, 32k)")
         p.add_argument("--llm-threads", type=int, default=None,
@@ -104,6 +108,8 @@ def make_llm(args: argparse.Namespace, flag: str = "reader") -> Any:
     if where == "local" or (where or "").startswith("local:"):
         from ctxsel.llm.local import LocalLlamaClient
 
+        if getattr(args, f"{flag}_window", None) is not None:
+            raise ValueError(f"--{flag}-window is for HTTP readers; a local model's window is --n-ctx")
         named = where.partition(":")[2] or model
         client: Any = LocalLlamaClient(named, n_ctx=getattr(args, "n_ctx", None),
                                        n_threads=getattr(args, "llm_threads", None))
@@ -113,7 +119,8 @@ def make_llm(args: argparse.Namespace, flag: str = "reader") -> Any:
         if not model:
             raise ValueError(f"--{flag}-model is required with an HTTP {flag}: the model name the server serves")
         client = OpenAICompatClient(where, model, api_key=os.environ.get(getattr(args, f"{flag}_api_key_env")) or "",
-                                    mode=getattr(args, f"{flag}_mode"), timeout=getattr(args, f"{flag}_timeout"))
+                                    mode=getattr(args, f"{flag}_mode"), timeout=getattr(args, f"{flag}_timeout"),
+                                    context_window=getattr(args, f"{flag}_window", None))
     else:
         raise ValueError(f"--{flag} must be 'local', 'local:NAME', 'local:PATH.gguf' or an http(s):// base URL, "
                          f"got {where!r}")

@@ -35,6 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
     p.add_argument("--plot-example", default=None, help="example id whose similarity curve is plotted")
     p.add_argument("--overwrite", action="store_true", help="discard earlier results in --output")
+    p.add_argument("--no-retry-errors", action="store_true",
+                   help="on resume, keep rows that ended in an error instead of running them again")
     p.add_argument("--no-progress", action="store_true")
     e = p.add_argument_group("engine: where the examples run (the results are the same)")
     e.add_argument("--engine", choices=["local", "ray"], default="local",
@@ -116,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         judge=judge,
         engine=args.engine,
         ray_options=ray_options,
+        retry_errors=not args.no_retry_errors,
     )
     if args.engine == "ray":
         from ctxsel.eval import ray_engine
@@ -129,9 +132,9 @@ def run(args: argparse.Namespace) -> int:
                   f"x {args.ray_cpus_per_actor:g} CPU; examples took {info.run_s:.1f} s", file=sys.stderr)
     print(markdown_table(summary), end="")
     if reader is not None:
-        from ctxsel.eval.report import READER_COLUMNS
+        from ctxsel.eval.report import reader_columns
 
-        print("\n" + markdown_table(summary, READER_COLUMNS), end="")
+        print("\n" + markdown_table(summary, reader_columns(summary)), end="")
     picker_rows = {m: e for m, e in summary.items() if "invalid_share" in e}
     if picker_rows:
         from ctxsel.eval.report import SELECTOR_REPLY_COLUMNS

@@ -91,7 +91,9 @@ def score_answer(example: Example, prediction: str, judge: LLMJudge | None = Non
     """``{"score", "kind", ...}`` for one answer; score None without gold answers.
 
     Multiple-choice examples: 1 when the answer names the gold option at its
-    head, else 0. Factoid examples: SubEM against any gold answer. Aggregation examples:
+    head, else 0. Factoid examples: SubEM against any gold answer as the
+    score, and beside it ``subem``, ``em`` and ``f1`` (HotpotQA's official EM
+    and F1, each the maximum over the gold answers). Aggregation examples:
     the judge's mean label score when a judge is given and the ground truth
     is not empty, else the set-overlap F1 of listed items.
     """
@@ -102,7 +104,8 @@ def score_answer(example: Example, prediction: str, judge: LLMJudge | None = Non
     if not is_aggregation(example):
         if not example.answers:
             return {"score": None, "kind": "none (no gold answers)"}
-        return {"score": metrics.substring_exact_match(prediction, example.answers), "kind": "subem"}
+        scores = metrics.answer_scores(prediction, example.answers)
+        return {"score": scores["subem"], "kind": "subem", **scores}
     from ctxsel.datasets.holobench.scoring import score_answer as set_overlap
 
     overlap = set_overlap(prediction, example.answers)

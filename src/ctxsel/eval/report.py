@@ -15,8 +15,12 @@ from ctxsel.types import Example
 
 METRICS = ("recall", "precision", "k", "diff_k", "diff_k_authors", "n_tokens", "reduction", "select_ms")
 #: Added by a reader (``ctxsel eval --reader``): answer score and LLM cost per example.
-READER_METRICS = ("score", "llm_calls", "tokens_in", "tokens_out", "answer_tokens_in", "wall_s")
-#: The paper's Tables 7-16 columns: Score, Context recall, Reduction %, n_in, n_out.
+#: ``subem``/``em``/``f1``: factoid answers (HotpotQA's official EM and F1);
+#: ``cut``: share of rows whose selection was cut to the reader's window, ``tokens_cut``: tokens dropped per row.
+READER_METRICS = ("score", "subem", "em", "f1", "llm_calls", "tokens_in", "tokens_out", "answer_tokens_in", "wall_s",
+                  "cut", "tokens_cut")
+#: The paper's Tables 7-16 columns (Score, Context recall, Reduction %, n_in, n_out), then the
+#: reader's window (rows cut, tokens dropped) and the rows that failed.
 READER_COLUMNS = (
     ("score", "score %", "pct"),
     ("recall", "recall %", "pct"),
@@ -26,7 +30,19 @@ READER_COLUMNS = (
     ("tokens_out", "n_out", ",.1f"),
     ("llm_calls", "LLM calls", ".2f"),
     ("wall_s", "wall s", ".1f"),
+    ("cut", "cut %", "pct"),
+    ("tokens_cut", "tokens cut", ",.0f"),
+    ("errors", "errors", "d"),
 )
+#: For factoid answers the score column becomes SubEM, EM and F1 (HotpotQA's official EM/F1).
+FACTOID_COLUMNS = (("subem", "SubEM %", "pct"), ("em", "EM %", "pct"), ("f1", "F1 %", "pct"))
+
+
+def reader_columns(summary: Mapping[str, Mapping[str, Any]]) -> tuple[tuple[str, str, str], ...]:
+    """READER_COLUMNS, with SubEM / EM / F1 in place of the score when the answers are factoid."""
+    if any(e.get("subem") is not None for e in summary.values()):
+        return FACTOID_COLUMNS + READER_COLUMNS[1:]
+    return READER_COLUMNS
 
 #: LLM selectors that parse a reply (Context-Picker): share of invalid replies, share of fallbacks.
 SELECTOR_REPLY_COLUMNS = (
@@ -44,13 +60,14 @@ def _mean(values: list[Any]) -> float | None:
 
 
 def summarize(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> dict[str, Any]:
-    """Per method: the mean of every metric over examples, and n."""
+    """Per method: the mean of every metric over the examples that have it, n and errors."""
     out: dict[str, Any] = {}
     for m in methods:
         mine = [r for r in rows if r["method"] == m]
         if not mine:
             continue
-        entry: dict[str, Any] = {"n": len(mine)}
+        # n counts every row; errors, the rows that failed; means skip the metrics a row lacks
+        entry: dict[str, Any] = {"n": len(mine), "errors": sum(1 for r in mine if r.get("error"))}
         keys = list(METRICS) + [k for k in READER_METRICS if any(k in r for r in mine)] + sorted({k for r in mine for k in r.get("extra_metrics", {})})
         for key in keys:
             vals = [r.get(key, r.get("extra_metrics", {}).get(key)) for r in mine]
@@ -61,14 +78,17 @@ def summarize(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> dict
 
 def markdown_table(summary: Mapping[str, Mapping[str, Any]], columns: Sequence[tuple[str, str, str]] | None = None) -> str:
     """columns: (key, header, format) -- recall/precision shown as percentages."""
-    columns = columns or (
-        ("recall", "recall %", "pct"),
-        ("precision", "precision %", "pct"),
-        ("k", "k", ".1f"),
-        ("diff_k", "diff-k", ".1f"),
-        ("n_tokens", "tokens", ",.0f"),
-        ("reduction", "reduction %", ".1f"),
-    )
+    if columns is None:
+        columns = (
+            ("recall", "recall %", "pct"),
+            ("precision", "precision %", "pct"),
+            ("k", "k", ".1f"),
+            ("diff_k", "diff-k", ".1f"),
+            ("n_tokens", "tokens", ",.0f"),
+            ("reduction", "reduction %", ".1f"),
+        )
+        if any(e.get("errors") for e in summary.values()):  # failed rows are shown where they happen
+            columns += (("errors", "errors", "d"),)
     head = "| method | " + " | ".join(h for _, h, _ in columns) + " |"
     sep = "|---|" + "|".join("---:" for _ in columns) + "|"
     lines = [head, sep]
@@ -93,7 +113,8 @@ def write_reports(out: Path, summary: dict[str, Any], rows: Sequence[Mapping[str
     md += markdown_table(summary)
     if config.get("reader"):
         r = config["reader"]
-        md += f"\n## Reading with `{r['model']}` ({r['template']})\n\n" + markdown_table(summary, READER_COLUMNS)
+        md += f"\n## Reading with `{r['model']}` ({r['template']})\n\n"
+        md += markdown_table(summary, reader_columns(summary))
     if any(k in e for e in summary.values() for k in ("invalid_share", "fallback")):
         md += "\n## LLM selector replies\n\n" + markdown_table(summary, SELECTOR_REPLY_COLUMNS)
     write_atomic(out / "summary.md", md)
@@ -182,7 +203,8 @@ def plot_similarity_curve(path: Path, ex: Example, scores: np.ndarray, selectors
     tokens = np.asarray([c.n_tokens for c in ex.chunks], dtype=np.int64)
     colors = plt.get_cmap("tab20")
     for j, (m, sel) in enumerate(selectors.items()):
-        if m == "full" or sel.needs_llm:  # an LLM-routed cut is not a function of the scores
+        # an LLM-routed cut is not a function of the scores; reference rows (oracle, closed-book) cut nothing
+        if m == "full" or sel.needs_llm or not sel.needs_scores:
             continue
         d = sel.decide(scores, tokens)
         if d.meta.get("u") is not None:  # a band (LDAR): descending ranks n-u+1 .. n-l+1, shaded

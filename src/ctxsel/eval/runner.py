@@ -9,11 +9,33 @@ reader (``CachedClient``) serves any call finished before a kill. Results go to 
 results.py); ``summary.json`` / ``summary.md`` and the plots are rewritten
 atomically at the end from all lines, so a resumed run reports the same as
 an uninterrupted one.
+
+One example's failure is that row's error, never the end of the run: any
+exception from one (example, method) -- an LLM error, a selector's
+ValueError, an oracle without gold ids -- is caught, and the row is written
+with ``error`` (``"Type: message"``) and ``error_stage`` (``score``, ``select`` or
+``read``) and whatever was measured before the failure (a selection's
+recall when only the reading failed); the summary counts such rows as
+``errors`` and averages every metric over the rows that have it. On resume
+an errored row is retried by default (``retry_errors=True``: the usual
+causes -- a server down, a timeout -- are transient, and a cached reader
+repeats no finished call); its new row replaces the old one in the
+summary, while results.jsonl keeps both lines (append-only). Pass
+``retry_errors=False`` (``ctxsel eval --no-retry-errors``) to keep errored
+rows as they are. KeyboardInterrupt and other non-``Exception`` exits still
+end the run, and the resume picks up from there.
+
+Reference rows: ``closed-book`` reads no context and ``oracle`` exactly the
+gold chunks (the runner passes ``Example.gold_ids`` to selectors with
+``takes_gold_ids``). With a reader that knows its window, a selection that
+does not fit is cut (``ctxsel.reader.fit_to_window``); the row says so in
+``cut`` (1/0), ``tokens_cut`` and ``cut_detail``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import platform
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,6 +56,8 @@ from ctxsel.types import Example
 
 if TYPE_CHECKING:
     from ctxsel.eval.ray_engine import RayOptions
+
+logger = logging.getLogger(__name__)
 
 #: Where the examples run: this process, or a Ray cluster (``ctxsel eval --engine ray``).
 ENGINES: tuple[str, ...] = ("local", "ray")
@@ -78,6 +102,7 @@ def evaluate(
     judge: LLMJudge | None = None,
     engine: str = "local",
     ray_options: RayOptions | None = None,
+    retry_errors: bool = True,
 ) -> dict[str, Any]:
     """Run ``methods`` over ``examples``; return the per-method summary.
 
@@ -87,6 +112,8 @@ def evaluate(
     ``engine="ray"`` runs the examples on Ray Data
     (``ctxsel.eval.ray_engine``; ``ray_options`` says where and how wide)
     and writes the same results, row for row, as the default ``"local"``.
+    ``retry_errors``: on resume, run again the rows that ended in an error
+    (default), or keep them.
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose {' or '.join(ENGINES)}")
@@ -106,7 +133,8 @@ def evaluate(
         "seed": seed,
         "engine": engine,
         "reader": None if reader is None else {"model": reader.client.model_id, "template": reader.template.key,
-                                               "max_answer_tokens": reader.max_answer_tokens},
+                                               "max_answer_tokens": reader.max_answer_tokens,
+                                               **_window_config(reader)},
         "judge": None if judge is None else judge.model_id,
         "ctxsel_version": __version__,
         "python": platform.python_version(),
@@ -116,7 +144,7 @@ def evaluate(
 
     from tqdm.auto import tqdm
 
-    with ResultLog(results_path) as log:
+    with ResultLog(results_path, retry_errors=retry_errors) as log:
         todo = [e for e in examples if not all(log.done(e.id, m) for m in methods)]
         if engine == "ray" and todo:
             from ctxsel.eval.ray_engine import run_on_ray
@@ -127,14 +155,18 @@ def evaluate(
                 for row in example_rows(ex, sc, selectors, reader, judge, skip=log.done):
                     log.append(row)
         ids = {e.id for e in examples}
-        rows = [r for r in log.rows if r["method"] in selectors and r["example_id"] in ids]
+        rows = [r for r in log.latest_rows() if r["method"] in selectors and r["example_id"] in ids]
 
     summary = summarize(rows, list(methods))
     write_reports(out, summary, rows, config)
     if examples:
         ex = next((e for e in examples if e.id == plot_example), examples[0])
-        scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
-        plot_similarity_curve(out / "plots" / f"similarity_{safe_filename(ex.id)}.png", ex, scores, selectors)
+        try:
+            scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
+        except Exception as e:  # that example's rows already record it; the plot is skipped, not the run
+            logger.warning("no similarity plot: example %s cannot be scored (%s: %s)", ex.id, type(e).__name__, e)
+        else:
+            plot_similarity_curve(out / "plots" / f"similarity_{safe_filename(ex.id)}.png", ex, scores, selectors)
     return summary
 
 
@@ -148,21 +180,60 @@ def example_rows(
 ) -> Iterator[dict[str, Any]]:
     """One example's result rows, one per method (minus those ``skip`` says are done):
     the unit of work both engines share, so they write the same rows."""
-    scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
+    full_tokens = sum(c.n_tokens for c in ex.chunks)
+    t0 = time.perf_counter()
+    try:
+        scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
+    except Exception as e:  # the example cannot be scored: every method's row says so
+        for m in selectors:
+            if not skip(ex.id, m):
+                yield _error_row(ex, m, "score", e, full_tokens, None, time.perf_counter() - t0)
+        return
     ranking = [ex.chunks[i].id for i in np.argsort(-scores, kind="stable")]
     true_k = metrics.true_k(ranking, ex.gold_ids)
-    full_tokens = sum(c.n_tokens for c in ex.chunks)
     for m, selector in selectors.items():
         if skip(ex.id, m):
             continue
         t0 = time.perf_counter()
-        extra = {"options": ex.options} if ex.options and selector.takes_options else {}
-        sel = selector.select(ex.question, ex.chunks, scores, **extra)
+        extra: dict[str, Any] = {"options": ex.options} if ex.options and selector.takes_options else {}
+        if getattr(selector, "takes_gold_ids", False):
+            extra["gold_ids"] = list(ex.gold_ids)
+        try:
+            sel = selector.select(ex.question, ex.chunks, scores, **extra)
+        except Exception as e:  # one example's failure is its row's error, not the run's end
+            yield _error_row(ex, m, "select", e, full_tokens, true_k, time.perf_counter() - t0)
+            continue
         latency = time.perf_counter() - t0
         row = _row(ex, m, sel, true_k, full_tokens, latency)
         if reader is not None:
-            row.update(_read(ex, sel, reader, judge, latency))
+            try:
+                row.update(_read(ex, sel, reader, judge, latency))
+            except Exception as e:
+                _warn(ex, m, "read", e)
+                row.update(_error_fields("read", e))
         yield row
+
+
+def _error_fields(stage: str, e: BaseException) -> dict[str, Any]:
+    return {"error": f"{type(e).__name__}: {e}", "error_stage": stage}
+
+
+def _warn(ex: Example, method: str, stage: str, e: BaseException) -> None:
+    logger.warning("example %s, method %s: %s failed (%s: %s); recorded as the row's error, the run goes on",
+                ex.id, method, stage, type(e).__name__, e)
+
+
+def _error_row(ex: Example, method: str, stage: str, e: BaseException, full_tokens: int, true_k: int | None,
+               latency: float) -> dict[str, Any]:
+    """The row of an (example, method) whose scoring or selection failed: no metrics, the error."""
+    _warn(ex, method, stage, e)
+    return {"example_id": ex.id, "method": method, "full_tokens": full_tokens, "true_k": true_k,
+            "gold_ids": ex.gold_ids, "select_ms": round(latency * 1000, 3), **_error_fields(stage, e)}
+
+
+def _window_config(reader: Reader) -> dict[str, Any]:
+    w = reader.window
+    return {} if w is None else {"window": w.size, "window_margin": w.margin, "window_tokenizer": w.tokenizer}
 
 
 def _make_selector(method: str, reader: Reader | None) -> Any:
@@ -174,9 +245,14 @@ def _make_selector(method: str, reader: Reader | None) -> Any:
 def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_s: float) -> dict[str, Any]:
     ans = reader.answer(question_with_options(ex.question, ex.options), sel)
     scored = score_answer(ex, ans.text, judge)
+    cut = ans.meta.get("cut")
     return {
         "answer": ans.text,
         **scored,
+        # the reader's window: 1 when the selection was cut to fit, and by how many tokens (cl100k)
+        "cut": 1.0 if cut else 0.0,
+        "tokens_cut": (cut["tokens_before"] - cut["tokens_after"]) if cut else 0,
+        **({"cut_detail": cut} if cut else {}),
         "llm_calls": ans.usage.calls,
         "tokens_in": ans.usage.tokens_in,
         "tokens_out": ans.usage.tokens_out,

@@ -176,6 +176,13 @@ class OpenAICompatClient:
         values fall back to the backoff.
     extra_headers:
         Added to every request (e.g. ``{"OpenAI-Organization": ...}``).
+    context_window:
+        The served model's window in its tokens (prompt + answer), when you
+        know it (vLLM ``--max-model-len``, llama.cpp ``-c``). Optional: the
+        client itself never checks it (the server does); a
+        :class:`~ctxsel.reader.Reader` reads it to cut a selection that would
+        not fit, counting with cl100k plus a margin, since this client does
+        not know the server's tokenizer.
     sleep, rng:
         Injectable for tests: the sleep function between retries and the
         random source of the jitter.
@@ -194,9 +201,13 @@ class OpenAICompatClient:
         max_retry_after: float = 60.0,
         extra_headers: Mapping[str, str] | None = None,
         *,
+        context_window: int | None = None,
         sleep: Callable[[float], Any] = time.sleep,
         rng: random.Random | None = None,
     ) -> None:
+        if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int)
+                                           or context_window <= 0):
+            raise ValueError(f"context_window must be a positive number of tokens or None, got {context_window!r}")
         if mode not in ("chat", "completions"):
             raise ValueError(f"mode must be 'chat' or 'completions', got {mode!r}")
         if not isinstance(model, str) or not model:
@@ -210,6 +221,7 @@ class OpenAICompatClient:
         self.model = model
         self.model_id = model
         self.mode = mode
+        self.context_window = context_window
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self.backoff_initial = float(backoff_initial)

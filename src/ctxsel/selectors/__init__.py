@@ -53,6 +53,10 @@ register("sage", "ctxsel.selectors.sage.selector:SAGE", "iter_max",
          "an LLM explores sentences by keywords and neighbours until the evidence suffices (SAGE); no index")
 register("context-picker", "ctxsel.selectors.context_picker.picker:ContextPicker", "n_tokens",
          "an LLM names a minimal sufficient set of candidate chunk ids (Context-Picker); adapter=PATH for a trained one")
+register("closed-book", "ctxsel.selectors.reference:ClosedBook", None,
+         "no context: the reader answers from the question alone (a reference row: the floor)")
+register("oracle", "ctxsel.selectors.reference:Oracle", None,
+         "exactly the example's gold chunks, in reading order (a reference row: needs gold ids)")
 register("threshold", "ctxsel.selectors.fixed:ScoreThreshold", "threshold",
          "every chunk scoring at least the threshold")
 

@@ -49,6 +49,9 @@ class Selector(ABC):
     needs_llm: ClassVar[bool] = False
     #: True for methods whose select() takes ``options=`` (multiple-choice questions).
     takes_options: ClassVar[bool] = False
+    #: True for reference methods whose select() takes ``gold_ids=`` (the oracle);
+    #: the eval runner passes ``Example.gold_ids`` to these and to no other.
+    takes_gold_ids: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -16,7 +16,12 @@ Where the papers are silent:
 - ``fallback_max_tokens`` caps the fallback: None (default) is the full
   context as in the paper; when the full context cannot fit the reader's
   window, set it to what fits and the fallback reads the best-ranked chunks
-  up to that many tokens, which the explanation says.
+  up to that many tokens, which the explanation says;
+- when the LLM client's window is known (:func:`ctxsel.reader.context_window`),
+  both calls read within it: a selection that does not fit is cut to its
+  best-ranked chunks, read in reading order, and ``meta["cut"]`` records
+  the cut of the call that wrote the answer (the Selection itself stays
+  what the method chose). The fallback's cut is the reader's.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import numpy as np
 
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, get_template
-from ctxsel.reader import Reader, clean_answer, for_template
+from ctxsel.reader import Reader, clean_answer, fit_to_window, for_template
 from ctxsel.selectors.base import Cut, Selector
 from ctxsel.selectors.fixed import FullContext, TopNTokens
 from ctxsel.types import Chunk, Selection
@@ -83,14 +88,19 @@ class SelfRoute(Selector):
         rag = self.retrieve.select(question, chunks, scores)
         if not rag.chunks:
             return self._finish(rag, "empty context: nothing to route", route="none", answer="", raw="", t0=t0)
+        rag_read, route_cut = fit_to_window(
+            rag, lambda s: SELF_ROUTE.render(datatype=self.datatype, context=s.text("\n\n"), question=question),
+            self.reader.window, self.max_answer_tokens)
         first = self.route_client.complete(
-            SELF_ROUTE.render(datatype=self.datatype, context=rag.text("\n\n"), question=question),
+            SELF_ROUTE.render(datatype=self.datatype, context=rag_read.text("\n\n"), question=question),
             max_tokens=self.max_answer_tokens,
             temperature=0.0,
             stop=list(SELF_ROUTE.stop),
         )
         if "unanswerable" not in first.text.lower():
             rag.usage = rag.usage + first.usage
+            if route_cut:
+                rag.meta = {**rag.meta, "cut": route_cut}
             return self._finish(rag, f"answerable from top chunks ({rag.explanation})", "rag",
                                 clean_answer(first.text, SELF_ROUTE), first.text, t0, first.usage.tokens_in)
         long = self.fallback.select(question, chunks, scores)
@@ -98,6 +108,8 @@ class SelfRoute(Selector):
         reply = self.reader.answer(question, long)
         read = reply.usage.tokens_in - long.usage.tokens_in
         long.usage = reply.usage
+        if reply.meta.get("cut"):
+            long.meta = {**long.meta, "cut": reply.meta["cut"]}
         what = "full context" if self.fallback_max_tokens is None else f"best chunks up to {self.fallback_max_tokens:,} tokens (full context does not fit the reader)"
         return self._finish(long, f"unanswerable from top {self.retrieve.n_tokens:,} tokens; fell back to {what}",
                             "long-context", reply.text, reply.raw, t0, read)

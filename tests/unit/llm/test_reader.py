@@ -99,34 +99,39 @@ def _examples():
     ]
 
 
-def test_killed_reader_eval_resumes_without_repeating_finished_calls(server, tmp_path):
-    """A run dies mid-way (the server stops answering); the rerun asks the
-    server only for what never finished, and every row is there once."""
+def test_reader_eval_whose_server_fails_resumes_without_repeating_finished_calls(server, tmp_path):
+    """The server stops answering mid-run: the failed rows are recorded as errors
+    and the run goes on; the rerun asks the server only for what never finished,
+    and every (example, method) is reported once."""
     cache = ResponseCache(tmp_path / "llm.sqlite")
     reader = Reader(CachedClient(client(server), cache))
     methods = ["top-k@1", "self-route"]
     # e0: top-k, self-route (answerable); e1: top-k, self-route's first call, then the server fails
     server.push(completion_reply("ans0"), completion_reply("ans0"), completion_reply("wrong"),
                 completion_reply("unanswerable"))
-    with pytest.raises(Exception, match="no scripted reply|HTTP 500"):
-        evaluate(_examples(), methods, output_dir=tmp_path / "run", scorer=_FixedScorer(), progress=False, reader=reader)
-    assert server.calls == 5
+    summary = evaluate(_examples(), methods, output_dir=tmp_path / "run", scorer=_FixedScorer(), progress=False,
+                       reader=reader)
+    assert server.calls == 7  # e1's fallback, e2's two calls: each fails once (no retries)
     rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
-    assert [(r["example_id"], r["method"]) for r in rows] == [("e0", "top-k@1"), ("e0", "self-route"), ("e1", "top-k@1")]
+    assert [(r["example_id"], r["method"], bool(r.get("error"))) for r in rows] == [
+        ("e0", "top-k@1", False), ("e0", "self-route", False), ("e1", "top-k@1", False),
+        ("e1", "self-route", True), ("e2", "top-k@1", True), ("e2", "self-route", True)]
+    assert all("HTTP 500" in r["error"] for r in rows if r.get("error"))
+    assert summary["top-k@1"]["errors"] == 1 and summary["self-route"]["errors"] == 2
 
     # rerun: e1's self-route fallback call, then e2's two methods (answerable) -- nothing else
     server.push(completion_reply("ans1"), completion_reply("ans2"), completion_reply("ans2"))
     summary = evaluate(_examples(), methods, output_dir=tmp_path / "run", scorer=_FixedScorer(), progress=False,
                        reader=Reader(CachedClient(client(server), ResponseCache(tmp_path / "llm.sqlite"))))
-    assert server.calls == 8
+    assert server.calls == 10
     rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
-    assert sorted((r["example_id"], r["method"]) for r in rows) == sorted(
+    assert sorted((r["example_id"], r["method"]) for r in rows if not r.get("error")) == sorted(
         (f"e{i}", m) for i in range(3) for m in methods)
-    by = {(r["example_id"], r["method"]): r for r in rows}
+    by = {(r["example_id"], r["method"]): r for r in rows if not r.get("error")}
     assert by[("e1", "self-route")]["route"] == "long-context" and by[("e1", "self-route")]["llm_calls"] == 2
     assert by[("e1", "top-k@1")]["score"] == 0.0 and by[("e0", "top-k@1")]["score"] == 1.0
-    assert summary["self-route"]["score"] == pytest.approx(1.0)
-    assert summary["top-k@1"]["score"] == pytest.approx(2 / 3)
+    assert summary["self-route"]["score"] == pytest.approx(1.0) and summary["self-route"]["errors"] == 0
+    assert summary["top-k@1"]["score"] == pytest.approx(2 / 3) and summary["top-k@1"]["n"] == 3
     assert summary["top-k@1"]["llm_calls"] == 1 and summary["top-k@1"]["tokens_in"] == 7
 
 

@@ -47,6 +47,14 @@ Where the paper is silent (each choice is a parameter):
   whose options hold no number is explored instead; if no voter names an
   option the first option is answered. A prompt too long for the model's
   window ends the exploration (the evidence so far is answered from).
+- the answers (the clean and perturbed ones behind the importance, and the
+  final answer or votes) read within the model's window when it is known
+  (:func:`ctxsel.reader.context_window`, as the reader does): evidence that
+  does not fit is cut to its most relevant sentences (retrieved ones by
+  word overlap, then neighbours), read in document order; ``meta["cut"]``
+  (the final answer's) and a ``cut`` trace step record it. The keys and
+  sufficiency prompts read the whole evidence: past the window they end
+  the exploration as above.
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ from ctxsel.llm.prompts import (
     PromptTemplate,
     get_template,
 )
-from ctxsel.reader import DEFAULT_MAX_ANSWER_TOKENS, clean_answer, for_template
+from ctxsel.reader import DEFAULT_MAX_ANSWER_TOKENS, clean_answer, context_window, fit_to_window, for_template
 from ctxsel.scoring.keywords import words
 from ctxsel.selectors.base import Cut, Selector, as_int
 from ctxsel.selectors.sage.graph import SentenceGraph
@@ -123,6 +131,7 @@ class _Run:
     trace: list[dict[str, Any]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     out_of_window: bool = False
+    cut: dict[str, Any] | None = None
 
 
 class SAGE(Selector):
@@ -171,6 +180,7 @@ class SAGE(Selector):
         self.max_answer_tokens = int(max_answer_tokens)
         self._embed = embed
         self._clients: dict[str, LLMClient] = {}
+        self._window = context_window(llm)
 
     def config(self) -> dict[str, Any]:
         return {
@@ -334,7 +344,9 @@ class SAGE(Selector):
                 "neighbours": [graph.vertices[i].id for i in neigh], "new_sentences": len(evidence) - before,
             }
             context = self._text(graph, evidence)
-            imp, clean, lambdas = self.importance(run, question, options, context, rng)
+            # the answers behind the importance read what the final answer would: the evidence that fits
+            imp, clean, lambdas = self.importance(
+                run, question, options, self._fit_evidence(run, graph, evidence, question, options, context), rng)
             step.update(importance=None if imp is None else round(imp, 4), lambdas=lambdas)
             got = None if run.out_of_window else self._ask(
                 run, SAGE_SUFFICIENT, SAGE_SUFFICIENT.render(
@@ -387,7 +399,8 @@ class SAGE(Selector):
         order = sorted(evidence)  # vertex indices are in document order
         context = self._text(graph, evidence)
         if final is None and question is not None:
-            final = self._vote(run, question, options, context) if options else self._infer(run, question, options, context)
+            read = self._fit_evidence(run, graph, evidence, question, options, context)
+            final = self._vote(run, question, options, read) if options else self._infer(run, question, options, read)
         if final is None:
             run.failures.append("no answer: the answer prompt exceeds the model's window")
             final = ("", "", LLMUsage())
@@ -404,8 +417,41 @@ class SAGE(Selector):
             usage=run.usage,
             meta={"answer": answer, "raw_answer": raw, "route": route, "failures": run.failures,
                   "answer_tokens_in": answer_usage.tokens_in, "seconds": time.perf_counter() - t0,
-                  "template": (MULTIPLE_CHOICE if options else self.answer_template).key},
+                  "template": (MULTIPLE_CHOICE if options else self.answer_template).key,
+                  **({"cut": run.cut} if run.cut else {})},
         )
+
+    def _fit_evidence(self, run: _Run, graph: SentenceGraph, evidence: dict[int, float | None], question: str,
+                      options: list[str], context: str) -> str:
+        """The answer's context: all the evidence, or its most relevant sentences that fit the window."""
+        if self._window is None or not evidence:
+            return context
+        if options:
+            t, q = MULTIPLE_CHOICE, question_with_options(question, options)
+            n = DEFAULT_MAX_ANSWER_TOKENS[MULTIPLE_CHOICE.name]
+        else:
+            t, n, q = self.answer_template, self.max_answer_tokens, question
+        ranked = sorted(evidence, key=lambda i: (evidence[i] is None, -(evidence[i] or 0.0), i))
+        index = {graph.vertices[i].id: i for i in ranked}
+        sel = Selection(ids=[graph.vertices[i].id for i in ranked], scores=[evidence[i] for i in ranked],
+                        chunks=[graph.vertices[i] for i in ranked], method=self.name, config={},
+                        explanation="evidence", n_candidates=len(graph))
+
+        def text(s: Selection) -> str:
+            return self._text(graph, {index[c.id]: None for c in s.chunks})
+
+        try:
+            kept, cut = fit_to_window(sel, lambda s: t.render(question=q, context=text(s)), self._window, n)
+        except LLMContextLengthError as e:
+            run.failures.append(f"answer: the prompt exceeds the model's window even without evidence ({e})")
+            return context
+        if cut is None:
+            run.cut = None
+            return context
+        if cut != run.cut:
+            run.trace.append({"step": "cut", **{k: v for k, v in cut.items() if k != "dropped"}})
+        run.cut = cut
+        return text(kept)
 
     @staticmethod
     def _text(graph: SentenceGraph, evidence: dict[int, Any]) -> str:

@@ -1,0 +1,111 @@
+"""Reference rows for an evaluation: the reader's floor and its ceiling.
+
+- ``closed-book``: no context at all. The reader gets its usual prompt with
+  an empty context and answers from the question alone, so the row shows
+  what the model knows without reading (the floor every selection should
+  beat).
+- ``oracle``: exactly the example's gold chunks (``Example.gold_ids``), in
+  reading order: what a perfect selector would send (the ceiling of
+  selection; the reader can still miss).
+
+The oracle needs labels that no real selector sees. It receives them the
+way SAGE receives a multiple-choice question's options: the class says
+``takes_gold_ids = True`` and ``select()`` takes ``gold_ids=``; the eval
+runner passes ``Example.gold_ids`` to selectors that say so, and to no
+other. The ``select(question, chunks, scores)`` contract is unchanged for
+every other method. An example without gold ids, or with gold ids that are
+not among its chunks, is an error (the row records it in an eval), never a
+silent empty or partial "oracle".
+
+Neither method ranks anything: the oracle's ``ids`` are in reading order
+(rank order and reading order coincide), and both ignore scores except to
+copy the gold chunks' scores into the Selection when they are given. They
+take no ``min_k`` / ``max_tokens``: a budget would make the oracle something
+other than the gold set. What does not fit the reader's window is cut by
+the reader (:meth:`ctxsel.reader.Reader.fit`), which records it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ctxsel.selectors.base import Cut, Selector, _as_float
+from ctxsel.types import Chunk, Selection, as_chunks
+
+
+class _Reference(Selector):
+    needs_scores = False
+
+    def __init__(self) -> None:
+        super().__init__(min_k=0)
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:  # pragma: no cover
+        raise NotImplementedError(f"{self.name} does not cut a ranking; call select()")
+
+
+class ClosedBook(_Reference):
+    """No chunks: the reader answers from the question alone."""
+
+    name = "closed-book"
+
+    def select(
+        self,
+        question: str,
+        chunks: Sequence[Chunk | str],
+        scores: Sequence[float] | np.ndarray | None = None,
+    ) -> Selection:
+        del question, scores
+        n = len(as_chunks(chunks))
+        return Selection(ids=[], scores=[], chunks=[], method=self.name, config=self.config(),
+                         explanation=f"closed book: none of the {n} chunks is read", n_candidates=n)
+
+
+class Oracle(_Reference):
+    """Exactly the gold chunks, in reading order; needs ``gold_ids``."""
+
+    name = "oracle"
+    #: select() takes ``gold_ids=`` (the eval runner passes ``Example.gold_ids``).
+    takes_gold_ids: ClassVar[bool] = True
+
+    def select(
+        self,
+        question: str,
+        chunks: Sequence[Chunk | str],
+        scores: Sequence[float] | np.ndarray | None = None,
+        gold_ids: Sequence[str] | None = None,
+    ) -> Selection:
+        del question
+        chunk_list = as_chunks(chunks)
+        gold = list(dict.fromkeys(gold_ids or []))
+        if not gold:
+            raise ValueError(
+                "method 'oracle' needs the example's gold chunk ids (Example.gold_ids) and this example has none; "
+                "use a dataset with gold labels, or leave 'oracle' out of --methods"
+            )
+        where = {c.id: i for i, c in enumerate(chunk_list)}
+        missing = [g for g in gold if g not in where]
+        if missing:
+            shown = ", ".join(repr(g) for g in missing[:5]) + (" ..." if len(missing) > 5 else "")
+            raise ValueError(
+                f"method 'oracle': gold id(s) {shown} are not among the example's {len(chunk_list)} chunks")
+        if scores is not None and len(scores) != len(chunk_list):
+            raise ValueError(f"got {len(scores)} scores for {len(chunk_list)} chunks; they must match")
+        picked = sorted((where[g] for g in gold), key=lambda i: (chunk_list[i].doc_id, chunk_list[i].position, i))
+        return Selection(
+            ids=[chunk_list[i].id for i in picked],
+            scores=[None if scores is None else _as_float(scores[i]) for i in picked],
+            chunks=[chunk_list[i] for i in picked],
+            method=self.name,
+            config=self.config(),
+            explanation=f"oracle: the {len(picked)} gold chunks of {len(chunk_list)}, in reading order",
+            n_candidates=len(chunk_list),
+        )
+
+
+__all__ = ["ClosedBook", "Oracle"]
