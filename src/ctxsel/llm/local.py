@@ -141,6 +141,11 @@ class LocalLlamaClient:
                 model=self.model_id,
                 hint="select fewer chunks, or raise n_ctx (Gemma 3 270M was trained to 32k)",
             )
+        fmt = extra.pop("reply_format", None)  # a ReplyFormat: enforced by a llama.cpp grammar
+        if fmt is not None:
+            from ctxsel.llm.constrain import llama_grammar
+
+            extra["grammar"] = llama_grammar(fmt)
         with self._lock:
             try:
                 out = self._llm.create_completion(
@@ -161,6 +166,7 @@ class LocalLlamaClient:
             finish_reason=choice.get("finish_reason"),
             model=self.model_id,
             raw={k: v for k, v in out.items() if k != "choices"},
+            constrained=fmt is not None,
         )
 
 
