@@ -28,14 +28,18 @@ READER_COLUMNS = (
     ("wall_s", "wall s", ".1f"),
 )
 
-#: LLM selectors that parse a reply (Context-Picker): share of invalid replies, share of fallbacks.
+#: LLM selectors that parse a reply: Context-Picker's share of invalid replies and of fallbacks,
+#: SAGE's share of unreadable YES/NO verdicts.
 SELECTOR_REPLY_COLUMNS = (
     ("invalid_share", "invalid replies %", "pct"),
     ("fallback", "fallbacks %", "pct"),
     ("llm_calls", "LLM calls", ".2f"),
     ("recall", "recall %", "pct"),
     ("n_tokens", "tokens", ",.0f"),
+    ("unreadable_verdicts", "unreadable verdicts %", "pct"),
 )
+#: The per-example reply metrics that make a report show SELECTOR_REPLY_COLUMNS.
+REPLY_METRICS = ("invalid_share", "fallback", "unreadable_verdicts")
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -94,7 +98,7 @@ def write_reports(out: Path, summary: dict[str, Any], rows: Sequence[Mapping[str
     if config.get("reader"):
         r = config["reader"]
         md += f"\n## Reading with `{r['model']}` ({r['template']})\n\n" + markdown_table(summary, READER_COLUMNS)
-    if any(k in e for e in summary.values() for k in ("invalid_share", "fallback")):
+    if any(k in e for e in summary.values() for k in REPLY_METRICS):
         md += "\n## LLM selector replies\n\n" + markdown_table(summary, SELECTOR_REPLY_COLUMNS)
     write_atomic(out / "summary.md", md)
     if summary:
