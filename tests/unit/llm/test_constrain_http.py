@@ -384,3 +384,10 @@ def test_the_local_client_passes_a_llama_grammar_and_marks_the_reply(monkeypatch
     assert "reply_format" not in seen[0] and out.constrained is True and VERDICT.parse(out.text) is True
     out = local.complete("Enough?", max_tokens=16)
     assert "grammar" not in seen[1] and out.constrained is False
+
+
+def test_a_trained_adapter_reads_the_plain_prompt():
+    from ctxsel.selectors.context_picker.picker import ContextPicker
+
+    with pytest.raises(ValueError, match="use constrained=false"):
+        ContextPicker(adapter="/nonexistent", constrained=True)

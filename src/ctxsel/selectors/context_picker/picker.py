@@ -6,7 +6,9 @@ similarity that fit a token budget ``n_tokens`` (the paper's B; at most
 rationale (:mod:`.prompt` documents the one strict format), and the
 selection is exactly those chunks.
 
-With ``constrained=True`` (the default) the request carries the reply's
+With ``constrained=True`` (the default, except with a trained ``adapter``,
+which runs in transformers and was trained on the plain prompt) the
+request carries the reply's
 JSON schema (:func:`~.prompt.picker_format`): llama.cpp enforces it with a
 grammar, an OpenAI-compatible server with ``response_format``; a reply
 produced under it is parsed by the schema, any other by the strict
@@ -69,12 +71,17 @@ class ContextPicker(Selector):
         retries: int = 1,
         max_reply_tokens: int = 160,
         adapter: str | None = None,
-        constrained: bool = True,
+        constrained: bool | None = None,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
+        if constrained is None:  # on, except for a trained adapter: transformers cannot enforce a format,
+            constrained = adapter is None  # and the adapter was trained on the plain prompt
         if not isinstance(constrained, bool):
             raise ValueError(f"constrained must be true or false, got {constrained!r}")
+        if constrained and adapter is not None:
+            raise ValueError("a trained adapter runs in transformers, which cannot enforce a reply format, and was "
+                             "trained on the plain prompt: use constrained=false (the default with adapter=)")
         self.constrained = constrained
         self.n_tokens = as_int("n_tokens", n_tokens)
         self.max_candidates = as_int("max_candidates", max_candidates)
