@@ -221,8 +221,8 @@ class ReplyFormat:
     (``{"verdict": "YES"}`` -> ``True``) and may raise
     :class:`ReplyFormatError` for rules a schema cannot state. ``key`` (the
     name and a hash of the schema) identifies the format in cache keys and
-    grammar caches. Formats are immutable by convention: build a new one
-    rather than editing ``schema``.
+    grammar caches, and formats with the same key compare equal. Formats are
+    immutable by convention: build a new one rather than editing ``schema``.
     """
 
     __slots__ = ("name", "schema", "convert", "max_chars", "key")
@@ -248,7 +248,7 @@ class ReplyFormat:
         return f"ReplyFormat({self.key!r})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ReplyFormat) and other.key == self.key and other.convert is self.convert
+        return isinstance(other, ReplyFormat) and other.key == self.key
 
     def __hash__(self) -> int:
         return hash(self.key)
@@ -289,7 +289,8 @@ def yes_no_format(name: str = "yes-no", key: str = "verdict") -> ReplyFormat:
 
 def string_list_format(name: str, key: str, *, max_items: int, max_chars: int = 40,
                        min_items: int = 1) -> ReplyFormat:
-    """``{key: ["...", ...]}``: ``min_items``..``max_items`` non-empty strings of at most ``max_chars``; parses to the list."""
+    """``{key: ["...", ...]}``: ``min_items``..``max_items`` non-empty strings of at most
+    ``max_chars``; parses to the list."""
     if max_items < max(min_items, 1):
         raise ValueError(f"max_items must be >= {max(min_items, 1)}, got {max_items}")
     item = {"type": "string", "minLength": 1, "maxLength": int(max_chars)}
@@ -325,22 +326,6 @@ def answer_format(name: str = "answer", *, max_chars: int = 128) -> ReplyFormat:
         return answer
 
     return ReplyFormat(name, schema, convert)
-
-
-def read_reply(fmt: ReplyFormat | None, text: str, constrained: bool,
-               legacy: Callable[[str], Any]) -> Any:
-    """A reply's value: ``fmt.parse`` for a reply produced under ``fmt``, else the caller's ``legacy`` parser.
-
-    Both may raise; the caller decides what an unreadable reply means.
-    """
-    if fmt is not None and constrained:
-        return fmt.parse(text)
-    return legacy(text)
-
-
-def format_kwargs(fmt: ReplyFormat | None) -> dict[str, Any]:
-    """``{"reply_format": fmt}``, or nothing: what a call site passes to ``complete``."""
-    return {} if fmt is None else {"reply_format": fmt}
 
 
 # ---------------------------------------------------------------------------
@@ -410,12 +395,10 @@ __all__ = [
     "ReplyFormat",
     "ReplyFormatError",
     "answer_format",
-    "format_kwargs",
     "gbnf",
     "llama_grammar",
     "option_vote_format",
     "parse_json_reply",
-    "read_reply",
     "string_list_format",
     "validate",
     "yes_no_format",

@@ -180,7 +180,8 @@ def test_keys_and_targets_are_bounded_lists_of_short_strings():
                          ('{"keys": ["' + "k" * 41 + '"]}', "over the 40 allowed"),
                          (json.dumps({"keys": [f"k{i}" for i in range(11)]}), "11 items, over the 10 allowed"),
                          ('{"keys": "a, b"}', "must be array"), ("lighthouse, keeper", "not valid JSON"),
-                         ('{"targets": ["x"]}', "lacks 'keys'"), ('{"keys": ["x"], "targets": ["y"]}', "unknown key 'targets'")]:
+                         ('{"targets": ["x"]}', "lacks 'keys'"),
+                         ('{"keys": ["x"], "targets": ["y"]}', "unknown key 'targets'")]:
         with pytest.raises(ReplyFormatError, match=message):
             KEYS_FORMAT.parse(bad)
     with pytest.raises(ValueError, match="max_items"):
@@ -192,7 +193,8 @@ def test_option_votes_put_the_letter_first_and_bound_the_reason():
     assert fmt.parse('{"option": "C", "reason": "the text says so"}') == "C. the text says so"
     assert fmt.parse('{"option": "A", "reason": ""}') == "A."
     assert list(fmt.schema["properties"]) == ["option", "reason"]  # the letter is written first
-    for bad, message in [('{"option": "E", "reason": "x"}', "not one of"), ('{"option": "c", "reason": "x"}', "not one of"),
+    for bad, message in [('{"option": "E", "reason": "x"}', "not one of"),
+                         ('{"option": "c", "reason": "x"}', "not one of"),
                          ('{"option": "A"}', "lacks 'reason'"), ('{"reason": "x", "option": "AB"}', "not one of"),
                          ('{"option": "A", "reason": "' + "r" * 101 + '"}', "over the 100 allowed"),
                          ("A. because", "not valid JSON")]:

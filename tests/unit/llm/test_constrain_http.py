@@ -135,7 +135,8 @@ def test_constrained_picker_sends_its_schema_and_reads_the_whole_object(server):
 
 def test_a_constrained_reply_that_repeats_an_id_is_still_rejected_and_retried(server):
     # grammars cannot forbid repeats (uniqueItems): the strict parser does, and the retry says why
-    server.push(completion_reply('{"rationale": "x", "ids": [2, 2]}'), completion_reply('{"rationale": "y", "ids": [2]}'))
+    server.push(completion_reply('{"rationale": "x", "ids": [2, 2]}'),
+                completion_reply('{"rationale": "y", "ids": [2]}'))
     sel = picker(server, n_tokens=500).select("q?", CHUNKS, SCORES)
     assert server.calls == 2 and sel.ids == ["3"]
     assert "repeats 2" in sel.meta["errors"][0]
@@ -183,7 +184,8 @@ def test_the_constrained_option_in_a_spec(server, spec, expected):
 
 def test_constrained_false_sends_the_plain_prompt(server):
     server.push(completion_reply('x", "ids": [1]}'))
-    sel = get_selector("context-picker[constrained=false,n_tokens=500]", llm=client(server)).select("q?", CHUNKS, SCORES)
+    spec = "context-picker[constrained=false,n_tokens=500]"
+    sel = get_selector(spec, llm=client(server)).select("q?", CHUNKS, SCORES)
     assert "response_format" not in server.requests[0].json and server.requests[0].json["prompt"].endswith(PREFILL)
     assert sel.ids == ["1"] and sel.meta["constrained_replies"] == 0
 
@@ -226,7 +228,8 @@ def const_embed(texts: list[str]):
 def test_sage_asks_every_formatted_reply_under_its_schema_and_reads_it_strictly():
     llm = ConstrainingLLM({"is-counting": '{"verdict": "NO"}', "keys": '{"keys": ["Orla Brandt", "guild"]}',
                            "sufficient": '{"verdict": "YES"}', "answer": "Orla Brandt"})
-    sel = get_selector("sage[n_perturb=0,voter_num=1]", llm=llm, embed=const_embed).select("Who founded the guild?", DOC)
+    sel = get_selector("sage[n_perturb=0,voter_num=1]", llm=llm, embed=const_embed).select(
+        "Who founded the guild?", DOC)
     by_kind = {c["kind"]: c for c in llm.calls}
     assert by_kind["is-counting"]["reply_format"].name == "sage_is_counting"
     assert by_kind["keys"]["reply_format"].name == "sage_keys" and by_kind["keys"]["max_tokens"] == 128
