@@ -135,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
         from ctxsel.eval.report import reader_columns
 
         print("\n" + markdown_table(summary, reader_columns(summary)), end="")
-    picker_rows = {m: e for m, e in summary.items() if "invalid_share" in e}
+    from ctxsel.eval.report import REPLY_METRICS
+
+    picker_rows = {m: e for m, e in summary.items() if any(k in e for k in REPLY_METRICS)}
     if picker_rows:
         from ctxsel.eval.report import SELECTOR_REPLY_COLUMNS
 

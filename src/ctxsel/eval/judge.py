@@ -10,10 +10,18 @@ their mean over the items. Where the paper is silent:
 - a judge reply that is not a JSON list with one known label per item is
   not guessed at: :func:`score_answer` then falls back to the deterministic
   set-overlap F1 and records why in ``kind``.
+
+Constrained replies (``LLMJudge(constrained=True)``, the default): the
+reply is asked for as ``{"labels": [{"id": 0, "label": ...}, ...]}``
+(:func:`judge_format`): exactly one entry per ground-truth item, in order,
+each id fixed and each label one of the three -- enforced by a llama.cpp
+grammar or a server's ``response_format`` and read by that schema's strict
+parser; a reply not produced under it is read by :func:`parse_labels`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -22,10 +30,13 @@ from typing import Any
 
 from ctxsel import metrics
 from ctxsel.llm.base import LLMClient
+from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError
 from ctxsel.llm.prompts import JUDGE, render_judge
 from ctxsel.types import Example, LLMUsage
 
 LABEL_SCORES = {"exact match": 1.0, "partial match": 0.5, "no match": 0.0}
+#: The labels as the prompt writes them (the constrained reply's enum).
+LABELS = ("Exact Match", "Partial Match", "No Match")
 _ARRAY = re.compile(r"\[.*\]", re.DOTALL)
 
 
@@ -55,6 +66,23 @@ def parse_labels(reply: str, n_items: int) -> list[float]:
     return [by_id[i] for i in range(n_items)]
 
 
+@functools.lru_cache(maxsize=64)
+def judge_format(n_items: int) -> ReplyFormat:
+    """``{"labels": [{"id": i, "label": <one of LABELS>} for i in 0..n-1]}``; parses to the per-item scores."""
+    if n_items < 1:
+        raise ValueError(f"the judge labels at least one ground-truth item, got {n_items}")
+    item = lambda i: {"type": "object", "properties": {"id": {"type": "integer", "const": i},  # noqa: E731
+                                                        "label": {"type": "string", "enum": list(LABELS)}},
+                      "required": ["id", "label"], "additionalProperties": False}
+    schema = {"type": "object",
+              "properties": {"labels": {"type": "array", "prefixItems": [item(i) for i in range(n_items)],
+                                        "items": False, "minItems": n_items, "maxItems": n_items}},
+              "required": ["labels"], "additionalProperties": False}
+    return ReplyFormat("judge_labels", schema,
+                       lambda obj: [LABEL_SCORES[it["label"].lower()] for it in obj["labels"]],
+                       max_chars=200 + 64 * n_items)
+
+
 @dataclass(slots=True)
 class Judgement:
     score: float | None
@@ -66,18 +94,32 @@ class Judgement:
 class LLMJudge:
     """The paper's LLM-as-a-judge over any client (greedy, cached if the client caches)."""
 
-    def __init__(self, client: LLMClient, *, max_tokens: int = 512) -> None:
+    def __init__(self, client: LLMClient, *, max_tokens: int = 512, constrained: bool = True) -> None:
         from ctxsel.reader import for_template
 
         self.client = for_template(client, JUDGE)
         self.max_tokens = max_tokens
+        self.constrained = bool(constrained)
         self.model_id = getattr(client, "model_id", "")
+        self.replies = self.constrained_replies = 0
 
     def judge(self, question: str, prediction: str, gold: Sequence[str]) -> Judgement:
-        reply = self.client.complete(render_judge(question, prediction, gold), max_tokens=self.max_tokens, temperature=0.0)
+        fmt = judge_format(len(gold)) if self.constrained and gold else None
+        extra: dict[str, Any] = {}
+        max_tokens = self.max_tokens
+        if fmt is not None:  # about 16 tokens per labelled item
+            extra["reply_format"] = fmt
+            max_tokens = max(max_tokens, 16 * len(gold) + 16)
+        reply = self.client.complete(render_judge(question, prediction, gold), max_tokens=max_tokens,
+                                     temperature=0.0, **extra)
+        self.replies += 1
+        self.constrained_replies += bool(fmt is not None and reply.constrained)
         try:
-            scores = parse_labels(reply.text, len(gold))
-        except ValueError as e:
+            if fmt is not None and reply.constrained:
+                scores = fmt.parse(reply.text)
+            else:
+                scores = parse_labels(reply.text, len(gold))
+        except (ReplyFormatError, ValueError) as e:
             return Judgement(None, reply.text, reply.usage, str(e))
         return Judgement(sum(scores) / len(scores), reply.text, reply.usage)
 
@@ -120,4 +162,5 @@ def score_answer(example: Example, prediction: str, judge: LLMJudge | None = Non
     return out
 
 
-__all__ = ["LABEL_SCORES", "Judgement", "LLMJudge", "is_aggregation", "parse_labels", "score_answer"]
+__all__ = ["LABELS", "LABEL_SCORES", "Judgement", "LLMJudge", "is_aggregation", "judge_format", "parse_labels",
+           "score_answer"]

@@ -44,14 +44,18 @@ def reader_columns(summary: Mapping[str, Mapping[str, Any]]) -> tuple[tuple[str,
         return FACTOID_COLUMNS + READER_COLUMNS[1:]
     return READER_COLUMNS
 
-#: LLM selectors that parse a reply (Context-Picker): share of invalid replies, share of fallbacks.
+#: LLM selectors that parse a reply: Context-Picker's share of invalid replies and of fallbacks,
+#: SAGE's share of unreadable YES/NO verdicts.
 SELECTOR_REPLY_COLUMNS = (
     ("invalid_share", "invalid replies %", "pct"),
     ("fallback", "fallbacks %", "pct"),
     ("llm_calls", "LLM calls", ".2f"),
     ("recall", "recall %", "pct"),
     ("n_tokens", "tokens", ",.0f"),
+    ("unreadable_verdicts", "unreadable verdicts %", "pct"),
 )
+#: The per-example reply metrics that make a report show SELECTOR_REPLY_COLUMNS.
+REPLY_METRICS = ("invalid_share", "fallback", "unreadable_verdicts")
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -115,7 +119,7 @@ def write_reports(out: Path, summary: dict[str, Any], rows: Sequence[Mapping[str
         r = config["reader"]
         md += f"\n## Reading with `{r['model']}` ({r['template']})\n\n"
         md += markdown_table(summary, reader_columns(summary))
-    if any(k in e for e in summary.values() for k in ("invalid_share", "fallback")):
+    if any(k in e for e in summary.values() for k in REPLY_METRICS):
         md += "\n## LLM selector replies\n\n" + markdown_table(summary, SELECTOR_REPLY_COLUMNS)
     write_atomic(out / "summary.md", md)
     if summary:

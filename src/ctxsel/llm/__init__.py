@@ -33,6 +33,11 @@ _EXPORTS = {
     "OpenAICompatClient": "openai_compat",
     "parse_retry_after": "openai_compat",
     "is_context_length_error": "openai_compat",
+    "refuses_response_format": "openai_compat",
+    # constrained replies
+    "ReplyFormat": "constrain",
+    "ReplyFormatError": "constrain",
+    "llama_grammar": "constrain",
     # cache
     "ResponseCache": "cache",
     "CachedClient": "cache",
@@ -59,7 +64,13 @@ if TYPE_CHECKING:  # pragma: no cover
         LLMUsage,
     )
     from ctxsel.llm.cache import CachedClient, ResponseCache, cache_key, default_cache_path
-    from ctxsel.llm.openai_compat import OpenAICompatClient, is_context_length_error, parse_retry_after
+    from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError, llama_grammar
+    from ctxsel.llm.openai_compat import (
+        OpenAICompatClient,
+        is_context_length_error,
+        parse_retry_after,
+        refuses_response_format,
+    )
 
 
 def __getattr__(name: str) -> Any:

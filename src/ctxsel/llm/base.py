@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from ctxsel.types import LLMUsage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ctxsel.llm.constrain import ReplyFormat
 
 #: A chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
 Message = dict[str, Any]
@@ -44,6 +47,10 @@ class Completion:
     ``cached`` is True when the reply came from a :class:`ResponseCache`
     instead of the model; the usage is then the original call's, so a rerun
     from cache reports the same cost as the run that filled it.
+    ``constrained`` is True when the reply was produced under the
+    ``reply_format`` the caller asked for (a llama.cpp grammar, a server
+    that honoured ``response_format``); False when none was asked for or the
+    backend could not enforce it, and the caller's strict parser decides.
     """
 
     text: str
@@ -53,6 +60,7 @@ class Completion:
     raw: dict[str, Any] = field(default_factory=dict)
     cached: bool = False
     attempts: int = 1
+    constrained: bool = False
 
     def to_dict(self, with_raw: bool = True) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -67,6 +75,7 @@ class Completion:
             "model": self.model,
             "cached": self.cached,
             "attempts": self.attempts,
+            "constrained": self.constrained,
         }
         if with_raw:
             d["raw"] = self.raw
@@ -84,6 +93,7 @@ class Completion:
             raw=dict(d.get("raw") or {}),
             cached=bool(d.get("cached", False)),
             attempts=int(d.get("attempts", 1)),
+            constrained=bool(d.get("constrained", False)),
         )
 
 
@@ -94,8 +104,12 @@ class LLMClient(Protocol):
     ``model_id`` names the model (and anything else that changes its output)
     for caches and result files. ``complete`` must be deterministic for
     ``temperature=0`` as far as the backend allows; ``seed`` is passed to
-    backends that support it. ``extra`` holds backend-specific generation
-    parameters (``top_p``, ``response_format``...), which are sent as-is.
+    backends that support it. ``reply_format`` (a
+    :class:`~ctxsel.llm.constrain.ReplyFormat`) asks for a reply in that
+    format: a client that can enforce it does and sets
+    ``Completion.constrained``; one that cannot ignores it (reporting
+    ``constrained=False``). ``extra`` holds backend-specific generation
+    parameters (``top_p``...), which are sent as-is.
     """
 
     model_id: str
@@ -108,6 +122,7 @@ class LLMClient(Protocol):
         temperature: float = 0.0,
         stop: list[str] | None = None,
         seed: int | None = None,
+        reply_format: ReplyFormat | None = None,
         **extra: Any,
     ) -> Completion: ...
 

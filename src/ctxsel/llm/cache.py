@@ -9,7 +9,8 @@ The key is the sha256 of a canonical JSON document holding everything that
 changes the reply: the model id (and the client's ``cache_identity()``, e.g.
 chat vs completions mode), the full prompt or message list, every generation
 parameter (``max_tokens``, ``temperature``, ``stop``, ``seed`` and any extra
-ones) and the prompt template's version. Change any of them and the lookup
+ones), the reply format asked for (``reply_format``) and the prompt
+template's version. Change any of them and the lookup
 misses; nothing stale is ever returned. Values are JSON (the Completion, with
 the server's raw reply unless ``store_raw=False``), never pickles.
 
@@ -42,10 +43,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxsel.llm.base import Completion, LLMClient, Prompt, normalize_prompt
 from ctxsel.paths import default_cache_dir
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ctxsel.llm.constrain import ReplyFormat
 
 log = logging.getLogger("ctxsel.llm")
 
@@ -70,10 +74,12 @@ def cache_key(
     seed: int | None = None,
     template_version: str = "",
     identity: dict[str, Any] | None = None,
+    reply_format: ReplyFormat | None = None,
     **extra: Any,
 ) -> str:
-    """The sha256 hex key of one request: model, prompt, every parameter and the template version."""
-    doc = {
+    """The sha256 hex key of one request: model, prompt, every parameter, the template version
+    and the reply format (its name and schema hash; absent from the key when there is none)."""
+    doc: dict[str, Any] = {
         "schema": KEY_SCHEMA,
         "model_id": model_id,
         "identity": identity or {},
@@ -87,6 +93,8 @@ def cache_key(
             "extra": extra,
         },
     }
+    if reply_format is not None:
+        doc["reply_format"] = reply_format.key
     try:
         canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
     except (TypeError, ValueError) as e:

@@ -180,6 +180,11 @@ class LocalLlamaClient:
                 model=self.model_id,
                 hint="select fewer chunks (the reader cuts a selection to its window), or raise n_ctx",
             )
+        fmt = extra.pop("reply_format", None)  # a ReplyFormat: enforced by a llama.cpp grammar
+        if fmt is not None:
+            from ctxsel.llm.constrain import llama_grammar
+
+            extra["grammar"] = llama_grammar(fmt)
         with self._lock:
             import llama_cpp
 
@@ -206,6 +211,7 @@ class LocalLlamaClient:
             finish_reason=choice.get("finish_reason"),
             model=self.model_id,
             raw={k: v for k, v in out.items() if k != "choices"},
+            constrained=fmt is not None,
         )
 
 

@@ -30,6 +30,15 @@ and the whole reply (a server that trickles bytes cannot hold a call open
 past it); each attempt uses its own connection, closed when the attempt
 ends, so nothing leaks. The client is safe to share between threads.
 
+A ``reply_format`` (:class:`~ctxsel.llm.constrain.ReplyFormat`) is sent as
+``response_format={"type": "json_schema", "json_schema": {"name", "schema",
+"strict": true}}``, which vLLM, llama.cpp's server and hosted APIs enforce;
+the reply is then marked ``constrained``. A server that refuses it (HTTP
+400/422 whose message names response_format, a JSON schema, or an
+unsupported feature) is asked again without it, and the client remembers
+the refusal (``response_format_refused``) for every later call: those
+replies are marked unconstrained and the caller's strict parser decides.
+
 Not supported: streaming, and HTTP(S) proxies from the environment (the
 client connects to ``base_url`` directly, as a local server needs).
 """
@@ -50,7 +59,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ctxsel.llm.base import (
@@ -70,6 +79,9 @@ from ctxsel.llm.base import (
     normalize_prompt,
 )
 from ctxsel.types import LLMUsage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ctxsel.llm.constrain import ReplyFormat
 
 log = logging.getLogger("ctxsel.llm")
 
@@ -102,6 +114,19 @@ def is_context_length_error(status: int, body: bytes | str) -> bool:
         return False
     text = body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else str(body)
     return _CONTEXT_PATTERN.search(text) is not None
+
+
+_REFUSED_FORMAT = re.compile(
+    r"response_format|json_schema|json schema|schema|structured output|guided|grammar|unsupported|not supported",
+    re.IGNORECASE,
+)
+
+
+def refuses_response_format(err: LLMError) -> bool:
+    """True for a 400/422 whose message points at response_format, JSON schemas or an unsupported feature."""
+    if err.status_code not in (400, 422) or isinstance(err, LLMContextLengthError):
+        return False
+    return _REFUSED_FORMAT.search(err.body or "") is not None
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -231,6 +256,8 @@ class OpenAICompatClient:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._ssl_context: ssl.SSLContext | None = None
+        #: Set when the server refused ``response_format`` once: later requests go without it.
+        self.response_format_refused = False
         if api_key is None:
             api_key = os.environ.get("OPENAI_API_KEY")
         self.api_key = api_key or None
@@ -257,10 +284,13 @@ class OpenAICompatClient:
         temperature: float = 0.0,
         stop: list[str] | None = None,
         seed: int | None = None,
+        reply_format: ReplyFormat | None = None,
         **extra: Any,
     ) -> dict[str, Any]:
         """The JSON body ``complete`` sends (useful to inspect or log)."""
         prompt = normalize_prompt(prompt)
+        if reply_format is not None and "response_format" in extra:
+            raise ValueError("pass either reply_format= or response_format=, not both")
         if extra.get("stream"):
             raise ValueError("streaming is not supported by OpenAICompatClient: drop stream=True")
         payload: dict[str, Any] = {"model": self.model}
@@ -286,6 +316,8 @@ class OpenAICompatClient:
             if k == "stream":
                 continue
             payload[k] = v
+        if reply_format is not None:
+            payload["response_format"] = reply_format.response_format()
         return payload
 
     def complete(
@@ -296,11 +328,36 @@ class OpenAICompatClient:
         temperature: float = 0.0,
         stop: list[str] | None = None,
         seed: int | None = None,
+        reply_format: ReplyFormat | None = None,
         **extra: Any,
     ) -> Completion:
+        """One completion; with ``reply_format``, asked for as ``response_format`` (see the class doc)."""
+        use_format = reply_format is not None and not self.response_format_refused
         payload = self.build_payload(
-            prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed, **extra
+            prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed,
+            reply_format=reply_format if use_format else None, **extra,
         )
+        try:
+            out = self._post(payload)
+        except LLMBadRequest as e:
+            if not (use_format and refuses_response_format(e)):
+                raise
+            self.response_format_refused = True
+            log.warning(
+                "%s refused response_format (%s); sending requests without it from now on: replies are "
+                "unconstrained and checked by the caller's parser",
+                self.url,
+                e.body or f"HTTP {e.status_code}",
+            )
+            payload.pop("response_format", None)
+            out = self._post(payload)
+            out.attempts += e.attempts
+            return out
+        out.constrained = use_format
+        return out
+
+    def _post(self, payload: dict[str, Any]) -> Completion:
+        """POST ``payload`` with the retry policy; the parsed reply or the last error."""
         try:
             body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
         except (TypeError, ValueError) as e:
@@ -544,4 +601,5 @@ def _parse_base_url(base_url: str) -> tuple[str, str, str, int, str, str]:
     return f"{scheme}://{netloc}{path}", scheme, host, port, path, parts.query
 
 
-__all__ = ["NEVER_RETRY", "RETRY_STATUSES", "OpenAICompatClient", "is_context_length_error", "parse_retry_after"]
+__all__ = ["NEVER_RETRY", "RETRY_STATUSES", "OpenAICompatClient", "is_context_length_error", "parse_retry_after",
+           "refuses_response_format"]

@@ -22,6 +22,14 @@ Where the papers are silent:
   best-ranked chunks, read in reading order, and ``meta["cut"]`` records
   the cut of the call that wrote the answer (the Selection itself stays
   what the method chose). The fallback's cut is the reader's.
+
+Constrained replies (``constrained=True``, the default): the first reply is
+asked for as ``{"answer": "..."}`` (:data:`ROUTE_FORMAT`, at most
+``MAX_ROUTE_ANSWER_CHARS`` characters), enforced by a llama.cpp grammar or a
+server's ``response_format``; its answer is "unanswerable" or the answer.
+A constrained reply that cannot be read is routed to the long context, as
+"unanswerable" is (``meta["route_reply_unreadable"]``). Any other reply is
+read as above.
 """
 
 from __future__ import annotations
@@ -33,11 +41,16 @@ from typing import Any
 import numpy as np
 
 from ctxsel.llm.base import LLMClient
+from ctxsel.llm.constrain import ReplyFormatError, answer_format
 from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, get_template
 from ctxsel.reader import Reader, clean_answer, fit_to_window, for_template
 from ctxsel.selectors.base import Cut, Selector
 from ctxsel.selectors.fixed import FullContext, TopNTokens
 from ctxsel.types import Chunk, Selection
+
+MAX_ROUTE_ANSWER_CHARS = 128
+#: Self-Route's first reply, constrained: the answer, or "unanswerable".
+ROUTE_FORMAT = answer_format("self_route", max_chars=MAX_ROUTE_ANSWER_CHARS)
 
 
 class SelfRoute(Selector):
@@ -53,11 +66,15 @@ class SelfRoute(Selector):
         fallback_max_tokens: int | None = None,
         answer_template: str = FACTOID_QA.name,
         max_answer_tokens: int = 32,
+        constrained: bool = True,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
         if llm is None:
             raise ValueError("self-route needs an LLM client: get_selector('self-route', llm=client)")
+        if not isinstance(constrained, bool):
+            raise ValueError(f"constrained must be true or false, got {constrained!r}")
+        self.constrained = constrained
         self.llm = llm
         self.retrieve = TopNTokens(n_tokens, **kw)
         self.fallback = TopNTokens(fallback_max_tokens, **kw) if fallback_max_tokens else FullContext(**kw)
@@ -74,6 +91,7 @@ class SelfRoute(Selector):
             "datatype": self.datatype,
             "answer_template": self.reader.template.key,
             "route_template": SELF_ROUTE.key,
+            "constrained": self.constrained,
             "llm": getattr(self.llm, "model_id", ""),
             **super().config(),
         }
@@ -90,20 +108,33 @@ class SelfRoute(Selector):
             return self._finish(rag, "empty context: nothing to route", route="none", answer="", raw="", t0=t0)
         rag_read, route_cut = fit_to_window(
             rag, lambda s: SELF_ROUTE.render(datatype=self.datatype, context=s.text("\n\n"), question=question),
-            self.reader.window, self.max_answer_tokens)
+            self.reader.window, self.max_answer_tokens + (24 if self.constrained else 0))
+        extra: dict[str, Any] = {"reply_format": ROUTE_FORMAT} if self.constrained else {}
         first = self.route_client.complete(
             SELF_ROUTE.render(datatype=self.datatype, context=rag_read.text("\n\n"), question=question),
-            max_tokens=self.max_answer_tokens,
+            # a constrained reply carries its JSON around the answer
+            max_tokens=self.max_answer_tokens + (24 if extra else 0),
             temperature=0.0,
             stop=list(SELF_ROUTE.stop),
+            **extra,
         )
-        if "unanswerable" not in first.text.lower():
+        unreadable = None
+        if extra and first.constrained:
+            try:
+                answer = ROUTE_FORMAT.parse(first.text)
+            except ReplyFormatError as e:
+                answer, unreadable = "unanswerable", str(e)
+        else:
+            answer = first.text
+        if "unanswerable" not in answer.lower():
             rag.usage = rag.usage + first.usage
             if route_cut:
                 rag.meta = {**rag.meta, "cut": route_cut}
             return self._finish(rag, f"answerable from top chunks ({rag.explanation})", "rag",
-                                clean_answer(first.text, SELF_ROUTE), first.text, t0, first.usage.tokens_in)
+                                clean_answer(answer, SELF_ROUTE), first.text, t0, first.usage.tokens_in)
         long = self.fallback.select(question, chunks, scores)
+        if unreadable is not None:
+            long.meta["route_reply_unreadable"] = unreadable
         long.usage = long.usage + first.usage
         reply = self.reader.answer(question, long)
         read = reply.usage.tokens_in - long.usage.tokens_in
@@ -111,7 +142,8 @@ class SelfRoute(Selector):
         if reply.meta.get("cut"):
             long.meta = {**long.meta, "cut": reply.meta["cut"]}
         what = "full context" if self.fallback_max_tokens is None else f"best chunks up to {self.fallback_max_tokens:,} tokens (full context does not fit the reader)"
-        return self._finish(long, f"unanswerable from top {self.retrieve.n_tokens:,} tokens; fell back to {what}",
+        how = "unreadable route reply" if unreadable is not None else "unanswerable"
+        return self._finish(long, f"{how} from top {self.retrieve.n_tokens:,} tokens; fell back to {what}",
                             "long-context", reply.text, reply.raw, t0, read)
 
     def _finish(self, sel: Selection, why: str, route: str, answer: str, raw: str, t0: float,

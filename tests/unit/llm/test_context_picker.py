@@ -36,6 +36,9 @@ def client(server):
 
 
 def picker(server, **kw):
+    # these tests script the plain prompt's replies (continuations of the prefill): the unconstrained
+    # path; the constrained one (the default) is in test_constrain_http.py
+    kw.setdefault("constrained", False)
     return get_selector("context-picker", llm=client(server), **kw)
 
 
@@ -186,7 +189,8 @@ def test_eval_reports_invalid_share_and_fallbacks(server, tmp_path):
 
     exs = [Example(f"e{i}", "q?", CHUNKS, gold_ids=["1", "3"], answers=["topic"]) for i in range(2)]
     # e0: valid at once; e1: two invalid replies -> fallback. Then each selection is read once.
-    server.push(completion_reply('both", "ids": [1, 2]}'), completion_reply(" topic 1"),
+    # (the picker is constrained by default: its replies are whole objects)
+    server.push(completion_reply('{"rationale": "both", "ids": [1, 2]}'), completion_reply(" topic 1"),
                 completion_reply("prose"), completion_reply("prose"), completion_reply(" nothing"))
     summary = evaluate(exs, ["context-picker@500"], output_dir=tmp_path, scorer=FixedScorer(),
                        reader=Reader(client(server)), progress=False)

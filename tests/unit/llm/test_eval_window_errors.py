@@ -149,8 +149,9 @@ def test_self_route_fallback_is_cut_not_a_crash() -> None:
     # the route call reads top-5k (all 4 chunks: 400 words) and says unanswerable; the full-context
     # fallback would not fit either: both are cut to the 2 best chunks
     # the route prompt has 17 more words than the factoid one: +40 leaves both room for 2 chunks, not 3
+    # (unconstrained: a constrained route reply asks for 24 more answer tokens, which would leave room for 1)
     client = WindowClient(window_for("q?", 2) + 40, replies=["unanswerable", "Cherry"])
-    sel = get_selector("self-route", llm=client).select("q?", CHUNKS, SCORES)
+    sel = get_selector("self-route", llm=client, constrained=False).select("q?", CHUNKS, SCORES)
     assert len(client.prompts) == 2
     for p in client.prompts:
         assert CHUNKS[0].text in p and CHUNKS[2].text in p and CHUNKS[1].text not in p and CHUNKS[3].text not in p

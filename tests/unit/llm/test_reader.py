@@ -52,7 +52,7 @@ def test_clean_answer_keeps_multiline_templates_whole():
 
 
 def test_self_route_answerable_makes_one_call_and_keeps_the_top_5k(server):
-    server.push(completion_reply(" Berlin", prompt_tokens=50, completion_tokens=2))
+    server.push(completion_reply('{"answer": "Berlin"}', prompt_tokens=50, completion_tokens=2))
     sel = get_selector("self-route", llm=client(server)).select("q?", CHUNKS, SCORES)
     assert server.calls == 1
     assert sel.ids == ["b"]  # 3000 tokens fit 5k, 6000 do not
@@ -64,7 +64,7 @@ def test_self_route_answerable_makes_one_call_and_keeps_the_top_5k(server):
 
 @pytest.mark.parametrize("fallback, ids", [(None, ["b", "c", "a"]), (6000, ["b", "c"])])
 def test_self_route_unanswerable_falls_back_and_counts_both_calls(server, fallback, ids):
-    server.push(completion_reply("Unanswerable.", 40, 3), completion_reply(" Rome", 90, 2))
+    server.push(completion_reply('{"answer": "Unanswerable."}', 40, 3), completion_reply(" Rome", 90, 2))
     sel = get_selector("self-route", llm=client(server), fallback_max_tokens=fallback).select("q?", CHUNKS, SCORES)
     assert server.calls == 2
     assert sel.ids == ids and sel.meta["route"] == "long-context" and sel.meta["answer"] == "Rome"
@@ -107,8 +107,9 @@ def test_reader_eval_whose_server_fails_resumes_without_repeating_finished_calls
     reader = Reader(CachedClient(client(server), cache))
     methods = ["top-k@1", "self-route"]
     # e0: top-k, self-route (answerable); e1: top-k, self-route's first call, then the server fails
-    server.push(completion_reply("ans0"), completion_reply("ans0"), completion_reply("wrong"),
-                completion_reply("unanswerable"))
+    # (self-route's first reply is constrained by default: {"answer": ...})
+    server.push(completion_reply("ans0"), completion_reply('{"answer": "ans0"}'), completion_reply("wrong"),
+                completion_reply('{"answer": "unanswerable"}'))
     summary = evaluate(_examples(), methods, output_dir=tmp_path / "run", scorer=_FixedScorer(), progress=False,
                        reader=reader)
     assert server.calls == 7  # e1's fallback, e2's two calls: each fails once (no retries)
@@ -120,7 +121,7 @@ def test_reader_eval_whose_server_fails_resumes_without_repeating_finished_calls
     assert summary["top-k@1"]["errors"] == 1 and summary["self-route"]["errors"] == 2
 
     # rerun: e1's self-route fallback call, then e2's two methods (answerable) -- nothing else
-    server.push(completion_reply("ans1"), completion_reply("ans2"), completion_reply("ans2"))
+    server.push(completion_reply("ans1"), completion_reply("ans2"), completion_reply('{"answer": "ans2"}'))
     summary = evaluate(_examples(), methods, output_dir=tmp_path / "run", scorer=_FixedScorer(), progress=False,
                        reader=Reader(CachedClient(client(server), ResponseCache(tmp_path / "llm.sqlite"))))
     assert server.calls == 10

@@ -6,6 +6,15 @@ similarity that fit a token budget ``n_tokens`` (the paper's B; at most
 rationale (:mod:`.prompt` documents the one strict format), and the
 selection is exactly those chunks.
 
+With ``constrained=True`` (the default, except with a trained ``adapter``,
+which runs in transformers and was trained on the plain prompt) the
+request carries the reply's
+JSON schema (:func:`~.prompt.picker_format`): llama.cpp enforces it with a
+grammar, an OpenAI-compatible server with ``response_format``; a reply
+produced under it is parsed by the schema, any other by the strict
+:func:`~.prompt.parse_reply`. ``constrained=False`` sends the plain prompt
+(ending in the prefill), as training sees it.
+
 On an invalid reply the picker asks once more with the error stated in the
 prompt; if the second reply is invalid too it falls back to adaptive-k
 (within the same budget B) and records it: ``meta["fallback"]``,
@@ -36,7 +45,14 @@ from ctxsel.llm.base import LLMClient
 from ctxsel.reader import for_template
 from ctxsel.selectors.adaptive_k import AdaptiveK
 from ctxsel.selectors.base import Cut, Selector, as_int
-from ctxsel.selectors.context_picker.prompt import PICKER, InvalidReply, parse_reply, render_prompt
+from ctxsel.llm.constrain import ReplyFormatError
+from ctxsel.selectors.context_picker.prompt import (
+    MAX_RATIONALE_CHARS,
+    PICKER,
+    parse_reply,
+    picker_format,
+    render_prompt,
+)
 from ctxsel.selectors.fixed import TopNTokens
 from ctxsel.types import Chunk, LLMUsage, Selection, as_chunks
 
@@ -55,9 +71,18 @@ class ContextPicker(Selector):
         retries: int = 1,
         max_reply_tokens: int = 160,
         adapter: str | None = None,
+        constrained: bool | None = None,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
+        if constrained is None:  # on, except for a trained adapter: transformers cannot enforce a format,
+            constrained = adapter is None  # and the adapter was trained on the plain prompt
+        if not isinstance(constrained, bool):
+            raise ValueError(f"constrained must be true or false, got {constrained!r}")
+        if constrained and adapter is not None:
+            raise ValueError("a trained adapter runs in transformers, which cannot enforce a reply format, and was "
+                             "trained on the plain prompt: use constrained=false (the default with adapter=)")
+        self.constrained = constrained
         self.n_tokens = as_int("n_tokens", n_tokens)
         self.max_candidates = as_int("max_candidates", max_candidates)
         self.retries = as_int("retries", retries)
@@ -84,6 +109,7 @@ class ContextPicker(Selector):
     def config(self) -> dict[str, Any]:
         return {"n_tokens": self.n_tokens, "max_candidates": self.max_candidates, "stage": self.stage,
                 "retries": self.retries, "max_reply_tokens": self.max_reply_tokens, "template": PICKER.key,
+                "constrained": self.constrained,
                 "adapter": self.adapter, "llm": getattr(self.llm, "model_id", ""), **super().config()}
 
     def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:  # pragma: no cover
@@ -105,18 +131,27 @@ class ContextPicker(Selector):
         usage = LLMUsage()
         replies: list[str] = []
         errors: list[str] = []
+        n_constrained = 0
         if not pool.chunks:
-            return self._finish(pool, "empty context: nothing to pick", usage, replies, errors, None, False, t0)
+            return self._finish(pool, "empty context: nothing to pick", usage, replies, errors, None, False, t0, 0)
         passages = [c.text for c in pool.chunks]
+        fmt = picker_format(len(passages)) if self.constrained else None
+        # a constrained reply is a whole object: room for the longest rationale and every id
+        max_tokens = self.max_reply_tokens if fmt is None else max(
+            self.max_reply_tokens, MAX_RATIONALE_CHARS // 2 + 3 * len(passages) + 16)
         error: str | None = None
         for _ in range(1 + self.retries):
-            reply = self.client.complete(render_prompt(question, passages, self.stage, error),
-                                         max_tokens=self.max_reply_tokens, temperature=0.0, stop=list(PICKER.stop))
+            reply = self.client.complete(render_prompt(question, passages, self.stage, error, prefill=fmt is None),
+                                         max_tokens=max_tokens, temperature=0.0, stop=list(PICKER.stop),
+                                         **({} if fmt is None else {"reply_format": fmt}))
             usage = usage + reply.usage
             replies.append(reply.text)
+            if reply.constrained:
+                n_constrained += 1
             try:
-                parsed = parse_reply(reply.text, len(passages))
-            except InvalidReply as e:
+                parsed = fmt.parse(reply.text) if fmt is not None and reply.constrained \
+                    else parse_reply(reply.text, len(passages))
+            except ReplyFormatError as e:
                 error = str(e)
                 errors.append(error)
                 continue
@@ -125,14 +160,14 @@ class ContextPicker(Selector):
                             chunks=[pool.chunks[i] for i in idx], method=self.name, config={},  # _finish sets it
                             explanation="", n_candidates=len(chunk_list))
             why = f"picked {sel.k} of {pool.k} candidates: {parsed.rationale[:200]}"
-            return self._finish(sel, why, usage, replies, errors, parsed.rationale, False, t0)
+            return self._finish(sel, why, usage, replies, errors, parsed.rationale, False, t0, n_constrained)
         fb = self.fallback.select(question, chunk_list, scores)
         why = (f"{len(errors)} invalid repl{'y' if len(errors) == 1 else 'ies'} (last: {errors[-1]}); "
                f"fell back to adaptive-k: {fb.explanation}")
-        return self._finish(fb, why, usage, replies, errors, None, True, t0)
+        return self._finish(fb, why, usage, replies, errors, None, True, t0, n_constrained)
 
     def _finish(self, sel: Selection, why: str, usage: LLMUsage, replies: list[str], errors: list[str],
-                rationale: str | None, fallback: bool, t0: float) -> Selection:
+                rationale: str | None, fallback: bool, t0: float, n_constrained: int) -> Selection:
         sel.method = self.name
         sel.config = self.config()
         sel.explanation = why
@@ -146,6 +181,7 @@ class ContextPicker(Selector):
             "invalid_replies": len(errors),
             "errors": errors,
             "replies": replies,
+            "constrained_replies": n_constrained,  # replies produced under the schema (0 when the server refused it)
             "seconds": time.perf_counter() - t0,
             # per-example numbers the eval averages into its invalid-share / fallback columns
             "metrics": {"invalid_share": (len(errors) / n_replies) if n_replies else None,

@@ -33,18 +33,32 @@ Choices where the paper is silent:
   for, the reply is still checked against the real candidate numbers;
 - inference (``p_test``) uses the stage-2 instruction: the deployed picker
   is the stage-2 policy.
+
+Constrained replies (:func:`picker_format`, the picker's default at
+inference): the same object as a JSON schema -- ``rationale`` a string of
+at most ``MAX_RATIONALE_CHARS`` characters, ``ids`` 1..N unique integers
+written as an ``enum`` of the allowed numbers (so a llama.cpp grammar can
+only write candidate numbers), at least one and at most N -- sent with the
+request; the prompt then ends at ``Reply:`` without the prefill (the
+constrained reply is the whole object). Such a reply is parsed by the
+format (:meth:`ReplyFormat.parse`: the schema, uniqueness included, which a
+grammar cannot enforce); any other reply by :func:`parse_reply`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError
 from ctxsel.llm.prompts import PromptTemplate
 
 MAX_REPLY_CHARS = 4000
+#: The longest rationale a constrained reply may write (characters).
+MAX_RATIONALE_CHARS = 240
 PREFILL = '{"rationale": "'
 
 STAGE_INSTRUCTIONS = {
@@ -72,7 +86,7 @@ PICKER = PromptTemplate(
 _WS = re.compile(r"\s+")
 
 
-class InvalidReply(ValueError):
+class InvalidReply(ReplyFormatError):
     """A picker reply that breaks the format; the message says which rule."""
 
 
@@ -86,8 +100,10 @@ def one_line(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
-def render_prompt(question: str, passages: Sequence[str], stage: int = 2, error: str | None = None) -> str:
-    """The observation ``<p_stage, q, C>``; ``error`` adds the retry note."""
+def render_prompt(question: str, passages: Sequence[str], stage: int = 2, error: str | None = None,
+                  *, prefill: bool = True) -> str:
+    """The observation ``<p_stage, q, C>``; ``error`` adds the retry note; ``prefill=False``
+    ends at ``Reply:`` (for constrained replies, which write the whole object)."""
     if stage not in STAGE_INSTRUCTIONS:
         raise ValueError(f"stage must be 1 or 2, got {stage!r}")
     body = "\n".join(f"[{i}] {one_line(p)}" for i, p in enumerate(passages, start=1))
@@ -95,7 +111,31 @@ def render_prompt(question: str, passages: Sequence[str], stage: int = 2, error:
     if error:
         retry = f"\nYour previous reply was rejected: {one_line(error)}. Follow the format exactly."
     return PICKER.render(instruction=STAGE_INSTRUCTIONS[stage], passages=body, question=one_line(question),
-                         n=str(len(passages)), retry=retry, prefill=PREFILL)
+                         n=str(len(passages)), retry=retry, prefill=PREFILL if prefill else "").rstrip(" ")
+
+
+@functools.lru_cache(maxsize=128)
+def picker_format(n_candidates: int, max_rationale_chars: int = MAX_RATIONALE_CHARS) -> ReplyFormat:
+    """The picker's reply as a JSON schema over ``n_candidates`` passages; parses to a :class:`PickerReply`."""
+    if n_candidates < 1:
+        raise ValueError(f"a picker reply needs at least one candidate, got {n_candidates}")
+    schema = {
+        "type": "object",
+        "properties": {
+            "rationale": {"type": "string", "minLength": 1, "maxLength": int(max_rationale_chars)},
+            "ids": {"type": "array", "items": {"type": "integer", "enum": list(range(1, n_candidates + 1))},
+                    "minItems": 1, "maxItems": n_candidates, "uniqueItems": True},
+        },
+        "required": ["rationale", "ids"],
+        "additionalProperties": False,
+    }
+
+    def convert(obj: dict) -> PickerReply:
+        if not obj["rationale"].strip():
+            raise InvalidReply("rationale must be a non-empty string")
+        return PickerReply(obj["rationale"].strip(), list(obj["ids"]))
+
+    return ReplyFormat("context_picker", schema, convert, max_chars=MAX_REPLY_CHARS)
 
 
 def parse_reply(text: str, n_candidates: int) -> PickerReply:
@@ -142,5 +182,5 @@ def parse_reply(text: str, n_candidates: int) -> PickerReply:
     return PickerReply(rationale.strip(), list(ids))
 
 
-__all__ = ["MAX_REPLY_CHARS", "PICKER", "PREFILL", "STAGE_INSTRUCTIONS", "InvalidReply", "PickerReply",
-           "one_line", "parse_reply", "render_prompt"]
+__all__ = ["MAX_RATIONALE_CHARS", "MAX_REPLY_CHARS", "PICKER", "PREFILL", "STAGE_INSTRUCTIONS", "InvalidReply",
+           "PickerReply", "one_line", "parse_reply", "picker_format", "render_prompt"]

@@ -14,6 +14,14 @@ since a base model keeps numbering past the request. Only the form is
 checked, not the meaning: a careful run reviews a sample of rewrites. Anything else
 is invalid: the LLM is asked once more with the error stated, and a second
 invalid reply leaves the question without rewrites (recorded, not guessed).
+
+With ``constrained=True`` (off by default: rewriting feeds training, which
+should see what the model writes unaided) the prompt asks for
+``{"rewrites": ["...", ...]}`` (:data:`REWRITE_JSON`, :func:`rewrites_format`:
+exactly ``n`` non-empty strings of bounded length) and the request carries
+that schema; the reply is read by the schema's strict parser and then
+checked by the same rules (questions, distinct from the original and each
+other).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from typing import Any
 
 from ctxsel.datasets.splits import DEFAULT_SEED, DEFAULT_TRAIN_FRACTION, split_ids
 from ctxsel.llm.base import LLMClient
+from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError
 from ctxsel.llm.prompts import PromptTemplate
 from ctxsel.reader import for_template
 
@@ -38,6 +47,18 @@ REWRITE = PromptTemplate(
     stop=("\n\n",),
 )
 
+REWRITE_JSON = PromptTemplate(
+    "query-rewrite-json",
+    1,
+    "Rewrite the question below in {n} different ways. Each rewrite must ask for exactly the same answer, "
+    "use different wording, and stay one sentence ending in a question mark. Reply with one JSON object on one "
+    'line and nothing else: {{"rewrites": ["<rewrite 1>", ..., "<rewrite {n}>"]}}.{retry}\n\n'
+    "Question: {question}\nReply:",
+)
+
+#: The longest rewrite a constrained reply may write (characters).
+MAX_REWRITE_CHARS = 300
+
 _LINE = re.compile(r"^(\d+)\.\s*(.*)$")
 
 
@@ -49,19 +70,25 @@ def _norm(s: str) -> str:
     return " ".join(s.lower().split()).rstrip("?. ")
 
 
-def parse_rewrites(text: str, question: str, n: int = N_REWRITES) -> list[str]:
-    """The ``n`` rewrites of a reply (which continues after the prompt's ``1.``)."""
-    body = "1." + text if not text.lstrip().startswith("1.") else text.strip()
-    lines = [ln.strip() for ln in body.strip().splitlines() if ln.strip()]
-    if len(lines) != n:
-        raise InvalidRewrites(f"expected {n} numbered lines, got {len(lines)}")
+def rewrites_format(n: int = N_REWRITES) -> ReplyFormat:
+    """``{"rewrites": [...]}``: exactly ``n`` non-empty strings of at most ``MAX_REWRITE_CHARS``; parses to the list."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    item = {"type": "string", "minLength": 1, "maxLength": MAX_REWRITE_CHARS}
+    schema = {"type": "object",
+              "properties": {"rewrites": {"type": "array", "items": item, "minItems": n, "maxItems": n}},
+              "required": ["rewrites"], "additionalProperties": False}
+    return ReplyFormat("query_rewrites", schema, lambda obj: obj["rewrites"])
+
+
+def check_rewrites(rewrites: Sequence[str], question: str, n: int = N_REWRITES) -> list[str]:
+    """The rewrites, stripped, if there are ``n`` non-empty questions, all different; else :class:`InvalidRewrites`."""
+    if len(rewrites) != n:
+        raise InvalidRewrites(f"expected {n} rewrites, got {len(rewrites)}")
     out: list[str] = []
     seen = {_norm(question)}
-    for i, ln in enumerate(lines, start=1):
-        m = _LINE.match(ln)
-        if not m or int(m.group(1)) != i:
-            raise InvalidRewrites(f"line {i} does not start with '{i}.'")
-        q = m.group(2).strip()
+    for i, q in enumerate(rewrites, start=1):
+        q = str(q).strip()
         if not q:
             raise InvalidRewrites(f"rewrite {i} is empty")
         if not q.endswith("?"):
@@ -73,17 +100,53 @@ def parse_rewrites(text: str, question: str, n: int = N_REWRITES) -> list[str]:
     return out
 
 
+def parse_rewrites_json(text: str, question: str, n: int = N_REWRITES) -> list[str]:
+    """The ``n`` rewrites of a ``{"rewrites": [...]}`` reply (:data:`REWRITE_JSON`), strictly."""
+    try:
+        rewrites = rewrites_format(n).parse(text)
+    except ReplyFormatError as e:
+        raise InvalidRewrites(str(e)) from None
+    return check_rewrites([" ".join(r.split()) for r in rewrites], question, n)
+
+
+def parse_rewrites(text: str, question: str, n: int = N_REWRITES) -> list[str]:
+    """The ``n`` rewrites of a reply (which continues after the prompt's ``1.``)."""
+    body = "1." + text if not text.lstrip().startswith("1.") else text.strip()
+    lines = [ln.strip() for ln in body.strip().splitlines() if ln.strip()]
+    if len(lines) != n:
+        raise InvalidRewrites(f"expected {n} numbered lines, got {len(lines)}")
+    rewrites: list[str] = []
+    for i, ln in enumerate(lines, start=1):
+        m = _LINE.match(ln)
+        if not m or int(m.group(1)) != i:
+            raise InvalidRewrites(f"line {i} does not start with '{i}.'")
+        rewrites.append(m.group(2).strip())
+    return check_rewrites(rewrites, question, n)
+
+
 def rewrite_query(llm: LLMClient, question: str, n: int = N_REWRITES, retries: int = 1,
-                  temperature: float = 0.0) -> dict[str, Any]:
-    """``{"rewrites": [...], "errors": [...], "calls": int}``; rewrites is empty after ``1 + retries`` invalid replies."""
-    client = for_template(llm, REWRITE)
+                  temperature: float = 0.0, *, constrained: bool = False) -> dict[str, Any]:
+    """``{"rewrites": [...], "errors": [...], "calls": int}``; rewrites is empty after ``1 + retries`` invalid replies.
+
+    ``constrained=True`` asks for the JSON reply under its schema (see the module doc).
+    """
+    template = REWRITE_JSON if constrained else REWRITE
+    client = for_template(llm, template)
+    q = " ".join(question.split())
     errors: list[str] = []
     for _ in range(1 + retries):
         retry = f"\nYour previous reply was rejected: {errors[-1]}." if errors else ""
-        reply = client.complete(REWRITE.render(n=str(n), question=" ".join(question.split()), retry=retry),
-                                max_tokens=40 * n, temperature=temperature, stop=[*REWRITE.stop, f"\n{n + 1}."])
+        if constrained:
+            reply = client.complete(REWRITE_JSON.render(n=str(n), question=q, retry=retry),
+                                    max_tokens=(MAX_REWRITE_CHARS // 3 + 4) * n + 8, temperature=temperature,
+                                    stop=list(REWRITE_JSON.stop), reply_format=rewrites_format(n))
+            parse = parse_rewrites_json  # the prompt asked for JSON, whether or not the server enforced it
+        else:
+            reply = client.complete(REWRITE.render(n=str(n), question=q, retry=retry), max_tokens=40 * n,
+                                    temperature=temperature, stop=[*REWRITE.stop, f"\n{n + 1}."])
+            parse = parse_rewrites
         try:
-            return {"rewrites": parse_rewrites(reply.text, question, n), "errors": errors, "calls": len(errors) + 1}
+            return {"rewrites": parse(reply.text, question, n), "errors": errors, "calls": len(errors) + 1}
         except InvalidRewrites as e:
             errors.append(str(e))
     return {"rewrites": [], "errors": errors, "calls": len(errors)}
@@ -113,4 +176,5 @@ def split_records(records: Sequence[dict[str, Any]], part: str, train_fraction: 
     return out
 
 
-__all__ = ["N_REWRITES", "REWRITE", "InvalidRewrites", "parse_rewrites", "rewrite_query", "split_records"]
+__all__ = ["MAX_REWRITE_CHARS", "N_REWRITES", "REWRITE", "REWRITE_JSON", "InvalidRewrites", "check_rewrites",
+           "parse_rewrites", "parse_rewrites_json", "rewrite_query", "rewrites_format", "split_records"]

@@ -55,6 +55,19 @@ Where the paper is silent (each choice is a parameter):
   (the final answer's) and a ``cut`` trace step record it. The keys and
   sufficiency prompts read the whole evidence: past the window they end
   the exploration as above.
+
+Constrained replies (``constrained=True``, the default): every reply with a
+format is asked for under its JSON schema -- ``{"keys": [...]}`` (at most
+``MAX_CONSTRAINED_KEYS`` short strings), ``{"targets": [...]}``,
+``{"verdict": "YES" | "NO"}`` for sufficiency and the counting check,
+``{"option": "<letter>", "reason": "..."}`` for each multiple-choice answer
+and vote -- enforced by llama.cpp grammars or a server's
+``response_format``. A reply produced under its schema is read by the
+schema's strict parser; any other reply (``constrained=False``, or a server
+that refused the schema) by the parsers above. Free-form answers are never
+constrained. ``meta["metrics"]["unreadable_verdicts"]`` is the share of
+YES/NO verdicts (sufficiency and counting check) that could not be read,
+for the eval to average.
 """
 
 from __future__ import annotations
@@ -71,6 +84,13 @@ import numpy as np
 
 from ctxsel.datasets.multiple_choice import LETTERS, parse_choice, question_with_options
 from ctxsel.llm.base import LLMClient, LLMContextLengthError
+from ctxsel.llm.constrain import (
+    ReplyFormat,
+    ReplyFormatError,
+    option_vote_format,
+    string_list_format,
+    yes_no_format,
+)
 from ctxsel.llm.prompts import (
     FACTOID_QA,
     MULTIPLE_CHOICE,
@@ -98,15 +118,41 @@ _NUMBER_WORDS = {w: i for i, w in enumerate(
 _NUMBER = re.compile(r"\b(\d+|" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
 
 
-def parse_keys(reply: str, limit: int = 32) -> list[str]:
-    """Comma/semicolon/line-separated keys with list marks and markup stripped;
-    keys without a non-stopword word are dropped."""
+#: Constrained replies: at most this many keys (or counting targets), each at most MAX_KEY_CHARS long.
+MAX_CONSTRAINED_KEYS = 10
+MAX_KEY_CHARS = 40
+#: Constrained multiple-choice replies: the reason after the letter is at most this long.
+MAX_REASON_CHARS = 100
+
+SUFFICIENT_FORMAT = yes_no_format("sage_sufficient")
+COUNTING_FORMAT = yes_no_format("sage_is_counting")
+KEYS_FORMAT = string_list_format("sage_keys", "keys", max_items=MAX_CONSTRAINED_KEYS, max_chars=MAX_KEY_CHARS)
+TARGETS_FORMAT = string_list_format("sage_count_targets", "targets", max_items=MAX_CONSTRAINED_KEYS,
+                                    max_chars=MAX_KEY_CHARS)
+#: max_tokens for a constrained reply of each template (the JSON's own tokens on top of the free reply's).
+CONSTRAINED_MAX_TOKENS = {"sage-sufficient": 16, "sage-is-counting": 16, "sage-keys": 128,
+                          "sage-count-targets": 128, "multiple-choice": 64}
+
+
+def vote_format(n_options: int) -> ReplyFormat:
+    """A multiple-choice answer with the option's letter first (one of the ``n_options``) and a bounded reason."""
+    return option_vote_format(n_options, max_reason_chars=MAX_REASON_CHARS, name="sage_vote")
+
+
+def clean_keys(keys: Sequence[str], limit: int = 32) -> list[str]:
+    """Keys with list marks and markup stripped; keys without a non-stopword word, and repeats, dropped."""
     out: list[str] = []
-    for part in _KEY_SPLIT.split(_TAG.sub(" ", reply)):
-        key = _KEY_LEAD.sub("", part).strip(" \t\"'`*.:()[]{}")
+    for part in keys:
+        key = _KEY_LEAD.sub("", _TAG.sub(" ", part)).strip(" \t\"'`*.:()[]{}")
         if key and words(key) and key.lower() not in (k.lower() for k in out):
             out.append(key)
     return out[:limit]
+
+
+def parse_keys(reply: str, limit: int = 32) -> list[str]:
+    """Comma/semicolon/line-separated keys with list marks and markup stripped;
+    keys without a non-stopword word are dropped."""
+    return clean_keys(_KEY_SPLIT.split(_TAG.sub(" ", reply)), limit)
 
 
 def parse_verdict(reply: str) -> bool | None:
@@ -132,6 +178,9 @@ class _Run:
     failures: list[str] = field(default_factory=list)
     out_of_window: bool = False
     cut: dict[str, Any] | None = None
+    verdicts: int = 0  # YES/NO verdicts asked for (sufficiency and counting check)
+    unreadable_verdicts: int = 0
+    constrained_replies: int = 0  # replies produced under their reply format
 
 
 class SAGE(Selector):
@@ -159,11 +208,15 @@ class SAGE(Selector):
         answer_template: str = FACTOID_QA.name,
         max_answer_tokens: int = 32,
         embed: Callable[[list[str]], np.ndarray] | None = None,
+        constrained: bool = True,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
         if llm is None:
             raise ValueError("sage needs an LLM client: get_selector('sage', llm=client)")
+        if not isinstance(constrained, bool):
+            raise ValueError(f"constrained must be true or false, got {constrained!r}")
+        self.constrained = constrained
         for name, value, low in (("iter_max", iter_max, 1), ("recall_index", recall_index, 1),
                                  ("neighbor_num", neighbor_num, 0), ("n_seeds", n_seeds, 1),
                                  ("voter_num", voter_num, 1), ("n_perturb", n_perturb, 0), ("max_keys", max_keys, 1)):
@@ -187,7 +240,7 @@ class SAGE(Selector):
             "iter_max": self.iter_max, "recall_index": self.recall_index, "neighbor_num": self.neighbor_num,
             "n_seeds": self.n_seeds, "voter_num": self.voter_num, "n_perturb": self.n_perturb,
             "lambda_low": self.lambda_low, "voter_temperature": self.voter_temperature, "counting": self.counting,
-            "seed": self.seed, "answer_template": self.answer_template.key,
+            "seed": self.seed, "answer_template": self.answer_template.key, "constrained": self.constrained,
             "templates": [t.key for t in (SAGE_KEYS, SAGE_SUFFICIENT, MULTIPLE_CHOICE, SAGE_IS_COUNTING,
                                           SAGE_COUNT_TARGETS)],
             "llm": getattr(self.llm, "model_id", ""),
@@ -200,31 +253,70 @@ class SAGE(Selector):
     # -- LLM calls ---------------------------------------------------------------
 
     def _ask(self, run: _Run, template: PromptTemplate, prompt: str, max_tokens: int,
-             temperature: float = 0.0, seed: int | None = None) -> tuple[str, LLMUsage] | None:
-        """One call, counted; None (and a recorded failure) when the prompt exceeds the window."""
+             temperature: float = 0.0, seed: int | None = None,
+             fmt: ReplyFormat | None = None) -> tuple[str, LLMUsage, bool] | None:
+        """One call, counted: (text, usage, produced under ``fmt``); None (and a recorded
+        failure) when the prompt exceeds the window. ``fmt`` is sent only when constrained."""
         if template.key not in self._clients:
             self._clients[template.key] = for_template(self.llm, template)
+        extra: dict[str, Any] = {}
+        if fmt is not None and self.constrained:
+            extra["reply_format"] = fmt
+            max_tokens = max(max_tokens, CONSTRAINED_MAX_TOKENS.get(template.name, max_tokens))
         try:
             reply = self._clients[template.key].complete(
-                prompt, max_tokens=max_tokens, temperature=temperature, stop=list(template.stop) or None, seed=seed)
+                prompt, max_tokens=max_tokens, temperature=temperature, stop=list(template.stop) or None, seed=seed,
+                **extra)
         except LLMContextLengthError as e:
             run.failures.append(f"{template.name}: prompt exceeds the model's window ({e})")
             run.out_of_window = True
             return None
         run.usage = run.usage + reply.usage
-        return reply.text, reply.usage
+        constrained = bool(extra) and reply.constrained
+        run.constrained_replies += constrained
+        return reply.text, reply.usage, constrained
+
+    @staticmethod
+    def _read(got: tuple[str, LLMUsage, bool], fmt: ReplyFormat, legacy: Callable[[str], Any]) -> Any:
+        """A reply's value: ``fmt``'s strict parser for a constrained reply, else ``legacy``; None if unreadable."""
+        if got[2]:
+            try:
+                return fmt.parse(got[0])
+            except ReplyFormatError:
+                return None
+        return legacy(got[0])
+
+    def _verdict(self, run: _Run, got: tuple[str, LLMUsage, bool], fmt: ReplyFormat) -> bool | None:
+        """A YES/NO verdict (counted; None when unreadable)."""
+        verdict = self._read(got, fmt, parse_verdict)
+        run.verdicts += 1
+        run.unreadable_verdicts += verdict is None
+        return verdict
+
+    def _key_list(self, got: tuple[str, LLMUsage, bool] | None, fmt: ReplyFormat) -> list[str]:
+        if got is None:
+            return []
+        keys = self._read(got, fmt, lambda text: parse_keys(text, self.max_keys))
+        return [] if keys is None else clean_keys(keys, self.max_keys)
 
     def _infer(self, run: _Run, question: str, options: Sequence[str], context: str,
                temperature: float = 0.0, seed: int | None = None) -> tuple[str, str, LLMUsage] | None:
         """(answer, raw reply, usage) from ``context``: Prompt 3 with options, else the answer template."""
+        fmt = None
         if options:
             t, n = MULTIPLE_CHOICE, DEFAULT_MAX_ANSWER_TOKENS[MULTIPLE_CHOICE.name]
             prompt = t.render(question=question_with_options(question, options), context=context)
+            fmt = vote_format(len(options)) if len(options) <= len(LETTERS) else None
         else:
             t, n = self.answer_template, self.max_answer_tokens
             prompt = t.render(question=question, context=context)
-        got = self._ask(run, t, prompt, n, temperature, seed)
-        return None if got is None else (clean_answer(got[0], t), got[0], got[1])
+        got = self._ask(run, t, prompt, n, temperature, seed, fmt)
+        if got is None:
+            return None
+        text = got[0]
+        if fmt is not None and got[2]:  # {"option": "B", "reason": ...} reads as "B. ..." (raw stays the JSON)
+            text = self._read(got, fmt, str) or text
+        return clean_answer(text, t), got[0], got[1]
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if self._embed is None:
@@ -282,17 +374,17 @@ class SAGE(Selector):
     def _count(self, run: _Run, graph: SentenceGraph, question: str, options: list[str], t0: float) -> Selection | None:
         """Algorithm 3, or None when the question is not a counting one (or cannot be counted)."""
         q = question_with_options(question, options)
-        got = self._ask(run, SAGE_IS_COUNTING, SAGE_IS_COUNTING.render(query=q), 8)
+        got = self._ask(run, SAGE_IS_COUNTING, SAGE_IS_COUNTING.render(query=q), 8, fmt=COUNTING_FORMAT)
         if got is None:
             return None
-        verdict = parse_verdict(got[0])
+        verdict = self._verdict(run, got, COUNTING_FORMAT)
         if verdict is None:
             run.failures.append(f"counting verdict unreadable ({got[0][:80]!r}): treated as not counting")
         if not verdict:
             run.trace.append({"step": "counting-check", "counting": False, "raw": got[0][:200]})
             return None
-        got = self._ask(run, SAGE_COUNT_TARGETS, SAGE_COUNT_TARGETS.render(query=q), 48)
-        variants = parse_keys(got[0], self.max_keys) if got else []
+        got = self._ask(run, SAGE_COUNT_TARGETS, SAGE_COUNT_TARGETS.render(query=q), 48, fmt=TARGETS_FORMAT)
+        variants = self._key_list(got, TARGETS_FORMAT)
         if not variants:
             run.failures.append("counting question but no target could be read: explored instead")
             return None
@@ -321,11 +413,12 @@ class SAGE(Selector):
         clean = None
         why = f"no YES verdict within iter_max={self.iter_max} rounds"
         for r in range(1, self.iter_max + 1):
-            got = self._ask(run, SAGE_KEYS, SAGE_KEYS.render(query=q, retrieved=self._text(graph, evidence)), 64)
+            got = self._ask(run, SAGE_KEYS, SAGE_KEYS.render(query=q, retrieved=self._text(graph, evidence)), 64,
+                            fmt=KEYS_FORMAT)
             if got is None:
                 why = f"stopped in round {r}: the keys prompt exceeds the model's window"
                 break
-            keys, source = parse_keys(got[0], self.max_keys), "llm"
+            keys, source = self._key_list(got, KEYS_FORMAT), "llm"
             hits, rel = graph.retrieve(keys, self.recall_index) if keys else ([], None)
             if not hits:
                 run.failures.append(f"round {r}: keys {keys[:5]!r} from {got[0][:60]!r} matched no sentence; "
@@ -350,8 +443,9 @@ class SAGE(Selector):
             step.update(importance=None if imp is None else round(imp, 4), lambdas=lambdas)
             got = None if run.out_of_window else self._ask(
                 run, SAGE_SUFFICIENT, SAGE_SUFFICIENT.render(
-                    query=q, retrieved=context, importance="not computed" if imp is None else f"{imp:.3f}"), 8)
-            verdict = None if got is None else parse_verdict(got[0])
+                    query=q, retrieved=context, importance="not computed" if imp is None else f"{imp:.3f}"), 8,
+                fmt=SUFFICIENT_FORMAT)
+            verdict = None if got is None else self._verdict(run, got, SUFFICIENT_FORMAT)
             if got is not None and verdict is None:
                 run.failures.append(f"round {r}: sufficiency verdict unreadable ({got[0][:80]!r}): treated as NO")
             step.update(sufficient=verdict, verdict_raw=None if got is None else got[0][:200])
@@ -378,7 +472,7 @@ class SAGE(Selector):
                 break
             raws.append(got[1])
             last = got[2]
-            choice = parse_choice(got[1], options)
+            choice = parse_choice(got[0], options)  # the answer: a constrained vote reads as "B. <reason>"
             if choice is not None:
                 votes.append(choice)
         if last is None:
@@ -418,6 +512,11 @@ class SAGE(Selector):
             meta={"answer": answer, "raw_answer": raw, "route": route, "failures": run.failures,
                   "answer_tokens_in": answer_usage.tokens_in, "seconds": time.perf_counter() - t0,
                   "template": (MULTIPLE_CHOICE if options else self.answer_template).key,
+                  "verdicts": run.verdicts, "unreadable_verdicts": run.unreadable_verdicts,
+                  "constrained_replies": run.constrained_replies,
+                  # per-example numbers the eval averages (None: no verdict was asked for)
+                  "metrics": {"unreadable_verdicts": (run.unreadable_verdicts / run.verdicts)
+                              if run.verdicts else None},
                   **({"cut": run.cut} if run.cut else {})},
         )
 
@@ -458,4 +557,5 @@ class SAGE(Selector):
         return "\n".join(graph.vertices[i].text for i in sorted(evidence)) if evidence else "(nothing yet)"
 
 
-__all__ = ["SAGE", "option_number", "parse_keys", "parse_verdict"]
+__all__ = ["COUNTING_FORMAT", "KEYS_FORMAT", "SAGE", "SUFFICIENT_FORMAT", "TARGETS_FORMAT", "clean_keys",
+           "option_number", "parse_keys", "parse_verdict", "vote_format"]
