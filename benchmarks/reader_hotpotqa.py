@@ -1,8 +1,10 @@
 """Every method read by the default local reader on hotpotqa-long: one table from closed-book to oracle.
 
-Two ``ctxsel eval`` runs with ``--reader local`` (the default bundled model):
-the expensive methods (LLM-routed, LLM-picked, full context) on the fixed
-20-question test split, and the cheap ones on all 100 questions as well.
+``ctxsel eval`` runs with ``--reader local`` (the default bundled model) over
+the fixed 20-question test split, in groups: the cheap methods on all 20
+questions, the expensive ones (LLM-picked, LLM-routed, SAGE, the full
+window) on its first N questions, as CPU time allows (``--groups``), and
+optionally the cheap ones on all 100 questions (``--all-methods``).
 The table has, per method and question set: SubEM, EM, F1 (HotpotQA's
 official normalisation), gold-paragraph recall, selected tokens (cl100k),
 the reader's own tokens in (and how many were taken from llama.cpp's KV
@@ -10,7 +12,7 @@ cache) and out, LLM calls and seconds per question. "full" is the whole
 pool cut to the reader's window (the best-ranked chunks that fit, in
 document order), so its row says how much was cut.
 
-    OMP_NUM_THREADS=1 python benchmarks/reader_hotpotqa.py [--n-ctx 8192] [--test-methods ...] [--all-methods ...]
+    OMP_NUM_THREADS=1 python benchmarks/reader_hotpotqa.py [--n-ctx 8192] [--groups core,picker,llm,window]
 
 Resumable and cached (runs/reader_hotpotqa_*): a killed run goes on where it
 stopped. Writes benchmarks/results/reader_hotpotqa.md and .json.
@@ -25,8 +27,13 @@ from pathlib import Path
 
 from _common import add_common_args, header_md, loadavg, machine_info, setup_threads, write_report
 
-TEST_METHODS = "closed-book,oracle,full,top-k@5,top-n-tokens@2k,adaptive-k,self-route,context-picker,sage"
-ALL_METHODS = "closed-book,oracle,top-k@5,adaptive-k"
+#: name: (questions of the test split, methods)
+GROUPS = {
+    "core": (20, "closed-book,oracle,top-k@5,adaptive-k,top-n-tokens@2k"),
+    "picker": (10, "context-picker,context-picker[constrained=false]"),
+    "llm": (5, "self-route,sage"),
+    "window": (3, "full,sage[constrained=false]"),
+}
 
 COLUMNS = (
     ("score", "SubEM %", "pct"),
@@ -51,13 +58,15 @@ def _cell(v: object, fmt: str) -> str:
     return f"{100 * float(v):.1f}" if fmt == "pct" else format(float(v), fmt)  # type: ignore[arg-type]
 
 
-def run_eval(split: str | None, methods: str, output: str, args: argparse.Namespace) -> dict:
+def run_eval(split: str | None, limit: int | None, methods: str, output: str, args: argparse.Namespace) -> dict:
     from ctxsel.cli.main import main as ctxsel
 
     cmd = ["eval", "--dataset", "hotpotqa-long", "--methods", methods, "--reader", args.reader, "--output", output,
            "--threads", str(args.threads), "--llm-threads", str(args.llm_threads)]
     if split:
         cmd += ["--split", split]
+    if limit:
+        cmd += ["--limit", str(limit)]
     if args.n_ctx:
         cmd += ["--n-ctx", str(args.n_ctx)]
     if args.no_progress:
@@ -65,25 +74,29 @@ def run_eval(split: str | None, methods: str, output: str, args: argparse.Namesp
     rc = ctxsel(cmd)
     if rc:
         raise SystemExit(f"ctxsel {' '.join(cmd)} failed with exit code {rc}")
-    return {"command": "ctxsel " + " ".join(cmd), "summary": json.loads((Path(output) / "summary.json").read_text())}
+    return {"command": "ctxsel " + " ".join(cmd), "questions": limit or "all",
+            "summary": json.loads((Path(output) / "summary.json").read_text())}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reader", default="local")
     p.add_argument("--n-ctx", type=int, default=None, help="reader window (default: the model's trained window)")
-    p.add_argument("--llm-threads", type=int, default=1)
-    p.add_argument("--test-methods", default=TEST_METHODS)
-    p.add_argument("--all-methods", default=ALL_METHODS, help="also run on all 100 questions ('' to skip)")
+    p.add_argument("--llm-threads", type=int, default=1, help="llama.cpp threads per run (1: groups run side by side)")
+    p.add_argument("--groups", default=",".join(GROUPS), help=f"which method groups to run ({', '.join(GROUPS)})")
+    p.add_argument("--all-methods", default="", help="also run these on all 100 questions")
     p.add_argument("--output", default="runs/reader_hotpotqa")
     p.add_argument("--no-progress", action="store_true")
     add_common_args(p)
     args = p.parse_args(argv)
     info = machine_info(setup_threads(args.threads), versions=("llama_cpp",))
 
-    runs = {"test split (20)": run_eval("test", args.test_methods, f"{args.output}_test", args)}
+    runs = {}
+    for name in args.groups.split(","):
+        limit, methods = GROUPS[name]
+        runs[f"test split, first {limit}"] = run_eval("test", limit, methods, f"{args.output}_{name}", args)
     if args.all_methods:
-        runs["all 100"] = run_eval(None, args.all_methods, f"{args.output}_all", args)
+        runs["all 100"] = run_eval(None, None, args.all_methods, f"{args.output}_all", args)
     info["loadavg_end"] = loadavg()
 
     lines = [header_md("hotpotqa-long read by the default local reader", info, [

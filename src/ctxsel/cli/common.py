@@ -92,7 +92,7 @@ def add_llm_arguments(p: argparse.ArgumentParser, flag: str = "--reader", requir
         p.add_argument("--n-ctx", type=int, default=None,
                        help="local model window in its tokens (default: what the model was trained for, 32k)")
         p.add_argument("--llm-threads", type=int, default=None,
-                       help="llama.cpp threads (default 1: on a shared 2-core machine one thread beats two)")
+                       help="llama.cpp threads (default: the usable cores; use 1 where other busy processes share them)")
         p.add_argument("--llm-cache", default=None,
                        help="SQLite response cache (default $CTXSEL_CACHE_DIR/llm_responses.sqlite); 'off' disables it")
 

@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train-fraction", type=float, default=0.8, help="with --split (default 0.8)")
     p.add_argument("--split-seed", type=int, default=0, help="with --split (default 0)")
     p.add_argument("--output", required=True, help="output folder")
-    p.add_argument("--limit", type=int, default=None, help="only the first N examples")
+    p.add_argument("--limit", type=int, default=None, help="only the first N examples (of the split, with --split)")
     p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
     p.add_argument("--plot-example", default=None, help="example id whose similarity curve is plotted")
     p.add_argument("--overwrite", action="store_true", help="discard earlier results in --output")
@@ -66,12 +66,13 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.eval.runner import evaluate
     from ctxsel.selectors import split_specs
 
-    examples = load_dataset(args.dataset, limit=args.limit, hotpotqa_path=args.hotpotqa)
+    # with --split, --limit takes the first N of the split (the split is made over the whole dataset)
+    examples = load_dataset(args.dataset, limit=None if args.split else args.limit, hotpotqa_path=args.hotpotqa)
     dataset_name = args.dataset
     if args.split:
         from ctxsel.datasets.splits import split_examples
 
-        examples = split_examples(examples, args.split, args.train_fraction, args.split_seed)
+        examples = split_examples(examples, args.split, args.train_fraction, args.split_seed)[: args.limit]
         dataset_name = f"{args.dataset} ({args.split} split: {len(examples)} questions)"
     if not examples:
         raise ValueError(f"dataset {args.dataset!r} has no examples")

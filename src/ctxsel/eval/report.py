@@ -17,7 +17,7 @@ METRICS = ("recall", "precision", "k", "diff_k", "diff_k_authors", "n_tokens", "
 #: Added by a reader (``ctxsel eval --reader``): answer score and LLM cost per example.
 #: ``subem``/``em``/``f1``: factoid answers (HotpotQA's official EM and F1);
 #: ``cut``: share of rows whose selection was cut to the reader's window, ``tokens_cut``: tokens dropped per row.
-READER_METRICS = ("score", "subem", "em", "f1", "llm_calls", "tokens_in", "tokens_out", "answer_tokens_in", "wall_s",
+READER_METRICS = ("score", "subem", "em", "f1", "llm_calls", "tokens_in", "tokens_reused", "tokens_out", "answer_tokens_in", "wall_s",
                   "cut", "tokens_cut")
 #: The paper's Tables 7-16 columns (Score, Context recall, Reduction %, n_in, n_out), then the
 #: reader's window (rows cut, tokens dropped) and the rows that failed.

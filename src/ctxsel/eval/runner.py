@@ -256,6 +256,8 @@ def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_
         "llm_calls": ans.usage.calls,
         "tokens_in": ans.usage.tokens_in,
         "tokens_out": ans.usage.tokens_out,
+        # prompt tokens the backend took from its prefix cache instead of evaluating (llama.cpp's KV cache)
+        "tokens_reused": ans.usage.tokens_reused,
         # what the call that wrote the answer read (all calls are in tokens_in)
         "answer_tokens_in": sel.meta.get("answer_tokens_in", ans.usage.tokens_in - sel.usage.tokens_in),
         # a routed selector's own LLM time is inside select_s; the reader's is ans.seconds

@@ -16,10 +16,13 @@ flattened to their contents joined by blank lines.
 
 ``n_ctx`` defaults to the window the model was trained for (32k for every
 bundled model; the KV cache of the 1.5B at 32k is about 0.9 GB).
-``n_threads`` defaults to :data:`DEFAULT_THREADS`: on a 2-core machine
-shared with other work, two llama.cpp threads can be many times slower than
-one (measured: benchmarks/results/reader_threads.md); set it to the number
-of idle cores on a machine of your own.
+``n_threads`` defaults to :data:`DEFAULT_THREADS`, the usable cores: on this
+project's 2-core machine two threads read a 2,074-token prompt in 0.62x the
+time of one (benchmarks/results/reader_choice.md). llama.cpp's threads wait
+for each other at every step, so on cores that other busy processes share
+at the same priority two threads can be many times slower than one
+(ENVIRONMENT.md measured a collapse to 0.4 tokens/s): pass ``n_threads=1``
+(``--llm-threads 1``) there.
 
 Every completion reports ``usage.tokens_reused``: the prompt tokens whose
 state llama.cpp took from the previous call's shared prefix instead of
@@ -54,8 +57,8 @@ from ctxsel.llm.base import Completion, LLMContextLengthError, LLMError, Prompt,
 from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, MODELS, get_model, gguf_path
 from ctxsel.types import LLMUsage
 
-#: llama.cpp threads unless told otherwise (see the module docstring).
-DEFAULT_THREADS = 1
+#: llama.cpp threads unless told otherwise: the usable cores (see the module docstring).
+DEFAULT_THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def bundled_gguf_path(name: str = "gemma-270m") -> Path:
