@@ -146,6 +146,24 @@ def normalize_prompt(prompt: Prompt) -> Prompt:
     raise TypeError(f"prompt must be a str or a list of chat messages, got {type(prompt).__name__}")
 
 
+def complete_n(client: LLMClient, prompt: Prompt, n: int, *, seed: int | None = None, **kw: Any) -> list[Completion]:
+    """``n`` sampled replies to one prompt, the prompt paid for once where the backend allows it.
+
+    A client with its own ``complete_n`` answers in one request (an
+    OpenAI-compatible server: the API's ``n``, the prompt evaluated once);
+    any other gets ``n`` calls with seeds ``seed, seed + 1, ...``, which
+    llama.cpp serves from its KV cache after the first (each later call
+    evaluates one prompt token). ``usage`` counts the request once, on the
+    first reply.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    own = getattr(client, "complete_n", None)
+    if callable(own):
+        return list(own(prompt, n, seed=seed, **kw))
+    return [client.complete(prompt, seed=None if seed is None else seed + i, **kw) for i in range(n)]
+
+
 # ---------------------------------------------------------------------------
 # errors
 # ---------------------------------------------------------------------------
@@ -330,5 +348,6 @@ __all__ = [
     "Message",
     "Prompt",
     "body_excerpt",
+    "complete_n",
     "normalize_prompt",
 ]

@@ -436,6 +436,15 @@ class CachedClient:
             **extra,
         )
 
+    def complete_n(self, prompt: Any, n: int, *, seed: int | None = None, **kw: Any) -> list[Any]:
+        """``n`` samples through the wrapped client's ``complete_n`` (sampled replies are not cached)."""
+        from ctxsel.llm.base import complete_n
+
+        if kw.get("temperature", 0.0) > 0 and not self.cache_sampling:
+            self.bypassed += 1
+            return complete_n(self.client, prompt, n, seed=seed, **kw)
+        return [self.complete(prompt, seed=None if seed is None else seed + i, **kw) for i in range(n)]
+
     def complete(
         self,
         prompt: Prompt,

@@ -356,6 +356,24 @@ class OpenAICompatClient:
         out.constrained = use_format
         return out
 
+    def complete_n(self, prompt: Prompt, n: int, *, seed: int | None = None, **kw: Any) -> list[Completion]:
+        """``n`` samples in one request (the API's ``n``), so the server evaluates the prompt once.
+
+        A server that ignores ``n`` (one choice back) gets the rest as single
+        requests with seeds ``seed + 1, ...``. The request's usage is on the
+        first reply.
+        """
+        first = self.complete(prompt, seed=seed, n=n, **kw) if n > 1 else self.complete(prompt, seed=seed, **kw)
+        out = [first]
+        for choice in (first.raw.get("choices") or [])[1:n]:
+            text = (choice.get("message") or {}).get("content") if self.mode == "chat" else choice.get("text")
+            out.append(Completion(text=text if isinstance(text, str) else "", usage=LLMUsage(0, 0, 0),
+                                  finish_reason=choice.get("finish_reason"), model=first.model,
+                                  constrained=first.constrained, attempts=0))
+        for i in range(len(out), n):
+            out.append(self.complete(prompt, seed=None if seed is None else seed + i, **kw))
+        return out
+
     def _post(self, payload: dict[str, Any]) -> Completion:
         """POST ``payload`` with the retry policy; the parsed reply or the last error."""
         try:

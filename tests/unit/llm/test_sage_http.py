@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fake_server import FakeOpenAIServer, completion_reply
+from fake_server import FakeOpenAIServer, chat_reply, completion_reply
 
 from ctxsel.cli.main import main
 
@@ -34,3 +34,30 @@ def test_sage_answers_through_an_http_endpoint_even_when_every_reply_is_nonsense
     assert len(sel["meta"]["failures"]) == 5  # counting verdict, 2 x keys, 2 x verdict
     assert all("#s" in c["id"] for c in sel["chunks"]) and sel["chunks"]
     assert "telescope" in prompts[-1].lower()  # the verdict prompt shows the gathered sentences
+
+
+def test_sage_voters_share_one_request_with_n_samples() -> None:
+    """voter_num sampled votes are one request with the API's ``n``: the server reads the prompt once."""
+    from fake_server import Reply
+
+    from ctxsel.llm.openai_compat import OpenAICompatClient
+    from ctxsel.selectors import get_selector
+
+    votes = ['{"option": "B", "reason": "r"}', '{"option": "A", "reason": "r"}', '{"option": "B", "reason": "r"}']
+    multi = {"id": "chatcmpl-n", "object": "chat.completion", "model": "fake-model",
+             "choices": [{"index": i, "message": {"role": "assistant", "content": v}, "finish_reason": "stop"}
+                         for i, v in enumerate(votes)],
+             "usage": {"prompt_tokens": 50, "completion_tokens": 24, "total_tokens": 74}}
+    with FakeOpenAIServer() as server:
+        client = OpenAICompatClient(server.base_url, "m", max_retries=0)
+        sage = get_selector("sage", llm=client, iter_max=1, voter_num=3, n_perturb=0, counting=False)
+        server.push(chat_reply('{"keys": ["telescope"]}'), chat_reply(votes[0]), chat_reply('{"verdict": "YES"}'),
+                    Reply(200, multi))  # keys, the round's clean answer, the verdict, the three voters
+        sel = sage.select("Who built the telescope?", ["The telescope was built by Kestrel.", "Rain fell."],
+                          options=["Nobody", "Kestrel"])
+        vote_request = server.requests[-1].json
+    assert server.calls == 4  # the three voters in one request
+    assert vote_request["n"] == 3 and vote_request["temperature"] == 0.8 and vote_request["seed"] == 1
+    assert sel.meta["answer"] == "B. Kestrel"
+    assert next(t for t in sel.trace if t["step"] == "vote")["votes"] == ["B", "A", "B"]
+    assert sel.usage.calls == 4 and sel.usage.tokens_in == 3 * 11 + 50  # one request's prompt for three votes

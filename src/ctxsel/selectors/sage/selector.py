@@ -83,7 +83,7 @@ from typing import Any
 import numpy as np
 
 from ctxsel.datasets.multiple_choice import LETTERS, parse_choice, question_with_options
-from ctxsel.llm.base import LLMClient, LLMContextLengthError
+from ctxsel.llm.base import LLMClient, LLMContextLengthError, complete_n
 from ctxsel.llm.constrain import (
     ReplyFormat,
     ReplyFormatError,
@@ -257,6 +257,13 @@ class SAGE(Selector):
              fmt: ReplyFormat | None = None) -> tuple[str, LLMUsage, bool] | None:
         """One call, counted: (text, usage, produced under ``fmt``); None (and a recorded
         failure) when the prompt exceeds the window. ``fmt`` is sent only when constrained."""
+        got = self._ask_n(run, template, prompt, max_tokens, 1, temperature, seed, fmt)
+        return None if got is None else got[0]
+
+    def _ask_n(self, run: _Run, template: PromptTemplate, prompt: str, max_tokens: int, n: int,
+               temperature: float = 0.0, seed: int | None = None,
+               fmt: ReplyFormat | None = None) -> list[tuple[str, LLMUsage, bool]] | None:
+        """``n`` replies to one prompt, the prompt paid for once (:func:`~ctxsel.llm.base.complete_n`)."""
         if template.key not in self._clients:
             self._clients[template.key] = for_template(self.llm, template)
         extra: dict[str, Any] = {}
@@ -264,17 +271,19 @@ class SAGE(Selector):
             extra["reply_format"] = fmt
             max_tokens = max(max_tokens, CONSTRAINED_MAX_TOKENS.get(template.name, max_tokens))
         try:
-            reply = self._clients[template.key].complete(
-                prompt, max_tokens=max_tokens, temperature=temperature, stop=list(template.stop) or None, seed=seed,
-                **extra)
+            replies = complete_n(self._clients[template.key], prompt, n, max_tokens=max_tokens,
+                                 temperature=temperature, stop=list(template.stop) or None, seed=seed, **extra)
         except LLMContextLengthError as e:
             run.failures.append(f"{template.name}: prompt exceeds the model's window ({e})")
             run.out_of_window = True
             return None
-        run.usage = run.usage + reply.usage
-        constrained = bool(extra) and reply.constrained
-        run.constrained_replies += constrained
-        return reply.text, reply.usage, constrained
+        out = []
+        for reply in replies:
+            run.usage = run.usage + reply.usage
+            constrained = bool(extra) and reply.constrained
+            run.constrained_replies += constrained
+            out.append((reply.text, reply.usage, constrained))
+        return out
 
     @staticmethod
     def _read(got: tuple[str, LLMUsage, bool], fmt: ReplyFormat, legacy: Callable[[str], Any]) -> Any:
@@ -302,21 +311,30 @@ class SAGE(Selector):
     def _infer(self, run: _Run, question: str, options: Sequence[str], context: str,
                temperature: float = 0.0, seed: int | None = None) -> tuple[str, str, LLMUsage] | None:
         """(answer, raw reply, usage) from ``context``: Prompt 3 with options, else the answer template."""
+        got = self._infer_n(run, question, options, context, temperature, seed, 1)
+        return None if got is None else got[0]
+
+    def _infer_n(self, run: _Run, question: str, options: Sequence[str], context: str,
+                 temperature: float = 0.0, seed: int | None = None, n: int = 1) -> list[tuple[str, str, LLMUsage]] | None:
+        """``n`` (answer, raw reply, usage) from ``context``: Prompt 3 with options, else the answer template."""
         fmt = None
         if options:
-            t, n = MULTIPLE_CHOICE, DEFAULT_MAX_ANSWER_TOKENS[MULTIPLE_CHOICE.name]
+            t, max_tokens = MULTIPLE_CHOICE, DEFAULT_MAX_ANSWER_TOKENS[MULTIPLE_CHOICE.name]
             prompt = t.render(question=question_with_options(question, options), context=context)
             fmt = vote_format(len(options)) if len(options) <= len(LETTERS) else None
         else:
-            t, n = self.answer_template, self.max_answer_tokens
+            t, max_tokens = self.answer_template, self.max_answer_tokens
             prompt = t.render(question=question, context=context)
-        got = self._ask(run, t, prompt, n, temperature, seed, fmt)
-        if got is None:
+        replies = self._ask_n(run, t, prompt, max_tokens, n, temperature, seed, fmt)
+        if replies is None:
             return None
-        text = got[0]
-        if fmt is not None and got[2]:  # {"option": "B", "reason": ...} reads as "B. ..." (raw stays the JSON)
-            text = self._read(got, fmt, str) or text
-        return clean_answer(text, t), got[0], got[1]
+        out = []
+        for got in replies:
+            text = got[0]
+            if fmt is not None and got[2]:  # {"option": "B", "reason": ...} reads as "B. ..." (raw stays the JSON)
+                text = self._read(got, fmt, str) or text
+            out.append((clean_answer(text, t), got[0], got[1]))
+        return out
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if self._embed is None:
@@ -464,15 +482,13 @@ class SAGE(Selector):
         votes: list[int] = []
         raws: list[str] = []
         last: LLMUsage | None = None
-        for v in range(self.voter_num):
-            sampled = self.voter_num > 1
-            got = self._infer(run, question, options, context, self.voter_temperature if sampled else 0.0,
-                              self.seed + 1 + v if sampled else None)
-            if got is None:
-                break
-            raws.append(got[1])
-            last = got[2]
-            choice = parse_choice(got[0], options)  # the answer: a constrained vote reads as "B. <reason>"
+        sampled = self.voter_num > 1  # the voters read one prompt: it is evaluated once (complete_n)
+        for answer, raw, usage in self._infer_n(run, question, options, context,
+                                                self.voter_temperature if sampled else 0.0,
+                                                self.seed + 1 if sampled else None, self.voter_num) or []:
+            raws.append(raw)
+            last = usage
+            choice = parse_choice(answer, options)  # the answer: a constrained vote reads as "B. <reason>"
             if choice is not None:
                 votes.append(choice)
         if last is None:
