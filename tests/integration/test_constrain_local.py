@@ -119,8 +119,8 @@ def test_other_grammars_accept_valid_replies_and_reject_malformed_ones(vocab_mod
 
 @pytest.mark.slow
 def test_the_bundled_model_picks_under_the_grammar():
-    """Gemma 3 270M (base) wrote 40 of 40 invalid picker replies unconstrained; under the grammar
-    every reply is an object of candidate numbers, and only a repeated id can still be invalid."""
+    """The default reader picks under the grammar: every reply is an object of candidate numbers
+    (only a repeated id could still be invalid), and it keeps the passage that answers."""
     from ctxsel import get_selector
     from ctxsel.llm.local import LocalLlamaClient
     from ctxsel.types import Chunk
@@ -140,3 +140,4 @@ def test_the_bundled_model_picks_under_the_grammar():
         obj = json.loads(text)
         assert set(obj) == {"rationale", "ids"} and obj["ids"] and set(obj["ids"]) <= {1, 2, 3, 4}
     assert all("repeats" in e for e in sel.meta["errors"])
+    assert "0" in sel.ids  # the Kestrel passage

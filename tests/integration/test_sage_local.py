@@ -1,5 +1,5 @@
 """SAGE end to end with the real parts: the bundled local LLM (Gemma 3 270M)
-through ``ctxsel answer --method sage --reader local``, and MiniLM for the
+through ``ctxsel answer --method sage --reader local:gemma-270m``, and MiniLM for the
 importance score."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ EXAMPLE_MD = Path(__file__).resolve().parents[2] / "src" / "ctxsel" / "data" / "
 
 def test_sage_with_the_bundled_model_gathers_sentences_and_accounts_every_call(capsys) -> None:
     code = main(["answer", "--document", str(EXAMPLE_MD), "--question", "Who built the main telescope?",
-                 "--method", "sage[n_perturb=2]", "--reader", "local", "--llm-threads", "2", "--n-ctx", "4096",
+                 "--method", "sage[n_perturb=2]", "--reader", "local:gemma-270m", "--llm-threads", "2", "--n-ctx", "4096",
                  "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
