@@ -12,7 +12,7 @@ cache) and out, LLM calls and seconds per question. "full" is the whole
 pool cut to the reader's window (the best-ranked chunks that fit, in
 document order), so its row says how much was cut.
 
-    OMP_NUM_THREADS=1 python benchmarks/reader_hotpotqa.py [--n-ctx 8192] [--groups core,picker,llm,window]
+    OMP_NUM_THREADS=1 python benchmarks/reader_hotpotqa.py [--n-ctx 8192] [--groups core,expensive] [--report-only]
 
 Resumable and cached (runs/reader_hotpotqa_*): a killed run goes on where it
 stopped. Writes benchmarks/results/reader_hotpotqa.md and .json.
@@ -27,12 +27,11 @@ from pathlib import Path
 
 from _common import add_common_args, header_md, loadavg, machine_info, setup_threads, write_report
 
-#: name: (questions of the test split, methods)
+#: name: (questions of the test split, methods). Within a group every method reads question 1, then
+#: question 2, ...: a run stopped early (``--report-only`` then tables what is done) covers every method.
 GROUPS = {
     "core": (20, "closed-book,oracle,top-k@5,adaptive-k,top-n-tokens@2k"),
-    "picker": (10, "context-picker,context-picker[constrained=false]"),
-    "llm": (5, "self-route,sage"),
-    "window": (3, "full,sage[constrained=false]"),
+    "expensive": (20, "context-picker,context-picker[constrained=false],self-route,sage,sage[constrained=false],full"),
 }
 
 COLUMNS = (
@@ -58,6 +57,16 @@ def _cell(v: object, fmt: str) -> str:
     return f"{100 * float(v):.1f}" if fmt == "pct" else format(float(v), fmt)  # type: ignore[arg-type]
 
 
+def finished_rows(methods: str, output: str) -> dict:
+    """The summary of whatever rows a (possibly stopped) run has written, per method with its n."""
+    from ctxsel.eval.report import summarize
+    from ctxsel.eval.results import ResultLog
+    from ctxsel.selectors import split_specs
+
+    with ResultLog(Path(output) / "results.jsonl") as log:
+        return summarize(log.rows, split_specs(methods))
+
+
 def run_eval(split: str | None, limit: int | None, methods: str, output: str, args: argparse.Namespace) -> dict:
     from ctxsel.cli.main import main as ctxsel
 
@@ -71,6 +80,9 @@ def run_eval(split: str | None, limit: int | None, methods: str, output: str, ar
         cmd += ["--n-ctx", str(args.n_ctx)]
     if args.no_progress:
         cmd.append("--no-progress")
+    if args.report_only:
+        return {"command": "ctxsel " + " ".join(cmd), "questions": limit or "all",
+                "summary": finished_rows(methods, output)}
     rc = ctxsel(cmd)
     if rc:
         raise SystemExit(f"ctxsel {' '.join(cmd)} failed with exit code {rc}")
@@ -87,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--all-methods", default="", help="also run these on all 100 questions")
     p.add_argument("--output", default="runs/reader_hotpotqa")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: table the rows the runs have written so far (n per method)")
     add_common_args(p)
     args = p.parse_args(argv)
     info = machine_info(setup_threads(args.threads), versions=("llama_cpp",))
@@ -94,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = {}
     for name in args.groups.split(","):
         limit, methods = GROUPS[name]
-        runs[f"test split, first {limit}"] = run_eval("test", limit, methods, f"{args.output}_{name}", args)
+        runs[name] = run_eval("test", limit, methods, f"{args.output}_{name}", args)
     if args.all_methods:
         runs["all 100"] = run_eval(None, None, args.all_methods, f"{args.output}_all", args)
     info["loadavg_end"] = loadavg()
@@ -103,12 +117,12 @@ def main(argv: list[str] | None = None) -> int:
         f"Reader: `--reader {args.reader}`, window {args.n_ctx or 'the model default'}, "
         f"{args.llm_threads} llama.cpp thread(s), greedy; MiniLM scores; response cache on (a rerun is free)."]),
         "| method | questions | " + " | ".join(h for _, h, _ in COLUMNS) + " |",
-        "|---|---|" + "|".join("---:" for _ in COLUMNS) + "|"]
-    for where, run in runs.items():
+        "|---|---:|" + "|".join("---:" for _ in COLUMNS) + "|"]
+    for run in runs.values():
         for method, row in run["summary"].items():
             if not isinstance(row, dict) or "n" not in row:
                 continue
-            lines.append(f"| {method} | {where} | " + " | ".join(_cell(row.get(k), f) for k, _, f in COLUMNS) + " |")
+            lines.append(f"| {method} | {row['n']} | " + " | ".join(_cell(row.get(k), f) for k, _, f in COLUMNS) + " |")
     lines += ["", *(f"- `{r['command']}`" for r in runs.values())]
     md = "\n".join(lines) + "\n"
     write_report("reader_hotpotqa", args.out, md, {"machine": info, "runs": runs})
