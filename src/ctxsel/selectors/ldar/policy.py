@@ -48,8 +48,9 @@ the variant shrinks the *input* instead: the scores, sorted, become at most
 ``summary_points`` weighted points (``summarize_scores``): the
 ``summary_top`` most similar scores exactly (weight 1; LDAR's bands live at
 the top of the ranking), and the rest as the means of rank bins whose sizes
-grow geometrically down the ranking (each bin about 4% wider than the last
-for N = 100,000 and the defaults), each weighted by its count. The same
+grow geometrically down the ranking (with the defaults, 128 points of which
+the top 32 exact, each bin is about 4% wider than the last at N = 1,000 and
+9% at N = 100,000), each weighted by its count. The same
 network (same modules, same weights' shapes) then reads the weighted points,
 each weight entering as log(weight) added to the attention logits and to
 the pooling logits. That is exactly the paper's network applied to the
@@ -106,8 +107,8 @@ class PolicyConfig:
     dropout: float = 0.0
     #: encoder="summary" only: the most weighted points the scores become,
     #: and how many of them are the top scores kept exactly.
-    summary_points: int = 256
-    summary_top: int = 64
+    summary_points: int = 128
+    summary_top: int = 32
 
     def __post_init__(self) -> None:
         if self.head not in ("band", "bernoulli"):

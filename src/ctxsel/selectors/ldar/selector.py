@@ -23,7 +23,7 @@ band (the paper is silent on all of them):
   encoding); ``meta["beyond_training_n"]`` says so.
 - Large N: the paper's network attends over all N scores (about 50 ms at
   N = 1,000 and 3 s at N = 10,000 on one thread); a policy trained with
-  ``--encoder summary`` (see ``policy.py``) reads at most 256 weighted
+  ``--encoder summary`` (see ``policy.py``) reads at most 128 weighted
   summary points of the scores instead and takes a few milliseconds at any N.
 
 Inference is deterministic by default: (q_L, q_D) are the means of their
