@@ -263,14 +263,19 @@ def main(argv: list[str] | None = None) -> int:
     goal_sum = timing[args.threads]["summary: policy.infer"]
     md.append("\nGoals (1 thread, `policy.infer`): <= 10 ms at N = 1,000 and <= 100 ms at N = 100,000.")
     if goal_1k:
-        md.append(f"- Paper's network at N = 1,000: {C.fmt_ms(goal_1k['median_ms'])} ms. About 3.6 GFLOP per "
+        md.append(f"- Paper's network at N = 1,000: {C.fmt_ms(goal_1k['median_ms'])} ms median, "
+                  f"{C.fmt_ms(goal_1k['min_ms'])} ms fastest call. About 3.6 GFLOP per "
                   "query (2 layers x [0.8 GFLOP of N x d^2 projections + 1 GFLOP of N^2 attention]): one AVX2 "
                   "core peaks near 80-90 GFLOP/s fp32, so no exact fp32 implementation reaches 10 ms here; "
                   "the goal is met by the summary variant.")
     for n in (1000, 100_000):
         if n in goal_sum:
-            md.append(f"- Summary variant at N = {n:,}: {C.fmt_ms(goal_sum[n]['median_ms'])} ms "
-                      f"({'met' if goal_sum[n]['median_ms'] <= (10 if n == 1000 else 100) else 'NOT met'}).")
+            goal = 10 if n == 1000 else 100
+            md.append(f"- Summary variant at N = {n:,}: {C.fmt_ms(goal_sum[n]['median_ms'])} ms median "
+                      f"({'met' if goal_sum[n]['median_ms'] <= goal else 'NOT met'}), "
+                      f"{C.fmt_ms(goal_sum[n]['min_ms'])} ms fastest call "
+                      f"({'met' if goal_sum[n]['min_ms'] <= goal else 'NOT met'}); the fastest call is the best "
+                      "estimate of the uncontended time when other jobs share the cores.")
     md.append(f"\n## REINFORCE step, batch {args.batch_size}: ms, median (p90)\n")
     rows = [[f"{enc}, {t} thread{'s' if t > 1 else ''}"] + [C.fmt_cell(train[t][enc].get(n)) for n in train_sizes]
             for t in thread_counts for enc in ENCODERS]
