@@ -60,8 +60,8 @@ distribution), so with N <= summary_points the variant *is* the paper's
 network, and for larger N it sees the bulk of the distribution through
 quantile summaries. Cost: one pass over the N sorted scores plus a
 constant-size network, a few milliseconds at any N. The paper's encoder
-stays the default (exact, and the better choice up to a few thousand
-chunks); train the variant with ``--encoder summary``.
+stays the default (it sees every score, and is affordable up to a few
+thousand chunks); train the variant with ``--encoder summary``.
 
 Fast inference (``infer``): no autograd (``torch.inference_mode``), the
 encoder layers written out as one fused QKV projection, PyTorch's
