@@ -45,6 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--paper-sizes", default="1000,10000", help="N for the paper's network (quadratic)")
     p.add_argument("--summary-sizes", default="1000,10000,100000,1000000", help="N for the summary variant")
     p.add_argument("--train-sizes", default="1000", help="N for the training step")
+    p.add_argument("--before-sizes", default="1000,10000", help="N for the previous inference path (reference)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--default-threads", type=int, default=os.cpu_count() or 1,
                    help="a second thread count to time (default: logical cores; 0: only --threads)")
@@ -175,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
 
     timing: dict = {}  # [threads][path][N]
     train: dict = {}  # [threads][encoder][N]
-    cells = len(thread_counts) * (3 * len(sizes["transformer"]) + 2 * len(sizes["summary"])
+    cells = len(thread_counts) * (2 * len(sizes["transformer"]) + 2 * len(sizes["summary"])
+                                  + len(set(sizes["transformer"]) & set(ints(args.before_sizes)))
                                   + 2 * len(train_sizes))
     bar = tqdm(total=cells, desc="ldar latency", unit="cell", file=sys.stderr)
     for t in thread_counts:
@@ -188,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                 x = torch.as_tensor(np.sort(scores), dtype=torch.float32)[None]
                 paths = [(f"{enc}: decide()", lambda: sel.decide(scores, tokens)),
                          (f"{enc}: policy.infer", lambda: p.infer(x))]
-                if enc == "transformer":
+                if enc == "transformer" and n in ints(args.before_sizes):
                     paths.append(("transformer: before (modules, no_grad)", lambda: before(x)))
                 for label, fn in paths:
                     bar.set_postfix_str(f"threads={t} N={n} {label}")
