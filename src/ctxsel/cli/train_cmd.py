@@ -43,8 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     n = p.add_argument_group("network (the defaults are the paper's LDAR; the others are its ablations)")
     n.add_argument("--head", choices=["band", "bernoulli"], default="band",
                    help="band: a quantile band (LDAR); bernoulli: one keep/drop decision per chunk")
-    n.add_argument("--encoder", choices=["transformer", "mlp"], default="transformer",
-                   help="transformer (LDAR) or a mean-pooling MLP (Deep Sets)")
+    n.add_argument("--encoder", choices=["transformer", "mlp", "summary"], default="transformer",
+                   help="transformer (LDAR), a mean-pooling MLP (Deep Sets), or summary: the same transformer "
+                        "over at most 128 weighted summary points of the scores (linear cost, for large N)")
     n.add_argument("--embedding", choices=["periodic", "linear"], default="periodic",
                    help="periodic numeric embedding (LDAR) or a learnable linear one")
     n.add_argument("--no-snap-top", action="store_true",
