@@ -47,6 +47,7 @@ COLUMNS = (
     ("wall_s", "s / question", ".1f"),
     ("cut", "cut to window %", "pct"),
     ("invalid_share", "invalid replies %", "pct"),
+    ("unreadable_verdicts", "unreadable verdicts %", "pct"),
     ("errors", "errors", ".0f"),
 )
 
