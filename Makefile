@@ -29,7 +29,7 @@ demo: setup
 	$(VENV)/bin/ctxsel select --document src/ctxsel/data/example.md \
 		--question "How heavy is the meteorite in the museum?"
 	$(VENV)/bin/ctxsel answer --document src/ctxsel/data/example.md \
-		--question "Who built the main telescope of the observatory?"
+		--question "How much does a child's ticket for a viewing night cost?"
 	$(VENV)/bin/ctxsel eval --dataset example --output runs/demo --overwrite \
 		--methods adaptive-k,autocut@1,top-k@1,top-k@5,top-n-tokens@200,full
 
