@@ -223,12 +223,20 @@ class ReplyFormat:
     name and a hash of the schema) identifies the format in cache keys and
     grammar caches, and formats with the same key compare equal. Formats are
     immutable by convention: build a new one rather than editing ``schema``.
+
+    ``words`` makes a choice among bare words (``{"YES": True, "NO": False}``):
+    llama.cpp's grammar is then the words themselves, the reply a prompt such
+    as "ANSWER (YES or NO):" asks for, while a server still gets the JSON
+    schema; :meth:`parse` takes exactly one of the words or a JSON reply.
+    Why: forced into ``{"verdict": ...}``, the bundled Qwen 1.5B answered YES
+    to every question in a check where its free and bare-word answers agreed
+    with each other (benchmarks/results/verdict_formats.md).
     """
 
-    __slots__ = ("name", "schema", "convert", "max_chars", "key")
+    __slots__ = ("name", "schema", "convert", "max_chars", "key", "words")
 
     def __init__(self, name: str, schema: Mapping[str, Any], convert: Callable[[Any], Any] | None = None,
-                 *, max_chars: int = DEFAULT_MAX_CHARS) -> None:
+                 *, max_chars: int = DEFAULT_MAX_CHARS, words: Mapping[str, Any] | None = None) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(f"a reply format's name must be 1-64 letters, digits, '_' or '-', got {name!r}")
         if not isinstance(schema, Mapping):
@@ -242,6 +250,9 @@ class ReplyFormat:
         self.schema: dict[str, Any] = json.loads(json.dumps(schema, allow_nan=False))
         self.convert = convert
         self.max_chars = int(max_chars)
+        self.words = dict(words) if words else None
+        if self.words:
+            canonical += "|words:" + ",".join(self.words)
         self.key = f"{name}:{hashlib.sha256(canonical.encode('ascii')).hexdigest()[:16]}"
 
     def __repr__(self) -> str:
@@ -258,7 +269,9 @@ class ReplyFormat:
         validate(value, self.schema)
 
     def parse(self, text: Any) -> Any:
-        """The reply's value: one JSON value valid against the schema, through ``convert``."""
+        """The reply's value: one of ``words``, or one JSON value valid against the schema, through ``convert``."""
+        if self.words and isinstance(text, str) and text.strip() in self.words:
+            return self.words[text.strip()]
         value = parse_json_reply(text, self.max_chars)
         self.validate(value)
         return self.convert(value) if self.convert is not None else value
@@ -282,9 +295,9 @@ def _field(key: str) -> Callable[[Any], Any]:
 
 
 def yes_no_format(name: str = "yes-no", key: str = "verdict") -> ReplyFormat:
-    """``{"verdict": "YES" | "NO"}``; parses to True (YES) or False (NO)."""
+    """``YES`` or ``NO`` (a server: ``{"verdict": "YES" | "NO"}``); parses to True (YES) or False (NO)."""
     return ReplyFormat(name, _object({key: {"type": "string", "enum": ["YES", "NO"]}}),
-                       lambda obj: obj[key] == "YES", max_chars=200)
+                       lambda obj: obj[key] == "YES", max_chars=200, words={"YES": True, "NO": False})
 
 
 def string_list_format(name: str, key: str, *, max_items: int, max_chars: int = 40,
@@ -356,6 +369,8 @@ def gbnf(fmt: ReplyFormat) -> str:
         cached = _GBNF.get(fmt.key)
     if cached is not None:
         return cached
+    if fmt.words:  # a choice of bare words, one space allowed before it
+        return 'root ::= " "? (' + " | ".join(json.dumps(w) for w in fmt.words) + ")"
     try:
         from llama_cpp.llama_grammar import json_schema_to_gbnf
     except ImportError:

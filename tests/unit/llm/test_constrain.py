@@ -163,9 +163,11 @@ def test_picker_schema_lists_the_allowed_ids_for_grammars():
 
 @pytest.mark.parametrize("fmt", [SUFFICIENT_FORMAT, yes_no_format("x", key="verdict")])
 def test_yes_no_verdicts(fmt):
-    assert fmt.parse('{"verdict": "YES"}') is True
+    assert fmt.parse('{"verdict": "YES"}') is True  # a server's reply to the schema
     assert fmt.parse(' {"verdict":"NO"} ') is False
-    for bad, message in [("YES", "not valid JSON"), ('{"verdict": "yes"}', "not one of"),
+    assert fmt.parse("YES") is True and fmt.parse(" NO") is False  # llama.cpp's bare-word grammar
+    assert gbnf(fmt) == 'root ::= " "? ("YES" | "NO")'
+    for bad, message in [("yes", "not valid JSON"), ("YES, enough", "not valid JSON"), ('{"verdict": "yes"}', "not one of"),
                          ('{"verdict": "MAYBE"}', "not one of"), ('{"verdict": true}', "must be string"),
                          ('{"verdict": "YES", "why": "x"}', "unknown key"), ('{"verdict": "YE', "truncated"),
                          ("{}", "lacks 'verdict'")]:

@@ -244,8 +244,9 @@ def test_sage_asks_every_formatted_reply_under_its_schema_and_reads_it_strictly(
 
 
 def test_sage_counts_constrained_verdicts_it_cannot_read():
-    # "YES" is a fine free-text verdict but not a reply to the schema: under the constraint it is unreadable
-    llm = ConstrainingLLM({"is-counting": "YES", "keys": '{"keys": ["guild"]}', "sufficient": '{"verdict": "yes"}',
+    # "YES, enough" is a fine free-text verdict but neither a bare word nor a reply to the schema:
+    # under the constraint it is unreadable
+    llm = ConstrainingLLM({"is-counting": "YES, enough", "keys": '{"keys": ["guild"]}', "sufficient": '{"verdict": "yes"}',
                            "answer": "Orla Brandt"})
     sel = get_selector("sage[n_perturb=0,iter_max=2]", llm=llm, embed=const_embed).select("Who founded the guild?", DOC)
     assert sel.meta["verdicts"] == 3 and sel.meta["unreadable_verdicts"] == 3
