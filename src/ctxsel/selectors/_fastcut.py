@@ -32,6 +32,8 @@ import numpy as np
 
 #: below this many scores the full stable argsort is as fast as anything here
 SMALL_N = 2048
+#: below this many scores, a gap the prefix bound cannot settle is found by np.sort, not buckets
+_SORT_BELOW = 32_768
 #: about this many sample points
 _SAMPLE = 4096
 
@@ -199,6 +201,8 @@ def largest_gap(view: RankView, head: int, tail: int) -> tuple[int | None, float
         g = win.max()
         if _gap_bound_below(view, hv[-1]) <= g:
             return _first_max(gaps, head, stop)
+    if n <= _SORT_BELOW:  # np.sort of a few ten thousand values costs less than the buckets
+        return _from_sorted(view.sorted_values(), head, end)
     return _bucket_window(view, head, tail)
 
 
