@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ctxsel.selectors._fastcut import RankView, nonfinite_error
+from ctxsel.selectors._fastcut import SMALL_N, RankView, nonfinite_error
 from ctxsel.types import Chunk, Selection, as_chunks
 
 NanPolicy = Literal["raise", "last"]
@@ -99,6 +99,15 @@ class Selector(ABC):
         if n == 0:
             order, _ = rank(scores, self.nan_policy)
             return Decision(order, 0, "empty context: nothing to select", {})
+        if n <= SMALL_N:  # the full stable argsort is as cheap as anything at this size
+            order, n_finite = rank(scores, self.nan_policy)
+            sorted_tokens = n_tokens[order]
+            if n_finite == 0:
+                cut = Cut(0, "no finite scores: nothing ranked")
+            else:
+                cut = self._cut(scores[order[:n_finite]], sorted_tokens[:n_finite])
+            k, explanation = self._apply_limits(cut.k, cut.explanation, sorted_tokens, n)
+            return Decision(order, k, explanation, cut.meta or {})
         view = RankView(scores, self.nan_policy)
         if view.n_finite == 0:
             cut = Cut(0, "no finite scores: nothing ranked")
