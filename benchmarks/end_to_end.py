@@ -49,6 +49,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--question-index", type=int, default=0, help="hotpotqa question for the cold runs")
     p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (default: auto)")
+    p.add_argument("--seed-cache", default=None,
+                   help="with --cold-repeats 0: an embeddings.sqlite whose vectors of the pool's paragraphs are "
+                        "copied into the warm run's fresh cache first, so only what it lacks is embedded (the "
+                        "questions are not copied: the warm timings do not change)")
     p.add_argument("--child-cold", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -173,6 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     # -- warm ------------------------------------------------------------------------------
     if last_cache is None:  # no cold run: fill a cache in-process (untimed)
         last_cache = str(Path(tmp.name) / "fill")
+        if args.seed_cache:  # the pool's vectors only: the questions must still be embedded
+            from ctxsel.scoring.cache import text_key
+            from ctxsel.scoring.dense import DEFAULT_MODEL
+
+            keys = [text_key(DEFAULT_MODEL, c.text) for c in pool]
+            EmbeddingCache(Path(last_cache) / "embeddings.sqlite").put_many(
+                EmbeddingCache(args.seed_cache).get_many(keys))
     os.environ["CTXSEL_CACHE_DIR"] = last_cache
     scorer = DenseScorer(batch_size=args.batch_size, num_threads=args.threads)
     assert isinstance(scorer.cache, EmbeddingCache) and Path(last_cache) in scorer.cache.path.parents
@@ -204,11 +215,13 @@ def main(argv: list[str] | None = None) -> int:
         ctxsel.select(q, pool, method=args.method, scorer=scorer)
     warmup_s = time.perf_counter() - t0  # includes the model load in this process
 
-    totals, ks = [], []
+    totals, totals_cpu, ks = [], [], []
     for q in tqdm(total_q, desc="warm ctxsel.select", unit="query", file=sys.stderr):
+        c0 = time.thread_time()  # torch runs its one thread in the caller's: this is the query's CPU
         t0 = time.perf_counter()
         sel = ctxsel.select(q, pool, method=args.method, scorer=scorer)
         totals.append(time.perf_counter() - t0)
+        totals_cpu.append(time.thread_time() - c0)
         ks.append(sel.k)
 
     selector = get_selector(args.method)
@@ -279,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         ["&nbsp;&nbsp;&nbsp;&nbsp;rest: hashing, SQLite, dot product, selection", s_cell(cs("select_call_other"))],
     ]
     warm_rows = [[f"**warm total: `ctxsel.select(q, pool, method={args.method!r}, scorer=scorer)`**",
-                  C.fmt_cell(C.summarize(totals))]]
+                  C.fmt_cell(C.summarize(totals))],
+                 ["&nbsp;&nbsp;the same, CPU time of the calling thread (`time.thread_time`; not counting the "
+                  "time other jobs held the core)", C.fmt_cell(C.summarize(totals_cpu))]]
     labels = {
         "scoring_total": "scoring (`scorer.score` steps below)",
         "query_embedding": "&nbsp;&nbsp;question embedding (`embed_query`: model + SQLite miss + write; LRU on a repeat)",
@@ -299,9 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     warm_rows.append(["reference: `scorer.score(q, pool)` with the question cached too",
                       C.fmt_cell(C.summarize(cached_q))])
     tot, after = C.summarize(totals)["median_ms"], C.summarize(cached_select)["median_ms"]
-    goals = (f"Goals (issue 16): warm select <= 15 ms median in all: **{tot:.1f} ms, "
-             f"{'met' if tot <= 15 else 'not met'}**; <= 5 ms after the question is embedded: **{after:.2f} ms, "
-             f"{'met' if after <= 5 else 'not met'}**.")
+    tot_cpu = C.summarize(totals_cpu)["median_ms"]
+    goals = (f"Goals (issue 16): warm select <= 15 ms median in all: **{tot:.1f} ms wall, {tot_cpu:.1f} ms CPU: "
+             f"{'met' if tot <= 15 else 'not met'} / {'met' if tot_cpu <= 15 else 'not met'}**; <= 5 ms after the "
+             f"question is embedded: **{after:.2f} ms, {'met' if after <= 5 else 'not met'}**. Embedding a new "
+             "question is a MiniLM forward pass (see the reference row), which alone is near or above 15 ms with "
+             "torch on one thread; the rest is the lookup, cosine and cut above.")
 
     c0 = cold[0] if cold else None
     notes = [
@@ -334,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         "cold": {"runs": cold, "wall": C.summarize([c["wall_s"] for c in cold]),
                  "stages": {k: cs(k) for k in (cold[0]["timings_s"] if cold else {})
                             if k != "encoded_texts"}},
-        "warm": {"total": C.summarize(totals), "k": ks, "warmup_s": warmup_s,
+        "warm": {"total": C.summarize(totals), "total_cpu": C.summarize(totals_cpu), "k": ks, "warmup_s": warmup_s,
                  "parts": {k: C.summarize(v) for k, v in parts.items()},
                  "raw_query_encode": C.summarize(raw_q), "score_all_cached": C.summarize(cached_q),
                  "select_question_cached": C.summarize(cached_select), "sha256_per_query": hashed_per_query},
