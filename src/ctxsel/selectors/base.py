@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from ctxsel.selectors._fastcut import SMALL_N, RankView, nonfinite_error
 from ctxsel.types import Chunk, Selection, as_chunks
 
 NanPolicy = Literal["raise", "last"]
@@ -84,19 +85,41 @@ class Selector(ABC):
 
     # -- the shared pipeline ----------------------------------------------------
 
+    def _fast_cut(self, view: RankView, n_tokens: np.ndarray) -> Cut:
+        """The cut from a :class:`RankView` (at least one finite score). The default
+        ranks everything and calls :meth:`_cut`; the built-in methods override it
+        with paths that never sort all N scores."""
+        ranked = view.order()[: view.n_finite]
+        return self._cut(view.scores[ranked], n_tokens[ranked])
+
     def decide(self, scores: np.ndarray, n_tokens: np.ndarray) -> Decision:
-        """Rank and cut using arrays only: the whole method, minus Chunk objects."""
+        """Rank and cut using arrays only: the whole method, minus Chunk objects.
+
+        Only the kept prefix of the ranking is computed; ``Decision.order``
+        (the full ranking) is built when first read.
+        """
         n = len(scores)
-        order, n_finite = rank(scores, self.nan_policy)
         if n == 0:
+            order, _ = rank(scores, self.nan_policy)
             return Decision(order, 0, "empty context: nothing to select", {})
-        sorted_tokens = n_tokens[order]
-        if n_finite == 0:
+        if n <= SMALL_N:  # the full stable argsort is as cheap as anything at this size
+            order, n_finite = rank(scores, self.nan_policy)
+            sorted_tokens = n_tokens[order]
+            if n_finite == 0:
+                cut = Cut(0, "no finite scores: nothing ranked")
+            else:
+                cut = self._cut(scores[order[:n_finite]], sorted_tokens[:n_finite])
+            k, explanation = self._apply_limits(cut.k, cut.explanation, sorted_tokens, n)
+            return Decision(order, k, explanation, cut.meta or {})
+        view = RankView(scores, self.nan_policy)
+        if view.n_finite == 0:
             cut = Cut(0, "no finite scores: nothing ranked")
         else:
-            cut = self._cut(scores[order[:n_finite]], sorted_tokens[:n_finite])
-        k, explanation = self._apply_limits(cut.k, cut.explanation, sorted_tokens, n)
-        return Decision(order, k, explanation, cut.meta or {})
+            cut = self._fast_cut(view, n_tokens)
+        # the prefix _apply_limits reads: the cut, raised to min_k
+        top = view.top(max(0, min(int(cut.k), n), min(self.min_k, n)))
+        k, explanation = self._apply_limits(cut.k, cut.explanation, n_tokens[top], n)
+        return Decision(view, k, explanation, cut.meta or {}, top=top[:k])
 
     def select(
         self,
@@ -120,7 +143,7 @@ class Selector(ABC):
                 raise ValueError(f"got {arr.shape[0]} scores for {n} chunks; they must match")
         tokens = np.fromiter((c.n_tokens for c in chunk_list), dtype=np.int64, count=n)
         d = self.decide(arr, tokens)
-        top = d.order[: d.k]
+        top = d.top
         return Selection(
             ids=[chunk_list[i].id for i in top],
             scores=[_as_float(arr[i]) for i in top] if scores is not None else [None] * d.k,
@@ -150,14 +173,51 @@ class Selector(ABC):
         return k, explanation
 
 
-@dataclass(frozen=True, slots=True)
 class Decision:
-    """Ranking (indices into the input) and how many of it to keep."""
+    """Ranking (indices into the input) and how many of it to keep.
 
-    order: np.ndarray
-    k: int
-    explanation: str
-    meta: dict[str, Any]
+    ``order`` is the full ranking; ``top`` its first ``k`` entries. A decision
+    made from a :class:`RankView` computes ``order`` only when it is read,
+    so a cut costs O(N) plus a sort of what it keeps.
+    """
+
+    __slots__ = ("_order", "_view", "_top", "k", "explanation", "meta")
+
+    def __init__(
+        self,
+        order: np.ndarray | RankView,
+        k: int,
+        explanation: str,
+        meta: dict[str, Any],
+        *,
+        top: np.ndarray | None = None,
+    ) -> None:
+        if isinstance(order, RankView):
+            self._view: RankView | None = order
+            self._order: np.ndarray | None = None
+        else:
+            self._view, self._order = None, order
+        self.k = k
+        self.explanation = explanation
+        self.meta = meta
+        self._top = top
+
+    @property
+    def order(self) -> np.ndarray:
+        if self._order is None:
+            assert self._view is not None
+            self._order = self._view.order()
+        return self._order
+
+    @property
+    def top(self) -> np.ndarray:
+        """The kept indices, best first (``order[:k]``)."""
+        if self._top is None:
+            self._top = self.order[: self.k]
+        return self._top
+
+    def __repr__(self) -> str:
+        return f"Decision(k={self.k}, top={self.top.tolist()!r}, explanation={self.explanation!r}, meta={self.meta!r})"
 
 
 def rank(scores: np.ndarray, nan_policy: NanPolicy = "raise") -> tuple[np.ndarray, int]:
@@ -167,14 +227,8 @@ def rank(scores: np.ndarray, nan_policy: NanPolicy = "raise") -> tuple[np.ndarra
     """
     finite = np.isfinite(scores)
     n_finite = int(finite.sum())
-    if n_finite < len(scores):
-        if nan_policy == "raise":
-            bad = np.flatnonzero(~finite)
-            shown = ", ".join(str(i) for i in bad[:5]) + (" ..." if len(bad) > 5 else "")
-            raise ValueError(
-                f"{len(bad)} score(s) are NaN or infinite (chunk positions {shown}); "
-                "fix the scorer, or pass nan_policy='last' to rank them after all finite scores"
-            )
+    if n_finite < len(scores) and nan_policy == "raise":
+        raise nonfinite_error(finite)
     # stable sort on -score keeps original order among ties
     key = np.where(finite, -scores, np.inf)
     order = np.argsort(key, kind="stable")

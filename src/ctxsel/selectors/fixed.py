@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxsel.selectors._fastcut import RankView
 from ctxsel.selectors.base import Cut, Decision, Selector, as_int, rank
 
 
@@ -26,8 +27,14 @@ class TopK(Selector):
         return {"k": self.k, **super().config()}
 
     def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
-        k = min(self.k, len(sorted_scores))
-        return Cut(k, f"fixed top-{self.k}: kept {k} of {len(sorted_scores)}")
+        return self._top_k(len(sorted_scores))
+
+    def _fast_cut(self, view: RankView, n_tokens: np.ndarray) -> Cut:
+        return self._top_k(view.n_finite)  # the ranking's prefix is taken by decide()
+
+    def _top_k(self, n: int) -> Cut:
+        k = min(self.k, n)
+        return Cut(k, f"fixed top-{self.k}: kept {k} of {n}")
 
 
 class TopNTokens(Selector):
@@ -51,7 +58,26 @@ class TopNTokens(Selector):
         return {"n_tokens": self.n_tokens, **super().config()}
 
     def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
-        cum = np.cumsum(sorted_tokens)
+        return self._fit(np.cumsum(sorted_tokens))
+
+    def _fast_cut(self, view: RankView, n_tokens: np.ndarray) -> Cut:
+        """Rank only a prefix long enough to exceed the budget (grown 4x while it is not).
+
+        With token counts >= 0 the running sum never falls, so a prefix whose
+        sum passes ``n_tokens`` holds the whole answer."""
+        nf = view.n_finite
+        t_min = int(n_tokens.min())
+        if t_min < 0:  # a falling running sum: the whole ranking decides
+            return super()._fast_cut(view, n_tokens)
+        m = min(nf, max(64, self.n_tokens // max(t_min, 1) + 1))
+        while True:
+            cum = np.cumsum(n_tokens[view.top(m)])
+            k = int(np.searchsorted(cum, self.n_tokens, side="right"))
+            if k < m or m >= nf:
+                return self._fit(cum)
+            m = min(nf, 4 * m)
+
+    def _fit(self, cum: np.ndarray) -> Cut:
         k = int(np.searchsorted(cum, self.n_tokens, side="right"))
         used = int(cum[k - 1]) if k else 0
         return Cut(k, f"fixed {self.n_tokens} tokens: {k} chunks, {used} tokens")
@@ -94,3 +120,8 @@ class ScoreThreshold(Selector):
         # scores are descending: count of those >= t is a search on the negated array
         k = int(np.searchsorted(-sorted_scores, -self.threshold, side="right"))
         return Cut(k, f"score >= {self.threshold:g}: {k} of {len(sorted_scores)} chunks")
+
+    def _fast_cut(self, view: RankView, n_tokens: np.ndarray) -> Cut:
+        # a count, no ranking (non-finite scores are -inf in view.x: never >= a finite threshold)
+        k = int(np.count_nonzero(view.x >= self.threshold))
+        return Cut(k, f"score >= {self.threshold:g}: {k} of {view.n_finite} chunks")
