@@ -257,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         f"Pool: {len(pool)} hotpotqa-long paragraphs; {len(examples)} questions, split {len(train)} train / "
         f"{len(test)} test by `ctxsel.datasets.splits` (seed 0).",
         f"Shared vectors: bundled all-MiniLM-L6-v2 via `DenseScorer(backend={scorer.backend!r})`, "
-        f"{embed_s:.0f} s to embed pool + questions (cache id `{scorer.model_id}`).",
+        f"{embed_s:.1f} s to embed pool + questions (cache id `{scorer.model_id}`"
+        + (f"; served from the embedding cache in `{args.cache_dir}`, whose MiniLM vectors were computed earlier "
+           "with torch: ONNX fp32 shares torch's entries, equal within ~1e-6)." if args.cache_dir else ")."),
         f"Thresholds chosen on the {len(train)} training questions (best mean F1 of context precision/recall, "
         f"0.005 grid): LlamaIndex similarity_cutoff {li_cutoff:g} (train F1 {li_f1:.3f}), LangChain "
         f"similarity_threshold {lc_threshold:g} (train F1 {lc_f1:.3f}). ctxsel's methods use their defaults.",
