@@ -31,8 +31,23 @@ from ctxsel.types import Chunk
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
-# DEFAULT_BACKEND_DOC
 DEFAULT_BACKEND = "onnx"
+"""What ``backend="auto"`` uses for the bundled MiniLM on the CPU when onnxruntime is installed
+(otherwise torch). The rule (issue 16): the fastest backend whose hotpotqa-long recall is within
+0.5 points of torch's (``benchmarks/embedding_throughput.py`` measures all three in one run).
+
+- ONNX fp32 returns torch's vectors within 2.4e-7 (max abs difference over the pool paragraphs), so
+  its recall is torch's by construction and it shares torch's cache entries. Its graph is fused
+  (one Attention / SkipLayerNorm / BiasGelu kernel per layer), batches are length-sorted and capped
+  at 1,024 padded tokens, and a new process is ready in about 1 s against about 7-20 s for
+  torch + sentence-transformers.
+- ONNX int8 gave 1.5-1.7x fp32's passages per CPU-second (300 paragraphs, 1 thread, measured under load), but it is
+  not the default even where its recall passes: dynamic quantisation scales activations per batch,
+  so a text's vector depends on the texts it was batched with (up to 0.04 per coordinate between two
+  batchings of the same 200+ texts in our check). A cached vector would then depend on what happened to be embedded
+  beside it, against the "a run is reproducible" convention. Ask for it with ``backend="onnx-int8"``
+  where speed matters more; its cache entries are separate (``vector_id``).
+"""
 
 
 def bundled_model_path() -> Path | None:
