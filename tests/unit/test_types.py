@@ -124,7 +124,7 @@ class TestSelection:
             ("b", 1, 0.9, 3), ("a", 2, 0.5, 2), ("z", 3, None, 4),
         ]
         assert d["chunks"][0]["text"] == "second para"
-        assert d["usage"] == {"calls": 0, "tokens_in": 0, "tokens_out": 0}
+        assert d["usage"] == {"calls": 0, "tokens_in": 0, "tokens_out": 0, "tokens_reused": 0}
 
     def test_to_dict_without_text(self) -> None:
         d = _selection().to_dict(with_text=False)
