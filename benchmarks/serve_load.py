@@ -92,7 +92,7 @@ class Server:
                     "--max-body-bytes", str(64 * 1024 * 1024), "--deadline", "120"]
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self.log, env=env)
         self.port = 0
-        end = time.monotonic() + 60
+        end = time.monotonic() + 300  # a loaded machine can take minutes to import the server
         while not self.port and time.monotonic() < end:
             for line in Path(self.log.name).read_text().splitlines():
                 obj = json.loads(line)
@@ -129,7 +129,14 @@ def run_level(port: int, body: bytes, clients: int, duration_s: float, warmup: i
               server: Server | None = None) -> dict[str, Any]:
     conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=300) for _ in range(clients)]
     for c in conns:  # Nagle off, as curl, requests and httpx do
-        c.connect()
+        for attempt in range(600):  # the socket is bound before uvicorn listens: on a loaded machine, wait
+            try:
+                c.connect()
+                break
+            except ConnectionRefusedError:
+                if attempt == 599:
+                    raise
+                time.sleep(0.2)
         c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     for i in range(warmup):
         status, data = post(conns[i % clients], body)
