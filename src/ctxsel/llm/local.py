@@ -123,7 +123,7 @@ class LocalLlamaClient:
                           n_threads_batch=self.n_threads, seed=seed, verbose=verbose)
         self.n_ctx = int(self._llm.n_ctx())
         template = self._llm.metadata.get("tokenizer.chat_template")
-        self.chat = bool(template) if chat is None and model_chat is None else bool(chat if chat is not None else model_chat)
+        self.chat = bool(next(c for c in (chat, model_chat, bool(template)) if c is not None))
         if self.chat and not template:
             raise ValueError(f"{path.name} has no chat template in its GGUF metadata: pass chat=False")
         self._formatter = None
