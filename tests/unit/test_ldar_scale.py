@@ -5,7 +5,6 @@ multiset it stands for, trains, and loads back as a method."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,9 @@ from ctxsel.selectors.ldar.selector import LDAR  # noqa: E402
 from ctxsel.selectors.ldar.train import TrainConfig, Trainer, TrainItem  # noqa: E402
 from ctxsel.types import Chunk, Example  # noqa: E402
 
-SMALL = dict(d_model=32, ff_dim=32, n_frequencies=8, head_hidden=32)
+from test_ldar import SMALL, chunks  # noqa: E402
+from test_ldar import fixed_policy as ldar_fixed_policy  # noqa: E402
+
 SUMMARY = dict(encoder="summary", summary_points=32, summary_top=8)
 #: infer() against the module forward: float32 rounding of the same function.
 RTOL, ATOL = 1e-5, 1e-6
@@ -30,24 +31,9 @@ RTOL, ATOL = 1e-5, 1e-6
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def chunks(n: int, tokens: int = 10) -> list[Chunk]:
-    return [Chunk(id=f"c{i}", text="t", position=i, n_tokens=tokens) for i in range(n)]
-
-
-def _inv_softplus(y: float) -> float:
-    y = y - 1e-3  # MIN_CONCENTRATION
-    return y + math.log(-math.expm1(-y))
-
-
-def fixed_policy(q_l: float, q_d: float, concentration: float = 1e4, **cfg: object) -> LDARPolicy:
-    """A band policy whose Betas do not depend on the input: means q_l and q_d."""
-    torch.manual_seed(0)
-    p = LDARPolicy(PolicyConfig(**{**SMALL, **cfg}))
-    with torch.no_grad():
-        p.heads.weight.zero_()
-        params = [q_l * concentration, (1 - q_l) * concentration, q_d * concentration, (1 - q_d) * concentration]
-        p.heads.bias.copy_(torch.tensor([_inv_softplus(v) for v in params]))
-    return p.eval()
+def fixed_policy(q_l: float, q_d: float, **cfg: object) -> LDARPolicy:
+    """test_ldar's input-independent band policy, sharp (concentration 1e4), in eval mode."""
+    return ldar_fixed_policy(q_l, q_d, concentration=1e4, **cfg).eval()
 
 
 def module_forward(p: LDARPolicy, x: torch.Tensor, mask: torch.Tensor | None = None):
