@@ -71,7 +71,7 @@ class TestHealthAndSelect:
         status, headers, body = srv.request("GET", "/health", auth=False)
         assert status == 200
         assert body == {"status": "ok", "version": body["version"], "reader": "fake", "scorer": "keywords",
-                        "in_flight": 0, "max_concurrency": 2}
+                        "in_flight": 0, "max_concurrency": 2, "message": None}
         assert len(headers["x-request-id"]) == 32
 
     def test_select_with_chunks_scored_by_the_server(self, srv: ServerProcess) -> None:
@@ -259,7 +259,7 @@ class TestMalformedBody:
         (b'{"question": "q", "chunks": 5}', "chunks: Input should be a valid list"),
         (b'{"question": "q", "chunks": ["a"], "surprise": 1}', "surprise: Extra inputs are not permitted"),
         (b'{"question": "q", "chunks": ["a"], "embeddings": [[1.0]]}', "go together"),
-        (b"[]", "Input should be a valid dictionary"),
+        (b"[]", "must be a JSON object like"),
     ])
     def test_malformed_body_is_422_with_a_message(self, srv: ServerProcess, raw: bytes, expected: str) -> None:
         status, headers, body = srv.request("POST", "/select", raw=raw)
