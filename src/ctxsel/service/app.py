@@ -48,6 +48,7 @@ from ctxsel.service.middleware import (
     log,
     request_id,
 )
+from ctxsel.service.memory import trim_heap
 from ctxsel.service.options import check_options
 from ctxsel.service.models import AnswerOut, AnswerRequest, ErrorOut, HealthOut, SelectionOut, SelectRequest
 from ctxsel.service.settings import LIMITED_PATHS, PUBLIC_PATHS, ServiceSettings
@@ -64,6 +65,7 @@ _ERRORS = {
     503: "already handling --max-concurrency requests, or still loading its scorer; retry after Retry-After seconds",
     504: "the work took longer than the server's deadline (--deadline)",
 }
+_ROUTES = "POST /select, POST /answer, GET /health and GET /openapi.json (docs at /docs)"
 _ANSWER_ERRORS = {
     **_ERRORS,
     501: "this server has no reader (start it with --reader local|URL)",
@@ -121,6 +123,8 @@ def _error_response(request: Request, status: int, error: str, message: str,
     return JSONResponse(status_code=status, headers=headers, content=error_dict(status, error, message, rid, **extra))
 
 
+#: After a request with a body above this, freed heap memory goes back to the system (see service.memory).
+_TRIM_AFTER_BYTES = 256 * 1024
 #: Bodies above this are parsed in a worker thread, so a large one does not stall the event loop.
 _THREAD_PARSE_BYTES = 64 * 1024
 
@@ -174,6 +178,8 @@ def _validation_message(errors: list[dict[str, Any]]) -> str:
         if e.get("type") == "json_invalid":
             loc = "body"
             msg = f"not valid JSON: {(e.get('ctx') or {}).get('error', 'decode error')}"
+            if "hex escape" in msg:
+                msg += r" (a lone UTF-16 surrogate such as \ud800 is not text: pair it or remove it)"
         parts.append(f"{loc}: {msg}")
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
     return "; ".join(parts) + more
@@ -335,11 +341,15 @@ class Service:
         slot = request.scope.get("state", {}).get("slot")
         hold = slot.hold() if slot is not None else None
         token = CancelToken()
+        declared = request.headers.get("content-length", "")
+        large = not declared.isdigit() or int(declared) > _TRIM_AFTER_BYTES
 
         def work() -> T:
             try:
                 return fn(token)
             finally:
+                if large:
+                    trim_heap()
                 if hold is not None:
                     hold.release()
 
@@ -395,6 +405,10 @@ class Service:
         t0 = time.perf_counter()
         try:
             with self._scorer_lock:
+                # a scorer that loads a model lazily (dense) loads it on a cache miss only: encode once directly
+                encode = getattr(getattr(scorer, "model", None), "encode", None)
+                if callable(encode):
+                    encode(["ctxsel loads and warms its model at start-up."])
                 scorer.score("Which scorer is this?", [Chunk(id="warm-up", text="ctxsel warms its scorer at start-up.")])
         except Exception as e:
             self.status, self.status_message = "failed", f"the scorer failed to load: {type(e).__name__}: {e}"
@@ -455,7 +469,13 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
                                    f"the body could not be read as JSON ({what}: {cause}); send UTF-8 JSON")
         error = getattr(exc, "error", None) or {404: "not_found", 405: "method_not_allowed",
                                                 413: "body_too_large"}.get(exc.status_code, "http_error")
-        return _error_response(request, exc.status_code, error, str(exc.detail), headers=exc.headers)
+        message = str(exc.detail)
+        if exc.status_code == 404 and error == "not_found":
+            message = f"no such path: {request.method} {request.url.path}; the service has {_ROUTES}"
+        elif exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            message = f"{request.method} is not allowed on {request.url.path}; use {allowed or 'another method'}"
+        return _error_response(request, exc.status_code, error, message, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -463,7 +483,11 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
         errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
                   for e in raw]
         content_type = request.headers.get("content-type")
-        if not _is_json(content_type) and any(tuple(e.get("loc", ())) == ("body",) for e in raw):
+        encoding = request.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            message = (f"Content-Encoding: {encoding} is not supported: send the JSON body uncompressed "
+                       "(Content-Type: application/json)")
+        elif not _is_json(content_type) and any(tuple(e.get("loc", ())) == ("body",) for e in raw):
             given = f"Content-Type: {content_type}" if content_type else "no Content-Type"
             message = (f"the body must be a JSON object sent with Content-Type: application/json "
                        f"(got {given})")

@@ -313,22 +313,23 @@ class TestConcurrencyAndDeadline:
             assert ans["selection"]["ids"] == ["0"]
         assert_still_serving(srv)
 
-    def test_work_past_the_deadline_is_504_and_keeps_its_slot_until_it_ends(
+    def test_work_past_the_deadline_is_504_and_frees_its_slot_soon_after(
         self, srv: ServerProcess, fake: FakeOpenAIServer
     ) -> None:
-        fake.push(completion_reply(" late\n", delay=DEADLINE + 1.5))
+        fake.push(completion_reply(" late\n", delay=DEADLINE + 6))
         t0 = time.monotonic()
         status, _, body = srv.request("POST", "/answer", SELECT)
         took = time.monotonic() - t0
         assert status == 504, body
         assert body["error"] == "deadline_exceeded" and "3-second deadline" in body["message"]
         assert DEADLINE - 0.1 <= took < DEADLINE + 2.0
-        # the abandoned LLM call still runs: its slot is still taken ...
-        assert srv.request("GET", "/health", auth=False)[2]["in_flight"] == 1
+        # the abandoned LLM call still runs (it cannot be interrupted), but its slot is freed within 2 s
+        # of the deadline (service.run's grace), long before the call ends
         end = time.monotonic() + 10
         while srv.request("GET", "/health", auth=False)[2]["in_flight"] and time.monotonic() < end:
-            time.sleep(0.1)
-        assert_still_serving(srv)  # ... until it ends (in_flight back to 0)
+            time.sleep(0.05)
+        assert time.monotonic() - (t0 + DEADLINE) <= 2.0
+        assert_still_serving(srv)
 
 
 class TestAnswer:
