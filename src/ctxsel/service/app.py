@@ -186,7 +186,8 @@ def _validation_message(errors: list[dict[str, Any]]) -> str:
 
 
 class Service:
-    """Holds the settings, the lazily built scorer and the concurrency limiter."""
+    """Holds the settings, the scorer (warmed at start-up, or built on first
+    use), its readiness and the concurrency limiter."""
 
     def __init__(self, settings: ServiceSettings, scorer: Any = None) -> None:
         self.settings = settings
@@ -207,22 +208,6 @@ class Service:
             opts: dict[str, Any] = {"model": s.model, "num_threads": s.threads} if s.scorer == "dense" else {}
             self._scorer = get_scorer(s.scorer, **opts)
         return self._scorer
-
-    @staticmethod
-    def chunks(req: SelectRequest) -> list[Chunk]:
-        if req.document is not None:
-            chunks = chunk_text(req.document, req.chunking)
-            if not chunks:
-                raise ValueError("the document has no text to select from")
-            return chunks
-        return as_chunks(  # strings get ids "0", "1", ...; ids must be unique
-            item if isinstance(item, str) else Chunk(
-                id=item.id, text=item.text, doc_id=item.doc_id,
-                position=i if item.position is None else item.position,
-                n_tokens=-1 if item.n_tokens is None else item.n_tokens, meta=item.meta,
-            )
-            for i, item in enumerate(req.chunks or [])
-        )
 
     def check_size(self, question: str, texts: Sequence[str], what: str) -> None:
         """413 for a request over ``max_chunks`` or ``max_chars`` (question plus chunk text)."""
@@ -409,7 +394,7 @@ class Service:
                 encode = getattr(getattr(scorer, "model", None), "encode", None)
                 if callable(encode):
                     encode(["ctxsel loads and warms its model at start-up."])
-                scorer.score("Which scorer is this?", [Chunk(id="warm-up", text="ctxsel warms its scorer at start-up.")])
+                scorer.score("Which scorer is this?", [Chunk(id="warm-up", text="ctxsel warms its scorer.")])
         except Exception as e:
             self.status, self.status_message = "failed", f"the scorer failed to load: {type(e).__name__}: {e}"
             log.exception("scorer failed to load", extra={"fields": {"scorer": self.settings.scorer}})
@@ -421,7 +406,7 @@ class Service:
     def refusal(self) -> tuple[str, str] | None:
         """(error code, message) while the server cannot take work, else None."""
         if self.status == "starting":
-            return "starting", "the server is still loading its scorer; retry shortly (GET /health says when it is ready)"
+            return "starting", "the server is still loading its scorer; retry shortly (GET /health says when)"
         if self.status == "failed":
             return "scorer_failed", f"{self.status_message}; see the server log, fix it and restart the server"
         return None
@@ -501,7 +486,7 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
     async def health() -> Any:
         """Readiness and load: never needs the token, never counts against the limit.
         200 with status "ok" once the scorer is loaded and warm; 503 before."""
-        out = HealthOut(status=service.status, version=__version__, reader=settings.reader_name,  # type: ignore[arg-type]
+        out = HealthOut(status=service.status, version=__version__, reader=settings.reader_name,  # type: ignore
                         scorer=settings.scorer, in_flight=service.limiter.in_flight,
                         max_concurrency=settings.max_concurrency, message=service.status_message)
         if service.status == "ok":
