@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -197,6 +198,8 @@ class Service:
         #: "ok", or "starting" while the scorer loads (start_warm_up), or "failed" if it could not load
         self.status: str = "ok"
         self.status_message: str | None = None
+        #: called (from the warm-up thread) if the scorer fails to load; ``ctxsel serve`` stops the server
+        self.on_warm_up_failure: Callable[[], None] | None = None
 
     # -- building blocks ------------------------------------------------------
 
@@ -397,7 +400,10 @@ class Service:
                 scorer.score("Which scorer is this?", [Chunk(id="warm-up", text="ctxsel warms its scorer.")])
         except Exception as e:
             self.status, self.status_message = "failed", f"the scorer failed to load: {type(e).__name__}: {e}"
-            log.exception("scorer failed to load", extra={"fields": {"scorer": self.settings.scorer}})
+            log.error("scorer failed to load", exc_info=log.isEnabledFor(logging.DEBUG),
+                      extra={"fields": {"scorer": self.settings.scorer, "error": self.status_message}})
+            if self.on_warm_up_failure is not None:
+                self.on_warm_up_failure()
             return
         self.status, self.status_message = "ok", None
         log.info("ready", extra={"fields": {"scorer": self.settings.scorer,

@@ -54,7 +54,11 @@ def run_server(
     log_level: str = "info",
     timeout_keep_alive: int = 5,
 ) -> None:
-    """Serve ``create_app(settings)`` until SIGINT/SIGTERM (graceful shutdown)."""
+    """Serve ``create_app(settings)`` until SIGINT/SIGTERM (graceful shutdown).
+
+    If the scorer fails to load at start-up the server stops and this raises
+    ValueError with the reason (``ctxsel serve`` prints it and exits 2).
+    """
     try:
         import uvicorn
     except ImportError as e:
@@ -81,7 +85,12 @@ def run_server(
         app, log_config=None, access_log=False, log_level=log_level, lifespan="on",
         timeout_keep_alive=timeout_keep_alive, server_header=False,
     )
+    server = uvicorn.Server(config)
+    service = app.state.service
+    service.on_warm_up_failure = lambda: setattr(server, "should_exit", True)
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        server.run(sockets=[sock])
     finally:
         sock.close()
+    if service.status == "failed":  # a server that cannot score is of no use: stop, and say why
+        raise ValueError(f"{service.status_message}; the server stopped (check --scorer and --model)")

@@ -279,6 +279,19 @@ def test_a_scorer_that_fails_to_load_is_reported_by_health_and_select() -> None:
                            "restart")
 
 
+@pytest.mark.slow
+def test_a_model_that_cannot_load_stops_the_server_with_a_one_line_error(tmp_path: Path) -> None:
+    """``ctxsel serve`` with a --model that does not exist: the warm-up fails,
+    the server stops, and the command exits 2 with the reason."""
+    done = subprocess.run([*ctxsel_command(), "serve", "--port", "0", "--scorer", "dense",
+                           "--model", str(tmp_path / "no-such-model")], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ctxsel serve: error: the scorer failed to load"), last
+    assert "no-such-model" in last and "--model" in last
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.model
 @pytest.mark.slow
 def test_a_dense_server_is_warm_when_health_says_ok() -> None:
