@@ -106,6 +106,8 @@ class CancellableLLM:
         return replies
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_client", "_token"):  # copy/pickle probe before __init__ ran
+            raise AttributeError(name)
         return getattr(self._client, name)
 
 

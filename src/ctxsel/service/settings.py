@@ -45,7 +45,7 @@ class ServiceSettings:
     max_chunks: int = 10_000
     max_chars: int = 4_000_000
     deadline_s: float = 30.0
-    release_grace_s: float = 1.5
+    release_grace_s: float = 1.0
     max_concurrency: int = 4
     scorer: str = "dense"
     model: str | None = None
