@@ -213,6 +213,60 @@ def test_dense_server_peak_memory_at_the_limits_stays_under_the_bound() -> None:
         assert held_mib < ready_mib + 300, f"{held_mib - ready_mib:.0f} MiB still held after the requests"
 
 
+class SlowPerChunkScorer:
+    """A scorer whose score of a chunk depends on that chunk only (as the dense
+    scorer's does), at 2 ms a chunk: what batching and cancellation need."""
+
+    name = "dense"
+
+    def __init__(self) -> None:
+        self.scored = 0
+
+    def score(self, question: str, chunks: Any) -> Any:
+        import numpy as np
+
+        time.sleep(0.002 * len(chunks))
+        self.scored += len(chunks)
+        return np.array([len(c.text) % 7 for c in chunks], dtype=np.float32)
+
+
+def test_batched_scoring_gives_one_calls_scores_and_stops_when_cancelled() -> None:
+    import threading
+
+    import numpy as np
+
+    from ctxsel.service.cancel import CancelToken, Cancelled, score_in_batches
+    from ctxsel.types import as_chunks
+
+    chunks = as_chunks([f"chunk {'x' * (i % 13)}" for i in range(600)])
+    scorer = SlowPerChunkScorer()
+    whole = scorer.score("q", chunks)
+    np.testing.assert_array_equal(score_in_batches(scorer, "q", chunks, CancelToken()), whole)
+
+    scorer.scored = 0
+    token = CancelToken()
+    threading.Timer(0.2, token.cancel).start()
+    t0 = time.monotonic()
+    with pytest.raises(Cancelled):
+        score_in_batches(scorer, "q", chunks * 10, token)  # 6,000 chunks: 12 s in one call
+    assert time.monotonic() - t0 < 0.2 + 0.5, "cancelled work should stop within about one batch"
+    assert scorer.scored < 6000 // 4
+
+
+@pytest.mark.model
+def test_batched_dense_scores_equal_one_call(one_torch_thread: None) -> None:
+    import numpy as np
+
+    from ctxsel.scoring import get_scorer
+    from ctxsel.service.cancel import CancelToken, score_in_batches
+    from ctxsel.types import as_chunks
+
+    scorer = get_scorer("dense", cache=False, num_threads=1)
+    chunks = as_chunks([f"passage {i}: " + "the museum's meteorite " * (i % 9) for i in range(120)])
+    np.testing.assert_allclose(score_in_batches(scorer, "how heavy is the meteorite?", chunks, CancelToken()),
+                               scorer.score("how heavy is the meteorite?", chunks), atol=1e-5)
+
+
 # -- item 10: start-up ----------------------------------------------------------------------------------
 
 
