@@ -165,8 +165,8 @@ def read_text_file(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, flag: s
     data = p.read_bytes()
     head = data[:8192]
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ValueError(f"{flag} {p} is UTF-16 text; convert it to UTF-8, e.g. iconv -f utf-16 -t utf-8 {p.name} > "
-                         f"{p.stem}.utf8{p.suffix}")
+        raise ValueError(f"{flag} {p} is not valid UTF-8: it starts with a UTF-16 byte order mark; convert it, e.g. "
+                         f"iconv -f utf-16 -t utf-8 {p.name} > {p.stem}.utf8{p.suffix}")
     if head and (b"\0" in head or sum(b in _BINARY_BYTES for b in head) > len(head) // 100):
         raise ValueError(
             f"{flag} {p} looks like a binary file (control bytes such as NUL), not text; ctxsel reads UTF-8 text "
@@ -196,7 +196,7 @@ def load_document_chunks(path: str, chunking: str, max_bytes: int,
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{i}: not valid JSON ({e.msg})") from None
             if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                raise ValueError(f"{path}:{i}: expected an object with a string 'text' (and 'id')")
+                raise ValueError(f"{path}:{i}: expected an object with 'text' (a string) and 'id'")
             chunks.append(Chunk(id=str(obj.get("id", len(chunks))), text=obj["text"], position=len(chunks)))
         check_unique_ids(chunks)
     else:

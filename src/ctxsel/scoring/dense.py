@@ -344,18 +344,18 @@ class DenseScorer:
             return np.zeros(0, dtype=np.float32), {}
         q = self.embed_query(question)
         texts = [c.text for c in chunks]
-        window = self.window()
+        if self.cache is None:
+            docs = self.embed(texts, self.document_prefix)
+        else:
+            docs = self._doc_matrix(texts, self.document_prefix)
+        scores = (docs @ q).astype(np.float32)
+        window = self.window()  # after embedding: it never loads the model by itself
         long_idx: list[int] = []
         q_cut = False
         if window is not None:
             q_cut = window.n_tokens([self.query_prefix + question])[0] > window.capacity
             counted = [self.document_prefix + t for t in texts] if self.document_prefix else texts
             long_idx = [i for i, n in enumerate(self._model_lengths(counted, window)) if n > window.capacity]
-        if self.cache is None:
-            docs = self.embed(texts, self.document_prefix)
-        else:
-            docs = self._doc_matrix(texts, self.document_prefix)
-        scores = (docs @ q).astype(np.float32)
         if window is None or not (q_cut or long_idx):
             return scores, {}
         windowed = self.long_chunks == "max_window" and bool(long_idx)
@@ -373,9 +373,13 @@ class DenseScorer:
         return scores, {"truncated": note}
 
     def window(self) -> ModelWindow | None:
-        """The model's window (loads the model); None when its backend exposes no fast tokenizer."""
+        """The model's window, from the loaded backend or else the model folder's tokenizer files (so
+        scoring from the cache loads no model); None when neither is at hand (nothing is checked)."""
         if self._window is False:
-            self._window = ModelWindow.of(self.model)
+            window = ModelWindow.of(self._model) if self._model is not None else ModelWindow.from_folder(self.model_path)
+            if window is None and self._model is None:
+                return None  # look again once the model has loaded
+            self._window = window
         return self._window  # type: ignore[return-value]
 
     def _model_lengths(self, texts: list[str], window: ModelWindow) -> list[int]:

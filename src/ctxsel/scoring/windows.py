@@ -50,6 +50,25 @@ class ModelWindow:
             return None
         return cls(tok, length)
 
+    @classmethod
+    def from_folder(cls, path: str) -> ModelWindow | None:
+        """The window of a sentence-transformers folder (``tokenizer.json`` and the
+        ``max_seq_length`` of ``sentence_bert_config.json``) without loading the model."""
+        import json
+        from pathlib import Path
+
+        folder = Path(path)
+        tok_file, config = folder / "tokenizer.json", folder / "sentence_bert_config.json"
+        if not (tok_file.is_file() and config.is_file()):
+            return None
+        try:
+            from tokenizers import Tokenizer
+
+            length = json.loads(config.read_text(encoding="utf-8")).get("max_seq_length")
+            return cls(Tokenizer.from_file(str(tok_file)), int(length)) if length else None
+        except (ImportError, OSError, ValueError, TypeError):  # an unusual folder: no checks, as with no folder
+            return None
+
     def n_tokens(self, texts: Sequence[str]) -> list[int]:
         """Text tokens of each text (special tokens not counted)."""
         return [len(e.ids) for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
