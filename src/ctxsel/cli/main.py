@@ -55,6 +55,7 @@ def one_line_warnings(command: str) -> Iterator[None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    tqdm_disable = os.environ.get("TQDM_DISABLE")
     if getattr(args, "no_progress", False):
         os.environ["TQDM_DISABLE"] = "1"  # every tqdm bar without an explicit disable= (libraries' too)
     try:
@@ -68,6 +69,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:  # a caller in the same process (a test, a notebook) keeps its environment
+        if tqdm_disable is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = tqdm_disable
 
 
 if __name__ == "__main__":
