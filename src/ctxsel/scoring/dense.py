@@ -376,7 +376,8 @@ class DenseScorer:
         """The model's window, from the loaded backend or else the model folder's tokenizer files (so
         scoring from the cache loads no model); None when neither is at hand (nothing is checked)."""
         if self._window is False:
-            window = ModelWindow.of(self._model) if self._model is not None else ModelWindow.from_folder(self.model_path)
+            loaded = self._model
+            window = ModelWindow.of(loaded) if loaded is not None else ModelWindow.from_folder(self.model_path)
             if window is None and self._model is None:
                 return None  # look again once the model has loaded
             self._window = window

@@ -161,7 +161,8 @@ class Selector(ABC):
         k = max(0, min(int(k), n))
         floor = min(self.min_k, n)
         if k < floor:  # a min_k above N is capped at N, and the explanation says so
-            explanation += f"; raised to min_k={self.min_k}" + (f" (capped at all {n} chunks)" if self.min_k > n else "")
+            capped = f" (capped at all {n} chunks)" if self.min_k > n else ""
+            explanation += f"; raised to min_k={self.min_k}{capped}"
             k = floor
         return self._fit_budget(k, explanation, sorted_tokens)
 
