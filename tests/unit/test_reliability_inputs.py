@@ -506,3 +506,18 @@ def test_a17_bad_input_in_a_subprocess_never_shows_a_traceback(tmp_path: Path) -
         res = console(*argv)
         assert res.returncode == 2, res.stderr
         assert "Traceback" not in res.stderr and res.stdout == ""
+
+
+def test_a18_service_rejects_an_empty_question_and_names_reader_for_llm_methods() -> None:
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from ctxsel.service import ServiceSettings, create_app
+
+    client = TestClient(create_app(ServiceSettings(scorer="keywords")))
+    res = client.post("/select", json={"question": "  ", "chunks": CHUNKS, "method": "top-k@1"})
+    assert res.status_code == 422 and "question is empty" in res.json()["message"]
+    res = client.post("/select", json={"question": QUESTION, "chunks": CHUNKS, "method": "sage"})
+    assert res.status_code == 422 and "serve --reader" in res.json()["message"]
+    assert "Traceback" not in res.text
