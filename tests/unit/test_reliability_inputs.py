@@ -117,6 +117,10 @@ def test_i4_truncated_chunk_is_counted_warned_and_max_window_finds_the_sentence(
         cut = ctxsel.select(QUESTION, chunks, "top-k@3", scorer=dense)
     assert cut.meta["truncated"] == {"question": False, "chunks": 1, "windowed_chunks": 0, "window_tokens": 256}
     assert cut.ids[0] != "1"  # the relevant sentence lies past the window: the long chunk is not first
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a scorer warns once per kind; the meta still counts every call
+        again = ctxsel.select(QUESTION, chunks, "top-k@3", scorer=dense)
+    assert again.meta["truncated"]["chunks"] == 1
 
     windowed = DenseScorer(cache=False, long_chunks="max_window")
     with warnings.catch_warnings():

@@ -199,7 +199,7 @@ class DenseScorer:
         MiniLM): ``"truncate"`` (the default, as sentence-transformers does: only its start is read)
         or ``"max_window"`` (score each overlapping window, keep the best: slower, but a sentence past
         the window counts). Either way a truncated question or chunk gives a ``TruncationWarning``
-        and ``Selection.meta["truncated"]`` counts it."""
+        (once per scorer and kind) and ``Selection.meta["truncated"]`` counts it."""
         if long_chunks not in LONG_CHUNKS:
             raise ValueError(f"long_chunks must be one of {', '.join(LONG_CHUNKS)}, got {long_chunks!r}")
         self.long_chunks = long_chunks
@@ -223,6 +223,7 @@ class DenseScorer:
             self.cache = EmbeddingCache(cache)
         self._model: Any = None
         self._window: ModelWindow | None | bool = False  # False: not looked up yet
+        self._warned: set[str] = set()  # what kinds of truncation this scorer has warned about
         self.query_cache_size = query_cache_size
         self._clear_memory()
 
@@ -369,7 +370,7 @@ class DenseScorer:
                 scores[i] = float(sims[start : start + len(ps)].max())
                 start += len(ps)
         note = truncation_note(q_cut, 0 if windowed else len(long_idx), len(long_idx) if windowed else 0, window)
-        warn_truncation(note, self.model_id)
+        warn_truncation(note, self.model_id, self._warned)
         return scores, {"truncated": note}
 
     def window(self) -> ModelWindow | None:

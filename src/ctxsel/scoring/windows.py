@@ -117,21 +117,24 @@ def _caller_stacklevel() -> int:
     return level
 
 
-def warn_truncation(note: dict[str, Any], model_id: str) -> None:
-    """One warning per scoring call that cut something, saying what and how to avoid it."""
+def warn_truncation(note: dict[str, Any], model_id: str, already: set[str]) -> None:
+    """Warn about what the window cut, saying how to avoid it: once per kind (question, chunks) and
+    scorer, recorded in ``already``, so an eval over 100 questions warns once, not 100 times (each
+    Selection's ``meta["truncated"]`` still counts every call)."""
     parts = []
-    if note["question"]:
+    if note["question"] and "question" not in already:
         parts.append("the question")
-    if note["chunks"]:
+    if note["chunks"] and "chunks" not in already:
         parts.append(f"{note['chunks']} chunk(s)")
     if not parts:
         return
+    already.update(k for k in ("question", "chunks") if note[k])
     advice = ("shorten the question; " if note["question"] else "") + (
         "score long chunks by their best window with dense[long_chunks=max_window] (CLI: --long-chunks max_window) "
         "or chunk smaller" if note["chunks"] else "")
     warnings.warn(
         f"{' and '.join(parts)} longer than {model_id}'s {note['window_tokens']}-token window: only the start was "
-        f"read ({advice.rstrip('; ')})",
+        f"read ({advice.rstrip('; ')}; this scorer warns once, Selection.meta['truncated'] counts every call)",
         TruncationWarning,
         stacklevel=_caller_stacklevel(),
     )
