@@ -173,24 +173,27 @@ def get_selector(method: str | Selector, *, llm: Any = None, **options: Any) -> 
         return method
     name, spec_options = parse_spec(method)
     cls = get_selector_class(name)
-    valid = [n for n in option_names(cls) if n != "llm"]
-    unknown = sorted((set(spec_options) | set(options)) - {"llm"} - set(valid))
-    if unknown:
-        close = {u: difflib.get_close_matches(u, valid, n=1) for u in unknown}
-        hints = "".join(f" (did you mean {c[0]!r} for {u!r}?)" for u, c in close.items() if c)
-        raise ValueError(
-            f"bad options for method {name!r}: no option {', '.join(map(repr, unknown))}{hints}; its options are: "
-            f"{', '.join(valid)}"
-        )
     if cls.needs_llm and llm is not None:
         options["llm"] = llm
     try:
         return cls(**{**spec_options, **options})  # type: ignore[no-any-return]
     except MissingLLMError:
         raise
-    except (TypeError, ValueError) as e:
+    except TypeError as e:
+        unknown = re.search(r"unexpected keyword argument '([^']+)'", str(e))
+        if unknown is None:
+            raise ValueError(f"bad options for method {name!r}: {e}") from e
+        raise ValueError(unknown_option_message(name, cls, unknown.group(1))) from None
+    except ValueError as e:
         raise ValueError(f"bad options for method {name!r}: {e}") from e
 
+
+def unknown_option_message(name: str, cls: type[Selector], option: str) -> str:
+    """What a user reads for ``adaptive-k[foo=1]``: the options the method takes, and the closest."""
+    valid = [n for n in option_names(cls) if n != "llm"]
+    close = difflib.get_close_matches(option, valid, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"bad options for method {name!r}: no option {option!r}{hint}; its options are: {', '.join(valid)}"
 
 __all__ = [
     "Selector", "available_methods", "get_selector", "get_selector_class", "option_names", "parse_spec", "register",
