@@ -143,6 +143,21 @@ def test_i5_truncated_question_is_reported(dense: object) -> None:
     assert "truncated" not in short.meta
 
 
+@pytest.mark.model
+def test_i5b_cli_long_chunks_flag(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    p = tmp_path / "long.txt"
+    p.write_text("Tickets cost 8 euros.\n\n" + LONG_RELEVANT + "\n\nParking is limited near the museum.\n",
+                 encoding="utf-8")
+    base = ["select", "--document", str(p), "--question", QUESTION, "--method", "top-k@1", "--json"]
+    rc, out, err = cli(capsys, *base)
+    assert rc == 0 and json.loads(out)["truncated"]["chunks"] == 1
+    assert err.startswith("ctxsel select: warning: 1 chunk(s) longer than") and "--long-chunks max_window" in err
+    rc, out, err = cli(capsys, *base, "--long-chunks", "max_window")
+    obj = json.loads(out)
+    assert rc == 0 and err == ""
+    assert obj["chunks"][0]["id"] == "1" and obj["truncated"]["windowed_chunks"] == 1
+
+
 def test_i6_windows_fit_the_model_and_cover_the_text() -> None:
     from ctxsel.scoring.dense import bundled_model_path
     from ctxsel.scoring.windows import ModelWindow
