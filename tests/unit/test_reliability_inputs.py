@@ -494,7 +494,8 @@ def test_a13_unknown_dataset(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert "dataset 'hotpot' is neither a known name" in err
 
 
-@pytest.mark.parametrize(("flag", "value"), [("--min-k", "-1"), ("--max-tokens", "-5"), ("--max-bytes", "0")])
+@pytest.mark.parametrize(("flag", "value"), [("--min-k", "-1"), ("--max-tokens", "-5"), ("--max-bytes", "0"),
+                                           ("--threads", "0")])
 def test_a14_negative_numbers_are_usage_errors(capsys: pytest.CaptureFixture[str], doc: Path, flag: str,
                                                value: str) -> None:
     err = usage_error(capsys, *select_cmd(doc, "--question", "q", flag, value))

@@ -121,7 +121,7 @@ def read_scores(path: str, n_chunks: int) -> list[float]:
 def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scorer", default="dense", choices=["dense", "bm25", "keywords"], help="how chunks are scored (default: dense)")
     p.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--threads", type=positive_int, default=None,
                    help="threads for embedding (default: torch's choice; ONNX: the usable cores, at most 4)")
     p.add_argument("--backend", default="auto", choices=["auto", "torch", "onnx", "onnx-int8"],
                    help="how the dense scorer runs the model (default auto: ONNX Runtime fp32 when onnxruntime is "
@@ -220,13 +220,13 @@ def add_llm_arguments(p: argparse.ArgumentParser, flag: str = "--reader", requir
     p.add_argument(f"{flag}-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     p.add_argument(f"{flag}-timeout", type=float, default=120.0, help="seconds per HTTP attempt")
     if name == "reader":
-        p.add_argument("--reader-window", type=int, default=None, metavar="N",
+        p.add_argument("--reader-window", type=positive_int, default=None, metavar="N",
                        help="an HTTP reader's context window in tokens (prompt + answer), e.g. vLLM's --max-model-len: "
                             "a selection that does not fit is cut to its best-ranked chunks (counted with cl100k, "
                             "keeping 10%% + 64 tokens free). With 'local' the window is --n-ctx")
-        p.add_argument("--n-ctx", type=int, default=None,
+        p.add_argument("--n-ctx", type=positive_int, default=None,
                        help="local model window in its tokens (default: what the model was trained for, 32k)")
-        p.add_argument("--llm-threads", type=int, default=None,
+        p.add_argument("--llm-threads", type=positive_int, default=None,
                        help="llama.cpp threads (default: the usable cores; use 1 where other busy processes share them)")
         p.add_argument("--llm-cache", default=None,
                        help="SQLite response cache (default $CTXSEL_CACHE_DIR/llm_responses.sqlite); 'off' disables it")
