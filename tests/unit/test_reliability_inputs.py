@@ -541,3 +541,10 @@ def test_a18_service_rejects_an_empty_question_and_names_reader_for_llm_methods(
     res = client.post("/select", json={"question": QUESTION, "chunks": CHUNKS, "method": "sage"})
     assert res.status_code == 422 and "serve --reader" in res.json()["message"]
     assert "Traceback" not in res.text
+
+
+def test_a19_scores_that_are_not_numbers() -> None:
+    with pytest.raises(TypeError, match="scores must be a sequence of numbers .* got a str"):
+        ctxsel.select(QUESTION, CHUNKS, "top-k@1", scores="0.1,0.2,0.3")
+    with pytest.raises(ValueError, match=r"scores must be numbers, one per chunk \(could not convert"):
+        ctxsel.select(QUESTION, CHUNKS, "top-k@1", scores=[0.1, "high", 0.3])

@@ -140,7 +140,7 @@ class Selector(ABC):
                 )
             arr = np.zeros(n, dtype=np.float64)
         else:
-            arr = np.asarray(scores, dtype=np.float64).reshape(-1)
+            arr = as_scores(scores)
             if arr.shape[0] != n:
                 raise ValueError(f"got {arr.shape[0]} scores for {n} chunks; they must match")
         tokens = np.fromiter((c.n_tokens for c in chunk_list), dtype=np.int64, count=n)
@@ -236,6 +236,16 @@ def rank(scores: np.ndarray, nan_policy: NanPolicy = "raise") -> tuple[np.ndarra
     key = np.where(finite, -scores, np.inf)
     order = np.argsort(key, kind="stable")
     return order, n_finite
+
+
+def as_scores(scores: object) -> np.ndarray:
+    """Scores as a flat float64 array; a string, or an item that is not a number, is an error that says so."""
+    if isinstance(scores, (str, bytes)):
+        raise TypeError(f"scores must be a sequence of numbers (one per chunk), got a {type(scores).__name__}")
+    try:
+        return np.asarray(scores, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"scores must be numbers, one per chunk ({e})") from None
 
 
 def as_int(name: str, value: object) -> int:
