@@ -90,8 +90,14 @@ def test_i3_integrations_reject_one_string_of_documents() -> None:
     with pytest.raises(TypeError, match="documents must be a sequence"):
         select_positions(QUESTION, "abc", selector, None, scores=[1.0, 2.0, 3.0])
     lc = pytest.importorskip("ctxsel.integrations.langchain")
-    with pytest.raises(TypeError, match="single str.*langchain Document"):
+    with pytest.raises(TypeError, match="documents must be a list of langchain Document objects, got a single str"):
         lc.select_documents(documents="a whole document as one string", query=QUESTION, method="full")
+    hs = pytest.importorskip("ctxsel.integrations.haystack")
+    with pytest.raises(TypeError, match=r"documents\[0\] is a str, not a haystack Document"):
+        hs.CtxselSelector(method="full").run(documents=["one text"], query=QUESTION)
+    li = pytest.importorskip("ctxsel.integrations.llamaindex")
+    with pytest.raises(TypeError, match="list of llama_index NodeWithScore objects, got a single str of 3 characters"):
+        li.CtxselPostprocessor(method="full").postprocess_nodes("abc", query_str=QUESTION)
 
 
 # -- item 6: the dense model's window ----------------------------------------------------------------------------------

@@ -126,10 +126,10 @@ class Outcome:
 def check_documents(documents: Any, kind: str) -> None:
     """The adapters' entry check: a list of ``kind`` objects, never one string (which would
     otherwise be read one character at a time, or fail deep inside with an AttributeError)."""
-    try:
-        check_chunk_sequence(documents, "documents")
-    except TypeError as e:
-        raise TypeError(f"{e}; here each document is a {kind}") from None
+    if isinstance(documents, (str, bytes)) or documents is None or not hasattr(documents, "__iter__"):
+        what = f"a single {type(documents).__name__}" + (f" of {len(documents):,} characters"
+                                                          if isinstance(documents, str) else "")
+        raise TypeError(f"documents must be a list of {kind} objects, got {what}: wrap each text in a {kind}")
     for i, d in enumerate(documents):
         if isinstance(d, (str, bytes)):
             raise TypeError(f"documents[{i}] is a {type(d).__name__}, not a {kind}: wrap each text in a {kind}")
