@@ -554,3 +554,12 @@ def test_a19_scores_that_are_not_numbers() -> None:
         ctxsel.select(QUESTION, CHUNKS, "top-k@1", scores="0.1,0.2,0.3")
     with pytest.raises(ValueError, match=r"scores must be numbers, one per chunk \(could not convert"):
         ctxsel.select(QUESTION, CHUNKS, "top-k@1", scores=[0.1, "high", 0.3])
+
+
+def test_a20_method_that_is_not_a_spec_string() -> None:
+    with pytest.raises(TypeError, match="method must be a spec string such as 'top-k@5' or a Selector, got NoneType"):
+        ctxsel.select(QUESTION, CHUNKS, None, scores=[1.0, 2.0, 3.0])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"bad method spec 'top-k@': use NAME, NAME@VALUE or NAME\[key=value,...\]"):
+        get_selector("top-k@")
+    with pytest.raises(ValueError, match="buffer must be an integer, got ''"):
+        get_selector("adaptive-k[buffer=]")
