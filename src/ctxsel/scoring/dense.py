@@ -354,7 +354,7 @@ class DenseScorer:
         long_idx: list[int] = []
         q_cut = False
         if window is not None:
-            q_cut = window.n_tokens([self.query_prefix + question])[0] > window.capacity
+            q_cut = self._model_lengths([self.query_prefix + question], window)[0] > window.capacity
             counted = [self.document_prefix + t for t in texts] if self.document_prefix else texts
             long_idx = [i for i, n in enumerate(self._model_lengths(counted, window)) if n > window.capacity]
         if window is None or not (q_cut or long_idx):
