@@ -32,6 +32,9 @@ from _common import add_common_args, header_md, loadavg, machine_info, setup_thr
 GROUPS = {
     "core": (20, "closed-book,oracle,top-k@5,adaptive-k,top-n-tokens@2k"),
     "expensive": (20, "context-picker,context-picker[constrained=false],self-route,sage,sage[constrained=false],full"),
+    # One method alone on all 20: enough replies to state its invalid-reply or unreadable-verdict rate and SubEM.
+    "picker": (20, "context-picker"),
+    "sage": (20, "sage"),
 }
 
 COLUMNS = (

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ctxsel.inputs import check_question
 from ctxsel.selectors import available_methods, get_selector
 from ctxsel.types import Chunk, Example, LLMUsage, Selection, as_chunks
 
@@ -35,20 +36,30 @@ def select(
     (``min_k``, ``max_tokens``, ``buffer``...; ``llm=`` for methods that call an
     LLM). ``choices`` are a multiple-choice question's options, for methods
     that read them (``sage``). Without ``scores``, a score-based method scores with ``scorer`` (a Scorer, or a name:
-    ``"dense"`` -- the default, bundled MiniLM --, ``"bm25"``, ``"keywords"``).
+    ``"dense"`` -- the default, bundled MiniLM --, ``"bm25"``, ``"keywords"``, with options:
+    ``"dense[long_chunks=max_window]"``); text the model's window cut is counted in ``meta["truncated"]``.
+
+    ``question`` must be a non-empty string and ``chunks`` a sequence (one str is a TypeError, not
+    one chunk per character).
     """
+    check_question(question)
     selector = get_selector(method, **options)
     chunk_list = as_chunks(chunks)
+    notes: dict[str, Any] = {}
     if scores is None and selector.needs_scores and chunk_list:
         from ctxsel.scoring import get_scorer
+        from ctxsel.scoring.base import score_with_notes
 
         sc = get_scorer(scorer or "dense") if isinstance(scorer, str) or scorer is None else scorer
-        scores = sc.score(question, chunk_list)
+        scores, notes = score_with_notes(sc, question, chunk_list)
     elif scores is None and not chunk_list:
         scores = []
     if choices and selector.takes_options:
-        return selector.select(question, chunk_list, scores, options=list(choices))
-    return selector.select(question, chunk_list, scores)
+        sel = selector.select(question, chunk_list, scores, options=list(choices))
+    else:
+        sel = selector.select(question, chunk_list, scores)
+    sel.meta.update(notes)
+    return sel
 
 
 __all__ = ["Chunk", "Example", "LLMUsage", "Selection", "__version__", "available_methods", "get_selector", "select"]

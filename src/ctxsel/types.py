@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ctxsel.inputs import check_chunk_sequence, check_text
 from ctxsel.tokens import count_tokens
 
 
@@ -35,6 +36,7 @@ class Chunk:
             raise ValueError(f"Chunk id must be a non-empty string, got {self.id!r}")
         if not isinstance(self.text, str):
             raise TypeError(f"Chunk {self.id!r}: text must be str, got {type(self.text).__name__}")
+        check_text(self.text, f"chunk {self.id!r}")
         if self.n_tokens < 0:
             object.__setattr__(self, "n_tokens", count_tokens(self.text))
 
@@ -155,8 +157,10 @@ def as_chunks(items: Iterable[Chunk | str], doc_id: str = "doc") -> list[Chunk]:
 
     Ids must be unique: two chunks with one id would make recall and the
     reading order ambiguous, so that is an error, not a silent merge.
-    Duplicate *texts* under different ids are fine.
+    Duplicate *texts* under different ids are fine. One str (or bytes) in
+    place of the sequence is a TypeError, never one chunk per character.
     """
+    check_chunk_sequence(items)
     out: list[Chunk] = []
     for i, item in enumerate(items):
         if isinstance(item, Chunk):
@@ -164,7 +168,8 @@ def as_chunks(items: Iterable[Chunk | str], doc_id: str = "doc") -> list[Chunk]:
         elif isinstance(item, str):
             out.append(Chunk(id=str(i), text=item, doc_id=doc_id, position=i))
         else:
-            raise TypeError(f"chunk {i}: expected str or Chunk, got {type(item).__name__}")
+            hint = ": decode it first, e.g. item.decode('utf-8')" if isinstance(item, (bytes, bytearray)) else ""
+            raise TypeError(f"chunk {i}: expected str or Chunk, got {type(item).__name__}{hint}")
     check_unique_ids(out)
     return out
 

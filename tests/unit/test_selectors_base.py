@@ -189,7 +189,7 @@ class TestMinK:
     def test_min_k_above_n_is_n(self) -> None:
         sel = ctxsel.select("q", chunks(2), "top-k@1", scores=[0.1, 0.6], min_k=10)
         assert sel.ids == ["c1", "c0"]
-        assert "raised to min_k=2" in sel.explanation
+        assert "raised to min_k=10 (capped at all 2 chunks)" in sel.explanation
 
     def test_min_k_does_not_lower_k(self) -> None:
         assert ctxsel.select("q", chunks(6), "top-k@4", scores=[0.5] * 6, min_k=2).k == 4

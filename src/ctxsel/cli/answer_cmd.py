@@ -13,12 +13,16 @@ import argparse
 import json
 
 from ctxsel.cli.common import (
-    DEFAULT_MAX_BYTES,
+    add_chunking_arguments,
     add_llm_arguments,
+    add_question_arguments,
     add_scorer_arguments,
+    add_scores_argument,
     load_document_chunks,
     make_llm,
     make_scorer,
+    question_from,
+    read_scores,
 )
 
 NAME = "answer"
@@ -27,15 +31,16 @@ HELP = "answer a question about a document with a reader LLM"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--document", required=True, help="text file (chunked) or .jsonl of {id, text} chunks")
-    p.add_argument("--question", required=True)
+    add_question_arguments(p)
     p.add_argument("--method", default="adaptive-k", help="method spec, e.g. adaptive-k, top-k@5, self-route, sage")
     p.add_argument("--option", action="append", default=[], metavar="TEXT",
                    help="an answer option of a multiple-choice question (repeat: A, B, C, ...)")
-    p.add_argument("--chunking", default="paragraphs", choices=["paragraphs", "sentences", "tokens", "semantic"])
+    add_chunking_arguments(p)
     p.add_argument("--template", default=None, choices=["factoid-qa", "holobench-qa", "multiple-choice"],
                    help="reader prompt (default: multiple-choice with --option, else factoid-qa)")
-    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (--json implies it)")
+    add_scores_argument(p)
     add_scorer_arguments(p)
     add_llm_arguments(p)
     p.set_defaults(reader="local")
@@ -46,12 +51,15 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.datasets.multiple_choice import question_with_options
     from ctxsel.reader import Reader
 
-    chunks = load_document_chunks(args.document, args.chunking, args.max_bytes)
+    question = question_from(args)
+    chunks = load_document_chunks(args.document, args.chunking, args.max_bytes, args.max_chunk_tokens)
+    scores = read_scores(args.scores, len(chunks)) if args.scores else None
     client = make_llm(args)
     template = args.template or ("multiple-choice" if args.option else "factoid-qa")
-    sel = select(args.question, chunks, args.method, scorer=make_scorer(args, progress=not args.json), llm=client,
-                 choices=args.option)
-    ans = Reader(client, template).answer(question_with_options(args.question, args.option), sel)
+    progress = not (args.json or args.no_progress)
+    sel = select(question, chunks, args.method, scores, scorer=None if scores else make_scorer(args, progress=progress),
+                 llm=client, choices=args.option)
+    ans = Reader(client, template).answer(question_with_options(question, args.option), sel)
     if args.json:
         print(json.dumps(ans.to_dict(with_text=True), ensure_ascii=False))
         return 0

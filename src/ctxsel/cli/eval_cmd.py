@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from ctxsel.cli.common import add_llm_arguments, add_scorer_arguments, make_llm, make_scorer
+from ctxsel.cli.common import add_llm_arguments, add_scorer_arguments, make_llm, make_scorer, positive_int
 
 NAME = "eval"
 HELP = "evaluate methods on a dataset"
@@ -31,20 +31,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train-fraction", type=float, default=0.8, help="with --split (default 0.8)")
     p.add_argument("--split-seed", type=int, default=0, help="with --split (default 0)")
     p.add_argument("--output", required=True, help="output folder")
-    p.add_argument("--limit", type=int, default=None, help="only the first N examples (of the split, with --split)")
+    p.add_argument("--limit", type=positive_int, default=None, metavar="N",
+                   help="only the first N examples (of the split, with --split); N >= 1")
     p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
     p.add_argument("--plot-example", default=None, help="example id whose similarity curve is plotted")
     p.add_argument("--overwrite", action="store_true", help="discard earlier results in --output")
     p.add_argument("--no-retry-errors", action="store_true",
                    help="on resume, keep rows that ended in an error instead of running them again")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (evaluation and embedding)")
     e = p.add_argument_group("engine: where the examples run (the results are the same)")
     e.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="local: this process (default); ray: Ray Data actors, on a local cluster or --ray-address")
     e.add_argument("--ray-address", default=None,
                    help="join this Ray cluster (e.g. auto, HOST:6379, ray://HOST:10001; default $RAY_ADDRESS, "
                         "else a local cluster started for the run)")
-    e.add_argument("--ray-actors", type=int, default=None, help="worker actors (default: one per cluster CPU)")
+    e.add_argument("--ray-actors", type=positive_int, default=None, help="worker actors (default: one per cluster CPU)")
     e.add_argument("--ray-cpus-per-actor", type=float, default=0.5,
                    help="CPUs each actor asks for (default 0.5: Ray Data's own tasks need the rest)")
     e.add_argument("--ray-num-cpus", type=int, default=None, help="CPUs of a local cluster (default: all cores)")
@@ -77,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
     if not examples:
         raise ValueError(f"dataset {args.dataset!r} has no examples")
     reader = judge = None
+    if not split_specs(args.methods):
+        raise ValueError(f"--methods {args.methods!r} names no method; give comma-separated specs, e.g. "
+                         "adaptive-k,top-k@5,full")
     methods = with_policy(split_specs(args.methods), args.policy)
     template = None
     if args.reader:
@@ -110,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         examples,
         methods,
         output_dir=args.output,
-        scorer=make_scorer(args),
+        scorer=make_scorer(args, progress=not args.no_progress),
         dataset_name=dataset_name,
         overwrite=args.overwrite,
         progress=not args.no_progress,

@@ -2,6 +2,9 @@
 
 Errors a user can fix (bad input, missing files or extras) print one line
 to stderr and exit 2; ``CTXSEL_DEBUG=1`` shows the traceback instead.
+Warnings (e.g. text the embedding model's window cut) print as one
+``ctxsel CMD: warning: ...`` line. ``--no-progress`` also sets
+``TQDM_DISABLE=1``, so bars of the libraries underneath stay quiet too.
 """
 
 from __future__ import annotations
@@ -9,7 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from ctxsel import __version__
 from ctxsel.llm.base import LLMError
@@ -19,21 +25,43 @@ SUBCOMMANDS = (select_cmd, answer_cmd, eval_cmd, train_cmd, mine_cmd, env_cmd, m
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ctxsel", description="Decide how much of a long context an LLM should read.")
+    parser = argparse.ArgumentParser(prog="ctxsel", description="Decide how much of a long context an LLM should read.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"ctxsel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for mod in SUBCOMMANDS:
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.__doc__)
+        # the raw formatter keeps the usage examples in each module docstring as lines
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
         p.set_defaults(run=mod.run)
     return parser
 
 
+@contextmanager
+def one_line_warnings(command: str) -> Iterator[None]:
+    """Show each warning as ``ctxsel CMD: warning: message`` (no source line, no file path)."""
+    shown = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        print(f"ctxsel {command}: warning: {message}", file=sys.stderr)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    tqdm_disable = os.environ.get("TQDM_DISABLE")
+    if getattr(args, "no_progress", False):
+        os.environ["TQDM_DISABLE"] = "1"  # every tqdm bar without an explicit disable= (libraries' too)
     try:
-        return int(args.run(args) or 0)
-    except (ValueError, FileNotFoundError, ImportError, UnicodeDecodeError, TypeError, LLMError) as e:
+        with one_line_warnings(args.command):
+            return int(args.run(args) or 0)
+    except (ValueError, OSError, ImportError, UnicodeDecodeError, TypeError, LLMError) as e:
         if os.environ.get("CTXSEL_DEBUG"):
             raise
         print(f"ctxsel {args.command}: error: {e}", file=sys.stderr)
@@ -41,6 +69,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:  # a caller in the same process (a test, a notebook) keeps its environment
+        if tqdm_disable is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = tqdm_disable
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ctxsel.cli.common import add_llm_arguments, make_llm
+from ctxsel.cli.common import add_llm_arguments, make_llm, positive_int
 
 NAME = "mine"
 HELP = "mine Context-Picker's minimal sufficient evidence sets (leave-one-out) into JSONL"
@@ -27,7 +27,7 @@ HELP = "mine Context-Picker's minimal sufficient evidence sets (leave-one-out) i
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", required=True, help="hotpotqa-long, example, or a JSONL path")
     p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    p.add_argument("--limit", type=positive_int, default=None, metavar="N", help="only the first N questions (N >= 1)")
     p.add_argument("--output", required=True, help="JSONL file of mined sets (rerun to resume)")
     p.add_argument("--k", type=int, default=5, help="BM25 candidates per question, S_cand (default 5)")
     p.add_argument("--rewrites", type=int, default=0, help="query rewrites per kept question (the paper: 5)")
@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "off by default, so the mined data shows what the model writes unaided")
     p.add_argument("--report", default=None, help="also write the comparison with the gold chunks here (Markdown)")
     p.add_argument("--overwrite", action="store_true", help="discard an earlier run in --output")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     g = p.add_argument_group("generator (required) and judge (default SubEM)")
     add_llm_arguments(g)
     add_llm_arguments(g, "--judge")

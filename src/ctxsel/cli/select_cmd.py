@@ -1,11 +1,30 @@
-"""Select the chunks of a document a reader should see for a question."""
+"""Select the chunks of a document a reader should see for a question.
+
+    ctxsel select --document report.md --question "Who built the telescope?"
+    ctxsel select --document report.md --question-file long_question.txt --method top-k@5 --json
+    ctxsel select --document chunks.jsonl --question "..." --scores scores.txt --method adaptive-k
+
+Prints the kept chunks, best first, and why the cut fell where it did; --json prints one object.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from ctxsel.cli.common import DEFAULT_MAX_BYTES, add_scorer_arguments, load_document_chunks, make_scorer
+from ctxsel.cli.common import (
+    add_chunking_arguments,
+    add_llm_arguments,
+    add_question_arguments,
+    add_scorer_arguments,
+    add_scores_argument,
+    load_document_chunks,
+    make_llm,
+    make_scorer,
+    non_negative_int,
+    question_from,
+    read_scores,
+)
 
 NAME = "select"
 HELP = "select chunks of a document for a question"
@@ -13,25 +32,40 @@ HELP = "select chunks of a document for a question"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--document", required=True, help="text file (chunked) or .jsonl of {id, text} chunks")
-    p.add_argument("--question", required=True)
+    add_question_arguments(p)
     p.add_argument("--method", default="adaptive-k", help="method spec, e.g. adaptive-k, top-k@5, top-n-tokens@5k")
-    p.add_argument("--chunking", default="paragraphs", choices=["paragraphs", "sentences", "tokens", "semantic"])
-    p.add_argument("--min-k", type=int, default=None)
-    p.add_argument("--max-tokens", type=int, default=None, help="hard token budget")
-    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES)
+    add_chunking_arguments(p)
+    p.add_argument("--min-k", type=non_negative_int, default=None, metavar="N",
+                   help="keep at least N chunks whatever the method decides (default 1; capped at the chunks there "
+                        "are)")
+    p.add_argument("--max-tokens", type=non_negative_int, default=None, metavar="N",
+                   help="hard token budget (cl100k): the kept chunks never exceed it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (--json implies it)")
+    add_scores_argument(p)
     add_scorer_arguments(p)
+    g = p.add_argument_group("LLM (only for methods that call one: self-route, sage, context-picker)")
+    add_llm_arguments(g)
 
 
 def run(args: argparse.Namespace) -> int:
     from ctxsel import select
+    from ctxsel.selectors import get_selector_class, parse_spec
 
-    chunks = load_document_chunks(args.document, args.chunking, args.max_bytes)
+    question = question_from(args)
+    chunks = load_document_chunks(args.document, args.chunking, args.max_bytes, args.max_chunk_tokens)
+    scores = read_scores(args.scores, len(chunks)) if args.scores else None
     options = {k: v for k, v in (("min_k", args.min_k), ("max_tokens", args.max_tokens)) if v is not None}
-    sel = select(args.question, chunks, args.method, scorer=make_scorer(args, progress=not args.json), **options)
+    if get_selector_class(parse_spec(args.method)[0]).needs_llm:
+        options["llm"] = make_llm(args) if args.reader else None
+    progress = not (args.json or args.no_progress)
+    sel = select(question, chunks, args.method, scores, scorer=None if scores else make_scorer(args, progress=progress),
+                 **options)
+    truncated = sel.meta.get("truncated")  # the scorer's TruncationWarning has told the user already
     if args.json:
         d = sel.to_dict()
-        print(json.dumps({key: d[key] for key in ("method", "k", "n_tokens", "explanation", "chunks", "reading_order", "config")},
+        keys = ("method", "k", "n_tokens", "explanation", "chunks", "reading_order", "config")
+        print(json.dumps({**{key: d[key] for key in keys}, **({"truncated": truncated} if truncated else {})},
                          ensure_ascii=False))
         return 0
     total = sum(c.n_tokens for c in chunks)

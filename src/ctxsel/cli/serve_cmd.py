@@ -37,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="embedding model for --scorer dense (default: bundled MiniLM)")
     p.add_argument("--threads", type=int, default=None, help="torch threads for embedding")
     p.add_argument("--ldar-policy", default=None, help="LDAR checkpoint for method 'ldar'")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="the least severe log lines written to stderr (default info: one line per request)")
     add_llm_arguments(p)
 
 

@@ -52,30 +52,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="use Algorithm 1's upper rank literally (the most similar chunk then needs q_U == 1)")
     t = p.add_argument_group("training (defaults: the paper's Table 4)")
     t.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"REINFORCE steps (default {DEFAULT_STEPS})")
-    t.add_argument("--batch-size", type=int, default=32)
-    t.add_argument("--lr", type=float, default=3e-4)
+    t.add_argument("--batch-size", type=int, default=32, help="questions per REINFORCE step (default 32)")
+    t.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate (default 3e-4)")
     t.add_argument("--init-policy", default=None,
                    help="start from this trained policy's weights (e.g. a label-trained one before --reward llm)")
     t.add_argument("--seed", type=int, default=0, help="seed of the network's initialisation and the sampling")
     t.add_argument("--threads", type=int, default=1, help="torch threads for training and embedding (default 1)")
-    t.add_argument("--checkpoint-every", type=int, default=10)
+    t.add_argument("--checkpoint-every", type=int, default=10,
+                   help="write a resumable checkpoint every N steps (default 10)")
     t.add_argument("--eval-every", type=int, default=10,
                    help="score the deterministic policy on the training questions every N steps, at the start and "
                         "the end (0: never; with --reward llm each evaluation costs one LLM call per question)")
-    t.add_argument("--train-fraction", type=float, default=0.8)
-    t.add_argument("--split-seed", type=int, default=0)
+    t.add_argument("--train-fraction", type=float, default=0.8,
+                   help="share of the questions trained on; the rest are held out (default 0.8)")
+    t.add_argument("--split-seed", type=int, default=0, help="seed of the train/test split (default 0)")
     t.add_argument("--overwrite", action="store_true", help="discard an earlier run in --output")
-    t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--no-progress", action="store_true", help="no progress bars")
     e = p.add_argument_group("evaluation on the held-out questions")
     e.add_argument("--eval-methods", default=DEFAULT_EVAL_METHODS,
                    help=f"baselines evaluated beside the policy (default {DEFAULT_EVAL_METHODS})")
-    e.add_argument("--no-eval", action="store_true")
+    e.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation after training")
     s = p.add_argument_group("scoring")
-    s.add_argument("--scorer", default="dense", choices=["dense", "bm25", "keywords"])
+    s.add_argument("--scorer", default="dense", choices=["dense", "bm25", "keywords"],
+                   help="how chunks are scored for the policy's input (default: dense)")
     s.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
     g = p.add_argument_group("reader for --reward llm")
     add_llm_arguments(g)
-    g.add_argument("--template", default="auto", choices=["auto", "factoid-qa", "holobench-qa"])
+    g.add_argument("--template", default="auto", choices=["auto", "factoid-qa", "holobench-qa"],
+                   help="reader prompt; auto: holobench-qa for HoloBench-style data, else factoid-qa")
     add_llm_arguments(g, "--judge")
     from ctxsel.cli import train_picker
 

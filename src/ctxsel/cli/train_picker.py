@@ -27,14 +27,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--base", default="gemma-270m-gguf",
                    help="gemma-270m-gguf (bundled, default), tiny (random test model) or a transformers model folder")
     g.add_argument("--stage1-max-steps", type=int, default=300, help="stage 1 stops earlier when the validation reward plateaus")
-    g.add_argument("--stage2-steps", type=int, default=150)
+    g.add_argument("--stage2-steps", type=int, default=150, help="GRPO steps of stage 2 (default 150)")
     g.add_argument("--group-size", type=int, default=8, help="GRPO group size K (samples per question)")
-    g.add_argument("--prompts-per-step", type=int, default=2)
-    g.add_argument("--picker-lr", type=float, default=1e-4)
+    g.add_argument("--prompts-per-step", type=int, default=2, help="questions per GRPO step (default 2)")
+    g.add_argument("--picker-lr", type=float, default=1e-4, help="learning rate of the LoRA adapter (default 1e-4)")
     g.add_argument("--kl-beta", type=float, default=0.0, help="KL weight (default 0, DAPO-style decoupled clipping)")
     g.add_argument("--warmup-steps", type=int, default=0, help="supervised format warm-up steps before GRPO (not in the paper)")
     g.add_argument("--picker-tokens", type=int, default=2000, help="candidate pool budget B in tokens (default 2000)")
-    g.add_argument("--max-candidates", type=int, default=20)
+    g.add_argument("--max-candidates", type=int, default=20,
+                   help="at most this many candidate chunks in the picker's prompt (default 20)")
     g.add_argument("--eval-every-picker", type=int, default=10, help="validation reward every N GRPO steps")
 
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.scoring.base import Scorer
+from ctxsel.inputs import check_chunk_sequence, check_question
+from ctxsel.scoring.base import Scorer, score_with_notes
 from ctxsel.selectors import get_selector
 from ctxsel.selectors.base import Selector
 from ctxsel.types import Chunk, Selection
@@ -117,8 +118,21 @@ class Outcome:
                 for r, (i, m) in enumerate(zip(self.kept, self.metadata), start=1)
             ],
             "allow_empty_fallback": self.fell_back,
+            **({"truncated": sel.meta["truncated"]} if "truncated" in sel.meta else {}),
             "usage": {"calls": sel.usage.calls, "tokens_in": sel.usage.tokens_in, "tokens_out": sel.usage.tokens_out},
         }
+
+
+def check_documents(documents: Any, kind: str) -> None:
+    """The adapters' entry check: a list of ``kind`` objects, never one string (which would
+    otherwise be read one character at a time, or fail deep inside with an AttributeError)."""
+    if isinstance(documents, (str, bytes)) or documents is None or not hasattr(documents, "__iter__"):
+        what = f"a single {type(documents).__name__}" + (f" of {len(documents):,} characters"
+                                                          if isinstance(documents, str) else "")
+        raise TypeError(f"documents must be a list of {kind} objects, got {what}: wrap each text in a {kind}")
+    for i, d in enumerate(documents):
+        if isinstance(d, (str, bytes)):
+            raise TypeError(f"documents[{i}] is a {type(d).__name__}, not a {kind}: wrap each text in a {kind}")
 
 
 def given_scores(values: Sequence[float | None]) -> list[float] | None:
@@ -154,13 +168,14 @@ def select_positions(
     input always keeps at least its best-ranked text, even where the method
     (or a ``max_tokens`` budget) would keep none.
     """
-    if not isinstance(query, str):
-        raise TypeError(f"query must be a string, got {type(query).__name__}")
+    check_question(query)
+    check_chunk_sequence(texts, "documents")
     chunks = [Chunk(id=str(i), text=t if isinstance(t, str) else str(t), doc_id="input", position=i)
               for i, t in enumerate(texts)]
     n = len(chunks)
     scores_from = "input"
     arr: np.ndarray | None = None
+    notes: dict[str, Any] = {}
     if scores is not None:
         arr = np.asarray(list(scores), dtype=np.float64)
         if arr.shape != (n,):
@@ -168,11 +183,13 @@ def select_positions(
     elif selector.needs_scores and n:
         if scorer is None:
             raise ValueError(f"method {selector.name!r} needs scores: give a scorer or documents with scores")
-        arr = np.asarray(scorer.score(query, chunks), dtype=np.float64)
+        raw, notes = score_with_notes(scorer, query, chunks)  # notes: text the model's window cut
+        arr = np.asarray(raw, dtype=np.float64)
         scores_from = f"scorer:{getattr(scorer, 'name', type(scorer).__name__)}"
     elif not selector.needs_scores:
         scores_from = "none"
     sel = selector.select(query, chunks, arr)
+    sel.meta.update(notes)
     kept = [int(i) for i in sel.ids]
     kept_scores: list[float | None] = list(sel.scores)
     fell_back = False

@@ -36,7 +36,7 @@ except ImportError as e:  # pragma: no cover - exercised by test_integrations_mi
 
     raise missing_extra("Haystack", "haystack", e) from e
 
-from ctxsel.integrations._core import given_scores, make_selector, scorer_from, select_positions
+from ctxsel.integrations._core import check_documents, given_scores, make_selector, scorer_from, select_positions
 from ctxsel.scoring.base import Scorer
 from ctxsel.selectors.base import Selector
 
@@ -114,6 +114,7 @@ class CtxselSelector:
         """Select from ``documents`` for ``query``; the other arguments override the init settings
         for this run only. ``selector_options``, when given, replaces the init ones; when not, the
         init ones go to a per-run ``method`` too (so pass ``{}`` to drop options it does not take)."""
+        check_documents(documents, "haystack Document")
         options = self.selector_options if selector_options is None else selector_options
         try:
             selector: Selector = make_selector(method or self.method, options)

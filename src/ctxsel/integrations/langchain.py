@@ -33,7 +33,7 @@ except ImportError as e:  # pragma: no cover - exercised by test_integrations_mi
 
     raise missing_extra("LangChain", "langchain", e) from e
 
-from ctxsel.integrations._core import LazyParts, Outcome, given_scores, select_positions
+from ctxsel.integrations._core import LazyParts, Outcome, check_documents, given_scores, select_positions
 from ctxsel.scoring.base import Scorer
 from ctxsel.selectors.base import Selector
 
@@ -77,6 +77,7 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
 
     def select(self, documents: Sequence[Document], query: str) -> tuple[list[Document], Outcome]:
         """The kept Documents (copies with ``ctxsel_*`` metadata) and the full outcome."""
+        check_documents(documents, "langchain Document")
         docs = list(documents)
         selector = self._get_selector()
         scores = None

@@ -35,7 +35,7 @@ except ImportError as e:  # pragma: no cover - exercised by test_integrations_mi
 
     raise missing_extra("LlamaIndex", "llamaindex", e) from e
 
-from ctxsel.integrations._core import META_KEYS, LazyParts, Outcome, given_scores, select_positions
+from ctxsel.integrations._core import META_KEYS, LazyParts, Outcome, check_documents, given_scores, select_positions
 from ctxsel.scoring.base import Scorer
 from ctxsel.selectors.base import Selector
 
@@ -78,6 +78,7 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
     ) -> list[NodeWithScore]:
         if query_bundle is None:
             raise ValueError("CtxselPostprocessor needs the query: pass query_bundle=... or query_str=...")
+        check_documents(nodes, "llama_index NodeWithScore")
         if not nodes:
             self._last_report = None
             return []

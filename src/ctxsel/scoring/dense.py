@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ctxsel.scoring.cache import EmbeddingCache, text_key
+from ctxsel.scoring.windows import LONG_CHUNKS, ModelWindow, truncation_note, warn_truncation
 from ctxsel.types import Chunk
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -112,7 +113,24 @@ class TorchBackend:
             hf_logging.disable_progress_bar()
         except ImportError:  # pragma: no cover
             pass
-        self.st = SentenceTransformer(model_path, device=device)
+        try:
+            self.st = SentenceTransformer(model_path, device=device)
+        except OSError as e:  # not a folder, not in the HF cache, and downloads are off
+            raise ValueError(
+                f"embedding model {model_path!r} could not be loaded: it is not a local folder and not in the "
+                "Hugging Face cache, and ctxsel does not download models. Pass the path of a local "
+                "sentence-transformers folder (--model PATH), or leave the model out for the bundled "
+                f"all-MiniLM-L6-v2 ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+            ) from None
+
+    @property
+    def max_seq_length(self) -> int:
+        return int(self.st.max_seq_length)
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's ``tokenizers.Tokenizer`` (None for a slow tokenizer: then no window checks)."""
+        return getattr(self.st.tokenizer, "backend_tokenizer", None)
 
     def encode(self, texts: list[str], batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
         vecs = self.st.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
@@ -175,7 +193,16 @@ class DenseScorer:
         show_progress: bool = False,
         query_cache_size: int = 1024,
         backend: str | None = "auto",
+        long_chunks: str = "truncate",
     ) -> None:
+        """``long_chunks``: what to do with a chunk longer than the model's window (256 tokens for
+        MiniLM): ``"truncate"`` (the default, as sentence-transformers does: only its start is read)
+        or ``"max_window"`` (score each overlapping window, keep the best: slower, but a sentence past
+        the window counts). Either way a truncated question or chunk gives a ``TruncationWarning``
+        (once per scorer and kind) and ``Selection.meta["truncated"]`` counts it."""
+        if long_chunks not in LONG_CHUNKS:
+            raise ValueError(f"long_chunks must be one of {', '.join(LONG_CHUNKS)}, got {long_chunks!r}")
+        self.long_chunks = long_chunks
         self.model_path = resolve_model(model)
         self.backend = resolve_backend(backend, model, device)
         # the cache key and the id in result files: int8 vectors never mix with fp32 ones
@@ -195,6 +222,8 @@ class DenseScorer:
         else:
             self.cache = EmbeddingCache(cache)
         self._model: Any = None
+        self._window: ModelWindow | None | bool = False  # False: not looked up yet
+        self._warned: set[str] = set()  # what kinds of truncation this scorer has warned about
         self.query_cache_size = query_cache_size
         self._clear_memory()
 
@@ -204,12 +233,14 @@ class DenseScorer:
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._n_rows = 0
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        #: model tokens per text seen (with the in-memory cache only)
+        self._lengths: dict[str, int] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable without the loaded model or the in-memory vectors (they load again
         where they are used, e.g. in a Ray worker)."""
-        state = {**self.__dict__, "_model": None}
-        for key in ("_rows", "_matrix", "_n_rows", "_queries"):
+        state = {**self.__dict__, "_model": None, "_window": False}
+        for key in ("_rows", "_matrix", "_n_rows", "_queries", "_lengths"):
             state.pop(key, None)
         return state
 
@@ -304,11 +335,64 @@ class DenseScorer:
         return vec.copy()
 
     def score(self, question: str, chunks: Sequence[Chunk]) -> np.ndarray:
+        """Cosine of each chunk with the question (warns when the model's window cut any text)."""
+        return self.score_detailed(question, chunks)[0]
+
+    def score_detailed(self, question: str, chunks: Sequence[Chunk]) -> tuple[np.ndarray, dict[str, Any]]:
+        """The scores, and notes for ``Selection.meta``: ``{"truncated": {...}}`` when the window cut
+        the question or a chunk, or ``long_chunks="max_window"`` scored a chunk by its windows."""
         if not chunks:
-            return np.zeros(0, dtype=np.float32)
+            return np.zeros(0, dtype=np.float32), {}
         q = self.embed_query(question)
+        texts = [c.text for c in chunks]
         if self.cache is None:
-            docs = self.embed([c.text for c in chunks], self.document_prefix)
+            docs = self.embed(texts, self.document_prefix)
         else:
-            docs = self._doc_matrix([c.text for c in chunks], self.document_prefix)
-        return (docs @ q).astype(np.float32)
+            docs = self._doc_matrix(texts, self.document_prefix)
+        scores = (docs @ q).astype(np.float32)
+        window = self.window()  # after embedding: it never loads the model by itself
+        long_idx: list[int] = []
+        q_cut = False
+        if window is not None:
+            q_cut = self._model_lengths([self.query_prefix + question], window)[0] > window.capacity
+            counted = [self.document_prefix + t for t in texts] if self.document_prefix else texts
+            long_idx = [i for i, n in enumerate(self._model_lengths(counted, window)) if n > window.capacity]
+        if window is None or not (q_cut or long_idx):
+            return scores, {}
+        windowed = self.long_chunks == "max_window" and bool(long_idx)
+        if windowed:
+            assert window is not None
+            pieces = [window.windows(texts[i]) for i in long_idx]
+            vecs = self.embed([p for ps in pieces for p in ps], self.document_prefix)
+            sims = vecs @ q
+            start = 0
+            for i, ps in zip(long_idx, pieces):
+                scores[i] = float(sims[start : start + len(ps)].max())
+                start += len(ps)
+        note = truncation_note(q_cut, 0 if windowed else len(long_idx), len(long_idx) if windowed else 0, window)
+        warn_truncation(note, self.model_id, self._warned)
+        return scores, {"truncated": note}
+
+    def window(self) -> ModelWindow | None:
+        """The model's window, from the loaded backend or else the model folder's tokenizer files (so
+        scoring from the cache loads no model); None when neither is at hand (nothing is checked)."""
+        if self._window is False:
+            loaded = self._model
+            window = ModelWindow.of(loaded) if loaded is not None else ModelWindow.from_folder(self.model_path)
+            if window is None and self._model is None:
+                return None  # look again once the model has loaded
+            self._window = window
+        return self._window  # type: ignore[return-value]
+
+    def _model_lengths(self, texts: list[str], window: ModelWindow) -> list[int]:
+        """Model tokens per text, or for a short ASCII text its length (an upper bound: a token spans at
+        least one byte, and the bound is within the window); remembered per text with the in-memory
+        cache, so a warm pool costs lookups. Tokenising is about 1% of embedding the same texts."""
+        lengths: dict[str, int] = self._lengths if self.cache is not None else {}
+        new = [t for t in dict.fromkeys(texts) if t not in lengths]
+        short = {t: len(t) for t in new if len(t) <= window.capacity and t.isascii()}
+        rest = [t for t in new if t not in short]
+        lengths.update(short)
+        if rest:
+            lengths.update(zip(rest, window.n_tokens(rest)))
+        return [lengths[t] for t in texts]

@@ -13,11 +13,14 @@ Methods register by import path, so listing them imports nothing heavy.
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import inspect
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from ctxsel.inputs import MissingLLMError
 from ctxsel.selectors.base import Selector
 
 
@@ -88,15 +91,21 @@ def _coerce(value: str) -> Any:
 
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """``"top-k@5"`` -> ``("top-k", {"k": 5})``."""
+    if not isinstance(spec, str):
+        raise TypeError(f"method must be a spec string such as 'top-k@5' or a Selector, got {type(spec).__name__}")
     m = _SPEC.match(spec.strip())
     if not m:
+        unbalanced = " (unbalanced brackets)" if spec.count("[") != spec.count("]") else ""
         raise ValueError(
-            f"bad method spec {spec!r}: use NAME, NAME@VALUE or NAME[key=value,...]"
+            f"bad method spec {spec!r}{unbalanced}: use NAME, NAME@VALUE or NAME[key=value,...], e.g. top-k@5 "
+            "or adaptive-k[buffer=3]"
         )
     name = m.group("name")
     info = _REGISTRY.get(name)
     if info is None:
-        raise ValueError(f"unknown method {name!r}; available: {', '.join(sorted(_REGISTRY))}")
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown method {name!r}{hint}; available: {', '.join(sorted(_REGISTRY))}")
     options: dict[str, Any] = {}
     if m.group("main") is not None:
         if info.main_param is None:
@@ -137,11 +146,26 @@ def get_selector_class(name: str) -> type[Selector]:
     return getattr(importlib.import_module(module_name), cls_name)  # type: ignore[no-any-return]
 
 
+def option_names(cls: type[Selector]) -> list[str]:
+    """The keyword options a selector class accepts: its own and, through ``**kw``, its bases'."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = list(inspect.signature(init).parameters.values())[1:]
+        names += [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in names]
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return names
+
+
 def get_selector(method: str | Selector, *, llm: Any = None, **options: Any) -> Selector:
     """A Selector from a spec string (plus keyword options), or as given.
 
     ``llm`` (an LLM client) goes to methods that call one (``needs_llm``)
     and is ignored by the rest, so callers need not know which is which.
+    An option the method does not take is an error that lists the ones it does.
     """
     if isinstance(method, Selector):
         if options:
@@ -153,8 +177,25 @@ def get_selector(method: str | Selector, *, llm: Any = None, **options: Any) -> 
         options["llm"] = llm
     try:
         return cls(**{**spec_options, **options})  # type: ignore[no-any-return]
-    except (TypeError, ValueError) as e:
+    except MissingLLMError:
+        raise
+    except TypeError as e:
+        unknown = re.search(r"unexpected keyword argument '([^']+)'", str(e))
+        if unknown is None:
+            raise ValueError(f"bad options for method {name!r}: {e}") from e
+        raise ValueError(unknown_option_message(name, cls, unknown.group(1))) from None
+    except ValueError as e:
         raise ValueError(f"bad options for method {name!r}: {e}") from e
 
 
-__all__ = ["Selector", "available_methods", "get_selector", "get_selector_class", "parse_spec", "register", "split_specs"]
+def unknown_option_message(name: str, cls: type[Selector], option: str) -> str:
+    """What a user reads for ``adaptive-k[foo=1]``: the options the method takes, and the closest."""
+    valid = [n for n in option_names(cls) if n != "llm"]
+    close = difflib.get_close_matches(option, valid, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"bad options for method {name!r}: no option {option!r}{hint}; its options are: {', '.join(valid)}"
+
+__all__ = [
+    "Selector", "available_methods", "get_selector", "get_selector_class", "option_names", "parse_spec", "register",
+    "split_specs",
+]

@@ -155,7 +155,7 @@ def _apply_limits(sel: Any, k: int, explanation: str, sorted_tokens: np.ndarray,
     k = max(0, min(int(k), n))
     floor = min(sel.min_k, n)
     if k < floor:
-        explanation += f"; raised to min_k={floor}"
+        explanation += f"; raised to min_k={sel.min_k}" + (f" (capped at all {n} chunks)" if sel.min_k > n else "")
         k = floor
     if sel.max_tokens is not None and k > 0:
         fit = int(np.searchsorted(np.cumsum(sorted_tokens[:k]), sel.max_tokens, side="right"))

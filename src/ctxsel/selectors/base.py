@@ -10,7 +10,8 @@ the same conventions:
   naming the offending positions; ``nan_policy="last"`` ranks non-finite
   scores after every finite one and keeps them out of the cut computation
   (so they can never form "the largest gap");
-- ``min_k`` (default 1) raises k to at least min(min_k, N);
+- ``min_k`` (default 1) raises k to at least min(min_k, N) (the explanation
+  names the min_k asked for, and the cap when it is above N);
 - ``max_tokens`` is a hard budget: the kept prefix of the ranking is cut to
   the longest one that fits. It wins over ``min_k``: if the best chunk alone
   exceeds the budget the selection is empty and the explanation says so.
@@ -26,6 +27,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from ctxsel.inputs import check_question
 from ctxsel.selectors._fastcut import SMALL_N, RankView, nonfinite_error
 from ctxsel.types import Chunk, Selection, as_chunks
 
@@ -127,7 +129,7 @@ class Selector(ABC):
         chunks: Sequence[Chunk | str],
         scores: Sequence[float] | np.ndarray | None = None,
     ) -> Selection:
-        del question  # score-based selectors only read scores; the signature is shared
+        check_question(question)  # score-based selectors only read scores, but an empty question is a mistake
         chunk_list = as_chunks(chunks)
         n = len(chunk_list)
         if scores is None:
@@ -138,7 +140,7 @@ class Selector(ABC):
                 )
             arr = np.zeros(n, dtype=np.float64)
         else:
-            arr = np.asarray(scores, dtype=np.float64).reshape(-1)
+            arr = as_scores(scores)
             if arr.shape[0] != n:
                 raise ValueError(f"got {arr.shape[0]} scores for {n} chunks; they must match")
         tokens = np.fromiter((c.n_tokens for c in chunk_list), dtype=np.int64, count=n)
@@ -158,8 +160,9 @@ class Selector(ABC):
     def _apply_limits(self, k: int, explanation: str, sorted_tokens: np.ndarray, n: int) -> tuple[int, str]:
         k = max(0, min(int(k), n))
         floor = min(self.min_k, n)
-        if k < floor:
-            explanation += f"; raised to min_k={floor}"
+        if k < floor:  # a min_k above N is capped at N, and the explanation says so
+            capped = f" (capped at all {n} chunks)" if self.min_k > n else ""
+            explanation += f"; raised to min_k={self.min_k}{capped}"
             k = floor
         return self._fit_budget(k, explanation, sorted_tokens)
 
@@ -235,11 +238,32 @@ def rank(scores: np.ndarray, nan_policy: NanPolicy = "raise") -> tuple[np.ndarra
     return order, n_finite
 
 
+def as_scores(scores: object) -> np.ndarray:
+    """Scores as a flat float64 array; a string, or an item that is not a number, is an error that says so."""
+    if isinstance(scores, (str, bytes)):
+        raise TypeError(f"scores must be a sequence of numbers (one per chunk), got a {type(scores).__name__}")
+    try:
+        return np.asarray(scores, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"scores must be numbers, one per chunk ({e})") from None
+
+
 def as_int(name: str, value: object) -> int:
-    """An integer parameter; 1.5 or "3" is an error, not a silent truncation."""
+    """An integer parameter; 1.5 or "3" is an error, not a silent truncation (1e9, a whole float, is fine)."""
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        return int(value)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     return int(value)
+
+
+def as_float(name: str, value: object) -> float:
+    """A finite number parameter: "abc", None or NaN is an error that names the parameter."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return float(value)
 
 
 def _as_float(x: float) -> float | None:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ctxsel.selectors._fastcut import RankView
-from ctxsel.selectors.base import Cut, Decision, Selector, as_int, rank
+from ctxsel.selectors.base import Cut, Decision, Selector, as_float, as_int, rank
 
 
 class TopK(Selector):
@@ -109,9 +109,7 @@ class ScoreThreshold(Selector):
 
     def __init__(self, threshold: float = 0.5, **kw: Any) -> None:
         super().__init__(**kw)
-        if not np.isfinite(threshold):
-            raise ValueError(f"threshold must be finite, got {threshold}")
-        self.threshold = float(threshold)
+        self.threshold = as_float("threshold", threshold)
 
     def config(self) -> dict[str, Any]:
         return {"threshold": self.threshold, **super().config()}

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ctxsel.inputs import check_question
 from ctxsel.selectors.base import Cut, Selector, _as_float
 from ctxsel.types import Chunk, Selection, as_chunks
 
@@ -60,7 +61,8 @@ class ClosedBook(_Reference):
         chunks: Sequence[Chunk | str],
         scores: Sequence[float] | np.ndarray | None = None,
     ) -> Selection:
-        del question, scores
+        del scores
+        check_question(question)
         n = len(as_chunks(chunks))
         return Selection(ids=[], scores=[], chunks=[], method=self.name, config=self.config(),
                          explanation=f"closed book: none of the {n} chunks is read", n_candidates=n)
@@ -80,7 +82,7 @@ class Oracle(_Reference):
         scores: Sequence[float] | np.ndarray | None = None,
         gold_ids: Sequence[str] | None = None,
     ) -> Selection:
-        del question
+        check_question(question)
         chunk_list = as_chunks(chunks)
         gold = list(dict.fromkeys(gold_ids or []))
         if not gold:

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxsel.inputs import MissingLLMError
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.constrain import ReplyFormatError, answer_format
 from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, get_template
@@ -71,7 +72,7 @@ class SelfRoute(Selector):
     ) -> None:
         super().__init__(**kw)
         if llm is None:
-            raise ValueError("self-route needs an LLM client: get_selector('self-route', llm=client)")
+            raise MissingLLMError("self-route")
         if not isinstance(constrained, bool):
             raise ValueError(f"constrained must be true or false, got {constrained!r}")
         self.constrained = constrained

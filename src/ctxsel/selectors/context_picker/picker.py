@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxsel.inputs import MissingLLMError, check_question
 from ctxsel.llm.base import LLMClient
 from ctxsel.reader import for_template
 from ctxsel.selectors.adaptive_k import AdaptiveK
@@ -100,8 +101,7 @@ class ContextPicker(Selector):
 
             llm = TransformersClient.from_adapter(adapter)
         if llm is None:
-            raise ValueError("context-picker needs an LLM client (get_selector('context-picker', llm=client)) "
-                             "or a trained adapter (context-picker[adapter=PATH])")
+            raise MissingLLMError("context-picker", "; or name a trained adapter: context-picker[adapter=PATH]")
         self.llm = llm
         self.client = for_template(llm, PICKER)
         self.fallback = AdaptiveK(max_tokens=self.n_tokens, min_k=self.min_k, nan_policy=self.nan_policy)
@@ -123,6 +123,7 @@ class ContextPicker(Selector):
         self, question: str, chunks: Sequence[Chunk | str], scores: Sequence[float] | np.ndarray | None = None
     ) -> Selection:
         t0 = time.perf_counter()
+        check_question(question)
         chunk_list = as_chunks(chunks)
         if scores is None and chunk_list:
             raise ValueError("context-picker needs similarity scores to build its candidate pool: pass scores=... "

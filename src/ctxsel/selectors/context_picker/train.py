@@ -332,7 +332,7 @@ def run_stage(model: Any, tokenizer: Any, stage: int, train_rows: Sequence[dict[
         seed=cfg.seed,
         remove_unused_columns=False,
         dataloader_num_workers=0,
-        disable_tqdm=False,
+        disable_tqdm=os.environ.get("TQDM_DISABLE") == "1",  # what `ctxsel train --no-progress` sets
     )
     trainer = GRPOTrainer(model=model, reward_funcs=[reward_fn], args=args, train_dataset=_dataset(train_rows, stage),
                           processing_class=tokenizer, peft_config=peft_config,

@@ -83,6 +83,7 @@ from typing import Any
 import numpy as np
 
 from ctxsel.datasets.multiple_choice import LETTERS, parse_choice, question_with_options
+from ctxsel.inputs import MissingLLMError, check_question
 from ctxsel.llm.base import LLMClient, LLMContextLengthError, complete_n
 from ctxsel.llm.constrain import (
     ReplyFormat,
@@ -213,7 +214,7 @@ class SAGE(Selector):
     ) -> None:
         super().__init__(**kw)
         if llm is None:
-            raise ValueError("sage needs an LLM client: get_selector('sage', llm=client)")
+            raise MissingLLMError("sage")
         if not isinstance(constrained, bool):
             raise ValueError(f"constrained must be true or false, got {constrained!r}")
         self.constrained = constrained
@@ -374,6 +375,7 @@ class SAGE(Selector):
         options: Sequence[str] | None = None,
     ) -> Selection:
         del scores  # embedding-free: SAGE never reads similarity scores
+        check_question(question)
         t0 = time.perf_counter()
         options = [str(o) for o in (options or [])]
         graph = SentenceGraph(as_chunks(chunks))

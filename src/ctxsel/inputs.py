@@ -1,0 +1,64 @@
+"""The rules every surface (Python, CLI, HTTP, framework adapters) applies to what a user hands in.
+
+One place, so ``ctxsel.select``, the selectors, the command line and the
+service reject the same inputs with the same words: a message that names
+the input, the rule it broke and what to do instead.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_text(text: str, what: str) -> None:
+    """Reject a lone surrogate (U+D800-U+DFFF): it is not valid Unicode, cannot be encoded as
+    UTF-8, and tokenizers fail on it deep inside. It comes from decoding bytes with
+    ``errors="surrogateescape"`` or from a JSON ``"\\ud800"`` escape."""
+    if text.isascii():  # the common case, checked at C speed
+        return
+    m = _SURROGATE.search(text)
+    if m is not None:
+        raise ValueError(
+            f"{what} contains a lone surrogate U+{ord(m.group()):04X} at character {m.start()}, which is not "
+            "valid Unicode: decode the source bytes with errors='replace' (or remove the character)"
+        )
+
+
+def check_question(question: Any) -> str:
+    """The question as a non-empty string; an empty or whitespace-only one would select arbitrary chunks."""
+    if not isinstance(question, str):
+        raise TypeError(f"question must be a string, got {type(question).__name__}: pass the question's text")
+    if not question.strip():
+        raise ValueError(
+            "question is empty (or only whitespace): there is nothing to rank the chunks against; "
+            "pass the question's text"
+        )
+    check_text(question, "question")
+    return question
+
+
+def check_chunk_sequence(items: Any, what: str = "chunks") -> None:
+    """A sequence of chunks must not be one str or bytes: iterating it would make one chunk per character."""
+    if isinstance(items, (str, bytes, bytearray)):
+        kind = type(items).__name__
+        raise TypeError(
+            f"{what} must be a sequence of chunk texts or Chunks, got a single {kind} of {len(items):,} "
+            f"{'characters' if kind == 'str' else 'bytes'}: pass [text] for one chunk, or split a document with "
+            "ctxsel.chunking.chunk_text(text)"
+        )
+    if items is None or not hasattr(items, "__iter__"):
+        raise TypeError(f"{what} must be a sequence of chunk texts or Chunks, got {type(items).__name__}")
+
+
+class MissingLLMError(ValueError):
+    """A method that calls an LLM was asked for without one; the message names every surface's remedy."""
+
+    def __init__(self, method: str, alternative: str = "") -> None:
+        super().__init__(
+            f"method {method!r} needs an LLM client to select and none was given: on the command line add --reader "
+            "(local, local:NAME or an OpenAI-compatible URL), start the service with `ctxsel serve --reader ...`, "
+            f"or in Python pass llm=CLIENT (e.g. ctxsel.llm.local.LocalLlamaClient()){alternative}"
+        )
