@@ -16,7 +16,6 @@ import time
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -65,9 +64,6 @@ def test_select_returns_a_selection_or_raises_a_clear_error(call: tuple[Any, Any
     assert time.monotonic() - t0 < 10
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="question=None reaches the scorer (issue 17 items 5 and 12, the Python API's input checks, "
-                          "are another branch): remove this mark when they are merged")
 @settings(max_examples=100, deadline=timedelta(seconds=10), derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(JUNK, JUNK)

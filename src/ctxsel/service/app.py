@@ -198,6 +198,10 @@ class Service:
         #: "ok", or "starting" while the scorer loads (start_warm_up), or "failed" if it could not load
         self.status: str = "ok"
         self.status_message: str | None = None
+        self._warm_up_thread: threading.Thread | None = None
+        #: the dense scorer keeps every text's vector in memory; past this many it forgets them (about
+        #: 1.5 KB of vector plus the text each): a server's memory must not grow with every new document
+        self.max_rows_in_memory = 50_000
         #: called (from the warm-up thread) if the scorer fails to load; ``ctxsel serve`` stops the server
         self.on_warm_up_failure: Callable[[], None] | None = None
 
@@ -270,12 +274,16 @@ class Service:
         llm = None if self.settings.reader is None else CancellableLLM(self.settings.reader, token)
         return get_selector(req.method, llm=llm, **options)
 
-    def scores(self, req: SelectRequest, chunks: list[Chunk], selector: Any, token: CancelToken) -> Any:
+    def scores(
+        self, req: SelectRequest, chunks: list[Chunk], selector: Any, token: CancelToken
+    ) -> tuple[Any, dict[str, Any]]:
+        """The request's relevance scores (None: the method needs none), and the server scorer's
+        notes for ``Selection.meta`` (``truncated``: text the dense model's window cut)."""
         n = len(chunks)
         if req.scores is not None:
             if len(req.scores) != n:
                 raise ValueError(f"got {len(req.scores)} scores for {n} chunks; they must match")
-            return np.asarray(req.scores, dtype=np.float64)
+            return np.asarray(req.scores, dtype=np.float64), {}
         if req.embeddings is not None:
             if len(req.embeddings) != n:
                 raise ValueError(f"got {len(req.embeddings)} embeddings for {n} chunks; they must match")
@@ -289,7 +297,7 @@ class Service:
                     f"embeddings have dimension {emb.shape[-1] if emb.ndim == 2 else '?'} but query_embedding has {q.shape[0]}"
                 )
             if not n:
-                return np.zeros(0)
+                return np.zeros(0), {}
             if not (np.isfinite(emb).all() and np.isfinite(q).all()):
                 raise ValueError("embeddings contain NaN or infinite values")
             qn = float(np.linalg.norm(q))
@@ -297,23 +305,28 @@ class Service:
                 raise ValueError("query_embedding is all zeros: cosine similarity is undefined")
             norms = np.linalg.norm(emb, axis=1)
             norms[norms == 0] = 1.0  # a zero chunk vector scores 0
-            return (emb @ (q / qn)) / norms
+            return (emb @ (q / qn)) / norms, {}
         if not selector.needs_scores or not chunks:
-            return None
+            return None, {}
         token.acquire(self._scorer_lock)  # gives up at the deadline instead of queueing past it
+        scorer = self.scorer()
         try:
-            return score_in_batches(self.scorer(), req.question, chunks, token)
+            return score_in_batches(scorer, req.question, chunks, token)
         finally:
+            if getattr(scorer, "rows_in_memory", 0) > self.max_rows_in_memory:
+                scorer.clear_memory()  # the vectors stay in the SQLite cache; memory stops growing with new texts
             self._scorer_lock.release()
 
     def select(self, req: SelectRequest, token: CancelToken) -> Selection:
         chunks = self.chunks(req)
         selector = self.selector(req, token)
-        scores = self.scores(req, chunks, selector, token)
+        scores, notes = self.scores(req, chunks, selector, token)
         token.check()
         if scores is None and not chunks:
             scores = []
-        return selector.select(req.question, chunks, scores)
+        sel = selector.select(req.question, chunks, scores)
+        sel.meta.update(notes)  # meta["truncated"]: text the dense model's window cut, as ctxsel.select reports
+        return sel
 
     # -- running work under the deadline ----------------------------------------
 
@@ -387,7 +400,15 @@ class Service:
         "starting" and /select and /answer answer 503 with Retry-After."""
         scorer = self.scorer()
         self.status, self.status_message = "starting", "loading and warming the scorer"
-        threading.Thread(target=self._warm_up, args=(scorer,), name="ctxsel-warm-up", daemon=True).start()
+        self._warm_up_thread = threading.Thread(target=self._warm_up, args=(scorer,), name="ctxsel-warm-up",
+                                                daemon=True)
+        self._warm_up_thread.start()
+
+    def wait_for_warm_up(self, timeout: float = 60.0) -> None:
+        """Wait for a warm-up still under way (at shutdown: a model half-loaded in a daemon thread
+        can abort the interpreter on exit)."""
+        if self._warm_up_thread is not None:
+            self._warm_up_thread.join(timeout)
 
     def _warm_up(self, scorer: Any) -> None:
         t0 = time.perf_counter()
@@ -437,6 +458,7 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await anyio.to_thread.run_sync(service.start_warm_up)  # builds the scorer: a bad --model fails here
         yield
+        await anyio.to_thread.run_sync(service.wait_for_warm_up)
 
     app = FastAPI(
         title="ctxsel",

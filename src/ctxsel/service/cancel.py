@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxsel.scoring.base import score_with_notes
 from ctxsel.types import Chunk
 
 
@@ -58,27 +59,48 @@ BATCHABLE_SCORERS = frozenset({"dense"})
 def score_in_batches(
     scorer: Any, question: str, chunks: Sequence[Chunk], token: CancelToken,
     *, first_batch: int = 8, max_batch: int = 256, target_s: float = 0.3,
-) -> np.ndarray:
-    """``scorer.score(question, chunks)``, a batch at a time, checking ``token``
-    before each. The batch size adapts to keep each batch near ``target_s``
-    seconds (small while the model embeds, large while the cache answers), so
-    cancelled work stops within about one batch."""
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """``score_with_notes(scorer, question, chunks)``, a batch at a time,
+    checking ``token`` before each: the scores, and the scorer's notes for
+    ``Selection.meta`` (what its window truncated) summed over the batches.
+
+    The batch size adapts to keep each batch near ``target_s`` seconds (small
+    while the model embeds, large while the cache answers), so cancelled work
+    stops within about one batch."""
     token.check()
     if getattr(scorer, "name", None) not in BATCHABLE_SCORERS or len(chunks) <= first_batch:
-        return np.asarray(scorer.score(question, chunks), dtype=np.float32)
+        scores, notes = score_with_notes(scorer, question, chunks)
+        return np.asarray(scores, dtype=np.float32), notes
     out: list[np.ndarray] = []
+    notes = {}
     size, start = first_batch, 0
     while start < len(chunks):
         token.check()
         t0 = time.perf_counter()
-        out.append(np.asarray(scorer.score(question, chunks[start:start + size]), dtype=np.float32))
+        scores, batch_notes = score_with_notes(scorer, question, chunks[start:start + size])
+        out.append(np.asarray(scores, dtype=np.float32))
+        notes = _merge_notes(notes, batch_notes)
         start += size
         took = time.perf_counter() - t0
         if took < target_s / 2:
             size = min(2 * size, max_batch)
         elif took > target_s and size > 1:
             size //= 2
-    return np.concatenate(out)
+    return np.concatenate(out), notes
+
+
+def _merge_notes(total: dict[str, Any], batch: dict[str, Any]) -> dict[str, Any]:
+    """Notes of two batches as one call's: counts add up, flags combine (``truncated``:
+    the question is cut in every batch or none; chunk counts sum)."""
+    merged = dict(total)
+    for key, value in batch.items():
+        before = merged.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            merged[key] = {k: (before.get(k, 0) + v if isinstance(v, int) and not isinstance(v, bool)
+                               and k != "window_tokens" else v) for k, v in value.items()}
+        else:
+            merged[key] = value
+    return merged
 
 
 class CancellableLLM:

@@ -213,6 +213,12 @@ def test_dense_server_peak_memory_at_the_limits_stays_under_the_bound() -> None:
         assert held_mib < ready_mib + 300, f"{held_mib - ready_mib:.0f} MiB still held after the requests"
 
 
+def wait_until_ready(client: Any, timeout: float = 120.0) -> None:
+    end = time.monotonic() + timeout
+    while client.get("/health").json()["status"] == "starting" and time.monotonic() < end:
+        time.sleep(0.05)
+
+
 class SlowPerChunkScorer:
     """A scorer whose score of a chunk depends on that chunk only (as the dense
     scorer's does), at 2 ms a chunk: what batching and cancellation need."""
@@ -241,7 +247,7 @@ def test_batched_scoring_gives_one_calls_scores_and_stops_when_cancelled() -> No
     chunks = as_chunks([f"chunk {'x' * (i % 13)}" for i in range(600)])
     scorer = SlowPerChunkScorer()
     whole = scorer.score("q", chunks)
-    np.testing.assert_array_equal(score_in_batches(scorer, "q", chunks, CancelToken()), whole)
+    np.testing.assert_array_equal(score_in_batches(scorer, "q", chunks, CancelToken())[0], whole)
 
     scorer.scored = 0
     token = CancelToken()
@@ -263,8 +269,50 @@ def test_batched_dense_scores_equal_one_call(one_torch_thread: None) -> None:
 
     scorer = get_scorer("dense", cache=False, num_threads=1)
     chunks = as_chunks([f"passage {i}: " + "the museum's meteorite " * (i % 9) for i in range(120)])
-    np.testing.assert_allclose(score_in_batches(scorer, "how heavy is the meteorite?", chunks, CancelToken()),
-                               scorer.score("how heavy is the meteorite?", chunks), atol=1e-5)
+    question = "how heavy is the meteorite?"
+    batched, notes = score_in_batches(scorer, question, chunks, CancelToken())
+    np.testing.assert_allclose(batched, scorer.score(question, chunks), atol=1e-5)
+    assert notes == {}  # nothing here is longer than the model's window
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_a_chunk_longer_than_the_dense_window_is_counted_in_the_selection() -> None:
+    """Item 6 over HTTP: the server scores in batches, and the Selection still
+    counts what the model's window cut, as ``ctxsel.select`` does."""
+    with ServerProcess(["--scorer", "dense", "--threads", "1"], start_timeout=240) as srv:
+        chunks = [f"short passage {i} about museums" for i in range(40)] + ["meteorite " * 2000]
+        status, _, sel = srv.request("POST", "/select", {"question": "meteorite?", "chunks": chunks,
+                                                         "method": "top-k@1", "with_text": False}, timeout=120)
+        assert status == 200, sel
+        assert sel["meta"]["truncated"]["chunks"] == 1 and sel["meta"]["truncated"]["question"] is False
+        assert sel["meta"]["truncated"]["window_tokens"] == 256
+
+
+@pytest.mark.model
+def test_the_dense_scorers_memory_does_not_grow_with_every_new_text(tmp_path: Path) -> None:
+    """The dense scorer keeps each text's vector in memory; the service makes
+    it forget them past a bound (they stay in the SQLite cache), so a
+    long-running server does not grow with every new document."""
+    from fastapi.testclient import TestClient
+
+    from ctxsel.scoring import get_scorer
+    from ctxsel.service import ServiceSettings, create_app
+
+    scorer = get_scorer("dense", cache=str(tmp_path / "embeddings.sqlite"), num_threads=1)
+    app = create_app(ServiceSettings(scorer="dense"), scorer=scorer)
+    app.state.service.max_rows_in_memory = 50
+    body = {"question": "meteorite?", "chunks": [f"passage {i} on meteorites" for i in range(40)], "method": "top-k@3"}
+    with TestClient(app) as client:
+        wait_until_ready(client)
+        first = client.post("/select", json=body).json()
+        assert 40 <= scorer.rows_in_memory <= 50
+        second = client.post("/select", json={**body, "chunks": [f"other passage {i}" for i in range(40)]})
+        assert second.status_code == 200
+        assert scorer.rows_in_memory == 0  # past 50: forgotten
+        again = client.post("/select", json=body).json()  # from the SQLite cache
+        assert again["ids"] == first["ids"] and again["chunks"][0]["score"] == pytest.approx(
+            first["chunks"][0]["score"], abs=1e-6)
 
 
 # -- item 10: start-up ----------------------------------------------------------------------------------
