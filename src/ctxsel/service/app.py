@@ -255,10 +255,12 @@ class Service:
 
     def selector(self, req: SelectRequest, token: CancelToken) -> Any:
         name, spec_options = parse_spec(req.method)
-        cls = get_selector_class(name)
         options = dict(req.options)
         for key in sorted(_SERVER_ONLY_OPTIONS.keys() & (set(spec_options) | set(options))):
             raise ValueError(f"'{key}' is not an option a request can set: {_SERVER_ONLY_OPTIONS[key]}")
+        if name == "ldar" and not self.settings.ldar_policy:  # before importing LDAR's module (it loads torch)
+            raise ValueError("this server has no LDAR policy: start it with --ldar-policy PATH")
+        cls = get_selector_class(name)  # imports the method's module
         if cls.needs_llm and self.settings.reader is None:
             raise ValueError(
                 f"method {name!r} calls an LLM and this server has no reader: start the server with "
@@ -268,8 +270,6 @@ class Service:
         check_options(name, cls, spec_options, prefix=f"method {req.method!r}: ")
         check_options(name, cls, options)
         if name == "ldar":
-            if not self.settings.ldar_policy:
-                raise ValueError("this server has no LDAR policy: start it with --ldar-policy PATH")
             options["policy"] = self.settings.ldar_policy
         llm = None if self.settings.reader is None else CancellableLLM(self.settings.reader, token)
         return get_selector(req.method, llm=llm, **options)

@@ -1,14 +1,15 @@
 """Pure ASGI middleware for the service: request log, bearer token, body size
-limit, concurrency limit.
+limit, readiness, concurrency limit.
 
 Each is a plain ASGI callable (no ``BaseHTTPMiddleware``), so none of them
 buffers a request or a response. They run outermost first, in this order::
 
-    RequestLog -> BearerAuth -> BodySizeLimit -> ConcurrencyLimit -> the app
+    RequestLog -> BearerAuth -> BodySizeLimit -> Readiness -> ConcurrencyLimit -> the app
 
 so every request is logged (401s, 413s and 503s included), an unauthenticated
-client can neither make the server read its body nor take a slot, and an
-oversized body is refused before it could take a slot.
+client can neither make the server read its body nor take a slot, an
+oversized body is refused before it could take a slot, and a server still
+loading its scorer refuses work before reading a body.
 """
 
 from __future__ import annotations
