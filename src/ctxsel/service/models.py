@@ -111,12 +111,16 @@ class AnswerOut(BaseModel):
 
 
 class HealthOut(BaseModel):
-    status: Literal["ok"]
+    """``ok`` once the scorer is loaded and warm; ``starting`` while it loads;
+    ``failed`` if it could not load (``message`` says why)."""
+
+    status: Literal["ok", "starting", "failed"]
     version: str
     reader: Optional[str]
     scorer: str
     in_flight: int
     max_concurrency: int
+    message: Optional[str] = None
 
 
 class ErrorOut(BaseModel):
