@@ -28,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
 
     chunks = load_document_chunks(args.document, args.chunking, args.max_bytes)
     options = {k: v for k, v in (("min_k", args.min_k), ("max_tokens", args.max_tokens)) if v is not None}
-    sel = select(args.question, chunks, args.method, scorer=make_scorer(args, progress=not args.json), **options)
+    sel = select(args.question, chunks, args.method, scorer=make_scorer(args, progress=not args.json, expand=""),
+                 expand=args.expand, **options)
     if args.json:
         d = sel.to_dict()
         print(json.dumps({key: d[key] for key in ("method", "k", "n_tokens", "explanation", "chunks", "reading_order", "config")},
