@@ -18,7 +18,7 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scorer", default="dense", type=scorer_spec,
                    help="how chunks are scored: dense (default), bm25, keywords, or hybrid (dense + BM25; options as "
                         "hybrid[dense=1,bm25=0.5,fusion=minmax|rrf])")
-    p.add_argument("--expand", default=None, metavar="SPEC",
+    p.add_argument("--expand", default=None, metavar="SPEC", type=expansion_spec,
                    help="re-rank before the cut: hop (second-hop re-scoring), links (mention links), or hop+links, "
                         "with options as hop[m=1,weight=0.5] and links[m=2,boost=0.3] (default: off)")
     p.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
@@ -39,6 +39,17 @@ def scorer_spec(value: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
     if name not in SCORERS:
         raise argparse.ArgumentTypeError(f"unknown scorer {name!r}; choose {', '.join(SCORERS)}")
+    return value
+
+
+def expansion_spec(value: str) -> str:
+    """``--expand``: an expansion spec (checked when parsed)."""
+    from ctxsel.expansion import parse_expansion
+
+    try:
+        parse_expansion(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     return value
 
 

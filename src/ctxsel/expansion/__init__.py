@@ -24,9 +24,10 @@ How the scores are formed, so a cut still reads them sensibly: the first
 hop's scores are min-max normalised to [0, 1] over the pool; the second hop's
 too before the merge; a boost is added once per chunk however many chunks
 link to it. The first hop's top ``m`` (the largest ``m`` of the stages) stay
-*pinned*: each is raised, if needed, just above every other chunk (by 1e-6
-steps, in their first-hop order), so expansion can reorder the rest but
-never pushes out a chunk the first hop ranked in its top ``m``. Selections
+*pinned*, in their first-hop order: each is raised, if needed, 1e-6 above
+the chunk ranked after it (the last pinned one 1e-6 above every unpinned
+chunk), so expansion reorders only the rest, and a cut that keeps ``k <= m``
+chunks keeps exactly what it kept without expansion. Selections
 made on expanded scores carry ``meta["expansion"]``: the stages, the pinned
 ids and, per selected chunk that came in by expansion (first-hop rank beyond
 the selection's size), how: ``linked from`` which chunks (or the question),
@@ -229,9 +230,10 @@ def expand(question: str, chunks: Sequence[Chunk], scores: Sequence[float] | np.
         rest = np.ones(n, dtype=bool)
         rest[pinned] = False
         rest &= finite
-        ceiling = float(out[rest].max()) if rest.any() else 0.0
-        for r, i in enumerate(pinned):
-            out[i] = max(out[i], ceiling + PIN_STEP * (len(pinned) - r))
+        floor = float(out[rest].max()) if rest.any() else -np.inf
+        for i in reversed(pinned):  # the last pinned just above the rest, each earlier one above the next
+            out[i] = max(out[i], floor + PIN_STEP)
+            floor = out[i]
     result.seconds["total"] = time.perf_counter() - t0
     return result
 
