@@ -243,3 +243,35 @@ class TestCLI:
         assert e.value.code == 2
         err = capsys.readouterr().err
         assert "bad expansion stage 'jump'" in err or "bad scorer spec" in err
+
+
+class TestService:
+    """The service passes ``expand`` through: the same re-ranking and the same meta as ctxsel.select."""
+
+    @pytest.fixture
+    def client(self) -> object:
+        pytest.importorskip("fastapi")
+        from fastapi.testclient import TestClient
+
+        from ctxsel.service import ServiceSettings, create_app
+
+        return TestClient(create_app(ServiceSettings(scorer="keywords")))
+
+    def body(self, **extra: object) -> dict:
+        return {"question": QUESTION, "method": "top-k@2",
+                "chunks": [{"id": c.id, "text": c.text} for c in BRIDGE], **extra}
+
+    def test_select_with_expand(self, client: object) -> None:
+        r = client.post("/select", json=self.body(expand="links[m=1,boost=1]"))  # type: ignore[attr-defined]
+        assert r.status_code == 200, r.text
+        out = r.json()
+        assert out["ids"] == ["Film X", "Jane Doe"]
+        assert out["meta"]["expansion"]["came_in"]["Jane Doe"]["linked_from"] == ["Film X"]
+        hop = client.post("/select", json=self.body(expand="hop[m=1,weight=0.7]"))  # type: ignore[attr-defined]
+        assert hop.status_code == 200 and hop.json()["ids"] == ["Film X", "Jane Doe"]
+        plain = client.post("/select", json=self.body())  # type: ignore[attr-defined]
+        assert "Jane Doe" not in plain.json()["ids"] and "expansion" not in plain.json()["meta"]
+
+    def test_bad_expand_is_422(self, client: object) -> None:
+        r = client.post("/select", json=self.body(expand="jump"))  # type: ignore[attr-defined]
+        assert r.status_code == 422 and "bad expansion stage 'jump'" in r.text

@@ -56,5 +56,5 @@ class ServiceSettings:
             raise ValueError(f"deadline_s must be a positive number of seconds, got {self.deadline_s!r}")
         if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
             raise ValueError(f"max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
-        if self.scorer not in ("dense", "bm25", "keywords"):
-            raise ValueError(f"scorer must be dense, bm25 or keywords, got {self.scorer!r}")
+        if self.scorer not in ("dense", "bm25", "keywords", "hybrid"):
+            raise ValueError(f"scorer must be dense, bm25, keywords or hybrid, got {self.scorer!r}")
