@@ -112,7 +112,7 @@ class TestSecondHop:
 
     def test_expanding_scorer_is_a_scorer(self) -> None:
         sc = ExpandingScorer(KeywordScorer(), "hop+links")
-        assert sc.name == "keywords+hop[m=1,weight=0.5]+links[m=2,boost=0.3,question=true,keys=auto]"
+        assert sc.name == "keywords+hop[m=1,weight=0.7]+links[m=1,boost=0.3,question=true,keys=auto]"
         s = sc.score(QUESTION, BRIDGE)
         assert s.shape == (5,) and int(np.argmax(s)) == 0
         assert sc.score(QUESTION, []).shape == (0,)

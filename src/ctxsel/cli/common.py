@@ -17,10 +17,10 @@ DEFAULT_MAX_BYTES = 20_000_000
 def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scorer", default="dense", type=scorer_spec,
                    help="how chunks are scored: dense (default), bm25, keywords, or hybrid (dense + BM25; options as "
-                        "hybrid[dense=1,bm25=0.5,fusion=minmax|rrf])")
+                        "hybrid[dense=1,bm25=0.25,fusion=minmax|rrf])")
     p.add_argument("--expand", default=None, metavar="SPEC", type=expansion_spec,
                    help="re-rank before the cut: hop (second-hop re-scoring), links (mention links), or hop+links, "
-                        "with options as hop[m=1,weight=0.5] and links[m=2,boost=0.3] (default: off)")
+                        "with options as hop[m=1,weight=0.7] and links[m=1,boost=0.3] (default: off)")
     p.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
     p.add_argument("--threads", type=int, default=None,
                    help="threads for embedding (default: torch's choice; ONNX: the usable cores, at most 4)")

@@ -48,7 +48,7 @@ SCORERS: tuple[str, ...] = ("dense", "bm25", "keywords", "hybrid")
 
 def get_scorer(name: str = "dense", **options: Any) -> Scorer:
     """``dense`` (MiniLM on torch or ONNX Runtime), ``bm25`` (bm25s), ``keywords``, or
-    ``hybrid`` (dense + BM25 fused: ``hybrid[dense=1,bm25=0.5,fusion=minmax|rrf]``, see
+    ``hybrid`` (dense + BM25 fused: ``hybrid[dense=1,bm25=0.25,fusion=minmax|rrf]``, see
     :mod:`ctxsel.scoring.hybrid`; other options go to its dense part, e.g. ``backend=onnx``).
 
     ``name`` may carry options: ``get_scorer("dense[backend=onnx-int8]")`` equals
