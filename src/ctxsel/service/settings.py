@@ -57,4 +57,4 @@ class ServiceSettings:
         if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
             raise ValueError(f"max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
         if self.scorer not in ("dense", "bm25", "keywords", "hybrid"):
-            raise ValueError(f"scorer must be dense, bm25, keywords or hybrid, got {self.scorer!r}")
+            raise ValueError(f"scorer must be dense, bm25 or keywords (or hybrid: dense + BM25), got {self.scorer!r}")
