@@ -114,6 +114,13 @@ def tune(grid: Grid, train: list[Any]) -> tuple[dict[str, str], list[dict[str, A
     return chosen, tried
 
 
+def with_entities(chosen: dict[str, str]) -> dict[str, str]:
+    """The chosen rankings plus links by salient names (``keys=entities``, opt-in), for untitled pools."""
+    spec = chosen["hybrid+links"]
+    assert spec.endswith("]"), spec
+    return {**chosen, "hybrid+links, keys=entities": spec[:-1] + ",keys=entities]"}
+
+
 def evaluate_rankings(grid: Grid, chosen: dict[str, str], examples: list[Any], name: str,
                       work: Path) -> dict[str, Any]:
     """The chosen rankings through the eval runner (what ``ctxsel eval --rankings`` runs)."""
@@ -174,7 +181,7 @@ def _row(label: str, family: str, entry: dict[str, Any]) -> list[str]:
 
 def markdown(data: dict[str, Any], info: dict[str, Any]) -> str:
     chosen = data["chosen"]
-    family_of = {spec: fam for fam, spec in chosen.items()}
+    family_of = {spec: fam for fam, spec in with_entities(chosen).items()}
     headers = ["ranking", "spec", "recall %", "tokens (mean)", "tokens (max)", "k", "chunks in by expansion"]
     lines = [C.header_md("Recall beyond one similarity pass: hybrid scoring and multi-hop expansion", info, [
         "Data: hotpotqa-long (100 questions, one 991-paragraph pool; gold = supporting paragraphs); "
@@ -197,11 +204,14 @@ def markdown(data: dict[str, Any], info: dict[str, Any]) -> str:
         lines += [f"## {name}: the same rankings, unchanged", ""]
         rows = []
         for method in METHODS:
+            base = data["other"][name][f"{method} on {chosen['hybrid']}"]["recall"]
             for label, e in data["other"][name].items():
                 if label.startswith(method + " on "):
                     spec = label.rsplit(" on ", 1)[1]
-                    rows.append([method, *_row(spec, family_of[spec], e)])
-        lines += [C.md_table(["method", *headers], rows, ["l", "l", "l"] + ["r"] * 5), ""]
+                    delta = 100 * (e["recall"] - base) if "+" in spec else None
+                    rows.append([method, *_row(spec, family_of[spec], e), "" if delta is None else f"{delta:+.1f}"])
+        lines += [C.md_table(["method", *headers, "recall vs hybrid (points)"], rows,
+                             ["l", "l", "l"] + ["r"] * 6), ""]
     c = data["costs"]
     lines += [
         "## Costs", "",
@@ -259,10 +269,11 @@ def main(argv: list[str] | None = None) -> int:
 
             path = str(work / f"holo_{amount}.jsonl")
             write_jsonl(make_examples(amount, size=100_000, seed=0, n_queries=args.holo_queries), path)
-        data["other"][name] = evaluate_rankings(grid, chosen, load_dataset(path, limit=args.holo_queries),
+        examples_holo = load_dataset(path, limit=args.holo_queries)
+        data["other"][name] = evaluate_rankings(grid, with_entities(chosen), examples_holo,
                                                 name.replace(" ", "_").replace(",", ""), work)
-    data["other"]["example handbook (6 questions)"] = evaluate_rankings(grid, chosen, load_dataset("example"),
-                                                                        "example", work)
+    data["other"]["example handbook (6 questions)"] = evaluate_rankings(grid, with_entities(chosen),
+                                                                        load_dataset("example"), "example", work)
     data["costs"] = costs(grid, chosen, examples)
     info["loadavg_end"] = C.loadavg()
     data["machine"] = info

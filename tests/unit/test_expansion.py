@@ -75,10 +75,23 @@ class TestMentionLinks:
             Chunk(id="b", text="Her star atlas made Edith Marlowe rich enough to pay for the first dome."),
             Chunk(id="c", text="Tickets cost 8 euros for adults."),
         ]
-        g = build_graph(pool)
+        g = build_graph(pool, keys="entities")
         assert g.key_source == "entities"
         assert g.links[0] == frozenset({1}) and g.links[1] == frozenset({0}) and g.links[2] == frozenset()
-        assert build_graph(pool, keys="titles").n_links == 0
+        assert build_graph(pool, keys="auto").key_source == "entities"
+        # by default an untitled pool gets no links, so `links` leaves its ranking as it was
+        assert build_graph(pool).n_links == 0
+        scores = np.array([0.2, 0.1, 0.9])
+        out = expand("Who founded the observatory?", pool, scores, None, Expansion(links=MentionLinks()))
+        assert np.argsort(-out.scores, kind="stable").tolist() == [2, 0, 1] and out.linked_from == {}
+
+    def test_a_few_labels_do_not_make_titles(self) -> None:
+        pool = [Chunk(id="n", text="Note: Edith Marlowe paid for the dome."),
+                Chunk(id="a", text="Edith Marlowe founded it."), Chunk(id="b", text="Nothing here.")]
+        assert build_graph(pool).n_keys == 0  # one label in three chunks is not a titled pool
+        titled = [Chunk(id="x", text="Body", meta={"title": "Edith Marlowe"}),
+                  Chunk(id="y", text="Edith Marlowe founded it."), Chunk(id="z", text="Nothing here.")]
+        assert build_graph(titled).links[1] == frozenset({0})  # a meta title always counts
 
     def test_titles(self) -> None:
         assert title_of(Chunk(id="x", text="Kiss and Tell (1945 film): A comedy.")) == "Kiss and Tell (1945 film)"
@@ -112,7 +125,7 @@ class TestSecondHop:
 
     def test_expanding_scorer_is_a_scorer(self) -> None:
         sc = ExpandingScorer(KeywordScorer(), "hop+links")
-        assert sc.name == "keywords+hop[m=1,weight=0.7]+links[m=1,boost=0.3,question=true,keys=auto]"
+        assert sc.name == "keywords+hop[m=1,weight=0.7]+links[m=1,boost=0.3,question=true,keys=titles]"
         s = sc.score(QUESTION, BRIDGE)
         assert s.shape == (5,) and int(np.argmax(s)) == 0
         assert sc.score(QUESTION, []).shape == (0,)

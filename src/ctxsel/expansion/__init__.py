@@ -10,14 +10,15 @@ ranking:
   plus the text of the first hop's top ``m`` chunks is scored again by the
   same scorer, and merged: ``(1 - weight) * first + weight * second``.
 - ``links`` (mention links, :mod:`ctxsel.expansion.links`): chunks that the
-  top ``m`` chunks name by title (or, in untitled pools, by salient name) get
-  ``+ boost``; with ``question=true`` (default) so do the chunks the question
-  itself names.
+  top ``m`` chunks name by title get ``+ boost``; with ``question=true``
+  (default) so do the chunks the question itself names. A pool without
+  titles gets no links unless ``keys=entities`` (salient capitalised names;
+  opt-in, as it cost recall on tables of rows) or ``keys=auto`` asks for them.
 
 Spec: stages joined by ``+``, each ``NAME`` or ``NAME[key=value,...]``::
 
     hop                     hop[m=1,weight=0.7]
-    links                   links[m=1,boost=0.3,question=true,keys=auto]
+    links                   links[m=1,boost=0.3,question=true,keys=titles]
     hop+links[m=3]          both, hop first
 
 How the scores are formed, so a cut still reads them sensibly: the first
@@ -77,7 +78,7 @@ class MentionLinks:
     m: int = 1
     boost: float = 0.3
     question: bool = True
-    keys: str = "auto"
+    keys: str = "titles"
 
     def __post_init__(self) -> None:
         _check_m(self.m, "links")

@@ -1,17 +1,20 @@
 """The mention graph of a pool: chunk i links to chunk j when i's text names j.
 
-What "names j" means, per chunk j (its *keys*):
+What "names j" means, per chunk j (its *keys*), by ``keys``:
 
-- its title or heading: ``chunk.meta["title"]`` or ``chunk.meta["heading"]``,
-  else a leading label -- the text before the first ``": "`` when it is short
-  (at most 8 words and 80 characters, no sentence end in it), as in
-  HotpotQA's ``"Title: paragraph"`` chunks or ``"# Heading: ..."`` lines.
-  A parenthesised disambiguator is dropped (``"Kiss and Tell (1945 film)"``
-  is named as ``"Kiss and Tell"``);
-- where most chunks of the pool have no title (``keys="auto"``, under half
-  of them), its salient names instead: runs of capitalised words
+- ``"titles"`` (the default): its title or heading: ``chunk.meta["title"]`` or
+  ``chunk.meta["heading"]``; else, when at least half the pool has one, a
+  leading label -- the text before the first ``": "`` when it is short (at
+  most 8 words and 80 characters, no sentence end in it), as in HotpotQA's
+  ``"Title: paragraph"`` chunks. A parenthesised disambiguator is dropped
+  (``"Kiss and Tell (1945 film)"`` is named as ``"Kiss and Tell"``). A pool
+  without titles gets no links, so expansion by links changes nothing there;
+- ``"entities"``: its salient names -- runs of capitalised words
   (``"Edith Marlowe"``, ``"Kestrel Optical Works"``) found in at most
   ``max(2, 2%)`` of the chunks, so a name shared by everything links nothing.
+  Opt-in: on the HoloBench-style tables (rows that share airport or city
+  names) these links cost recall (benchmarks/results/recall_hotpotqa.md);
+- ``"auto"``: titles when at least half the chunks have one, else entities.
 
 Matching is word-exact and case-insensitive over ``\\w+`` tokens. All keys go
 into one word trie (a dict from first word to the keys starting with it,
@@ -52,11 +55,19 @@ def words(text: str) -> list[str]:
 
 
 def title_of(chunk: Chunk) -> str | None:
-    """The chunk's title or heading (see the module docstring), or None."""
+    """The chunk's title or heading: its meta's, else its leading label (see the module docstring), or None."""
+    return meta_title(chunk) or leading_label(chunk)
+
+
+def meta_title(chunk: Chunk) -> str | None:
     for key in ("title", "heading"):
         value = chunk.meta.get(key) if chunk.meta else None
         if isinstance(value, str) and value.strip():
             return value.strip()
+    return None
+
+
+def leading_label(chunk: Chunk) -> str | None:
     m = _LABEL.match(chunk.text)
     if m is None:
         return None
@@ -144,11 +155,14 @@ class MentionGraph:
         return sum(len(s) for s in self.links)
 
 
-def build_graph(chunks: Sequence[Chunk], keys: KeySource = "auto") -> MentionGraph:
+def build_graph(chunks: Sequence[Chunk], keys: KeySource = "titles") -> MentionGraph:
     """The mention graph of ``chunks`` (uncached; :func:`mention_graph` caches)."""
     if keys not in KEY_SOURCES:
         raise ValueError(f"link keys must be one of {', '.join(KEY_SOURCES)}, got {keys!r}")
-    titles = [title_of(c) for c in chunks]
+    titles = [meta_title(c) for c in chunks]
+    labels = [leading_label(c) for c in chunks]
+    if sum(lb is not None for lb in labels) * 2 >= len(chunks):  # a labelled pool: labels are titles
+        titles = [t or lb for t, lb in zip(titles, labels)]
     source = keys
     if keys == "auto":
         source = "titles" if sum(t is not None for t in titles) * 2 >= len(chunks) else "entities"
@@ -181,7 +195,7 @@ def pool_key(chunks: Sequence[Chunk], keys: str) -> str:
     return h.hexdigest()
 
 
-def mention_graph(chunks: Sequence[Chunk], keys: KeySource = "auto") -> MentionGraph:
+def mention_graph(chunks: Sequence[Chunk], keys: KeySource = "titles") -> MentionGraph:
     """The pool's mention graph, built once and kept for the last few pools.
 
     A list of chunks asked for again is recognised by identity (a pool is
