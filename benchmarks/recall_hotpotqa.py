@@ -28,6 +28,7 @@ Embeddings come from the ordinary cache (``CTXSEL_CACHE_DIR``, default
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import sys
@@ -264,11 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     holo = {"HoloBench-style, 5k relevant tokens": (args.holo_5k, 5000),
             "HoloBench-style, 25k relevant tokens": (args.holo_25k, 25000)}
     for name, (path, amount) in holo.items():
-        if path is None:
+        if path is None:  # what `ctxsel make-holo --info-amount N --size 100k --seed 0 --n-queries Q` writes
             from ctxsel.datasets.holobench import make_examples, write_jsonl
 
             path = str(work / f"holo_{amount}.jsonl")
-            write_jsonl(make_examples(amount, size=100_000, seed=0, n_queries=args.holo_queries), path)
+            write_jsonl(make_examples(amount, size=100_000, seed=0, n_queries=args.holo_queries).examples, path)
+        data.setdefault("holo_sha256", {})[name] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
         examples_holo = load_dataset(path, limit=args.holo_queries)
         data["other"][name] = evaluate_rankings(grid, with_entities(chosen), examples_holo,
                                                 name.replace(" ", "_").replace(",", ""), work)
