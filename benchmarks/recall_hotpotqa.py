@@ -222,8 +222,8 @@ def markdown(data: dict[str, Any], info: dict[str, Any]) -> str:
         *(f"- `{fam}`: adds {C.fmt_cell(c[fam])} ms per query, median (p90) over {c[fam]['n']} questions, warm "
           "(graph built, the widened question's vector cached)" for fam in ("hybrid+hop", "hybrid+links",
                                                                             "hybrid+hop+links")),
-        f"- A new question's second hop also embeds its widened question once: {C.fmt_cell(c['hop_encode_new_question'])} "
-        "ms, median (p90)",
+        "- A new question's second hop also embeds its widened question once: "
+        f"{C.fmt_cell(c['hop_encode_new_question'])} ms, median (p90)",
         "",
         "Reproduce the test-split rows with the eval CLI:",
         "",

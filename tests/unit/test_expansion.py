@@ -95,7 +95,8 @@ class TestMentionLinks:
 
     def test_titles(self) -> None:
         assert title_of(Chunk(id="x", text="Kiss and Tell (1945 film): A comedy.")) == "Kiss and Tell (1945 film)"
-        assert title_of(Chunk(id="x", text="# Harbour Town Observatory: visitor handbook")) == "Harbour Town Observatory"
+        heading = Chunk(id="x", text="# Harbour Town Observatory: visitor handbook")
+        assert title_of(heading) == "Harbour Town Observatory"
         assert title_of(Chunk(id="x", text="Body text", meta={"heading": "Opening hours"})) == "Opening hours"
         assert title_of(Chunk(id="x", text="This sentence is long and has no label at all in it: really.")) is None
         assert title_of(Chunk(id="x", text="No label here.")) is None
@@ -248,6 +249,19 @@ class TestCLI:
         row = [json.loads(x) for x in (tmp_path / "o" / "results.jsonl").read_text().splitlines()
                if "links" in json.loads(x)["method"]][0]
         assert row["expansion"]["came_in"]["Jane Doe"]["linked_from"] == ["Film X"]
+
+    def test_eval_scorer_with_expand(self, capsys: pytest.CaptureFixture[str], bridge_jsonl: Path,
+                                     tmp_path: Path) -> None:
+        rc = main(["eval", "--dataset", str(bridge_jsonl), "--output", str(tmp_path / "o"), "--no-progress",
+                   "--methods", "top-k@2", "--scorer", "hybrid[dense=0,bm25=1]", "--expand", "links[boost=1]"])
+        assert rc == 0 and "| top-k@2 | 50.0 |" in capsys.readouterr().out
+        config = json.loads((tmp_path / "o" / "config.json").read_text())
+        assert config["scorer"].startswith("hybrid+links[m=1,boost=1,question=true,keys=titles]")
+        row = json.loads((tmp_path / "o" / "results.jsonl").read_text().splitlines()[0])
+        # BM25 ranks "Opera" first (director, born); the question names "Film X", which comes in by its title
+        assert row["ids"] == ["Opera", "Film X"]
+        assert row["expansion"]["came_in"] == {"Film X": {"first_hop_rank": 3, "by": "link",
+                                                          "linked_from": ["question"]}}
 
     @pytest.mark.parametrize("argv", [["--expand", "jump"], ["--scorer", "hybrid[fusion"]])
     def test_bad_specs_exit_2(self, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:

@@ -10,7 +10,7 @@ ranking:
   plus the text of the first hop's top ``m`` chunks is scored again by the
   same scorer, and merged: ``(1 - weight) * first + weight * second``.
 - ``links`` (mention links, :mod:`ctxsel.expansion.links`): chunks that the
-  top ``m`` chunks name by title get ``+ boost``; with ``question=true``
+  first hop's top ``m`` chunks name by title get ``+ boost``; with ``question=true``
   (default) so do the chunks the question itself names. A pool without
   titles gets no links unless ``keys=entities`` (salient capitalised names;
   opt-in, as it cost recall on tables of rows) or ``keys=auto`` asks for them.

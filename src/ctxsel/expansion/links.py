@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -181,8 +182,9 @@ def build_graph(chunks: Sequence[Chunk], keys: KeySource = "titles") -> MentionG
 
 
 _GRAPHS: OrderedDict[str, MentionGraph] = OrderedDict()
+_LOCK = threading.Lock()  # the service expands in worker threads
 # the same list object asked again (one pool, many questions): no hashing at all
-_LAST: list[tuple[Sequence[Chunk], str, MentionGraph]] = []
+_LAST: list[tuple[Sequence[Chunk], str, int, MentionGraph]] = []
 
 
 def pool_key(chunks: Sequence[Chunk], keys: str) -> str:
@@ -198,21 +200,26 @@ def pool_key(chunks: Sequence[Chunk], keys: str) -> str:
 def mention_graph(chunks: Sequence[Chunk], keys: KeySource = "titles") -> MentionGraph:
     """The pool's mention graph, built once and kept for the last few pools.
 
-    A list of chunks asked for again is recognised by identity (a pool is
-    immutable: Chunks are frozen), any other by a hash of its content.
+    The list asked for last is recognised by identity and length (Chunks are
+    frozen; a list changed in place without changing its length is not
+    supported), any other by a hash of its content.
     """
-    for pool, pool_keys, graph in _LAST:
-        if pool is chunks and pool_keys == keys:
-            return graph
+    with _LOCK:
+        for pool, pool_keys, n, graph in _LAST:
+            if pool is chunks and pool_keys == keys and n == len(chunks):
+                return graph
     key = pool_key(chunks, keys)
-    graph = _GRAPHS.get(key)
+    with _LOCK:
+        graph = _GRAPHS.get(key)
+        if graph is not None:
+            _GRAPHS.move_to_end(key)
     if graph is None:
         graph = build_graph(chunks, keys)
-        _GRAPHS[key] = graph
-        if len(_GRAPHS) > _CACHE_SIZE:
-            _GRAPHS.popitem(last=False)
-    else:
-        _GRAPHS.move_to_end(key)
+        with _LOCK:
+            _GRAPHS[key] = graph
+            if len(_GRAPHS) > _CACHE_SIZE:
+                _GRAPHS.popitem(last=False)
     if isinstance(chunks, (list, tuple)):
-        _LAST[:] = [(chunks, keys, graph)]
+        with _LOCK:
+            _LAST[:] = [(chunks, keys, len(chunks), graph)]
     return graph
