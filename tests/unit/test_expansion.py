@@ -120,6 +120,19 @@ class TestSecondHop:
         assert sel.ids == ["Film X", "Jane Doe"]
         assert sel.meta["expansion"]["came_in"]["Jane Doe"]["by"] == "second hop"
 
+    def test_hop_merge_is_the_documented_formula(self) -> None:
+        first = keyword_scores()
+        out = expand(QUESTION, BRIDGE, first, KeywordScorer(), Expansion(hop=SecondHop(m=1, weight=0.7)))
+        top = int(np.argmax(first))
+        second = KeywordScorer().score(QUESTION + "\n" + BRIDGE[top].text, BRIDGE).astype(float)
+        rest = [i for i in range(len(BRIDGE)) if i != top]
+        # the widened chunk's own self-match is left out of the second hop's normalisation
+        lo, hi = second[rest].min(), second[rest].max()
+        f = (first - first.min()) / (first.max() - first.min())
+        want = 0.3 * f + 0.7 * np.clip((second - lo) / (hi - lo), 0, 1)
+        np.testing.assert_allclose(out.scores[rest], want[rest])
+        assert out.scores[top] > out.scores[rest].max()  # pinned
+
     def test_hop_needs_a_scorer(self) -> None:
         with pytest.raises(ValueError, match="needs a scorer"):
             expand(QUESTION, BRIDGE, keyword_scores(), None, Expansion(hop=SecondHop()))

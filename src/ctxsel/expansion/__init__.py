@@ -23,8 +23,11 @@ Spec: stages joined by ``+``, each ``NAME`` or ``NAME[key=value,...]``::
 
 How the scores are formed, so a cut still reads them sensibly: the first
 hop's scores are min-max normalised to [0, 1] over the pool; the second hop's
-too before the merge; a boost is added once per chunk however many chunks
-link to it. The first hop's top ``m`` (the largest ``m`` of the stages) stay
+too before the merge, over the chunks other than the ``m`` it was widened
+with (their own text is in the widened question: left in, their
+self-match would squeeze everyone else's range and flatten the curve a cut
+reads), clipped to [0, 1]; a boost is added once per chunk however many
+chunks link to it. The first hop's top ``m`` (the largest ``m`` of the stages) stay
 *pinned*, in their first-hop order: each is raised, if needed, 1e-6 above
 the chunk ranked after it (the last pinned one 1e-6 above every unpinned
 chunk), so expansion reorders only the rest, and a cut that keeps ``k <= m``
@@ -207,7 +210,7 @@ def expand(question: str, chunks: Sequence[Chunk], scores: Sequence[float] | np.
             raise ValueError("the second hop (expand=hop) needs a scorer to score the widened question")
         top = [int(i) for i in order[: expansion.hop.m] if finite[i]]
         widened = question + "\n" + "\n".join(chunks[i].text for i in top)
-        second = minmax(np.asarray(scorer.score(widened, chunks), dtype=np.float64))
+        second = _minmax_without(np.asarray(scorer.score(widened, chunks), dtype=np.float64), top)
         w = expansion.hop.weight
         out[:] = (1 - w) * out + w * second
         result.hop_used = True
@@ -241,6 +244,19 @@ def expand(question: str, chunks: Sequence[Chunk], scores: Sequence[float] | np.
             floor = out[i]
     result.seconds["total"] = time.perf_counter() - t0
     return result
+
+
+def _minmax_without(raw: np.ndarray, exclude: Sequence[int]) -> np.ndarray:
+    """Min-max over the chunks not in ``exclude``, clipped to [0, 1]. The chunks the question was
+    widened with match themselves; left in, they would squeeze every other chunk's range."""
+    keep = np.isfinite(raw)
+    keep[list(exclude)] = False
+    if not keep.any():
+        return minmax(raw)
+    lo, hi = float(raw[keep].min()), float(raw[keep].max())
+    if hi <= lo:
+        return np.zeros_like(raw)
+    return np.where(np.isfinite(raw), np.clip((raw - lo) / (hi - lo), 0.0, 1.0), 0.0)
 
 
 def annotate(selection: Selection, chunks: Sequence[Chunk], expanded: Expanded, expansion: Expansion) -> Selection:
