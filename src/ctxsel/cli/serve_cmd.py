@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds per request before 504; the request's work is stopped (default 30)")
     p.add_argument("--max-concurrency", type=int, default=4,
                    help="/select and /answer requests in flight at once; one more gets 503 (default 4)")
-    p.add_argument("--scorer", default="dense", choices=["dense", "bm25", "keywords"],
+    p.add_argument("--scorer", default="dense", choices=["dense", "bm25", "keywords", "hybrid"],
                    help="scores requests that bring neither scores nor embeddings (default: dense MiniLM)")
     p.add_argument("--model", default=None, help="embedding model for --scorer dense (default: bundled MiniLM)")
     p.add_argument("--threads", type=int, default=None, help="torch threads for embedding")

@@ -212,7 +212,8 @@ class Service:
             from ctxsel.scoring import get_scorer
 
             s = self.settings
-            opts: dict[str, Any] = {"model": s.model, "num_threads": s.threads} if s.scorer == "dense" else {}
+            opts: dict[str, Any] = ({"model": s.model, "num_threads": s.threads} if s.scorer in ("dense", "hybrid")
+                                    else {})
             self._scorer = get_scorer(s.scorer, **opts)
         return self._scorer
 
@@ -324,9 +325,33 @@ class Service:
         token.check()
         if scores is None and not chunks:
             scores = []
-        sel = selector.select(req.question, chunks, scores)
+        if req.expand:
+            sel = self.expanded(req, chunks, scores, selector, token)
+        else:
+            sel = selector.select(req.question, chunks, scores)
         sel.meta.update(notes)  # meta["truncated"]: text the dense model's window cut, as ctxsel.select reports
         return sel
+
+    def expanded(self, req: SelectRequest, chunks: list[Chunk], scores: Any, selector: Any,
+                 token: CancelToken) -> Selection:
+        """The request's ``expand``: re-rank, then cut (a second hop scores with the server's scorer)."""
+        from ctxsel.expansion import annotate, expand, parse_expansion
+
+        expansion = parse_expansion(req.expand)
+        if expansion is None or not chunks:
+            return selector.select(req.question, chunks, scores)
+        if not selector.needs_scores:
+            raise ValueError(f"expand={req.expand!r} re-ranks scores, and method {selector.name!r} uses none")
+        if expansion.hop is not None:
+            token.acquire(self._scorer_lock)  # as in scores(): gives up at the deadline
+            try:
+                out = expand(req.question, chunks, scores, self.scorer(), expansion)
+            finally:
+                self._scorer_lock.release()
+            token.check()
+        else:
+            out = expand(req.question, chunks, scores, None, expansion)
+        return annotate(selector.select(req.question, chunks, out.scores), chunks, out, expansion)
 
     # -- running work under the deadline ----------------------------------------
 

@@ -71,5 +71,5 @@ class ServiceSettings:
             raise ValueError(f"release_grace_s must be between 0 and 60 seconds, got {self.release_grace_s!r}")
         if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
             raise ValueError(f"max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
-        if self.scorer not in ("dense", "bm25", "keywords"):
-            raise ValueError(f"scorer must be dense, bm25 or keywords, got {self.scorer!r}")
+        if self.scorer not in ("dense", "bm25", "keywords", "hybrid"):
+            raise ValueError(f"scorer must be dense, bm25 or keywords (or hybrid: dense + BM25), got {self.scorer!r}")
