@@ -411,6 +411,8 @@ def test_a_dense_server_is_warm_when_health_says_ok() -> None:
                 break
             assert (status, body["status"]) == (503, "starting") and headers["retry-after"]
             refused = srv.request("POST", "/select", SELECT)
+            if refused[0] == 200:  # the warm-up ended between the two requests: /health says ok next
+                continue
             assert refused[0] == 503 and refused[1]["retry-after"] and refused[2]["error"] == "starting"
             time.sleep(0.1)
         assert seen[0] == (503, "starting"), seen[:3]
