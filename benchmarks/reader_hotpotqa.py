@@ -27,14 +27,17 @@ from pathlib import Path
 
 from _common import add_common_args, header_md, loadavg, machine_info, setup_threads, write_report
 
-#: name: (questions of the test split, methods). Within a group every method reads question 1, then
-#: question 2, ...: a run stopped early (``--report-only`` then tables what is done) covers every method.
+#: name: (questions of the test split, methods, reader window or None for the model's own). Within a group
+#: every method reads question 1, then question 2, ...: a run stopped early (``--report-only`` then tables
+#: what is done) covers every method. The 8k window keeps "full" at ~12 minutes a question on 2 cores.
 GROUPS = {
-    "core": (20, "closed-book,oracle,top-k@5,adaptive-k,top-n-tokens@2k"),
-    "expensive": (20, "context-picker,context-picker[constrained=false],self-route,sage,sage[constrained=false],full"),
-    # One method alone on all 20: enough replies to state its invalid-reply or unreadable-verdict rate and SubEM.
-    "picker": (20, "context-picker"),
-    "sage": (20, "sage"),
+    "core": (20, "closed-book,oracle,top-k@5,adaptive-k,top-n-tokens@2k", 8192),
+    "expensive": (20, "context-picker,context-picker[constrained=false],self-route,sage,sage[constrained=false],full",
+                  8192),
+    # One method alone on all 20: enough replies to state its invalid-reply or unreadable-verdict rate and SubEM
+    # (their prompts stay far below 8k tokens, so the window does not matter).
+    "picker": (20, "context-picker", None),
+    "sage": (20, "sage", None),
 }
 
 COLUMNS = (
@@ -71,7 +74,8 @@ def finished_rows(methods: str, output: str) -> dict:
         return summarize(log.rows, split_specs(methods))
 
 
-def run_eval(split: str | None, limit: int | None, methods: str, output: str, args: argparse.Namespace) -> dict:
+def run_eval(split: str | None, limit: int | None, methods: str, output: str, args: argparse.Namespace,
+             n_ctx: int | None = None) -> dict:
     from ctxsel.cli.main import main as ctxsel
 
     cmd = ["eval", "--dataset", "hotpotqa-long", "--methods", methods, "--reader", args.reader, "--output", output,
@@ -80,24 +84,27 @@ def run_eval(split: str | None, limit: int | None, methods: str, output: str, ar
         cmd += ["--split", split]
     if limit:
         cmd += ["--limit", str(limit)]
-    if args.n_ctx:
-        cmd += ["--n-ctx", str(args.n_ctx)]
+    n_ctx = args.n_ctx or n_ctx
+    if n_ctx:
+        cmd += ["--n-ctx", str(n_ctx)]
     if args.no_progress:
         cmd.append("--no-progress")
-    if args.report_only:
-        return {"command": "ctxsel " + " ".join(cmd), "questions": limit or "all",
-                "summary": finished_rows(methods, output)}
-    rc = ctxsel(cmd)
-    if rc:
-        raise SystemExit(f"ctxsel {' '.join(cmd)} failed with exit code {rc}")
-    return {"command": "ctxsel " + " ".join(cmd), "questions": limit or "all",
-            "summary": json.loads((Path(output) / "summary.json").read_text())}
+    if not args.report_only:
+        rc = ctxsel(cmd)
+        if rc:
+            raise SystemExit(f"ctxsel {' '.join(cmd)} failed with exit code {rc}")
+    config = Path(output) / "config.json"  # what the run really used (a report-only call may name another window)
+    window = json.loads(config.read_text()).get("reader", {}).get("window") if config.is_file() else None
+    summary = (finished_rows(methods, output) if args.report_only
+               else json.loads((Path(output) / "summary.json").read_text())["methods"])
+    return {"command": "ctxsel " + " ".join(cmd), "questions": limit or "all", "window": window, "summary": summary}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reader", default="local")
-    p.add_argument("--n-ctx", type=int, default=None, help="reader window (default: the model's trained window)")
+    p.add_argument("--n-ctx", type=int, default=None,
+                   help="reader window for every group (default: each group's own, see GROUPS)")
     p.add_argument("--llm-threads", type=int, default=1, help="llama.cpp threads per run (1: groups run side by side)")
     p.add_argument("--groups", default=",".join(GROUPS), help=f"which method groups to run ({', '.join(GROUPS)})")
     p.add_argument("--all-methods", default="", help="also run these on all 100 questions")
@@ -111,14 +118,14 @@ def main(argv: list[str] | None = None) -> int:
 
     runs = {}
     for name in args.groups.split(","):
-        limit, methods = GROUPS[name]
-        runs[name] = run_eval("test", limit, methods, f"{args.output}_{name}", args)
+        limit, methods, n_ctx = GROUPS[name]
+        runs[name] = run_eval("test", limit, methods, f"{args.output}_{name}", args, n_ctx)
     if args.all_methods:
         runs["all 100"] = run_eval(None, None, args.all_methods, f"{args.output}_all", args)
     info["loadavg_end"] = loadavg()
 
     lines = [header_md("hotpotqa-long read by the default local reader", info, [
-        f"Reader: `--reader {args.reader}`, window {args.n_ctx or 'the model default'}, "
+        f"Reader: `--reader {args.reader}`, window per group as listed below, "
         f"{args.llm_threads} llama.cpp thread(s), greedy; MiniLM scores; response cache on (a rerun is free)."]),
         "| method | questions | " + " | ".join(h for _, h, _ in COLUMNS) + " |",
         "|---|---:|" + "|".join("---:" for _ in COLUMNS) + "|"]
@@ -127,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             if not isinstance(row, dict) or "n" not in row:
                 continue
             lines.append(f"| {method} | {row['n']} | " + " | ".join(_cell(row.get(k), f) for k, _, f in COLUMNS) + " |")
-    lines += ["", *(f"- `{r['command']}`" for r in runs.values())]
+    lines += ["", *(f"- {name}: `{r['command']}` (reader window {r['window'] or '?'} tokens)" for name, r in runs.items())]
     md = "\n".join(lines) + "\n"
     write_report("reader_hotpotqa", args.out, md, {"machine": info, "runs": runs})
     print(md)
