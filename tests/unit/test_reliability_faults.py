@@ -226,8 +226,14 @@ def healthy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
         sel = ctxsel.select(QUESTION, _example_chunks(), "top-k@2", scorer="dense")
         assert sel.ids == EXPECTED_TOP2
-    _fill_random_more(folder / "embeddings.sqlite")
-    return folder / "embeddings.sqlite"
+    path = folder / "embeddings.sqlite"
+    _fill_random_more(path)
+    con = sqlite3.connect(path)  # everything into the main file, which is what the tests copy
+    assert con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    con.close()
+    wal = Path(f"{path}-wal")
+    assert path.stat().st_size > 100_000 and (not wal.exists() or wal.stat().st_size == 0)
+    return path
 
 
 def _fill_random_more(path: Path) -> None:
@@ -372,7 +378,7 @@ def test_kill_during_a_cold_embedding_loses_at_most_one_batch(tmp_path: Path) ->
 
 # -- item 2: one eval per output folder --------------------------------------------------------------
 
-N_EXAMPLES = 30
+N_EXAMPLES = 40
 
 
 def _dataset(path: Path, n: int = N_EXAMPLES, chunks: int = 400) -> Path:
