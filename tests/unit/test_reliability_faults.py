@@ -610,3 +610,41 @@ def test_config_mismatch_on_resume_is_a_clear_error(tmp_path: Path, capsys: Any,
     err = capsys.readouterr().err
     assert rc == 2 and "holds results for scorer='keywords', not 'bm25'" in err and "--overwrite" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_http_cache_corrupted_while_the_server_runs(healthy_cache: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    (folder / "onnx").symlink_to(healthy_cache.parent / "onnx")
+    shutil.copy(healthy_cache, folder / "embeddings.sqlite")
+    monkeypatch.setenv("CTXSEL_CACHE_DIR", str(folder))
+    chunks = [c.text for c in _example_chunks()]
+    with _server() as srv:
+        status, _, sel = srv.request("POST", "/select", {"question": QUESTION, "chunks": chunks, "method": "top-k@2"},
+                                     timeout=240)
+        assert status == 200 and sel["ids"] == EXPECTED_TOP2
+        path = folder / "embeddings.sqlite"
+        path.write_bytes(random.Random(2).randbytes(path.stat().st_size))  # the whole file goes bad
+        for p in folder.glob("embeddings.sqlite-*"):
+            p.unlink()
+        for i in range(3):  # texts the server has not seen: they must be read from (and written to) the cache
+            new = [f"{t} (copy {i})" for t in chunks]
+            status, _, sel = srv.request("POST", "/select", {"question": f"{QUESTION} ({i})", "chunks": new,
+                                                             "method": "top-k@2"}, timeout=240)
+            assert status == 200, sel
+            assert sel["ids"] == EXPECTED_TOP2
+        status, _, health = srv.request("GET", "/health", auth=False)
+        assert status == 200
+    # the running server's connection still reads its own consistent pages (the right scores, as
+    # asserted above) and does not notice; the next process to open the file does, and rebuilds it
+    with _server() as srv:
+        status, _, sel = srv.request("POST", "/select", {"question": QUESTION, "chunks": chunks, "method": "top-k@2"},
+                                     timeout=240)
+        assert status == 200 and sel["ids"] == EXPECTED_TOP2
+        lines = srv.log_lines()
+    events = [x.get("event", "") for x in lines if x.get("logger") == "ctxsel.scoring"]
+    assert _warned_corrupt(events), lines
+    assert len(_corrupt_copies(folder)) == 1
