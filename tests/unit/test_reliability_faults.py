@@ -42,7 +42,8 @@ def ctxsel_command() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "ctxsel.cli.main"]
 
 
-def run_cli(args: list[str], env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_cli(args: list[str], env: dict[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     return subprocess.run([*ctxsel_command(), *args], capture_output=True, text=True, env=env, timeout=timeout)
 
@@ -332,7 +333,8 @@ def counted(texts, *a, **k):
     print(len(texts), flush=True)  # this many texts embedded (not yet stored)
     return vecs
 sc.model.encode = counted
-chunks = [Chunk(id=str(i), text=f"paragraph {{i}}: the museum's meteorite, item {{i * 7919 % 1000}}") for i in range({n})]
+texts = [f"paragraph {{i}}: the museum's meteorite, item {{i * 7919 % 1000}}" for i in range({n})]
+chunks = [Chunk(id=str(i), text=t) for i, t in enumerate(texts)]
 scores = sc.score("How heavy is the meteorite?", chunks)
 print("done", float(scores.sum()), flush=True)
 """.format(batch=BATCH, n=N_TEXTS)
@@ -429,7 +431,8 @@ def _hold_lock(folder: Path) -> subprocess.Popen[str]:
     """Another process holding ``folder``'s lock (as a running eval does) until it is killed."""
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\nfrom ctxsel.eval.lock import OutputLock\n"
-                               "lock = OutputLock(sys.argv[1])\nlock.acquire()\nprint('held', flush=True)\ntime.sleep(600)",
+                               "lock = OutputLock(sys.argv[1])\nlock.acquire()\n"
+                               "print('held', flush=True)\ntime.sleep(600)",
          str(folder)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder
