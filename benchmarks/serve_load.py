@@ -92,16 +92,18 @@ class Server:
                     "--max-body-bytes", str(64 * 1024 * 1024), "--deadline", "120"]
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self.log, env=env)
         self.port = 0
+        ready = False
         end = time.monotonic() + 300  # a loaded machine can take minutes to import the server
-        while not self.port and time.monotonic() < end:
+        while not (self.port and ready) and time.monotonic() < end:
             for line in Path(self.log.name).read_text().splitlines():
                 obj = json.loads(line)
                 if obj.get("event") == "listening":
                     self.port = int(obj["port"])
+                ready = ready or obj.get("event") == "ready"  # the scorer is warm: /select is served
             if self.proc.poll() is not None:
                 raise RuntimeError(Path(self.log.name).read_text())
             time.sleep(0.05)
-        if not self.port:
+        if not (self.port and ready):
             raise RuntimeError("the server did not start")
 
     def cpu_s(self) -> float:

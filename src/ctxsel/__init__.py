@@ -27,6 +27,7 @@ def select(
     *,
     scorer: Any = None,
     choices: Sequence[str] | None = None,
+    expand: str | Any = None,
     **options: Any,
 ) -> Selection:
     """Pick the chunks of ``chunks`` a reader should see for ``question``.
@@ -36,8 +37,13 @@ def select(
     (``min_k``, ``max_tokens``, ``buffer``...; ``llm=`` for methods that call an
     LLM). ``choices`` are a multiple-choice question's options, for methods
     that read them (``sage``). Without ``scores``, a score-based method scores with ``scorer`` (a Scorer, or a name:
-    ``"dense"`` -- the default, bundled MiniLM --, ``"bm25"``, ``"keywords"``, with options:
+    ``"dense"`` -- the default, bundled MiniLM --, ``"bm25"``, ``"keywords"``, ``"hybrid"``, with options:
     ``"dense[long_chunks=max_window]"``); text the model's window cut is counted in ``meta["truncated"]``.
+
+    ``expand`` re-ranks before the cut (``"hop"``, ``"links"``, ``"hop+links[m=3]"``; see
+    :mod:`ctxsel.expansion`): it works on given ``scores`` too (the second hop then
+    scores with ``scorer``), and the Selection's ``meta["expansion"]`` says which chunks
+    came in by expansion and from where. Off by default.
 
     ``question`` must be a non-empty string and ``chunks`` a sequence (one str is a TypeError, not
     one chunk per character).
@@ -46,14 +52,31 @@ def select(
     selector = get_selector(method, **options)
     chunk_list = as_chunks(chunks)
     notes: dict[str, Any] = {}
-    if scores is None and selector.needs_scores and chunk_list:
+    expansion = None
+    if expand is not None:
+        from ctxsel.expansion import parse_expansion
+
+        expansion = parse_expansion(expand)
+        if expansion is not None and not selector.needs_scores:
+            raise ValueError(f"expand={expand!r} re-ranks scores, and method {selector.name!r} uses none")
+    sc: Any = None
+    if (scores is None and selector.needs_scores and chunk_list) or (expansion is not None and expansion.hop):
         from ctxsel.scoring import get_scorer
         from ctxsel.scoring.base import score_with_notes
 
         sc = get_scorer(scorer or "dense") if isinstance(scorer, str) or scorer is None else scorer
+    if scores is None and selector.needs_scores and chunk_list:
         scores, notes = score_with_notes(sc, question, chunk_list)
     elif scores is None and not chunk_list:
         scores = []
+    if expansion is not None and chunk_list:
+        from ctxsel.expansion import annotate
+        from ctxsel.expansion import expand as run_expansion
+
+        expanded = run_expansion(question, chunk_list, scores, sc, expansion)
+        sel = selector.select(question, chunk_list, expanded.scores)
+        sel.meta.update(notes)
+        return annotate(sel, chunk_list, expanded, expansion)
     if choices and selector.takes_options:
         sel = selector.select(question, chunk_list, scores, options=list(choices))
     else:

@@ -119,7 +119,12 @@ def read_scores(path: str, n_chunks: int) -> list[float]:
 
 
 def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scorer", default="dense", choices=["dense", "bm25", "keywords"], help="how chunks are scored (default: dense)")
+    p.add_argument("--scorer", default="dense", type=scorer_spec,
+                   help="how chunks are scored: dense (default), bm25, keywords, or hybrid (dense + BM25; options as "
+                        "hybrid[dense=1,bm25=0.25,fusion=minmax|rrf])")
+    p.add_argument("--expand", default=None, metavar="SPEC", type=expansion_spec,
+                   help="re-rank before the cut: hop (second-hop re-scoring), links (mention links), or hop+links, "
+                        "with options as hop[m=1,weight=0.7] and links[m=1,boost=0.3] (default: off)")
     p.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="threads for embedding (default: torch's choice; ONNX: the usable cores, at most 4)")
@@ -132,14 +137,51 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
                         "keep the best: slower)")
 
 
-def make_scorer(args: argparse.Namespace, progress: bool = True) -> Scorer:
-    from ctxsel.scoring import get_scorer
+def scorer_spec(value: str) -> str:
+    """``--scorer``: a known scorer name, with or without ``[options]`` (checked when parsed)."""
+    from ctxsel.scoring import SCORERS, parse_scorer_spec
 
-    if args.scorer == "dense":
-        return get_scorer("dense", model=args.model, num_threads=args.threads, show_progress=progress,
-                          backend=getattr(args, "backend", "auto"),
-                          long_chunks=getattr(args, "long_chunks", "truncate"))
-    return get_scorer(args.scorer)
+    try:
+        name, _ = parse_scorer_spec(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if name not in SCORERS:
+        raise argparse.ArgumentTypeError(f"unknown scorer {name!r}; choose {', '.join(SCORERS)}")
+    return value
+
+
+def expansion_spec(value: str) -> str:
+    """``--expand``: an expansion spec (checked when parsed)."""
+    from ctxsel.expansion import parse_expansion
+
+    try:
+        parse_expansion(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
+
+
+def make_scorer(args: argparse.Namespace, progress: bool = True, spec: str | None = None,
+                expand: str | None = None) -> Scorer:
+    """The scorer the flags name (``spec`` overrides ``--scorer``), wrapped in the ``--expand`` stage
+    if one is given (``expand`` overrides it). The dense flags (--model, --threads, --backend) go to a
+    dense scorer and to a hybrid's dense part."""
+    from ctxsel.scoring import get_scorer, parse_scorer_spec
+
+    spec = spec or args.scorer
+    name, options = parse_scorer_spec(spec)
+    if name in ("dense", "hybrid"):
+        dense_flags = {"model": args.model, "num_threads": args.threads, "show_progress": progress,
+                       "backend": getattr(args, "backend", "auto"),
+                       "long_chunks": getattr(args, "long_chunks", "truncate")}
+        options = {**{k: v for k, v in dense_flags.items() if k not in options}, **options}
+    scorer = get_scorer(name, **options)
+    expand = expand if expand is not None else getattr(args, "expand", None)
+    if expand:
+        from ctxsel.expansion import ExpandingScorer
+
+        return ExpandingScorer(scorer, expand)
+    return scorer
 
 
 #: Bytes that never occur in text: a file holding them is binary (a PDF, an image, an archive).

@@ -50,6 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="CPUs each actor asks for (default 0.5: Ray Data's own tasks need the rest)")
     e.add_argument("--ray-num-cpus", type=int, default=None, help="CPUs of a local cluster (default: all cores)")
     add_scorer_arguments(p)
+    p.add_argument("--rankings", default=None, metavar="LIST",
+                   help="compare rankings side by side: comma-separated SCORER[+EXPANSION] entries, e.g. "
+                        "dense,bm25,hybrid,hybrid+hop,hybrid+links,hybrid+hop+links; every method runs under every "
+                        "ranking, in rows labelled 'METHOD on RANKING' (--scorer and --expand are then unused)")
     g = p.add_argument_group("reading (optional): answer with an LLM and score the answers")
     add_llm_arguments(g)
     g.add_argument("--template", default="auto", choices=["auto", "factoid-qa", "holobench-qa", "multiple-choice"],
@@ -114,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
         examples,
         methods,
         output_dir=args.output,
-        scorer=make_scorer(args, progress=not args.no_progress),
+        scorer=make_scorer(args, progress=not args.no_progress) if not args.rankings else "dense",
+        rankings=make_rankings(args) if args.rankings else None,
         dataset_name=dataset_name,
         overwrite=args.overwrite,
         progress=not args.no_progress,
@@ -174,4 +179,34 @@ def with_policy(methods: list[str], policy: str | None) -> list[str]:
             rest = m.split("[", 1)[1].rstrip("]") if "[" in m else ""
             m = f"ldar[policy={policy}" + (f",{rest}" if rest.strip() else "") + "]"
         out.append(m)
+    return out
+
+
+def make_rankings(args: argparse.Namespace) -> dict[str, Any]:
+    """``--rankings``: label -> scorer (wrapped in its expansion). Rankings with a dense part share
+    one dense scorer, so the pool is embedded once."""
+    from ctxsel.expansion import ExpandingScorer
+    from ctxsel.scoring import parse_scorer_spec
+    from ctxsel.selectors import split_specs
+
+    out: dict[str, Any] = {}
+    base: dict[str, Any] = {}
+    dense = None
+    for entry in split_specs(args.rankings):
+        scorer_part, plus, expansion = entry.partition("+")
+        name, options = parse_scorer_spec(scorer_part)
+        if scorer_part not in base:
+            if name == "dense" and not options:
+                dense = dense or make_scorer(args, spec="dense", expand="")
+                base[scorer_part] = dense
+            elif name == "hybrid" and "dense_scorer" not in options:
+                dense = dense or make_scorer(args, spec="dense", expand="")
+                from ctxsel.scoring.hybrid import HybridScorer
+
+                base[scorer_part] = HybridScorer(**options, dense_scorer=dense)
+            else:
+                base[scorer_part] = make_scorer(args, spec=scorer_part, expand="")
+        out[entry] = ExpandingScorer(base[scorer_part], expansion) if plus else base[scorer_part]
+    if not out:
+        raise ValueError("--rankings is empty: give e.g. dense,bm25,hybrid+hop")
     return out

@@ -59,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
     if get_selector_class(parse_spec(args.method)[0]).needs_llm:
         options["llm"] = make_llm(args) if args.reader else None
     progress = not (args.json or args.no_progress)
-    sel = select(question, chunks, args.method, scores, scorer=None if scores else make_scorer(args, progress=progress),
-                 **options)
+    # given --scores, a scorer is needed only for a second hop (expansion re-scores the widened question)
+    scorer = make_scorer(args, progress=progress, expand="") if scores is None or args.expand else None
+    sel = select(question, chunks, args.method, scores, scorer=scorer, expand=args.expand, **options)
     truncated = sel.meta.get("truncated")  # the scorer's TruncationWarning has told the user already
     if args.json:
         d = sel.to_dict()

@@ -73,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"baselines evaluated beside the policy (default {DEFAULT_EVAL_METHODS})")
     e.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation after training")
     s = p.add_argument_group("scoring")
-    s.add_argument("--scorer", default="dense", choices=["dense", "bm25", "keywords"],
+    s.add_argument("--scorer", default="dense", choices=["dense", "bm25", "keywords", "hybrid"],
                    help="how chunks are scored for the policy's input (default: dense)")
     s.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
     g = p.add_argument_group("reader for --reward llm")

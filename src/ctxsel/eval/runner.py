@@ -94,6 +94,7 @@ def evaluate(
     *,
     output_dir: str | Path,
     scorer: Scorer | str = "dense",
+    rankings: Mapping[str, Scorer] | None = None,
     dataset_name: str = "",
     overwrite: bool = False,
     progress: bool = True,
@@ -115,6 +116,12 @@ def evaluate(
     and writes the same results, row for row, as the default ``"local"``.
     ``retry_errors``: on resume, run again the rows that ended in an error
     (default), or keep them.
+
+    ``rankings`` compares rankings side by side: label -> Scorer (an
+    :class:`~ctxsel.expansion.ExpandingScorer` for an expanded one); every
+    method then runs under every ranking, in rows labelled ``"METHOD on LABEL"``,
+    and ``scorer`` is unused. Rows of an expanded ranking carry ``expansion``
+    (which chosen chunks came in by expansion, and from where).
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose {' or '.join(ENGINES)}")
@@ -126,14 +133,27 @@ def evaluate(
             raise ValueError(f"{results_path} is a folder, not a results file: move it away or pass another --output")
         if overwrite and results_path.exists():
             results_path.unlink()
-        sc = get_scorer(scorer) if isinstance(scorer, str) else scorer
-        selectors = {m: _make_selector(m, reader) for m in methods}  # fail fast on bad specs
+        if rankings:
+            by_method: dict[str, Scorer] = {}
+            selectors = {}
+            for label, ranking in rankings.items():
+                for m in methods:
+                    selectors[f"{m} on {label}"] = _make_selector(m, reader)
+                    by_method[f"{m} on {label}"] = ranking
+            methods = list(selectors)
+            sc: Any = by_method
+            scorer_id: Any = {label: _scorer_id(r) for label, r in rankings.items()}
+            first_scorer = next(iter(rankings.values()))
+        else:
+            sc = first_scorer = get_scorer(scorer) if isinstance(scorer, str) else scorer
+            selectors = {m: _make_selector(m, reader) for m in methods}  # fail fast on bad specs
+            scorer_id = _scorer_id(sc)
         config = {
             "dataset": dataset_name,
             "n_examples": len(examples),
             "methods": list(methods),
             "method_configs": {m: s.config() for m, s in selectors.items()},
-            "scorer": _scorer_id(sc),
+            "scorer": scorer_id,
             "seed": seed,
             "engine": engine,
             "reader": None if reader is None else {"model": reader.client.model_id, "template": reader.template.key,
@@ -153,8 +173,7 @@ def evaluate(
             if engine == "ray" and todo:
                 from ctxsel.eval.ray_engine import run_on_ray
 
-                run_on_ray(todo, selectors, sc, log, reader=reader, judge=judge, options=ray_options,
-                           progress=progress)
+                run_on_ray(todo, selectors, sc, log, reader=reader, judge=judge, options=ray_options, progress=progress)
             else:
                 for ex in tqdm(todo, desc="eval", unit="q", disable=not progress):
                     for row in example_rows(ex, sc, selectors, reader, judge, skip=log.done):
@@ -167,40 +186,60 @@ def evaluate(
         if examples:
             ex = next((e for e in examples if e.id == plot_example), examples[0])
             try:
-                scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
+                scores = np.asarray(first_scorer.score(ex.question, ex.chunks), dtype=np.float64)
             except Exception as e:  # that example's rows already record it; the plot is skipped, not the run
-                logger.warning("no similarity plot: example %s cannot be scored (%s: %s)",
-                               ex.id, type(e).__name__, e)
+                logger.warning("no similarity plot: example %s cannot be scored (%s: %s)", ex.id, type(e).__name__, e)
             else:
-                plot_similarity_curve(out / "plots" / f"similarity_{safe_filename(ex.id)}.png", ex, scores,
-                                      selectors)
+                plot_similarity_curve(out / "plots" / f"similarity_{safe_filename(ex.id)}.png", ex, scores, selectors)
         return summary
+
+
+class _Scored:
+    """One ranking's scores for one example (and its expansion, if any)."""
+
+    def __init__(self, ex: Example, sc: Scorer) -> None:
+        from ctxsel.expansion import ExpandingScorer
+
+        self.expanded = None
+        if isinstance(sc, ExpandingScorer):
+            self.expanded = sc.score_expanded(ex.question, ex.chunks)
+            self.scores = np.asarray(self.expanded.scores, dtype=np.float64)
+            self.expansion = sc.expansion
+        else:
+            self.scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
+        ranking = [ex.chunks[i].id for i in np.argsort(-self.scores, kind="stable")]
+        self.true_k = metrics.true_k(ranking, ex.gold_ids)
 
 
 def example_rows(
     ex: Example,
-    sc: Scorer,
+    sc: Scorer | Mapping[str, Scorer],
     selectors: Mapping[str, Any],
     reader: Reader | None = None,
     judge: LLMJudge | None = None,
     skip: Callable[[str, str], bool] = lambda ex_id, m: False,
 ) -> Iterator[dict[str, Any]]:
     """One example's result rows, one per method (minus those ``skip`` says are done):
-    the unit of work both engines share, so they write the same rows."""
+    the unit of work both engines share, so they write the same rows. ``sc`` is one
+    Scorer, or a Scorer per method label (``evaluate(rankings=...)``); each distinct
+    scorer scores the example once."""
     full_tokens = sum(c.n_tokens for c in ex.chunks)
-    t0 = time.perf_counter()
-    try:
-        scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
-    except Exception as e:  # the example cannot be scored: every method's row says so
-        for m in selectors:
-            if not skip(ex.id, m):
-                yield _error_row(ex, m, "score", e, full_tokens, None, time.perf_counter() - t0)
-        return
-    ranking = [ex.chunks[i].id for i in np.argsort(-scores, kind="stable")]
-    true_k = metrics.true_k(ranking, ex.gold_ids)
+    scored: dict[int, _Scored | BaseException] = {}
     for m, selector in selectors.items():
         if skip(ex.id, m):
             continue
+        method_scorer = sc[m] if isinstance(sc, Mapping) else sc
+        t0 = time.perf_counter()
+        if id(method_scorer) not in scored:
+            try:
+                scored[id(method_scorer)] = _Scored(ex, method_scorer)
+            except Exception as e:  # the example cannot be scored: every row of this ranking says so
+                scored[id(method_scorer)] = e
+        got = scored[id(method_scorer)]
+        if isinstance(got, BaseException):
+            yield _error_row(ex, m, "score", got, full_tokens, None, time.perf_counter() - t0)
+            continue
+        scores, true_k = got.scores, got.true_k
         t0 = time.perf_counter()
         extra: dict[str, Any] = {"options": ex.options} if ex.options and selector.takes_options else {}
         if getattr(selector, "takes_gold_ids", False):
@@ -211,6 +250,10 @@ def example_rows(
             yield _error_row(ex, m, "select", e, full_tokens, true_k, time.perf_counter() - t0)
             continue
         latency = time.perf_counter() - t0
+        if got.expanded is not None:
+            from ctxsel.expansion import annotate
+
+            annotate(sel, ex.chunks, got.expanded, got.expansion)
         row = _row(ex, m, sel, true_k, full_tokens, latency)
         if reader is not None:
             try:
@@ -299,6 +342,7 @@ def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: in
         # an LLM selector's own per-example numbers (Context-Picker: invalid_share, fallback)
         **({"extra_metrics": dict(sel.meta["metrics"])} if sel.meta.get("metrics") else {}),
         **({"rationale": sel.meta["rationale"]} if sel.meta.get("rationale") else {}),
+        **({"expansion": sel.meta["expansion"]} if sel.meta.get("expansion") else {}),
     }
 
 

@@ -42,8 +42,14 @@ def parse_scorer_spec(spec: str) -> tuple[str, dict[str, Any]]:
     return m.group("name"), options
 
 
+#: The scorer names ``get_scorer`` knows (the CLI's ``--scorer`` choices).
+SCORERS: tuple[str, ...] = ("dense", "bm25", "keywords", "hybrid")
+
+
 def get_scorer(name: str = "dense", **options: Any) -> Scorer:
-    """``dense`` (MiniLM on torch or ONNX Runtime), ``bm25`` (bm25s) or ``keywords``.
+    """``dense`` (MiniLM on torch or ONNX Runtime), ``bm25`` (bm25s), ``keywords``, or
+    ``hybrid`` (dense + BM25 fused: ``hybrid[dense=1,bm25=0.25,fusion=minmax|rrf]``, see
+    :mod:`ctxsel.scoring.hybrid`; other options go to its dense part, e.g. ``backend=onnx``).
 
     ``name`` may carry options: ``get_scorer("dense[backend=onnx-int8]")`` equals
     ``get_scorer("dense", backend="onnx-int8")``; an option given both ways is an error.
@@ -65,7 +71,11 @@ def get_scorer(name: str = "dense", **options: Any) -> Scorer:
         from ctxsel.scoring.keywords import KeywordScorer
 
         return KeywordScorer(**options)
-    raise ValueError(f"unknown scorer {name!r}; choose dense, bm25 or keywords")
+    if name == "hybrid":
+        from ctxsel.scoring.hybrid import HybridScorer
+
+        return HybridScorer(**options)
+    raise ValueError(f"unknown scorer {name!r}; choose {', '.join(SCORERS)}")
 
 
-__all__ = ["Scorer", "get_scorer", "parse_scorer_spec"]
+__all__ = ["SCORERS", "Scorer", "get_scorer", "parse_scorer_spec"]

@@ -236,6 +236,16 @@ class DenseScorer:
         #: model tokens per text seen (with the in-memory cache only)
         self._lengths: dict[str, int] = {}
 
+    @property
+    def rows_in_memory(self) -> int:
+        """How many texts' vectors this scorer keeps in memory (the SQLite cache has them too)."""
+        return self._n_rows
+
+    def clear_memory(self) -> None:
+        """Forget the vectors and token counts kept in memory (the SQLite cache keeps the vectors):
+        a long-running server calls this so its memory does not grow with every new text."""
+        self._clear_memory()
+
     def __getstate__(self) -> dict[str, Any]:
         """Picklable without the loaded model or the in-memory vectors (they load again
         where they are used, e.g. in a Ray worker)."""

@@ -1,14 +1,15 @@
 """Pure ASGI middleware for the service: request log, bearer token, body size
-limit, concurrency limit.
+limit, readiness, concurrency limit.
 
 Each is a plain ASGI callable (no ``BaseHTTPMiddleware``), so none of them
 buffers a request or a response. They run outermost first, in this order::
 
-    RequestLog -> BearerAuth -> BodySizeLimit -> ConcurrencyLimit -> the app
+    RequestLog -> BearerAuth -> BodySizeLimit -> Readiness -> ConcurrencyLimit -> the app
 
 so every request is logged (401s, 413s and 503s included), an unauthenticated
-client can neither make the server read its body nor take a slot, and an
-oversized body is refused before it could take a slot.
+client can neither make the server read its body nor take a slot, an
+oversized body is refused before it could take a slot, and a server still
+loading its scorer refuses work before reading a body.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
+import anyio
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -39,14 +41,16 @@ def error_dict(status: int, error: str, message: str, request_id: str | None, **
 
 
 async def send_error(
-    scope: Scope, send: Send, status: int, error: str, message: str, headers: dict[str, str] | None = None
+    scope: Scope, send: Send, status: int, error: str, message: str, headers: dict[str, str] | None = None,
+    *, more_body: bool = False,
 ) -> None:
-    """Answer with the service's JSON error shape, straight from middleware."""
+    """Answer with the service's JSON error shape, straight from middleware
+    (``more_body``: the caller ends the response later, with an empty body message)."""
     body = json.dumps(error_dict(status, error, message, request_id(scope)), ensure_ascii=False).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": body, "more_body": more_body})
 
 
 def request_id(scope: Scope) -> str | None:
@@ -153,43 +157,58 @@ class BearerAuthMiddleware:
 class BodyTooLarge(HTTPException):
     """Raised from ``receive`` when the body passes the limit.
 
-    An HTTPException, so FastAPI's body reader re-raises it as it is and its
-    exception handler answers 413 (with ``Connection: close``: the unread rest
-    of the body is never read); the middleware answers itself if it escapes.
+    An HTTPException, so FastAPI's body reader lets it through as it is; the
+    app's exception handler raises it on to :class:`BodySizeLimitMiddleware`,
+    which answers 413 and drains the rest of the body.
     """
 
     def __init__(self, limit: int, seen: int, how: str = "so far") -> None:
         super().__init__(
             413,
-            f"request body is larger than the {limit:,}-byte limit (got {seen:,} bytes {how}); "
+            f"request body is larger than the {limit:,}-byte limit (got {seen:,} bytes{' ' + how if how else ''}); "
             "send fewer or shorter chunks, or raise the server's --max-body-bytes",
             headers={"Connection": "close"},
         )
 
 
 class BodySizeLimitMiddleware:
-    """413 for a request body over ``max_bytes``, without reading it.
+    """413 for a request body over ``max_bytes``, without keeping it.
 
-    A ``Content-Length`` over the limit is answered at once, before the app
-    runs and before a byte of the body is read. A body without one (chunked)
-    or one longer than it says is counted as it streams in: the ``receive``
-    that passes the limit raises :class:`BodyTooLarge`, so at most one more
-    transport chunk than the limit is ever held. The 413 carries
-    ``Connection: close`` and the server drops the connection after it.
+    A ``Content-Length`` over the limit is answered before the app runs and
+    before a byte of the body is read. A body without one (chunked) or one
+    longer than it says is counted as it streams in: the ``receive`` that
+    passes the limit raises :class:`BodyTooLarge`, so at most one more
+    transport chunk than the limit is ever held.
+
+    The 413 (with ``Connection: close``) is sent at once, and then the rest of
+    the body is read and thrown away, up to ``drain_bytes`` and while it keeps
+    coming (``drain_idle_s``), before the connection closes. A client that
+    reads while it sends (curl, httpx) sees the 413 at once and stops; one
+    that sends everything first (Python's urllib) finds the 413 waiting
+    instead of "connection reset by peer", which is what closing a socket
+    with unread data in it gives. A client that asked ``Expect:
+    100-continue`` has sent no body, so nothing is drained.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, drain_bytes: int = 64 * 1024 * 1024,
+                 drain_idle_s: float = 1.0, drain_total_s: float = 30.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.drain_bytes = drain_bytes
+        self.drain_idle_s = drain_idle_s
+        self.drain_total_s = drain_total_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = Headers(scope=scope).get("content-length")
+        headers = Headers(scope=scope)
+        expects_continue = headers.get("expect", "").lower() == "100-continue"
+        declared = headers.get("content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
             exc = BodyTooLarge(self.max_bytes, int(declared), "declared")
-            await send_error(scope, send, 413, "body_too_large", exc.detail, {"Connection": "close"})
+            drain = None if expects_continue or int(declared) > self.drain_bytes else receive
+            await self._refuse(scope, send, exc, drain)
             return
         seen = 0
         started = False
@@ -200,7 +219,7 @@ class BodySizeLimitMiddleware:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    raise BodyTooLarge(self.max_bytes, seen)
+                    raise BodyTooLarge(self.max_bytes, seen, "so far" if message.get("more_body") else "")
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -214,7 +233,25 @@ class BodySizeLimitMiddleware:
         except BodyTooLarge as exc:
             if started:
                 raise
-            await send_error(scope, send, 413, "body_too_large", exc.detail, {"Connection": "close"})
+            await self._refuse(scope, send, exc, None if expects_continue else receive)
+
+    async def _refuse(self, scope: Scope, send: Send, exc: BodyTooLarge, drain: Receive | None) -> None:
+        """The 413, then (with ``drain``) the unread body read and dropped before the response ends."""
+        await send_error(scope, send, 413, "body_too_large", exc.detail, {"Connection": "close"},
+                         more_body=drain is not None)
+        if drain is None:
+            return
+        dropped = 0
+        with anyio.move_on_after(self.drain_total_s):
+            while dropped <= self.drain_bytes:
+                with anyio.move_on_after(self.drain_idle_s):
+                    message = await drain()
+                    dropped += len(message.get("body", b""))
+                    if message["type"] != "http.request" or not message.get("more_body"):
+                        break
+                    continue
+                break  # the client stopped sending (it read the 413)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class ConcurrencyLimiter:
@@ -243,19 +280,21 @@ class ConcurrencyLimiter:
 
 class Slot:
     """One taken place, reference counted: the request holds it, and so does
-    any worker thread the request starts (``hold``), so a request abandoned at
-    its deadline keeps its place until its thread really ends."""
+    any worker thread the request starts (:meth:`hold`), so a request
+    abandoned at its deadline keeps its place until its worker ends, or until
+    the service drops the worker's hold (a grace after the deadline)."""
 
     def __init__(self, limiter: ConcurrencyLimiter) -> None:
         self._limiter = limiter
         self._refs = 1
         self._lock = threading.Lock()
 
-    def hold(self) -> None:
+    def hold(self) -> Hold:
         with self._lock:
             if self._refs <= 0:
                 raise RuntimeError("slot already released")
             self._refs += 1
+        return Hold(self)
 
     def release(self) -> None:
         with self._lock:
@@ -263,6 +302,44 @@ class Slot:
             last = self._refs == 0
         if last:
             self._limiter._free()
+
+
+class Hold:
+    """A worker's reference on a :class:`Slot`; released at most once, by
+    whichever comes first: the worker ending or the service giving up on it."""
+
+    def __init__(self, slot: Slot) -> None:
+        self._slot = slot
+        self._released = False
+        self._lock = threading.Lock()
+
+    def release(self) -> bool:
+        """Drop the reference; False if it was already dropped."""
+        with self._lock:
+            if self._released:
+                return False
+            self._released = True
+        self._slot.release()
+        return True
+
+
+class ReadinessMiddleware:
+    """503 with ``Retry-After`` for ``paths`` while ``refusal()`` says why the
+    server cannot take work yet (its scorer is loading), before the body is read."""
+
+    def __init__(self, app: ASGIApp, refusal: Callable[[], tuple[str, str] | None], paths: Collection[str]) -> None:
+        self.app = app
+        self.refusal = refusal
+        self.paths = frozenset(paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in self.paths:
+            refused = self.refusal()
+            if refused is not None:
+                retry = "2" if refused[0] == "starting" else "30"
+                await send_error(scope, send, 503, refused[0], refused[1], {"Retry-After": retry})
+                return
+        await self.app(scope, receive, send)
 
 
 class ConcurrencyLimitMiddleware:

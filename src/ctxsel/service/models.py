@@ -49,6 +49,10 @@ class SelectRequest(BaseModel):
         None, description="precomputed chunk embeddings, one row per chunk (needs query_embedding)"
     )
     query_embedding: Optional[list[float]] = Field(None, description="the question's embedding, same dimension")
+    expand: Optional[str] = Field(
+        None, max_length=1000,
+        description="re-rank before the cut: hop, links or hop+links (ctxsel.expansion); meta.expansion says what came in",
+    )
     with_text: bool = Field(True, description="return the selected chunks' text")
 
     @model_validator(mode="after")
@@ -111,12 +115,16 @@ class AnswerOut(BaseModel):
 
 
 class HealthOut(BaseModel):
-    status: Literal["ok"]
+    """``ok`` once the scorer is loaded and warm; ``starting`` while it loads;
+    ``failed`` if it could not load (``message`` says why)."""
+
+    status: Literal["ok", "starting", "failed"]
     version: str
     reader: Optional[str]
     scorer: str
     in_flight: int
     max_concurrency: int
+    message: Optional[str] = None
 
 
 class ErrorOut(BaseModel):

@@ -3,6 +3,8 @@
 The socket is bound before uvicorn starts, so ``--port 0`` works: the first
 log line, ``{"event": "listening", "host": ..., "port": ..., "url": ...}``,
 says which port the system gave (tests and the load benchmark read it).
+The scorer then loads and warms in the background; ``{"event": "ready"}``
+follows when it is done (until then /health says "starting").
 """
 
 from __future__ import annotations
@@ -52,7 +54,11 @@ def run_server(
     log_level: str = "info",
     timeout_keep_alive: int = 5,
 ) -> None:
-    """Serve ``create_app(settings)`` until SIGINT/SIGTERM (graceful shutdown)."""
+    """Serve ``create_app(settings)`` until SIGINT/SIGTERM (graceful shutdown).
+
+    If the scorer fails to load at start-up the server stops and this raises
+    ValueError with the reason (``ctxsel serve`` prints it and exits 2).
+    """
     try:
         import uvicorn
     except ImportError as e:
@@ -61,6 +67,7 @@ def run_server(
 
     setup_json_logging(log_level)
     app = create_app(settings)
+    app.state.service.scorer()  # a scorer that cannot be built (a bad --model) fails here, before listening
     sock = bind_socket(host, port)
     actual = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
@@ -68,16 +75,22 @@ def run_server(
         "host": host, "port": actual, "url": f"http://{shown}:{actual}",
         "auth": settings.token is not None, "max_body_bytes": settings.max_body_bytes,
         "deadline_s": settings.deadline_s, "max_concurrency": settings.max_concurrency,
+        "max_chunks": settings.max_chunks, "max_chars": settings.max_chars,
         "scorer": settings.scorer, "reader": settings.reader_name,
     }})
     if settings.token is None and host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("no bearer token and not loopback-only: anyone who can reach the port can use the server",
                     extra={"fields": {"host": host}})
     config = uvicorn.Config(
-        app, log_config=None, access_log=False, log_level=log_level, lifespan="off",
+        app, log_config=None, access_log=False, log_level=log_level, lifespan="on",
         timeout_keep_alive=timeout_keep_alive, server_header=False,
     )
+    server = uvicorn.Server(config)
+    service = app.state.service
+    service.on_warm_up_failure = lambda: setattr(server, "should_exit", True)
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        server.run(sockets=[sock])
     finally:
         sock.close()
+    if service.status == "failed":  # a server that cannot score is of no use: stop, and say why
+        raise ValueError(f"{service.status_message}; the server stopped (check --scorer and --model)")

@@ -21,9 +21,15 @@ class ServiceSettings:
     - ``max_body_bytes``: a larger request body gets 413, decided from
       ``Content-Length`` or from the bytes streamed so far, never by reading
       the rest of the body.
+    - ``max_chunks`` / ``max_chars``: the work one request may ask for, counted
+      after the server chunks a ``document``: at most this many chunks and
+      this many characters of chunk text plus question (else 413). They bound
+      the server's memory, which the body limit alone does not: a 30 MB body
+      of one-line chunks costs gigabytes to tokenize and embed.
     - ``deadline_s``: a selection or answer still running after this many
-      seconds gets 504 (the work is abandoned, not killed: it keeps its
-      concurrency slot until it really ends).
+      seconds gets 504, and its work is told to stop: scoring stops at the
+      next batch, an LLM call in flight is abandoned. Its concurrency slot is
+      free within ``release_grace_s`` of the deadline whatever the work does.
     - ``max_concurrency``: requests to /select and /answer in flight at once;
       one more gets 503 at once (no queue).
     - ``scorer`` / ``model`` / ``threads``: how chunks are scored when a
@@ -36,7 +42,10 @@ class ServiceSettings:
 
     token: str | None = None
     max_body_bytes: int = 32 * 1024 * 1024
+    max_chunks: int = 10_000
+    max_chars: int = 4_000_000
     deadline_s: float = 30.0
+    release_grace_s: float = 1.0
     max_concurrency: int = 4
     scorer: str = "dense"
     model: str | None = None
@@ -52,9 +61,15 @@ class ServiceSettings:
             raise ValueError("the bearer token must be ASCII (it travels in an HTTP header)")
         if isinstance(self.max_body_bytes, bool) or not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1:
             raise ValueError(f"max_body_bytes must be a positive integer, got {self.max_body_bytes!r}")
+        for name in ("max_chunks", "max_chars"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not (isinstance(self.deadline_s, (int, float)) and math.isfinite(self.deadline_s) and self.deadline_s > 0):
             raise ValueError(f"deadline_s must be a positive number of seconds, got {self.deadline_s!r}")
+        if not (isinstance(self.release_grace_s, (int, float)) and 0 <= self.release_grace_s <= 60):
+            raise ValueError(f"release_grace_s must be between 0 and 60 seconds, got {self.release_grace_s!r}")
         if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
             raise ValueError(f"max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
-        if self.scorer not in ("dense", "bm25", "keywords"):
-            raise ValueError(f"scorer must be dense, bm25 or keywords, got {self.scorer!r}")
+        if self.scorer not in ("dense", "bm25", "keywords", "hybrid"):
+            raise ValueError(f"scorer must be dense, bm25 or keywords (or hybrid: dense + BM25), got {self.scorer!r}")

@@ -26,9 +26,13 @@ def ctxsel_command() -> list[str]:
 
 
 class ServerProcess:
-    def __init__(self, args: list[str], token: str | None = None, start_timeout: float = 60.0) -> None:
+    def __init__(self, args: list[str], token: str | None = None, start_timeout: float = 60.0,
+                 wait_ready: bool = True) -> None:
+        """``wait_ready``: ``start`` returns once /health says the server is ready
+        (200); False: once /health answers at all (it may say "starting")."""
         self.args = args
         self.token = token
+        self.wait_ready = wait_ready
         self.start_timeout = start_timeout
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
@@ -61,7 +65,7 @@ class ServerProcess:
                     self.port = int(line["port"])
             if self.port:
                 try:
-                    if self.request("GET", "/health", auth=False)[0] == 200:
+                    if self.request("GET", "/health", auth=False)[0] == 200 or not self.wait_ready:
                         return self
                 except OSError:
                     pass
@@ -143,7 +147,23 @@ class ServerProcess:
 
     def peak_rss_kib(self) -> int:
         """The server process's peak resident memory (VmHWM), Linux only."""
+        return self._status_kib("VmHWM")
+
+    def rss_kib(self) -> int:
+        """The server process's resident memory now (VmRSS), Linux only."""
+        return self._status_kib("VmRSS")
+
+    def reset_peak_rss(self) -> None:
+        """Start VmHWM again from the current RSS (Linux: ``5`` to /proc/PID/clear_refs)."""
+        Path(f"/proc/{self.pid}/clear_refs").write_text("5")
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time the server process has used."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def _status_kib(self, key: str) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{key}:"):
                 return int(line.split()[1])
-        raise RuntimeError("no VmHWM in /proc status")
+        raise RuntimeError(f"no {key} in /proc status")

@@ -71,7 +71,7 @@ class TestHealthAndSelect:
         status, headers, body = srv.request("GET", "/health", auth=False)
         assert status == 200
         assert body == {"status": "ok", "version": body["version"], "reader": "fake", "scorer": "keywords",
-                        "in_flight": 0, "max_concurrency": 2}
+                        "in_flight": 0, "max_concurrency": 2, "message": None}
         assert len(headers["x-request-id"]) == 32
 
     def test_select_with_chunks_scored_by_the_server(self, srv: ServerProcess) -> None:
@@ -259,7 +259,7 @@ class TestMalformedBody:
         (b'{"question": "q", "chunks": 5}', "chunks: Input should be a valid list"),
         (b'{"question": "q", "chunks": ["a"], "surprise": 1}', "surprise: Extra inputs are not permitted"),
         (b'{"question": "q", "chunks": ["a"], "embeddings": [[1.0]]}', "go together"),
-        (b"[]", "Input should be a valid dictionary"),
+        (b"[]", "must be a JSON object like"),
     ])
     def test_malformed_body_is_422_with_a_message(self, srv: ServerProcess, raw: bytes, expected: str) -> None:
         status, headers, body = srv.request("POST", "/select", raw=raw)
@@ -313,22 +313,23 @@ class TestConcurrencyAndDeadline:
             assert ans["selection"]["ids"] == ["0"]
         assert_still_serving(srv)
 
-    def test_work_past_the_deadline_is_504_and_keeps_its_slot_until_it_ends(
+    def test_work_past_the_deadline_is_504_and_frees_its_slot_soon_after(
         self, srv: ServerProcess, fake: FakeOpenAIServer
     ) -> None:
-        fake.push(completion_reply(" late\n", delay=DEADLINE + 1.5))
+        fake.push(completion_reply(" late\n", delay=DEADLINE + 6))
         t0 = time.monotonic()
         status, _, body = srv.request("POST", "/answer", SELECT)
         took = time.monotonic() - t0
         assert status == 504, body
         assert body["error"] == "deadline_exceeded" and "3-second deadline" in body["message"]
-        assert DEADLINE - 0.1 <= took < DEADLINE + 2.0
-        # the abandoned LLM call still runs: its slot is still taken ...
-        assert srv.request("GET", "/health", auth=False)[2]["in_flight"] == 1
+        assert DEADLINE - 0.1 <= took < DEADLINE + 3.0  # wide: a loaded 2-core machine delays the event loop
+        # the abandoned LLM call still runs (it cannot be interrupted), but its slot is freed within 2 s
+        # of the deadline (service.run's grace), long before the call ends
         end = time.monotonic() + 10
         while srv.request("GET", "/health", auth=False)[2]["in_flight"] and time.monotonic() < end:
-            time.sleep(0.1)
-        assert_still_serving(srv)  # ... until it ends (in_flight back to 0)
+            time.sleep(0.05)
+        assert time.monotonic() - (t0 + DEADLINE) <= 2.0
+        assert_still_serving(srv)
 
 
 class TestAnswer:

@@ -1,0 +1,88 @@
+"""A request's ``options`` checked against the method's own signature.
+
+A JSON body can say ``"options": {"max_tokens": "abc"}``; the selector
+would store it and fail later deep in its arithmetic ("'<' not supported").
+Here each option is checked, before the selector is built, against the type
+its class declares (``max_tokens: int | None``), and a wrong one gets a
+message that names the field, the type it needs and the value it got. An
+option the method does not take is named with the ones it does.
+
+Types this module does not understand (a callable, a client object) are
+left to the selector's own checks.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from typing import Any, Literal, Union
+
+
+def declared_options(cls: type) -> dict[str, Any]:
+    """Keyword parameters of ``cls.__init__`` and its bases' (``**kw`` passes
+    them up): name -> resolved type (``Any`` where it cannot be resolved)."""
+    out: dict[str, Any] = {}
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        try:
+            hints = typing.get_type_hints(init)
+        except Exception:  # an annotation naming something not importable: check nothing for it
+            hints = {}
+        for name, param in inspect.signature(init).parameters.items():
+            if name == "self" or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+                continue
+            out.setdefault(name, hints.get(name, Any))
+    return out
+
+
+def _describe(tp: Any) -> str:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args)
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string",
+            type(None): "null"}.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _matches(tp: Any, value: Any) -> bool | None:
+    """True / False when ``tp`` is a JSON-checkable type, None when it is not."""
+    if tp is Any:
+        return None
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return value in args and not (isinstance(value, bool) and not any(isinstance(a, bool) for a in args))
+    if origin in (Union, types.UnionType):
+        results = [_matches(a, value) for a in args]
+        if any(r is True for r in results):
+            return True
+        return None if any(r is None for r in results) else False
+    if tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    return None
+
+
+def check_options(method: str, cls: type, options: dict[str, Any], prefix: str = "options.") -> None:
+    """ValueError for an option ``cls`` does not take or a value of the wrong
+    JSON type, naming it as ``prefix + key`` (``options.max_tokens``)."""
+    declared = declared_options(cls)
+    for key, value in options.items():
+        if key not in declared:
+            valid = ", ".join(sorted(k for k in declared if k != "llm"))
+            raise ValueError(f"{prefix}{key}: method {method!r} has no option {key!r}; its options are: {valid}")
+        if _matches(declared[key], value) is False:
+            raise ValueError(f"{prefix}{key} must be {_describe(declared[key])}, got {value!r}")
+
+
+__all__ = ["check_options", "declared_options"]
