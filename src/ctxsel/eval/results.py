@@ -1,9 +1,15 @@
 """Append-only, resumable result files.
 
 One JSON object per line, flushed and fsynced as soon as it is written, so a
-killed run loses at most the line being written. On reopen a torn last line
-(no trailing newline, or not JSON) is cut off before appending, and finished
-(example, method) pairs are skipped.
+killed run loses at most the line being written. On reopen finished
+(example, method) pairs are skipped, and lines that are not a row (torn,
+garbage, JSON that is not an object with string ``example_id`` and
+``method``) are skipped with one warning that gives their line numbers:
+every valid row is kept, wherever the bad lines are. Bad lines at the end
+of the file (what a kill leaves) are cut off before appending, so the next
+row starts on a line of its own; bad lines between rows stay in the file
+(append-only: nothing a person might want to look at is deleted) and are
+skipped again, with the warning, by every reader.
 
 A row with an ``error`` is finished only when ``retry_errors=False``;
 otherwise (the default) its pair is run again and the new row is appended
@@ -15,9 +21,12 @@ summaries read.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class ResultLog:
@@ -42,16 +51,26 @@ class ResultLog:
 
     def _recover(self) -> None:
         data = self.path.read_bytes()
-        good_end = 0
-        for line in data.splitlines(keepends=True):
-            if not line.endswith(b"\n"):
-                break
-            try:
-                self.rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-            good_end += len(line)
-        if good_end < len(data):
+        good_end = 0  # the byte after the last valid row
+        bad: list[int] = []  # line numbers, from 1
+        offset = 0
+        for number, line in enumerate(data.splitlines(keepends=True), start=1):
+            offset += len(line)
+            row = _parse_row(line)
+            if row is None:
+                bad.append(number)
+            else:
+                self.rows.append(row)
+                good_end = offset
+        if not bad:
+            return
+        cut = good_end < len(data)
+        log.warning(
+            "%s: skipped %d line(s) that are not result rows (line %s)%s; the %d valid row(s) are kept",
+            self.path, len(bad), _ranges(bad),
+            " and cut the unfinished end of the file" if cut else "", len(self.rows),
+        )
+        if cut:
             with self.path.open("r+b") as f:
                 f.truncate(good_end)
 
@@ -80,6 +99,33 @@ class ResultLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _parse_row(line: bytes) -> dict[str, Any] | None:
+    """The row on one line, or None for a line that is not one (torn, not JSON, not a row)."""
+    if not line.endswith(b"\n"):
+        return None  # torn: the writer was killed mid-line
+    try:
+        row = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if not (isinstance(row, dict) and isinstance(row.get("example_id"), str) and isinstance(row.get("method"), str)):
+        return None
+    return row
+
+
+def _ranges(numbers: list[int], limit: int = 10) -> str:
+    """``[3, 4, 5, 9]`` -> ``"3-5, 9"`` (the first ``limit`` runs, then how many more lines)."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:limit])
+    if len(runs) > limit:
+        text += f" and {sum(b - a + 1 for a, b in runs[limit:])} more"
+    return text
 
 
 def write_atomic(path: str | Path, text: str) -> None:

@@ -47,6 +47,7 @@ import numpy as np
 from ctxsel import __version__, metrics
 from ctxsel.datasets.multiple_choice import question_with_options
 from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, write_reports
+from ctxsel.eval.lock import OutputLock
 from ctxsel.eval.results import ResultLog, write_atomic
 from ctxsel.scoring import Scorer, get_scorer
 from ctxsel.eval.judge import LLMJudge, score_answer
@@ -126,68 +127,71 @@ def evaluate(
         raise ValueError(f"unknown engine {engine!r}; choose {' or '.join(ENGINES)}")
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    results_path = out / "results.jsonl"
-    if overwrite and results_path.exists():
-        results_path.unlink()
-    if rankings:
-        by_method: dict[str, Scorer] = {}
-        selectors = {}
-        for label, ranking in rankings.items():
-            for m in methods:
-                selectors[f"{m} on {label}"] = _make_selector(m, reader)
-                by_method[f"{m} on {label}"] = ranking
-        methods = list(selectors)
-        sc: Any = by_method
-        scorer_id: Any = {label: _scorer_id(r) for label, r in rankings.items()}
-        first_scorer = next(iter(rankings.values()))
-    else:
-        sc = first_scorer = get_scorer(scorer) if isinstance(scorer, str) else scorer
-        selectors = {m: _make_selector(m, reader) for m in methods}  # fail fast on bad specs
-        scorer_id = _scorer_id(sc)
-    config = {
-        "dataset": dataset_name,
-        "n_examples": len(examples),
-        "methods": list(methods),
-        "method_configs": {m: s.config() for m, s in selectors.items()},
-        "scorer": scorer_id,
-        "seed": seed,
-        "engine": engine,
-        "reader": None if reader is None else {"model": reader.client.model_id, "template": reader.template.key,
-                                               "max_answer_tokens": reader.max_answer_tokens,
-                                               **_window_config(reader)},
-        "judge": None if judge is None else judge.model_id,
-        "ctxsel_version": __version__,
-        "python": platform.python_version(),
-    }
-    _check_config(out / "config.json", config, resuming=results_path.exists())
-    write_atomic(out / "config.json", json.dumps(config, indent=2))
-
-    from tqdm.auto import tqdm
-
-    with ResultLog(results_path, retry_errors=retry_errors) as log:
-        todo = [e for e in examples if not all(log.done(e.id, m) for m in methods)]
-        if engine == "ray" and todo:
-            from ctxsel.eval.ray_engine import run_on_ray
-
-            run_on_ray(todo, selectors, sc, log, reader=reader, judge=judge, options=ray_options, progress=progress)
+    with OutputLock(out):  # one run per folder: a second fails at once, naming this one's pid
+        results_path = out / "results.jsonl"
+        if results_path.is_dir():
+            raise ValueError(f"{results_path} is a folder, not a results file: move it away or pass another --output")
+        if overwrite and results_path.exists():
+            results_path.unlink()
+        if rankings:
+            by_method: dict[str, Scorer] = {}
+            selectors = {}
+            for label, ranking in rankings.items():
+                for m in methods:
+                    selectors[f"{m} on {label}"] = _make_selector(m, reader)
+                    by_method[f"{m} on {label}"] = ranking
+            methods = list(selectors)
+            sc: Any = by_method
+            scorer_id: Any = {label: _scorer_id(r) for label, r in rankings.items()}
+            first_scorer = next(iter(rankings.values()))
         else:
-            for ex in tqdm(todo, desc="eval", unit="q", disable=not progress):
-                for row in example_rows(ex, sc, selectors, reader, judge, skip=log.done):
-                    log.append(row)
-        ids = {e.id for e in examples}
-        rows = [r for r in log.latest_rows() if r["method"] in selectors and r["example_id"] in ids]
+            sc = first_scorer = get_scorer(scorer) if isinstance(scorer, str) else scorer
+            selectors = {m: _make_selector(m, reader) for m in methods}  # fail fast on bad specs
+            scorer_id = _scorer_id(sc)
+        config = {
+            "dataset": dataset_name,
+            "n_examples": len(examples),
+            "methods": list(methods),
+            "method_configs": {m: s.config() for m, s in selectors.items()},
+            "scorer": scorer_id,
+            "seed": seed,
+            "engine": engine,
+            "reader": None if reader is None else {"model": reader.client.model_id, "template": reader.template.key,
+                                                   "max_answer_tokens": reader.max_answer_tokens,
+                                                   **_window_config(reader)},
+            "judge": None if judge is None else judge.model_id,
+            "ctxsel_version": __version__,
+            "python": platform.python_version(),
+        }
+        _check_config(out / "config.json", config, resuming=results_path.exists())
+        write_atomic(out / "config.json", json.dumps(config, indent=2))
 
-    summary = summarize(rows, list(methods))
-    write_reports(out, summary, rows, config)
-    if examples:
-        ex = next((e for e in examples if e.id == plot_example), examples[0])
-        try:
-            scores = np.asarray(first_scorer.score(ex.question, ex.chunks), dtype=np.float64)
-        except Exception as e:  # that example's rows already record it; the plot is skipped, not the run
-            logger.warning("no similarity plot: example %s cannot be scored (%s: %s)", ex.id, type(e).__name__, e)
-        else:
-            plot_similarity_curve(out / "plots" / f"similarity_{safe_filename(ex.id)}.png", ex, scores, selectors)
-    return summary
+        from tqdm.auto import tqdm
+
+        with ResultLog(results_path, retry_errors=retry_errors) as log:
+            todo = [e for e in examples if not all(log.done(e.id, m) for m in methods)]
+            if engine == "ray" and todo:
+                from ctxsel.eval.ray_engine import run_on_ray
+
+                run_on_ray(todo, selectors, sc, log, reader=reader, judge=judge, options=ray_options, progress=progress)
+            else:
+                for ex in tqdm(todo, desc="eval", unit="q", disable=not progress):
+                    for row in example_rows(ex, sc, selectors, reader, judge, skip=log.done):
+                        log.append(row)
+            ids = {e.id for e in examples}
+            rows = [r for r in log.latest_rows() if r["method"] in selectors and r["example_id"] in ids]
+
+        summary = summarize(rows, list(methods))
+        write_reports(out, summary, rows, config)
+        if examples:
+            ex = next((e for e in examples if e.id == plot_example), examples[0])
+            try:
+                scores = np.asarray(first_scorer.score(ex.question, ex.chunks), dtype=np.float64)
+            except Exception as e:  # that example's rows already record it; the plot is skipped, not the run
+                logger.warning("no similarity plot: example %s cannot be scored (%s: %s)", ex.id, type(e).__name__, e)
+            else:
+                plot_similarity_curve(out / "plots" / f"similarity_{safe_filename(ex.id)}.png", ex, scores, selectors)
+        return summary
 
 
 class _Scored:
@@ -345,7 +349,15 @@ def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: in
 def _check_config(path: Path, new: dict[str, Any], resuming: bool) -> None:
     if not (resuming and path.exists()):
         return
-    old = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(old, dict):
+            raise ValueError(f"a JSON {type(old).__name__}, not an object")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(
+            f"{path} is unreadable ({e}), so the results beside it cannot be checked against this run; "
+            "pass --overwrite to start again, or use another --output"
+        ) from None
     for key in ("dataset", "scorer", "reader"):
         if old.get(key) != new.get(key):
             raise ValueError(

@@ -18,22 +18,18 @@ Sampling (``temperature > 0``) bypasses the cache unless
 ``cache_sampling=True``: a cached sample would silently turn repeated draws
 into one draw.
 
-Safety: each process (and thread) uses its own connection; WAL mode and a
-busy timeout let many processes read and write at once, and writes that
-still meet ``database is locked`` are retried. A corrupt or truncated file
-(or one that is not SQLite at all) is detected when opened (``PRAGMA
-quick_check``) or when a query fails with a corruption error, moved aside
-to ``<path>.corrupt-<timestamp>`` and replaced by an empty cache, with a
-warning; a cache problem never fails the model call it serves. A
-``<path>.lock`` file beside the cache serialises that check across
-processes. Other processes that still hold the old file open keep writing
-to the moved-aside copy until they reopen the cache (their entries are
-lost, never wrong).
+Safety (shared with the embedding cache, see ``ctxsel.sqlite_store``):
+each process (and thread) uses its own connection; WAL mode and a busy
+timeout let many processes read and write at once, and writes that still
+meet ``database is locked`` are retried. A corrupt or truncated file (or one
+that is not SQLite at all) is detected when opened (``PRAGMA quick_check``)
+or when a query fails with a corruption error, moved aside to
+``<path>.corrupt-<timestamp>`` and replaced by an empty cache, with a
+warning; a cache problem never fails the model call it serves.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -41,12 +37,12 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxsel.llm.base import Completion, LLMClient, Prompt, normalize_prompt
 from ctxsel.paths import default_cache_dir
+from ctxsel.sqlite_store import SQLiteStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from ctxsel.llm.constrain import ReplyFormat
@@ -55,8 +51,6 @@ log = logging.getLogger("ctxsel.llm")
 
 #: Bump when the key document's layout changes (old entries then simply miss).
 KEY_SCHEMA = 1
-
-_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
 
 
 def default_cache_path() -> Path:
@@ -105,33 +99,6 @@ def cache_key(
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
-def _errcode(e: BaseException) -> int | None:
-    code = getattr(e, "sqlite_errorcode", None)
-    return None if code is None else code & 0xFF
-
-
-def _is_locked(e: BaseException) -> bool:
-    code = _errcode(e)
-    if code is not None:
-        return code in (_SQLITE_BUSY, _SQLITE_LOCKED)
-    msg = str(e).lower()
-    return "locked" in msg or "busy" in msg
-
-
-def _is_corrupt(e: BaseException) -> bool:
-    if not isinstance(e, sqlite3.DatabaseError):
-        return False
-    code = _errcode(e)
-    if code is not None:
-        return code in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
-    msg = str(e).lower()
-    return "malformed" in msg or "not a database" in msg or "corrupt" in msg
-
-
-class _Corrupt(Exception):
-    pass
-
-
 class ResponseCache:
     """LLM replies on disk, keyed by :func:`cache_key`. Safe across threads and processes.
 
@@ -139,6 +106,8 @@ class ResponseCache:
     (SQLite busy timeout, then retries). ``quick_check`` runs ``PRAGMA
     quick_check`` when the file is opened (cost grows with the file; turn it
     off for very large caches -- corruption met later is still handled).
+    The file handling (connections, locks, rebuilding a corrupt file) is
+    :class:`ctxsel.sqlite_store.SQLiteStore`.
     """
 
     def __init__(
@@ -153,9 +122,6 @@ class ResponseCache:
         self.timeout = float(timeout)
         self.store_raw = store_raw
         self.quick_check = quick_check
-        self._local = threading.local()
-        self._lock = threading.Lock()  # serialises recovery within this process
-        self._generation = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -163,169 +129,26 @@ class ResponseCache:
                 f"cannot create the LLM cache directory {self.path.parent}: {e}; "
                 "pass ResponseCache(path=...) in a writable place or set CTXSEL_CACHE_DIR"
             ) from e
-        self._open(check=quick_check)
+        self._db = SQLiteStore(
+            self.path,
+            schema=["CREATE TABLE IF NOT EXISTS responses ("
+                    " key TEXT PRIMARY KEY, model_id TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"],
+            label="LLM response cache",
+            lost="Cached replies are lost; they will be fetched again from the model.",
+            log=log,
+            timeout=self.timeout,
+            quick_check=quick_check,
+        )
 
     def __repr__(self) -> str:
         return f"ResponseCache({str(self.path)!r})"
 
-    # -- pickling: a cache handed to a subprocess reopens its own connection --
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "timeout": self.timeout, "store_raw": self.store_raw, "quick_check": False}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.path = state["path"]
-        self.timeout = state["timeout"]
-        self.store_raw = state["store_raw"]
-        self.quick_check = state["quick_check"]
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._generation = 0
-
-    # -- connections ------------------------------------------------------
-
-    def _connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=True)
-        try:
-            con.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
-            self._retry_locked(lambda: con.execute("PRAGMA journal_mode=WAL").fetchone())
-            con.execute("PRAGMA synchronous=NORMAL")
-        except BaseException:
-            con.close()
-            raise
-        return con
-
-    def _conn(self) -> sqlite3.Connection:
-        con = getattr(self._local, "con", None)
-        if (
-            con is None
-            or getattr(self._local, "pid", None) != os.getpid()
-            or getattr(self._local, "generation", None) != self._generation
-        ):
-            if con is not None and getattr(self._local, "pid", None) == os.getpid():
-                with contextlib.suppress(sqlite3.Error):
-                    con.close()  # a connection to a file since moved aside
-            con = self._connect()
-            self._local.con = con
-            self._local.pid = os.getpid()
-            self._local.generation = self._generation
-        return con
-
-    def _drop_conn(self) -> None:
-        con = getattr(self._local, "con", None)
-        self._local.con = None
-        if con is not None and getattr(self._local, "pid", None) == os.getpid():
-            with contextlib.suppress(sqlite3.Error):
-                con.close()
-
     def close(self) -> None:
         """Close this thread's connection (others close when their threads end)."""
-        self._drop_conn()
-
-    @contextlib.contextmanager
-    def _file_lock(self) -> Iterator[None]:
-        """An exclusive lock across processes for opening, checking and rebuilding the file."""
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: the in-process lock only
-            with self._lock:
-                yield
-            return
-        with self._lock, open(str(self.path) + ".lock", "a+b") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-    def _open(self, check: bool) -> None:
-        with self._file_lock():
-            self._drop_conn()
-            try:
-                self._check_and_init(check)
-                return
-            except _Corrupt as e:
-                reason = str(e)
-            except sqlite3.DatabaseError as e:
-                if not _is_corrupt(e):
-                    raise sqlite3.OperationalError(
-                        f"cannot open the LLM cache {self.path}: {e}; check that the file is writable, "
-                        "or pass another path"
-                    ) from e
-                reason = str(e)
-            self._drop_conn()
-            self._quarantine(reason)
-            self._check_and_init(check=False)
-
-    def _check_and_init(self, check: bool) -> None:
-        con = self._conn()
-        if check:
-            rows = con.execute("PRAGMA quick_check").fetchall()
-            if not rows or rows[0][0] != "ok":
-                raise _Corrupt("quick_check: " + "; ".join(str(r[0]) for r in rows[:3]))
-        self._retry_locked(
-            lambda: con.execute(
-                "CREATE TABLE IF NOT EXISTS responses ("
-                " key TEXT PRIMARY KEY, model_id TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"
-            )
-        )
-
-    def _quarantine(self, reason: str) -> None:
-        self._generation += 1  # every thread of this process reconnects to the new file
-        stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
-        bad = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-        moved = []
-        for suffix in ("", "-wal", "-shm"):
-            src = self.path.with_name(self.path.name + suffix)
-            if src.exists():
-                os.replace(src, bad.with_name(bad.name + suffix))
-                moved.append(src.name)
-        log.warning(
-            "LLM response cache %s is corrupt (%s); moved it aside to %s and started an empty cache. "
-            "Cached replies are lost; they will be fetched again from the model.",
-            self.path,
-            reason,
-            bad,
-        )
-
-    def _retry_locked(self, fn: Any) -> Any:
-        """Run ``fn``; on 'database is locked' retry with backoff until ``timeout`` has passed."""
-        deadline = time.monotonic() + self.timeout
-        delay = 0.01
-        while True:
-            try:
-                return fn()
-            except sqlite3.OperationalError as e:
-                if not _is_locked(e) or time.monotonic() >= deadline:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
+        self._db.close()
 
     def _run(self, op: str, fn: Any) -> Any:
-        """Run a query; recover from corruption once; other failures propagate to the caller."""
-        try:
-            return self._retry_locked(lambda: fn(self._conn()))
-        except sqlite3.DatabaseError as e:
-            if not _is_corrupt(e):
-                raise
-            log.warning("LLM response cache %s: %s failed (%s); rebuilding", self.path, op, e)
-        self._recover()
-        return self._retry_locked(lambda: fn(self._conn()))
-
-    def _recover(self) -> None:
-        """Rebuild after corruption met mid-run, unless another process already did."""
-        with self._file_lock():
-            self._drop_conn()
-            try:
-                self._check_and_init(check=True)
-                return  # the file at self.path is healthy now (someone else rebuilt it)
-            except (_Corrupt, sqlite3.DatabaseError) as e:
-                if isinstance(e, sqlite3.DatabaseError) and not _is_corrupt(e):
-                    raise
-                reason = str(e)
-            self._drop_conn()
-            self._quarantine(reason)
-            self._check_and_init(check=False)
+        return self._db.run(op, fn)
 
     # -- the mapping --------------------------------------------------------
 

@@ -3,19 +3,38 @@
 Vectors are stored as raw float32 bytes (never pickles). The key includes
 the model id and any prefix the model puts before the text, so a change of
 either misses the cache instead of returning stale vectors.
+
+The cache only saves time, so it never fails the scoring it serves:
+
+- a corrupt, truncated or foreign file is moved aside to
+  ``<path>.corrupt-<time>-<pid>`` and rebuilt empty, with a warning, when it
+  is opened or when a query meets the damage later (the same code as the LLM
+  response cache: ``ctxsel.sqlite_store``);
+- a cache that cannot be used at all (its folder is a file or unwritable,
+  the file cannot be opened) is a warning, and the scorer runs without it;
+- a failed read is a miss and a failed write (a full disk) is skipped, each
+  with one warning per cache object, so a run that cannot write its vectors
+  still returns the right scores;
+- a row whose bytes do not match its dimension, or whose values are not
+  finite, is a miss (and is overwritten by the next write of that text).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import sqlite3
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ctxsel.paths import default_cache_dir
+from ctxsel.sqlite_store import SQLiteStore
+
+log = logging.getLogger("ctxsel.scoring")
+
+_SCHEMA = ["CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, dim INTEGER NOT NULL, vec BLOB NOT NULL)"]
 
 
 def text_key(model_id: str, text: str) -> str:
@@ -23,50 +42,91 @@ def text_key(model_id: str, text: str) -> str:
 
 
 class EmbeddingCache:
-    def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path) if path else default_cache_dir() / "embeddings.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        with self._conn() as con:
-            con.execute(
-                "CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, dim INTEGER NOT NULL, vec BLOB NOT NULL)"
+    """Vectors by key (:func:`text_key`), safe across threads and processes.
+
+    ``quick_check`` checks the whole file's structure when it is opened
+    (``PRAGMA quick_check``: about a second per GB); damage met later is
+    rebuilt all the same. ``usable`` is False when the cache could not be
+    opened; it then reads as empty and writes nothing.
+    """
+
+    def __init__(self, path: str | Path | None = None, *, quick_check: bool = True) -> None:
+        self.path = Path(path).expanduser() if path else default_cache_dir() / "embeddings.sqlite"
+        self.quick_check = quick_check
+        self._warned: set[str] = set()
+        self._db: SQLiteStore | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = SQLiteStore(
+                self.path,
+                schema=_SCHEMA,
+                label="embedding cache",
+                lost="Cached vectors are lost; they will be computed again.",
+                log=log,
+                timeout=60.0,
+                quick_check=quick_check,
+            )
+        except (OSError, sqlite3.Error) as e:
+            self._warn_once(
+                "open",
+                "embedding cache %s cannot be used (%s); scoring goes on without it (same scores, every text is "
+                "embedded again). Make its folder writable or set CTXSEL_CACHE_DIR to a writable folder.",
+                self.path, e,
             )
 
-    # Picklable (Ray workers, multiprocessing): the path travels, connections are per process.
-    def __getstate__(self) -> dict[str, object]:
-        return {"path": str(self.path)}
+    def __repr__(self) -> str:
+        return f"EmbeddingCache({str(self.path)!r})"
 
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__init__(str(state["path"]))  # type: ignore[misc]
+    @property
+    def usable(self) -> bool:
+        return self._db is not None
 
-    def _conn(self) -> sqlite3.Connection:
-        con = getattr(self._local, "con", None)
-        if con is None:
-            con = sqlite3.connect(self.path, timeout=60)
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=NORMAL")
-            self._local.con = con
-        return con
+    def _warn_once(self, what: str, msg: str, *args: object) -> None:
+        """Warn about each kind of failure once per cache object (a per-batch write would repeat it)."""
+        if what not in self._warned:
+            self._warned.add(what)
+            log.warning(msg, *args)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors the cache has for ``keys``; a damaged row, or a read that fails, is a miss."""
         out: dict[str, np.ndarray] = {}
-        con = self._conn()
-        for start in range(0, len(keys), 500):
-            part = list(keys[start : start + 500])
-            q = f"SELECT key, dim, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
-            for key, dim, blob in con.execute(q, part):
-                vec = np.frombuffer(blob, dtype=np.float32)
-                if vec.shape[0] == dim:  # a torn row is treated as a miss
-                    out[key] = vec
+        if self._db is None:
+            return out
+        try:
+            for start in range(0, len(keys), 500):
+                part = list(keys[start : start + 500])
+                q = f"SELECT key, dim, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
+                for key, dim, blob in self._db.run("read", lambda c, q=q, part=part: c.execute(q, part).fetchall()):
+                    vec = np.frombuffer(blob, dtype=np.float32)
+                    if vec.shape[0] == dim and np.isfinite(vec).all():  # a torn or garbled row is a miss
+                        out[key] = vec
+        except sqlite3.Error as e:
+            self._warn_once("read", "embedding cache %s: read failed (%s); its texts are embedded again", self.path, e)
         return out
 
     def put_many(self, items: dict[str, np.ndarray]) -> None:
-        con = self._conn()
-        with con:
-            con.executemany(
-                "INSERT OR REPLACE INTO emb (key, dim, vec) VALUES (?, ?, ?)",
-                [(k, int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
-            )
+        """Store vectors (one transaction); a failed write is a warning, never an error."""
+        if self._db is None or not items:
+            return
+        rows = [(k, int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items.items()]
+
+        def write(con: sqlite3.Connection) -> None:
+            with con:  # isolation_level=None: an explicit transaction, so a batch is all or nothing
+                con.execute("BEGIN")
+                con.executemany("INSERT OR REPLACE INTO emb (key, dim, vec) VALUES (?, ?, ?)", rows)
+
+        try:
+            self._db.run("write", write)
+        except (sqlite3.Error, OSError) as e:
+            self._warn_once("write", "embedding cache %s: write failed (%s); vectors are not being cached "
+                            "(the scores are unaffected)", self.path, e)
 
     def __len__(self) -> int:
-        return int(self._conn().execute("SELECT COUNT(*) FROM emb").fetchone()[0])
+        if self._db is None:
+            return 0
+        return int(self._db.run("count", lambda c: c.execute("SELECT COUNT(*) FROM emb").fetchone()[0]))
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        if self._db is not None:
+            self._db.close()

@@ -272,17 +272,32 @@ class DenseScorer:
         return np.asarray(vecs, dtype=np.float32)
 
     def _lookup(self, full: list[str]) -> dict[str, np.ndarray]:
-        """Vectors for distinct texts (prefix included): the SQLite cache, then the model
-        for what it lacks (in key order, and written back)."""
+        """Vectors for distinct texts (prefix included): the SQLite cache, then the model for
+        what it lacks, written back one batch (``batch_size`` texts) at a time, so a run killed
+        during a cold embedding loses at most the batch it was on. Missing texts go shortest
+        first (then by key: deterministic), so each batch holds texts of similar length."""
         assert self.cache is not None
         keys = {t: text_key(self.model_id, t) for t in full}
         found = self.cache.get_many(list(keys.values()))
-        missing = sorted((k, t) for t, k in keys.items() if k not in found)
+        missing = sorted((len(t), k, t) for t, k in keys.items() if k not in found)
         if missing:
-            vecs = self._encode([t for _, t in missing])
-            new = {k: v for (k, _), v in zip(missing, vecs)}
-            self.cache.put_many(new)
-            found.update(new)
+            bar = None
+            if self.show_progress and len(missing) > self.batch_size:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=len(missing), desc=f"embedding ({self.backend})", unit="text")
+            step = max(1, self.batch_size)
+            for start in range(0, len(missing), step):
+                part = missing[start : start + step]
+                vecs = np.asarray(self.model.encode([t for _, _, t in part], batch_size=self.batch_size),
+                                  dtype=np.float32)
+                new = {k: v for (_, k, _), v in zip(part, vecs)}
+                self.cache.put_many(new)
+                found.update(new)
+                if bar is not None:
+                    bar.update(len(part))
+            if bar is not None:
+                bar.close()
         return {t: found[k] for t, k in keys.items()}
 
     def _doc_rows(self, texts: Sequence[str], prefix: str) -> np.ndarray:

@@ -22,7 +22,7 @@ def setup_json_logging(level: str = "info", stream: Any = None) -> None:
     """ctxsel's and uvicorn's loggers write one JSON object a line."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonLogFormatter())
-    for name in ("ctxsel.service", "uvicorn", "uvicorn.error"):
+    for name in ("ctxsel", "uvicorn", "uvicorn.error"):  # all of ctxsel: a cache warning is a JSON line too
         lg = logging.getLogger(name)
         lg.handlers[:] = [handler]
         lg.setLevel(level.upper())

@@ -1,0 +1,252 @@
+"""One SQLite file shared by threads and processes that rebuilds itself when it is corrupt.
+
+Both on-disk caches (LLM replies, embeddings) hold only what can be computed
+again, so a damaged file must cost time, never a failed run. This module is
+the part they share:
+
+- each process (and thread) uses its own connection; WAL mode and a busy
+  timeout let many processes read and write at once, and writes that still
+  meet ``database is locked`` are retried until ``timeout``;
+- a corrupt or truncated file (or one that is not SQLite at all) is detected
+  when opened (``PRAGMA quick_check``) or when a query fails with a
+  corruption error (SQLITE_CORRUPT, SQLITE_NOTADB), moved aside to
+  ``<path>.corrupt-<time>-<pid>`` (with its ``-wal`` and ``-shm``) and
+  replaced by an empty file, with a warning; the bad file is kept for
+  whoever wants to look at it;
+- a ``<path>.lock`` file beside it serialises that check across processes.
+  Other processes that still hold the old file open keep using the
+  moved-aside copy until they reopen it (their entries are lost, never wrong).
+
+Errors that are not corruption (an unwritable folder, a full disk) are
+raised as ``sqlite3.Error``: each cache decides what they mean for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
+
+
+def _errcode(e: BaseException) -> int | None:
+    code = getattr(e, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
+def is_locked(e: BaseException) -> bool:
+    """Whether ``e`` is SQLite's 'database is locked / busy' (worth retrying)."""
+    code = _errcode(e)
+    if code is not None:
+        return code in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    msg = str(e).lower()
+    return "locked" in msg or "busy" in msg
+
+
+def is_corrupt(e: BaseException) -> bool:
+    """Whether ``e`` says the file is damaged or not a database (worth rebuilding)."""
+    if not isinstance(e, sqlite3.DatabaseError):
+        return False
+    code = _errcode(e)
+    if code is not None:
+        return code in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    msg = str(e).lower()
+    return "malformed" in msg or "not a database" in msg or "corrupt" in msg
+
+
+class _Corrupt(Exception):
+    pass
+
+
+class SQLiteStore:
+    """``path`` opened (and created with ``schema``, a list of statements) for a cache.
+
+    ``label`` names the cache in messages ("embedding cache"); ``lost`` says
+    in the warning what a rebuild costs the user; ``log`` is the logger the
+    warnings go to. ``run(op, fn)`` runs ``fn(connection)`` with the retries
+    and the rebuild described in the module docstring.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        schema: Sequence[str],
+        label: str,
+        lost: str,
+        log: logging.Logger,
+        timeout: float = 30.0,
+        quick_check: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.schema = tuple(schema)
+        self.label = label
+        self.lost = lost
+        self.log = log
+        self.timeout = float(timeout)
+        self._local = threading.local()
+        self._lock = threading.Lock()  # serialises recovery within this process
+        self._generation = 0
+        self._open(check=quick_check)
+
+    # -- pickling: a store handed to a subprocess opens its own connection (and skips the check) --
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "schema": self.schema, "label": self.label, "lost": self.lost,
+                "log": self.log.name, "timeout": self.timeout}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update({**state, "log": logging.getLogger(state["log"])})
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._generation = 0
+
+    # -- connections --------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=True)
+        try:
+            con.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+            self._retry_locked(lambda: con.execute("PRAGMA journal_mode=WAL").fetchone())
+            con.execute("PRAGMA synchronous=NORMAL")
+            for statement in self.schema:  # cheap when present; a file rebuilt by another process gets it
+                self._retry_locked(lambda s=statement: con.execute(s))  # type: ignore[misc]
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection to the current file (reopened after a rebuild or a fork)."""
+        con = getattr(self._local, "con", None)
+        if (
+            con is None
+            or getattr(self._local, "pid", None) != os.getpid()
+            or getattr(self._local, "generation", None) != self._generation
+        ):
+            if con is not None and getattr(self._local, "pid", None) == os.getpid():
+                with contextlib.suppress(sqlite3.Error):
+                    con.close()  # a connection to a file since moved aside
+            con = self._connect()
+            self._local.con = con
+            self._local.pid = os.getpid()
+            self._local.generation = self._generation
+        return con
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        con = getattr(self._local, "con", None)
+        self._local.con = None
+        if con is not None and getattr(self._local, "pid", None) == os.getpid():
+            with contextlib.suppress(sqlite3.Error):
+                con.close()
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """An exclusive lock across processes for opening, checking and rebuilding the file."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: the in-process lock only
+            with self._lock:
+                yield
+            return
+        with self._lock, open(str(self.path) + ".lock", "a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    # -- checking and rebuilding --------------------------------------------
+
+    def _open(self, check: bool) -> None:
+        with self._file_lock():
+            self.close()
+            try:
+                self._check(check)
+                return
+            except _Corrupt as e:
+                reason = str(e)
+            except sqlite3.DatabaseError as e:
+                if not is_corrupt(e):
+                    raise type(e)(
+                        f"cannot open the {self.label} {self.path}: {e}; check that the file and its folder are "
+                        "writable, or pass another path"
+                    ) from e
+                reason = str(e)
+            self._rebuild(reason)
+
+    def _check(self, check: bool) -> None:
+        con = self.conn()
+        if check:
+            rows = con.execute("PRAGMA quick_check").fetchall()
+            if not rows or rows[0][0] != "ok":
+                raise _Corrupt("quick_check: " + "; ".join(str(r[0]) for r in rows[:3]))
+
+    def _rebuild(self, reason: str) -> None:
+        """Move the bad file aside and start an empty one (the caller holds the file lock)."""
+        self.close()
+        self._generation += 1  # every thread of this process reconnects to the new file
+        stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+        bad = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            src = self.path.with_name(self.path.name + suffix)
+            if src.exists():
+                os.replace(src, bad.with_name(bad.name + suffix))
+        self.log.warning(
+            "%s %s is corrupt (%s); moved it aside to %s and started an empty cache. %s",
+            self.label, self.path, reason, bad, self.lost,
+        )
+        self._check(check=False)
+
+    def _recover(self) -> None:
+        """Rebuild after corruption met mid-run, unless another process already did."""
+        with self._file_lock():
+            self.close()
+            try:
+                self._check(check=True)
+                return  # the file at self.path is healthy now (someone else rebuilt it)
+            except (_Corrupt, sqlite3.DatabaseError) as e:
+                if isinstance(e, sqlite3.DatabaseError) and not is_corrupt(e):
+                    raise
+                reason = str(e)
+            self._rebuild(reason)
+
+    # -- queries ------------------------------------------------------------
+
+    def _retry_locked(self, fn: Callable[[], T]) -> T:
+        """Run ``fn``; on 'database is locked' retry with backoff until ``timeout`` has passed."""
+        deadline = time.monotonic() + self.timeout
+        delay = 0.01
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                if not is_locked(e) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    def run(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn(connection)``, retried while locked; after a corruption error the file is rebuilt
+        and ``fn`` runs once more on the empty one. Other errors propagate."""
+        try:
+            return self._retry_locked(lambda: fn(self.conn()))
+        except sqlite3.DatabaseError as e:
+            if not is_corrupt(e):
+                raise
+            self.log.warning("%s %s: %s failed (%s); rebuilding", self.label, self.path, op, e)
+        self._recover()
+        return self._retry_locked(lambda: fn(self.conn()))
+
+
+__all__ = ["SQLiteStore", "is_corrupt", "is_locked"]
