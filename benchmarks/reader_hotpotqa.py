@@ -127,13 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     lines = [header_md("hotpotqa-long read by the default local reader", info, [
         f"Reader: `--reader {args.reader}`, window per group as listed below, "
         f"{args.llm_threads} llama.cpp thread(s), greedy; MiniLM scores; response cache on (a rerun is free)."]),
-        "| method | questions | " + " | ".join(h for _, h, _ in COLUMNS) + " |",
-        "|---|---:|" + "|".join("---:" for _ in COLUMNS) + "|"]
-    for run in runs.values():
+        "| method | group | questions | " + " | ".join(h for _, h, _ in COLUMNS) + " |",
+        "|---|---|---:|" + "|".join("---:" for _ in COLUMNS) + "|"]
+    for name, run in runs.items():
         for method, row in run["summary"].items():
             if not isinstance(row, dict) or "n" not in row:
                 continue
-            lines.append(f"| {method} | {row['n']} | " + " | ".join(_cell(row.get(k), f) for k, _, f in COLUMNS) + " |")
+            lines.append(f"| {method} | {name} | {row['n']} | "
+                         + " | ".join(_cell(row.get(k), f) for k, _, f in COLUMNS) + " |")
     lines += ["", *(f"- {name}: `{r['command']}` (reader window {r['window'] or '?'} tokens)" for name, r in runs.items())]
     md = "\n".join(lines) + "\n"
     write_report("reader_hotpotqa", args.out, md, {"machine": info, "runs": runs})
