@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ctxsel.expansion.links import KEY_SOURCES, mention_graph
+from ctxsel.scoring import parse_options
 from ctxsel.scoring.base import Scorer
 from ctxsel.scoring.hybrid import minmax
 from ctxsel.types import Chunk, Selection
@@ -120,18 +121,6 @@ def _fmt(v: Any) -> str:
     return str(v).lower() if isinstance(v, bool) else f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _coerce(v: str) -> Any:
-    v = v.strip()
-    if v.lower() in ("true", "false"):
-        return v.lower() == "true"
-    for cast in (int, float):
-        try:
-            return cast(v)
-        except ValueError:
-            pass
-    return v
-
-
 def parse_expansion(spec: str | Expansion | None) -> Expansion | None:
     """An :class:`Expansion` from a spec (see the module docstring); None or ``""``/``"none"`` for none."""
     if spec is None or isinstance(spec, Expansion):
@@ -147,12 +136,7 @@ def parse_expansion(spec: str | Expansion | None) -> Expansion | None:
         name = m.group("name")
         if name in stages:
             raise ValueError(f"expansion {spec!r} names {name} twice")
-        options: dict[str, Any] = {}
-        for kv in filter(str.strip, (m.group("kv") or "").split(",")):
-            if "=" not in kv:
-                raise ValueError(f"bad option {kv.strip()!r} in expansion {spec!r}: expected key=value")
-            key, value = kv.split("=", 1)
-            options[key.strip()] = _coerce(value)
+        options = parse_options(m.group("kv"), f"expansion {spec!r}")
         cls = SecondHop if name == "hop" else MentionLinks
         try:
             stages[name] = cls(**options)

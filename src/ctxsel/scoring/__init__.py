@@ -33,13 +33,19 @@ def parse_scorer_spec(spec: str) -> tuple[str, dict[str, Any]]:
     m = _SPEC.match(spec)
     if not m:
         raise ValueError(f"bad scorer spec {spec!r}: use NAME or NAME[key=value,...], e.g. dense[backend=onnx]")
+    return m.group("name"), parse_options(m.group("kv"), f"scorer spec {spec!r}")
+
+
+def parse_options(kv: str | None, where: str) -> dict[str, Any]:
+    """``"a=1,b=x"`` -> ``{"a": 1, "b": "x"}`` (booleans, None, ints and floats read as such); ``where``
+    names the spec in the error for a part that is not ``key=value``. Scorer and expansion specs share it."""
     options: dict[str, Any] = {}
-    for part in filter(str.strip, (m.group("kv") or "").split(",")):
+    for part in filter(str.strip, (kv or "").split(",")):
         if "=" not in part:
-            raise ValueError(f"bad option {part.strip()!r} in scorer spec {spec!r}: expected key=value")
+            raise ValueError(f"bad option {part.strip()!r} in {where}: expected key=value")
         key, value = part.split("=", 1)
         options[key.strip()] = _value(value)
-    return m.group("name"), options
+    return options
 
 
 #: The scorer names ``get_scorer`` knows (the CLI's ``--scorer`` choices).
