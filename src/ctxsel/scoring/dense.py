@@ -289,8 +289,7 @@ class DenseScorer:
             step = max(1, self.batch_size)
             for start in range(0, len(missing), step):
                 part = missing[start : start + step]
-                vecs = np.asarray(self.model.encode([t for _, _, t in part], batch_size=self.batch_size),
-                                  dtype=np.float32)
+                vecs = self._encode([t for _, _, t in part])
                 new = {k: v for (_, k, _), v in zip(part, vecs)}
                 self.cache.put_many(new)
                 found.update(new)
