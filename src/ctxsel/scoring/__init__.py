@@ -10,22 +10,9 @@ import re
 from typing import Any
 
 from ctxsel.scoring.base import Scorer
+from ctxsel.specs import spec_value
 
 _SPEC = re.compile(r"^\s*(?P<name>[A-Za-z0-9_\-]+)\s*(?:\[(?P<kv>[^\[\]]*)\])?\s*$")
-
-
-def _value(v: str) -> Any:
-    v = v.strip()
-    if v.lower() in ("true", "false"):
-        return v.lower() == "true"
-    if v.lower() in ("none", "null"):
-        return None
-    for cast in (int, float):
-        try:
-            return cast(v)
-        except ValueError:
-            pass
-    return v
 
 
 def parse_scorer_spec(spec: str) -> tuple[str, dict[str, Any]]:
@@ -44,7 +31,7 @@ def parse_options(kv: str | None, where: str) -> dict[str, Any]:
         if "=" not in part:
             raise ValueError(f"bad option {part.strip()!r} in {where}: expected key=value")
         key, value = part.split("=", 1)
-        options[key.strip()] = _value(value)
+        options[key.strip()] = spec_value(value)
     return options
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxsel.inputs import MissingLLMError
+from ctxsel.specs import spec_value
 from ctxsel.selectors.base import Selector
 
 
@@ -71,24 +72,6 @@ def available_methods() -> dict[str, MethodInfo]:
 _SPEC = re.compile(r"^(?P<name>[A-Za-z0-9_\-]+)(?:@(?P<main>[^\[\]]+)|\[(?P<kv>[^\[\]]*)\])?$")
 
 
-def _coerce(value: str) -> Any:
-    v = value.strip()
-    low = v.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low in ("none", "null"):
-        return None
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmM])", v)
-    if m:
-        return int(float(m.group(1)) * (1000 if m.group(2) in "kK" else 1_000_000))
-    for cast in (int, float):
-        try:
-            return cast(v)
-        except ValueError:
-            pass
-    return v
-
-
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """``"top-k@5"`` -> ``("top-k", {"k": 5})``."""
     if not isinstance(spec, str):
@@ -110,13 +93,13 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     if m.group("main") is not None:
         if info.main_param is None:
             raise ValueError(f"method {name!r} takes no @value")
-        options[info.main_param] = _coerce(m.group("main"))
+        options[info.main_param] = spec_value(m.group("main"))
     elif m.group("kv"):
         for part in m.group("kv").split(","):
             if "=" not in part:
                 raise ValueError(f"bad option {part!r} in {spec!r}: expected key=value")
             key, value = part.split("=", 1)
-            options[key.strip()] = _coerce(value)
+            options[key.strip()] = spec_value(value)
     return name, options
 
 
