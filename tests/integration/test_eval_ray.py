@@ -81,16 +81,16 @@ def test_ray_engine_in_process_resume_and_reorder(tmp_path: Path, ray_session: A
     """BM25 scorer, a session opened by the caller (reused and left running), and a resumed run:
     rows come back in example order whatever order the actors finish in."""
     from ctxsel.datasets import load_dataset
-    from ctxsel.eval.ray_engine import LAST_RUN, RayOptions  # noqa: F401
-    from ctxsel.eval import ray_engine
+    from ctxsel.eval.ray_engine import RayOptions
     from ctxsel.eval.runner import evaluate
 
     examples = load_dataset("example")
     methods = METHODS.split(",")
+    runs: list[Any] = []
     evaluate(examples, methods, output_dir=tmp_path / "local", scorer="bm25", progress=False)
     evaluate(examples, methods, output_dir=tmp_path / "ray", scorer="bm25", progress=False, engine="ray",
-             ray_options=RayOptions(num_actors=3, cpus_per_actor=0.25))
-    assert ray_engine.LAST_RUN.started_cluster is False and ray_engine.LAST_RUN.num_actors == 3
+             ray_options=RayOptions(num_actors=3, cpus_per_actor=0.25), on_ray_run=runs.append)
+    assert len(runs) == 1 and runs[0].started_cluster is False and runs[0].num_actors == 3
     assert ray_session.is_initialized()
     assert_same_evaluation(tmp_path / "local", tmp_path / "ray")
     # drop the last 3 examples' rows and half of one example's methods, then resume on Ray

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from ctxsel.reader import Reader
-from ctxsel.selectors.context_picker.mining import (
+from ctxsel.train.picker_mining import (
     bm25_candidates,
     compare_with_supporting_facts,
     comparison_markdown,

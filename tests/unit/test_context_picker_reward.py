@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxsel.selectors.context_picker.reward import (
+from ctxsel.train.picker_reward import (
     INVALID_REWARD,
     STAGE1,
     STAGE2,

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ctxsel.scoring import get_scorer
-from ctxsel.selectors.context_picker.train import TRLPickerReward, picker_rows, score_reply, split_train_val
+from ctxsel.train.picker_trainer import TRLPickerReward, picker_rows, score_reply, split_train_val
 from ctxsel.types import Chunk, Example
 
 pytest.importorskip("trl")
@@ -60,7 +60,7 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
     from safetensors.torch import load_file
 
     from ctxsel import get_selector
-    from ctxsel.selectors.context_picker.train import (
+    from ctxsel.train.picker_trainer import (
         PickerTrainConfig,
         format_warmup,
         make_tiny_model,

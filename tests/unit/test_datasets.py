@@ -155,7 +155,7 @@ class TestGenericJSONL:
         assert [(c.id, c.text, c.doc_id, c.position) for c in ex1.chunks] == [
             ("c1", "Alpha.", "q1", 0), ("c2", "Beta.", "q1", 1),
         ]
-        assert (ex1.gold_ids, ex1.answers, ex1.options, ex1.meta) == (["c2"], ["Beta"], ["A", "B"], {"src": "x"})
+        assert (ex1.gold_ids, ex1.answers, ex1.choices, ex1.meta) == (["c2"], ["Beta"], ["A", "B"], {"src": "x"})
         assert [c.id for c in ex2.chunks] == ["0", "1"]
         assert ex2.answers == ["one"]
         assert ex2.gold_ids == []

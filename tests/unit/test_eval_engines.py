@@ -33,13 +33,15 @@ def test_local_engine_recorded_in_config(tmp_path: Path) -> None:
 def test_unpicklable_reader_needs_a_factory() -> None:
     pytest.importorskip("ray")
     from ctxsel.eval.ray_engine import run_on_ray
+    from ctxsel.eval.runner import _make_selector, example_rows
 
     class Reader:
         def __init__(self) -> None:
             self.lock = threading.Lock()
 
     with pytest.raises(ValueError, match="reader_factory"):
-        run_on_ray(_examples(), {}, None, None, reader=Reader())  # type: ignore[arg-type]
+        run_on_ray(_examples(), {}, None, None, reader=Reader(), make_selector=_make_selector,  # type: ignore[arg-type]
+                   rows=example_rows)
 
 
 def test_scorers_pickle_without_their_state(tmp_path: Path) -> None:

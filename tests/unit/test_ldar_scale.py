@@ -13,12 +13,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ctxsel import get_selector  # noqa: E402
-from ctxsel.rewards import LabelReward  # noqa: E402
+from ctxsel.train.ldar_rewards import LabelReward  # noqa: E402
 from ctxsel.selectors.ldar.band import band_ranks  # noqa: E402
 from ctxsel.selectors.ldar.checkpoint import load_policy, save_policy  # noqa: E402
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, summarize_scores  # noqa: E402
 from ctxsel.selectors.ldar.selector import LDAR  # noqa: E402
-from ctxsel.selectors.ldar.train import TrainConfig, Trainer, TrainItem  # noqa: E402
+from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem  # noqa: E402
 from ctxsel.types import Chunk, Example  # noqa: E402
 
 from test_ldar import SMALL, chunks  # noqa: E402

@@ -12,7 +12,7 @@ from test_sage import ScriptedLLM, kind_of
 
 from ctxsel.datasets import load_dataset
 from ctxsel.datasets.multiple_choice import load_marathon, load_novelqa, parse_choice, question_with_options
-from ctxsel.eval.judge import score_answer
+from ctxsel.judge import score_answer
 from ctxsel.eval.runner import evaluate
 from ctxsel.reader import Reader
 
@@ -24,7 +24,7 @@ def test_novelqa_layout_loads_options_in_letter_order_and_gold_letters() -> None
     exs = load_novelqa(NOVELQA)
     assert [e.id for e in exs] == ["B01/Q0001", "B01/Q0002", "B01/Q0003"]
     first = exs[0]
-    assert first.options == ["Jory", "Orla Brandt", "The fishermen", "The mayor"]
+    assert first.choices == ["Jory", "Orla Brandt", "The fishermen", "The mayor"]
     assert first.answers == ["B"] and first.meta["answer_index"] == 1 and first.meta["benchmark"] == "novelqa"
     assert first.meta["aspect"] == "character"
     assert len(first.chunks) == 7 and first.chunks[0].text == "THE KEEPER OF VELMORA" and first.chunks[0].doc_id == "B01"
@@ -36,7 +36,7 @@ def test_novelqa_layout_loads_options_in_letter_order_and_gold_letters() -> None
 def test_marathon_layout_takes_answers_as_text_or_letter() -> None:
     exs = load_dataset(f"marathon:{FIXTURES / 'marathon.jsonl'}")
     assert [e.answers for e in exs] == [["B"], ["C"]]
-    assert exs[1].options == ["six", "seven", "nine", "ten"] and exs[0].meta["type"] == "comprehension_and_reasoning"
+    assert exs[1].choices == ["six", "seven", "nine", "ten"] and exs[0].meta["type"] == "comprehension_and_reasoning"
     assert [c.text for c in exs[0].chunks][1] == "In Oslo she opened a workshop that sold blue bowls."
 
 

@@ -11,7 +11,7 @@ import ctxsel
 from ctxsel.selectors import _REGISTRY, available_methods, get_selector, parse_spec, register, split_specs
 from ctxsel.selectors.adaptive_k import AdaptiveK
 from ctxsel.selectors.autocut import Autocut
-from ctxsel.selectors.base import Cut, Selector
+from ctxsel.selectors.base import Cut, ScoreCutSelector
 from ctxsel.selectors.fixed import FullContext, ScoreThreshold, TopK, TopNTokens
 
 
@@ -164,7 +164,7 @@ def test_split_specs(specs: str, expected: list[str]) -> None:
     assert split_specs(specs) == expected
 
 
-class _KeepTwo(Selector):
+class _KeepTwo(ScoreCutSelector):
     name = "keep-two"
 
     def __init__(self, n: int = 2, **kw: object) -> None:

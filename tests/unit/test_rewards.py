@@ -9,7 +9,7 @@ import pytest
 
 from ctxsel.llm.base import Completion
 from ctxsel.reader import Reader
-from ctxsel.rewards import CostRegularized, LabelReward, LLMCorrectnessReward, band_key, describe_reward, fbeta, label_reward
+from ctxsel.train.ldar_rewards import CostRegularized, LabelReward, LLMCorrectnessReward, band_key, describe_reward, fbeta, label_reward
 from ctxsel.types import Chunk, Example, LLMUsage, Selection
 
 CHUNKS = [Chunk(f"c{i}", f"text {i}", position=i, n_tokens=10 * (i + 1)) for i in range(6)]

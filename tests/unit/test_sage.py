@@ -260,13 +260,13 @@ def test_counting_question_is_answered_by_enumeration_not_the_llm() -> None:
 
 def test_counting_multiple_choice_picks_the_nearest_number() -> None:
     sel = sage(counting_llm()).select("How many times is a keeper mentioned?", COUNT_DOC,
-                                      options=["Two", "4 times", "six", "10"])
+                                      choices=["Two", "4 times", "six", "10"])
     assert sel.meta["answer"] == "B. 4 times"  # |4-5| = |6-5|: the first wins
 
 
 def test_counting_with_no_numeric_option_explores_instead() -> None:
     llm = counting_llm("B")
-    sel = sage(llm, voter_num=3, n_perturb=0).select("How many keepers?", COUNT_DOC, options=["few", "many"])
+    sel = sage(llm, voter_num=3, n_perturb=0).select("How many keepers?", COUNT_DOC, choices=["few", "many"])
     assert sel.meta["route"] == "explore" and "no option holds a number" in sel.meta["failures"][0]
 
 
@@ -284,7 +284,7 @@ def test_voters_sample_with_distinct_seeds_and_the_majority_wins() -> None:
         return next(replies) if kw.get("temperature") else "A"
 
     llm = ScriptedLLM(respond)
-    sel = sage(llm, voter_num=5, n_perturb=0).select("Who?", DOC, options=["Orla", "Jory", "Velm"])
+    sel = sage(llm, voter_num=5, n_perturb=0).select("Who?", DOC, choices=["Orla", "Jory", "Velm"])
     assert sel.meta["answer"] == "B. Jory"
     votes = [kw for p, kw in llm.calls if kw.get("temperature")]
     assert [kw["seed"] for kw in votes] == [1, 2, 3, 4, 5] and all(kw["temperature"] == 0.8 for kw in votes)
@@ -302,7 +302,7 @@ def test_nonsense_llm_still_yields_an_answer_and_recorded_failures() -> None:
     assert sum("used the question's words" in f for f in fails) == 2
     assert sum("sufficiency verdict unreadable" in f for f in fails) == 2
     assert sel.trace[1]["keys_from"] == "question (fallback)" and "p1#s0" in sel.ids
-    mc = sage(llm, voter_num=3).select("Who?", DOC, options=["Orla", "Jory"])
+    mc = sage(llm, voter_num=3).select("Who?", DOC, choices=["Orla", "Jory"])
     assert mc.meta["answer"] == "A. Orla" and any("no voter named an option" in f for f in mc.meta["failures"])
 
 

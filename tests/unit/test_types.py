@@ -143,4 +143,4 @@ def test_example_defaults_are_independent() -> None:
     a = Example(id="a", question="q", chunks=[])
     b = Example(id="b", question="q", chunks=[])
     a.gold_ids.append("x")
-    assert b.gold_ids == [] and b.answers == [] and b.options == [] and b.meta == {}
+    assert b.gold_ids == [] and b.answers == [] and b.choices == [] and b.meta == {}

@@ -49,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def collect() -> dict[str, object]:
-    from ctxsel import __version__
+    from ctxsel._version import __version__
     from ctxsel.scoring.cache import default_cache_dir
     from ctxsel.scoring.dense import bundled_model_path
 

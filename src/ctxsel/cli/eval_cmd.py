@@ -88,11 +88,11 @@ def run(args: argparse.Namespace) -> int:
     methods = with_policy(split_specs(args.methods), args.policy)
     template = None
     if args.reader:
-        from ctxsel.eval.judge import is_aggregation
+        from ctxsel.judge import is_aggregation
 
         template = args.template
         if template == "auto":
-            template = ("multiple-choice" if examples[0].options
+            template = ("multiple-choice" if examples[0].choices
                         else "holobench-qa" if is_aggregation(examples[0]) else "factoid-qa")
         reader, judge = build_reader(args, template)
         if args.self_route_fallback_tokens:
@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
             cpus_per_actor=args.ray_cpus_per_actor, env_vars=env,
             reader_factory=functools.partial(build_reader, args, template) if args.reader else None,
         )
+    ray_runs: list[Any] = []  # what the Ray engine reports, when it runs
     summary = evaluate(
         examples,
         methods,
@@ -129,11 +130,9 @@ def run(args: argparse.Namespace) -> int:
         engine=args.engine,
         ray_options=ray_options,
         retry_errors=not args.no_retry_errors,
+        on_ray_run=ray_runs.append,
     )
-    if args.engine == "ray":
-        from ctxsel.eval import ray_engine
-
-        info = ray_engine.LAST_RUN
+    for info in ray_runs:
         if info.num_actors:
             how = "started a local cluster" if info.started_cluster else "used the running session"
             if args.ray_address or os.environ.get("RAY_ADDRESS"):
@@ -158,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
 
 def build_reader(args: argparse.Namespace, template: str) -> tuple[Any, Any]:
     """(reader, judge) from the --reader/--judge flags; module level so Ray workers can call it."""
-    from ctxsel.eval.judge import LLMJudge
+    from ctxsel.judge import LLMJudge
     from ctxsel.reader import Reader
 
     reader = Reader(make_llm(args), template)

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.datasets import load_dataset
     from ctxsel.eval.results import write_atomic
     from ctxsel.reader import Reader
-    from ctxsel.selectors.context_picker.mining import (
+    from ctxsel.train.picker_mining import (
         LLMJudgeAdapter,
         compare_with_supporting_facts,
         comparison_markdown,
@@ -64,13 +64,13 @@ def run(args: argparse.Namespace) -> int:
     judge = subem_judge
     judge_id = "subem"
     if args.judge:
-        from ctxsel.eval.judge import LLMJudge
+        from ctxsel.judge import LLMJudge
 
         judge = LLMJudgeAdapter(LLMJudge(make_llm(args, "judge")))
         judge_id = f"llm-judge:{judge.model_id}"
     augment = None
     if args.rewrites:
-        from ctxsel.selectors.context_picker.rewrite import rewrite_query
+        from ctxsel.train.picker_rewrite import rewrite_query
 
         def augment(rec: dict) -> dict:
             if not rec["kept"]:

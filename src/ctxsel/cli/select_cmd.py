@@ -40,6 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "are)")
     p.add_argument("--max-tokens", type=non_negative_int, default=None, metavar="N",
                    help="hard token budget (cl100k): the kept chunks never exceed it")
+    p.add_argument("--choice", action="append", dest="choices", default=None, metavar="TEXT",
+                   help="an answer option of a multiple-choice question (repeat per option; SAGE reads them)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (--json implies it)")
     add_scores_argument(p)
@@ -61,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     progress = not (args.json or args.no_progress)
     # given --scores, a scorer is needed only for a second hop (expansion re-scores the widened question)
     scorer = make_scorer(args, progress=progress, expand="") if scores is None or args.expand else None
-    sel = select(question, chunks, args.method, scores, scorer=scorer, expand=args.expand, **options)
+    sel = select(question, chunks, args.method, scores, scorer=scorer, expand=args.expand, choices=args.choices,
+                 **options)
     truncated = sel.meta.get("truncated")  # the scorer's TruncationWarning has told the user already
     if args.json:
         d = sel.to_dict()

@@ -98,11 +98,11 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.eval.report import markdown_table
     from ctxsel.eval.results import write_atomic
     from ctxsel.eval.runner import _scorer_id, evaluate
-    from ctxsel.rewards import CostRegularized, LabelReward, LLMCorrectnessReward, describe_reward
+    from ctxsel.train.ldar_rewards import CostRegularized, LabelReward, LLMCorrectnessReward, describe_reward
     from ctxsel.scoring import get_scorer
     from ctxsel.selectors import split_specs
     from ctxsel.selectors.ldar.policy import PolicyConfig
-    from ctxsel.selectors.ldar.train import TrainConfig, Trainer, TrainItem
+    from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem
 
     if args.reward == "llm" and not args.reader:
         raise ValueError("--reward llm needs a reader: --reader local (the bundled model) or --reader URL")
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     if args.reward == "label":
         reward = LabelReward(args.beta)
     else:
-        from ctxsel.eval.judge import LLMJudge, is_aggregation
+        from ctxsel.judge import LLMJudge, is_aggregation
         from ctxsel.reader import Reader
 
         template = args.template

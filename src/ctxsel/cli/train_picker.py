@@ -44,9 +44,9 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.datasets import load_dataset
     from ctxsel.datasets.splits import split_ids
     from ctxsel.eval.results import write_atomic
-    from ctxsel.selectors.context_picker.mining import read_mined
-    from ctxsel.selectors.context_picker.rewrite import split_records
-    from ctxsel.selectors.context_picker.train import PickerTrainConfig, picker_rows, split_train_val, train_picker
+    from ctxsel.train.picker_mining import read_mined
+    from ctxsel.train.picker_rewrite import split_records
+    from ctxsel.train.picker_trainer import PickerTrainConfig, picker_rows, split_train_val, train_picker
 
     if not args.mined:
         raise ValueError("ctxsel train picker needs --mined FILE.jsonl (from `ctxsel mine`)")

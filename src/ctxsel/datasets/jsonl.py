@@ -5,7 +5,7 @@ Generic, one example per line::
 
     {"id": "q1", "question": "...",
      "chunks": [{"id": "c1", "text": "..."}, ...]  # or "document": "..."
-     "gold_ids": ["c1"], "answers": ["..."], "options": [...]}
+     "gold_ids": ["c1"], "answers": ["..."], "choices": [...]}
 
 ``document`` is split into paragraphs (``chunking="..."`` picks another
 method). HELMET (Yen et al., 2025) RAG files hold ``question``, ``answers``
@@ -78,7 +78,7 @@ def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "pa
     if unknown:
         raise ValueError(f"{where}: gold ids not among the chunks: {unknown[:5]}")
     return Example(id=eid, question=obj["question"], chunks=chunks, gold_ids=gold,
-                   answers=_answers(obj), options=[str(o) for o in obj.get("options", [])],
+                   answers=_answers(obj), choices=[str(o) for o in obj.get("choices", obj.get("options", []))],
                    meta=obj.get("meta", {}))
 
 

@@ -1,6 +1,6 @@
 """Multiple-choice long-document QA: NovelQA and Marathon layouts.
 
-An Example holds the option texts in ``options`` (in letter order A, B, ...)
+An Example holds the option texts in ``choices`` (in letter order A, B, ...)
 and the gold letter in ``answers`` (``meta["answer_index"]`` has its index);
 the document is chunked into paragraphs like any other dataset. Answers are
 scored by accuracy: the option a reply names at its head (SAGE's Prompt 3
@@ -110,7 +110,7 @@ def make_example(qid: str, document: str, question: str, options: list[str], ans
     idx = _answer_index(answer, options, where)
     return Example(
         id=qid, question=question, chunks=chunk_text(document, "paragraphs", doc_id=doc_id),
-        answers=[] if idx is None else [LETTERS[idx]], options=options,
+        answers=[] if idx is None else [LETTERS[idx]], choices=options,
         meta={"benchmark": benchmark, "answer_index": idx, **(meta or {})},
     )
 
@@ -165,7 +165,7 @@ def score_choice(example: Example, prediction: str) -> float | None:
     gold = example.meta.get("answer_index")
     if gold is None:
         return None
-    return float(parse_choice(prediction, example.options) == gold)
+    return float(parse_choice(prediction, example.choices) == gold)
 
 
 __all__ = ["LETTERS", "format_options", "load_marathon", "load_novelqa", "parse_choice",

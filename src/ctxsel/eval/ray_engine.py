@@ -84,7 +84,6 @@ class RayRunInfo:
     address: str = ""
 
 
-LAST_RUN = RayRunInfo()
 
 
 def _import_ray() -> Any:
@@ -146,10 +145,10 @@ class EvalWorker:
         scorer: Scorer,
         reader_box: list[Any],
         done: Mapping[str, Sequence[str]],
+        make_selector: Callable[[str, Any], Any],
+        rows: Callable[..., Any],
     ) -> None:
         import ray
-
-        from ctxsel.eval.runner import _make_selector
 
         self.examples: list[Example] = ray.get(examples_box[0])
         factory, reader, judge = reader_box
@@ -157,17 +156,16 @@ class EvalWorker:
             reader, judge = factory()
         self.reader, self.judge = reader, judge
         self.scorer = scorer
-        self.selectors = {m: _make_selector(m, reader) for m in methods}
+        self.selectors = {m: make_selector(m, reader) for m in methods}
         self.done = {k: set(v) for k, v in done.items()}
+        self.rows = rows
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from ctxsel.eval.runner import example_rows
-
         idx = [int(i) for i in batch["id"]]
         out = []
         for i in idx:
             ex = self.examples[i]
-            rows = list(example_rows(ex, self.scorer, self.selectors, self.reader, self.judge,
+            rows = list(self.rows(ex, self.scorer, self.selectors, self.reader, self.judge,
                                      skip=lambda ex_id, m: m in self.done.get(ex_id, ())))
             out.append(json.dumps(rows, ensure_ascii=False))
         return {"idx": np.asarray(idx, dtype=np.int64), "rows": np.asarray(out, dtype=object)}
@@ -183,9 +181,14 @@ def run_on_ray(
     judge: Any = None,
     options: RayOptions | None = None,
     progress: bool = True,
+    make_selector: Callable[[str, Any], Any],
+    rows: Callable[..., Any],
 ) -> RayRunInfo:
-    """Evaluate ``todo`` on Ray; append every row to ``log`` in example order."""
-    global LAST_RUN
+    """Evaluate ``todo`` on Ray; append every row to ``log`` in example order; return what the run took.
+
+    ``make_selector(method, reader)`` and ``rows(example, scorer, selectors, reader, judge, skip=...)``
+    are the runner's (passed in, so this module does not import the runner that imports it): each
+    actor builds its selectors and writes the same rows the local engine writes."""
     options = options or RayOptions()
     if options.cpus_per_actor <= 0:
         raise ValueError(f"cpus_per_actor must be > 0, got {options.cpus_per_actor}")
@@ -218,6 +221,8 @@ def run_on_ray(
                 "scorer": scorer,
                 "reader_box": reader_box,
                 "done": done,
+                "make_selector": make_selector,
+                "rows": rows,
             },
             batch_size=options.batch_size,
             batch_format="numpy",
@@ -242,7 +247,6 @@ def run_on_ray(
     finally:
         if started:
             ray.shutdown()
-    LAST_RUN = info
     return info
 
 

@@ -44,19 +44,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ctxsel import __version__, metrics
+from ctxsel import metrics
+from ctxsel._version import __version__
 from ctxsel.datasets.multiple_choice import question_with_options
 from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, write_reports
 from ctxsel.eval.lock import OutputLock
 from ctxsel.eval.results import ResultLog, write_atomic
 from ctxsel.scoring import Scorer, get_scorer
-from ctxsel.eval.judge import LLMJudge, score_answer
+from ctxsel.judge import LLMJudge, score_answer
+from ctxsel.pipeline import Pipeline, Scored
 from ctxsel.reader import Reader
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
 from ctxsel.types import Example
 
 if TYPE_CHECKING:
-    from ctxsel.eval.ray_engine import RayOptions
+    from ctxsel.eval.ray_engine import RayOptions, RayRunInfo
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +107,7 @@ def evaluate(
     engine: str = "local",
     ray_options: RayOptions | None = None,
     retry_errors: bool = True,
+    on_ray_run: Callable[[RayRunInfo], None] | None = None,
 ) -> dict[str, Any]:
     """Run ``methods`` over ``examples``; return the per-method summary.
 
@@ -115,7 +118,8 @@ def evaluate(
     (``ctxsel.eval.ray_engine``; ``ray_options`` says where and how wide)
     and writes the same results, row for row, as the default ``"local"``.
     ``retry_errors``: on resume, run again the rows that ended in an error
-    (default), or keep them.
+    (default), or keep them. ``on_ray_run`` is called with the Ray engine's
+    :class:`~ctxsel.eval.ray_engine.RayRunInfo` (actors, CPUs, seconds) when it ran.
 
     ``rankings`` compares rankings side by side: label -> Scorer (an
     :class:`~ctxsel.expansion.ExpandingScorer` for an expanded one); every
@@ -173,7 +177,10 @@ def evaluate(
             if engine == "ray" and todo:
                 from ctxsel.eval.ray_engine import run_on_ray
 
-                run_on_ray(todo, selectors, sc, log, reader=reader, judge=judge, options=ray_options, progress=progress)
+                info = run_on_ray(todo, selectors, sc, log, reader=reader, judge=judge, options=ray_options,
+                                  progress=progress, make_selector=_make_selector, rows=example_rows)
+                if on_ray_run is not None:
+                    on_ray_run(info)
             else:
                 for ex in tqdm(todo, desc="eval", unit="q", disable=not progress):
                     for row in example_rows(ex, sc, selectors, reader, judge, skip=log.done):
@@ -200,13 +207,13 @@ class _Scored:
     def __init__(self, ex: Example, sc: Scorer) -> None:
         from ctxsel.expansion import ExpandingScorer
 
-        self.expanded = None
         if isinstance(sc, ExpandingScorer):
-            self.expanded = sc.score_expanded(ex.question, ex.chunks)
-            self.scores = np.asarray(self.expanded.scores, dtype=np.float64)
-            self.expansion = sc.expansion
+            expanded = sc.score_expanded(ex.question, ex.chunks)
+            self.scores = np.asarray(expanded.scores, dtype=np.float64)
+            self.scored = Scored(self.scores, expanded=expanded, expansion=sc.expansion)
         else:
             self.scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
+            self.scored = Scored(self.scores)
         ranking = [ex.chunks[i].id for i in np.argsort(-self.scores, kind="stable")]
         self.true_k = metrics.true_k(ranking, ex.gold_ids)
 
@@ -239,21 +246,15 @@ def example_rows(
         if isinstance(got, BaseException):
             yield _error_row(ex, m, "score", got, full_tokens, None, time.perf_counter() - t0)
             continue
-        scores, true_k = got.scores, got.true_k
+        true_k = got.true_k
         t0 = time.perf_counter()
-        extra: dict[str, Any] = {"options": ex.options} if ex.options and selector.takes_options else {}
-        if getattr(selector, "takes_gold_ids", False):
-            extra["gold_ids"] = list(ex.gold_ids)
-        try:
-            sel = selector.select(ex.question, ex.chunks, scores, **extra)
+        try:  # the example's shared scores: the pipeline scores nothing again
+            sel = Pipeline(selector).select(ex.question, ex.chunks, scored=got.scored, choices=ex.choices,
+                                            gold_ids=ex.gold_ids)
         except Exception as e:  # one example's failure is its row's error, not the run's end
             yield _error_row(ex, m, "select", e, full_tokens, true_k, time.perf_counter() - t0)
             continue
         latency = time.perf_counter() - t0
-        if got.expanded is not None:
-            from ctxsel.expansion import annotate
-
-            annotate(sel, ex.chunks, got.expanded, got.expansion)
         row = _row(ex, m, sel, true_k, full_tokens, latency)
         if reader is not None:
             try:
@@ -293,7 +294,7 @@ def _make_selector(method: str, reader: Reader | None) -> Any:
 
 
 def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_s: float) -> dict[str, Any]:
-    ans = reader.answer(question_with_options(ex.question, ex.options), sel)
+    ans = reader.answer(question_with_options(ex.question, ex.choices), sel)
     scored = score_answer(ex, ans.text, judge)
     cut = ans.meta.get("cut")
     return {

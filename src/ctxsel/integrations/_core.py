@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ctxsel.inputs import check_chunk_sequence, check_question
-from ctxsel.scoring.base import Scorer, score_with_notes
+from ctxsel.pipeline import Pipeline
+from ctxsel.scoring.base import Scorer
 from ctxsel.selectors import get_selector
 from ctxsel.selectors.base import Selector
 from ctxsel.types import Chunk, Selection
@@ -119,6 +120,7 @@ class Outcome:
             ],
             "allow_empty_fallback": self.fell_back,
             **({"truncated": sel.meta["truncated"]} if "truncated" in sel.meta else {}),
+            **({"answer": sel.meta["answer"]} if sel.meta.get("answer") is not None else {}),  # SAGE, Self-Route
             "usage": {"calls": sel.usage.calls, "tokens_in": sel.usage.tokens_in, "tokens_out": sel.usage.tokens_out},
         }
 
@@ -160,13 +162,15 @@ def select_positions(
     *,
     scores: Sequence[float] | None = None,
     allow_empty: bool = False,
+    choices: Sequence[str] | None = None,
 ) -> Outcome:
     """Run ``selector`` over ``texts`` for ``query``.
 
     ``scores`` (one per text) are used as given; without them a score-based
     selector scores with ``scorer``. With ``allow_empty=False`` a non-empty
     input always keeps at least its best-ranked text, even where the method
-    (or a ``max_tokens`` budget) would keep none.
+    (or a ``max_tokens`` budget) would keep none. ``choices`` are a
+    multiple-choice question's answer options (SAGE reads them).
     """
     check_question(query)
     check_chunk_sequence(texts, "documents")
@@ -175,7 +179,6 @@ def select_positions(
     n = len(chunks)
     scores_from = "input"
     arr: np.ndarray | None = None
-    notes: dict[str, Any] = {}
     if scores is not None:
         arr = np.asarray(list(scores), dtype=np.float64)
         if arr.shape != (n,):
@@ -183,15 +186,23 @@ def select_positions(
     elif selector.needs_scores and n:
         if scorer is None:
             raise ValueError(f"method {selector.name!r} needs scores: give a scorer or documents with scores")
-        raw, notes = score_with_notes(scorer, query, chunks)  # notes: text the model's window cut
-        arr = np.asarray(raw, dtype=np.float64)
         scores_from = f"scorer:{getattr(scorer, 'name', type(scorer).__name__)}"
     elif not selector.needs_scores:
         scores_from = "none"
-    sel = selector.select(query, chunks, arr)
-    sel.meta.update(notes)
-    kept = [int(i) for i in sel.ids]
-    kept_scores: list[float | None] = list(sel.scores)
+    pipeline = Pipeline(selector, scorer)
+    scored = pipeline.score(query, chunks, arr)  # notes: text the model's window cut
+    if scored.scores is not None and n:
+        arr = np.asarray(scored.scores, dtype=np.float64)
+    sel = pipeline.select(query, chunks, scored=scored, choices=choices)
+    # a method that selects parts of the inputs (SAGE's sentences) names each part's input in meta["parent"]:
+    # the framework gets those inputs back, once each, in the order their first part was kept
+    kept: list[int] = []
+    kept_scores: list[float | None] = []
+    for c, score in zip(sel.chunks, sel.scores):
+        i = int(c.meta.get("parent", c.id))
+        if i not in kept:
+            kept.append(i)
+            kept_scores.append(score)
     fell_back = False
     if n and not kept and not allow_empty:
         best = _best_position(arr)

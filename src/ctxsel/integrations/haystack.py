@@ -56,6 +56,7 @@ class CtxselSelector:
     :param use_document_scores: rank by the Documents' own ``score`` (a retriever's) when every
         Document has one; otherwise all are rescored with ``scorer``.
     :param allow_empty: False (default) keeps at least the best-ranked Document of a non-empty input.
+    :param llm: a ctxsel LLM client, for methods that call one (SAGE, Context-Picker); not serialised.
     """
 
     def __init__(
@@ -66,6 +67,7 @@ class CtxselSelector:
         scorer_options: dict[str, Any] | None = None,
         use_document_scores: bool = False,
         allow_empty: bool = False,
+        llm: Any = None,
     ) -> None:
         self.method = method
         self.selector_options = dict(selector_options or {})
@@ -73,7 +75,8 @@ class CtxselSelector:
         self.scorer_options = dict(scorer_options or {})
         self.use_document_scores = use_document_scores
         self.allow_empty = allow_empty
-        make_selector(method, self.selector_options)  # a bad spec fails here, not at the first run
+        self.llm = llm
+        make_selector(method, self.selector_options, llm)  # a bad spec fails here, not at the first run
         self._scorer: Scorer | None = None
 
     def warm_up(self) -> None:
@@ -110,14 +113,15 @@ class CtxselSelector:
         selector_options: dict[str, Any] | None = None,
         use_document_scores: bool | None = None,
         allow_empty: bool | None = None,
+        choices: list[str] | None = None,
     ) -> dict[str, Any]:
         """Select from ``documents`` for ``query``; the other arguments override the init settings
-        for this run only. ``selector_options``, when given, replaces the init ones; when not, the
+        for this run only; ``choices`` are a multiple-choice question's answer options (SAGE reads them). ``selector_options``, when given, replaces the init ones; when not, the
         init ones go to a per-run ``method`` too (so pass ``{}`` to drop options it does not take)."""
         check_documents(documents, "haystack Document")
         options = self.selector_options if selector_options is None else selector_options
         try:
-            selector: Selector = make_selector(method or self.method, options)
+            selector: Selector = make_selector(method or self.method, options, self.llm)
         except ValueError as e:
             if method is None or selector_options is not None or not options:
                 raise
@@ -133,7 +137,8 @@ class CtxselSelector:
             self.warm_up()
             scorer = self._scorer
         out = select_positions(
-            query, [d.content or "" for d in documents], selector, scorer, scores=scores, allow_empty=empty_ok
+            query, [d.content or "" for d in documents], selector, scorer, scores=scores, allow_empty=empty_ok,
+            choices=choices,
         )
         kept = []
         for i, meta in zip(out.kept, out.metadata):

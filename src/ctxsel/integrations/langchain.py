@@ -65,6 +65,8 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
     score_key: str | None = None
     allow_empty: bool = False
     llm: Any = None
+    #: a multiple-choice question's answer options (SAGE reads them; its answer is in the report)
+    choices: list[str] | None = None
 
     _selector: Selector | None = PrivateAttr(default=None)
     _scorer: Scorer | None = PrivateAttr(default=None)
@@ -85,7 +87,8 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
             scores = given_scores([d.metadata.get(self.score_key) for d in docs])
         scorer = self._get_scorer() if scores is None and selector.needs_scores and docs else None
         out = select_positions(
-            query, [d.page_content for d in docs], selector, scorer, scores=scores, allow_empty=self.allow_empty
+            query, [d.page_content for d in docs], selector, scorer, scores=scores, allow_empty=self.allow_empty,
+            choices=self.choices,
         )
         kept = [
             Document(page_content=docs[i].page_content, metadata={**docs[i].metadata, **meta}, id=docs[i].id)

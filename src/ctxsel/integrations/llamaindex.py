@@ -59,6 +59,8 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
     use_node_scores: bool = Field(default=False, description="rank by the retriever's scores when every node has one")
     allow_empty: bool = Field(default=False, description="allow an empty result for a non-empty input")
     llm: Any = Field(default=None, exclude=True, description="ctxsel LLM client for methods that call one")
+    choices: list[str] | None = Field(
+        default=None, description="a multiple-choice question's answer options (SAGE reads them)")
 
     _selector: Selector | None = PrivateAttr(default=None)
     _scorer: Scorer | None = PrivateAttr(default=None)
@@ -87,7 +89,8 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
         scorer = self._get_scorer() if scores is None and selector.needs_scores else None
         texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
         out: Outcome = select_positions(
-            query_bundle.query_str, texts, selector, scorer, scores=scores, allow_empty=self.allow_empty
+            query_bundle.query_str, texts, selector, scorer, scores=scores, allow_empty=self.allow_empty,
+            choices=self.choices,
         )
         self._last_report = out.report()
         kept = []

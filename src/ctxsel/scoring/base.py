@@ -27,3 +27,29 @@ def score_with_notes(scorer: Scorer, question: str, chunks: Sequence[Chunk]) -> 
         return np.asarray(scorer.score(question, chunks)), {}
     scores, notes = detailed(question, chunks)
     return np.asarray(scores), dict(notes)
+
+
+def cosine_scores(query_embedding: Sequence[float], embeddings: Sequence[Sequence[float]]) -> np.ndarray:
+    """Cosine similarity of each of ``embeddings`` (one row per chunk) to ``query_embedding``, both
+    L2-normalised; a zero chunk vector scores 0. Ragged rows, a dimension mismatch, NaN or a zero
+    query vector are errors that say which."""
+    q = np.asarray(query_embedding, dtype=np.float32)
+    try:
+        emb = np.asarray(embeddings, dtype=np.float32)
+    except ValueError:
+        raise ValueError("every embedding must have the same dimension") from None
+    n = len(embeddings)
+    if n and (emb.ndim != 2 or emb.shape[1] != q.shape[0]):
+        raise ValueError(
+            f"embeddings have dimension {emb.shape[-1] if emb.ndim == 2 else '?'} but query_embedding has {q.shape[0]}"
+        )
+    if not n:
+        return np.zeros(0)
+    if not (np.isfinite(emb).all() and np.isfinite(q).all()):
+        raise ValueError("embeddings contain NaN or infinite values")
+    qn = float(np.linalg.norm(q))
+    if qn == 0.0:
+        raise ValueError("query_embedding is all zeros: cosine similarity is undefined")
+    norms = np.linalg.norm(emb, axis=1)
+    norms[norms == 0] = 1.0  # a zero chunk vector scores 0
+    return (emb @ (q / qn)) / norms  # type: ignore[no-any-return]

@@ -22,22 +22,33 @@ from typing import Any
 
 from ctxsel.inputs import MissingLLMError
 from ctxsel.specs import spec_value
-from ctxsel.selectors.base import Selector
+from ctxsel.selectors.base import ScoreCutSelector, Selector
 
 
 @dataclass(frozen=True)
 class MethodInfo:
     name: str
-    target: str  # "module:Class"
+    target: str | type[Selector]  # "module:Class" (imported when first used), or the class itself
     main_param: str | None
     summary: str
 
 
 _REGISTRY: dict[str, MethodInfo] = {}
+_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 
 
-def register(name: str, target: str, main_param: str | None, summary: str) -> None:
-    """Add a method (plugins and later methods call this)."""
+def register(name: str, target: str | type[Selector], main_param: str | None = None, summary: str = "") -> None:
+    """Add a method: one line, from inside the package or outside it.
+
+    ``target`` is ``"module:Class"`` (the built-ins use this, so listing methods
+    imports nothing heavy) or a :class:`Selector` subclass. ``main_param`` is
+    the option ``NAME@VALUE`` sets. A registered method works everywhere a name
+    does: ``ctxsel.select``, ``ctxsel select/eval --method(s)``, the service.
+    """
+    if not _NAME.match(name):
+        raise ValueError(f"method name {name!r} must be letters, digits, '-' or '_'")
+    if not isinstance(target, str) and not (isinstance(target, type) and issubclass(target, Selector)):
+        raise TypeError(f"register({name!r}, ...): target must be 'module:Class' or a Selector subclass, got {target!r}")
     _REGISTRY[name] = MethodInfo(name, target, main_param, summary)
 
 
@@ -124,8 +135,10 @@ def split_specs(specs: str) -> list[str]:
 
 def get_selector_class(name: str) -> type[Selector]:
     """The class behind a registered method name (imports its module)."""
-    info = _REGISTRY[name]
-    module_name, cls_name = info.target.split(":")
+    target = _REGISTRY[name].target
+    if not isinstance(target, str):
+        return target
+    module_name, cls_name = target.split(":")
     return getattr(importlib.import_module(module_name), cls_name)  # type: ignore[no-any-return]
 
 
@@ -179,6 +192,6 @@ def unknown_option_message(name: str, cls: type[Selector], option: str) -> str:
     return f"bad options for method {name!r}: no option {option!r}{hint}; its options are: {', '.join(valid)}"
 
 __all__ = [
-    "Selector", "available_methods", "get_selector", "get_selector_class", "option_names", "parse_spec", "register",
+    "ScoreCutSelector", "Selector", "available_methods", "get_selector", "get_selector_class", "option_names", "parse_spec", "register",
     "split_specs",
 ]

@@ -35,7 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ctxsel.selectors._fastcut import SMALL_N, RankView, largest_gap
-from ctxsel.selectors.base import Cut, Selector, as_int
+from ctxsel.selectors.base import Cut, ScoreCutSelector, as_int
 
 Strategy = Literal["largest_gap", "moving_avg", "2diff_spike"]
 STRATEGIES: tuple[str, ...] = ("largest_gap", "moving_avg", "2diff_spike")
@@ -94,7 +94,7 @@ def second_diff_spike_index(
     return (None if i is None else i + head), True
 
 
-class AdaptiveK(Selector):
+class AdaptiveK(ScoreCutSelector):
     """Keep the ranks up to the largest similarity drop, plus ``buffer``."""
 
     name = "adaptive-k"

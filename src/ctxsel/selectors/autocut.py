@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ctxsel.selectors._fastcut import SMALL_N, RankView
-from ctxsel.selectors.base import Cut, Selector, as_int
+from ctxsel.selectors.base import Cut, ScoreCutSelector, as_int
 
 
 def autocut_k(sorted_scores: np.ndarray, jumps: int = 1) -> int:
@@ -49,7 +49,7 @@ def autocut_k_prefix(top_values: np.ndarray, n: int, span: float, jumps: int = 1
     return int(inner[jumps - 1]) if len(inner) >= jumps else None
 
 
-class Autocut(Selector):
+class Autocut(ScoreCutSelector):
     name = "autocut"
 
     def __init__(self, jumps: int = 1, **kw: Any) -> None:

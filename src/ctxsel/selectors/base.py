@@ -1,9 +1,16 @@
-"""The Selector contract and the rules every selector shares.
+"""The Selector contract, and the rules every score-based selector shares.
 
-A score-based selector only decides *how many* of the ranked chunks to keep
-(``_cut``); ranking, score validation, ``min_k``, the hard ``max_tokens``
-budget and building the Selection happen here once, so every method obeys
-the same conventions:
+Every method is a :class:`Selector`: ``select(question, chunks, scores=None, *,
+choices=None) -> Selection``, plus a few class-level facts callers read before
+calling it (``needs_scores``, ``needs_llm``, ``takes_gold_ids``). An LLM or
+policy method (SAGE, Context-Picker, Self-Route) implements ``select`` directly.
+
+A score-based method subclasses :class:`ScoreCutSelector` and only decides
+*how many* of the ranked chunks to keep (``_cut``); ranking, score validation,
+``min_k``, the hard ``max_tokens`` budget and building the Selection happen
+here once (in :class:`RankingSelector`; a method that keeps something other
+than a prefix of the ranking, as LDAR's band, overrides ``decide`` there), so
+every method obeys the same conventions:
 
 - ranking: score descending, ties broken by original position (stable);
 - NaN / +-inf scores: ``nan_policy="raise"`` (default) raises a ValueError
@@ -44,17 +51,45 @@ class Cut:
 
 
 class Selector(ABC):
-    """``select(question, chunks, scores=None) -> Selection``."""
+    """What every method is: ``select(question, chunks, scores=None, *, choices=None) -> Selection``.
+
+    An ABC rather than a ``typing.Protocol`` so the class-level facts below have
+    defaults a new method need not repeat, and a registry can check with
+    ``issubclass`` that what it is given is a method at all.
+    """
 
     name: ClassVar[str]
+    #: False for methods that read no similarity scores (callers then skip scoring).
     needs_scores: ClassVar[bool] = True
     #: True for methods that call an LLM while selecting (they take ``llm=``).
     needs_llm: ClassVar[bool] = False
-    #: True for methods whose select() takes ``options=`` (multiple-choice questions).
-    takes_options: ClassVar[bool] = False
     #: True for reference methods whose select() takes ``gold_ids=`` (the oracle);
     #: the eval runner passes ``Example.gold_ids`` to these and to no other.
     takes_gold_ids: ClassVar[bool] = False
+
+    @abstractmethod
+    def select(
+        self,
+        question: str,
+        chunks: Sequence[Chunk | str],
+        scores: Sequence[float] | np.ndarray | None = None,
+        *,
+        choices: Sequence[str] | None = None,
+    ) -> Selection:
+        """The chunks to read for ``question``. ``choices`` are a multiple-choice question's
+        answer options, for methods that read them (SAGE); the others ignore them."""
+
+    def config(self) -> dict[str, Any]:
+        """The parameters that change the result (recorded in every Selection)."""
+        return {}
+
+
+class CommonOptions:
+    """``min_k``, ``max_tokens`` and ``nan_policy``: checked once, recorded in ``config()``.
+
+    Every built-in method takes them, so one spec grammar fits all; the ranking
+    selectors apply them, the LLM methods pass them on or record them.
+    """
 
     def __init__(
         self,
@@ -74,61 +109,26 @@ class Selector(ABC):
         self.max_tokens = max_tokens
         self.nan_policy = nan_policy
 
-    # -- what subclasses provide ------------------------------------------------
-
-    @abstractmethod
-    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
-        """Decide k from finite scores sorted descending (len >= 1) and the
-        token counts of the chunks in the same order."""
-
     def config(self) -> dict[str, Any]:
-        """The parameters that change the result (recorded in every Selection)."""
         return {"min_k": self.min_k, "max_tokens": self.max_tokens, "nan_policy": self.nan_policy}
 
-    # -- the shared pipeline ----------------------------------------------------
 
-    def _fast_cut(self, view: RankView, n_tokens: np.ndarray) -> Cut:
-        """The cut from a :class:`RankView` (at least one finite score). The default
-        ranks everything and calls :meth:`_cut`; the built-in methods override it
-        with paths that never sort all N scores."""
-        ranked = view.order()[: view.n_finite]
-        return self._cut(view.scores[ranked], n_tokens[ranked])
+class RankingSelector(CommonOptions, Selector):
+    """A method that keeps part of the ranking by score: it provides :meth:`decide`."""
 
+    @abstractmethod
     def decide(self, scores: np.ndarray, n_tokens: np.ndarray) -> Decision:
-        """Rank and cut using arrays only: the whole method, minus Chunk objects.
-
-        Only the kept prefix of the ranking is computed; ``Decision.order``
-        (the full ranking) is built when first read.
-        """
-        n = len(scores)
-        if n == 0:
-            order, _ = rank(scores, self.nan_policy)
-            return Decision(order, 0, "empty context: nothing to select", {})
-        if n <= SMALL_N:  # the full stable argsort is as cheap as anything at this size
-            order, n_finite = rank(scores, self.nan_policy)
-            sorted_tokens = n_tokens[order]
-            if n_finite == 0:
-                cut = Cut(0, "no finite scores: nothing ranked")
-            else:
-                cut = self._cut(scores[order[:n_finite]], sorted_tokens[:n_finite])
-            k, explanation = self._apply_limits(cut.k, cut.explanation, sorted_tokens, n)
-            return Decision(order, k, explanation, cut.meta or {})
-        view = RankView(scores, self.nan_policy)
-        if view.n_finite == 0:
-            cut = Cut(0, "no finite scores: nothing ranked")
-        else:
-            cut = self._fast_cut(view, n_tokens)
-        # the prefix _apply_limits reads: the cut, raised to min_k
-        top = view.top(max(0, min(int(cut.k), n), min(self.min_k, n)))
-        k, explanation = self._apply_limits(cut.k, cut.explanation, n_tokens[top], n)
-        return Decision(view, k, explanation, cut.meta or {}, top=top[:k])
+        """The ranking and how many of it to keep, from arrays only."""
 
     def select(
         self,
         question: str,
         chunks: Sequence[Chunk | str],
         scores: Sequence[float] | np.ndarray | None = None,
+        *,
+        choices: Sequence[str] | None = None,
     ) -> Selection:
+        del choices  # a ranking has no use for answer options
         check_question(question)  # score-based selectors only read scores, but an empty question is a mistake
         chunk_list = as_chunks(chunks)
         n = len(chunk_list)
@@ -174,6 +174,56 @@ class Selector(ABC):
                 explanation += f"; cut to {fit} by max_tokens={self.max_tokens}"
                 k = fit
         return k, explanation
+
+
+class ScoreCutSelector(RankingSelector):
+    """A method that keeps the top ``k`` of the ranking: it provides :meth:`_cut` (and may
+    provide a faster :meth:`_fast_cut`); one file and one registration line make a method."""
+
+    # -- what subclasses provide ------------------------------------------------
+
+    @abstractmethod
+    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
+        """Decide k from finite scores sorted descending (len >= 1) and the
+        token counts of the chunks in the same order."""
+
+    # -- the shared pipeline ----------------------------------------------------
+
+    def _fast_cut(self, view: RankView, n_tokens: np.ndarray) -> Cut:
+        """The cut from a :class:`RankView` (at least one finite score). The default
+        ranks everything and calls :meth:`_cut`; the built-in methods override it
+        with paths that never sort all N scores."""
+        ranked = view.order()[: view.n_finite]
+        return self._cut(view.scores[ranked], n_tokens[ranked])
+
+    def decide(self, scores: np.ndarray, n_tokens: np.ndarray) -> Decision:
+        """Rank and cut using arrays only: the whole method, minus Chunk objects.
+
+        Only the kept prefix of the ranking is computed; ``Decision.order``
+        (the full ranking) is built when first read.
+        """
+        n = len(scores)
+        if n == 0:
+            order, _ = rank(scores, self.nan_policy)
+            return Decision(order, 0, "empty context: nothing to select", {})
+        if n <= SMALL_N:  # the full stable argsort is as cheap as anything at this size
+            order, n_finite = rank(scores, self.nan_policy)
+            sorted_tokens = n_tokens[order]
+            if n_finite == 0:
+                cut = Cut(0, "no finite scores: nothing ranked")
+            else:
+                cut = self._cut(scores[order[:n_finite]], sorted_tokens[:n_finite])
+            k, explanation = self._apply_limits(cut.k, cut.explanation, sorted_tokens, n)
+            return Decision(order, k, explanation, cut.meta or {})
+        view = RankView(scores, self.nan_policy)
+        if view.n_finite == 0:
+            cut = Cut(0, "no finite scores: nothing ranked")
+        else:
+            cut = self._fast_cut(view, n_tokens)
+        # the prefix _apply_limits reads: the cut, raised to min_k
+        top = view.top(max(0, min(int(cut.k), n), min(self.min_k, n)))
+        k, explanation = self._apply_limits(cut.k, cut.explanation, n_tokens[top], n)
+        return Decision(view, k, explanation, cut.meta or {}, top=top[:k])
 
 
 class Decision:

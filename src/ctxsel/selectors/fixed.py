@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from ctxsel.selectors._fastcut import RankView
-from ctxsel.selectors.base import Cut, Decision, Selector, as_float, as_int, rank
+from ctxsel.selectors.base import Cut, Decision, ScoreCutSelector, as_float, as_int, rank
 
 
-class TopK(Selector):
+class TopK(ScoreCutSelector):
     """The k highest-scoring chunks."""
 
     name = "top-k"
@@ -37,7 +37,7 @@ class TopK(Selector):
         return Cut(k, f"fixed top-{self.k}: kept {k} of {n}")
 
 
-class TopNTokens(Selector):
+class TopNTokens(ScoreCutSelector):
     """The longest prefix of the ranking whose tokens fit in ``n_tokens``.
 
     Unlike ``max_tokens`` (a hard cap every selector honours), this is the
@@ -83,7 +83,7 @@ class TopNTokens(Selector):
         return Cut(k, f"fixed {self.n_tokens} tokens: {k} chunks, {used} tokens")
 
 
-class FullContext(Selector):
+class FullContext(ScoreCutSelector):
     """Everything, ranked by score when scores are given (else in input order)."""
 
     name = "full"
@@ -98,11 +98,11 @@ class FullContext(Selector):
         k, explanation = self._apply_limits(n, f"full context: all {n} chunks", n_tokens[order], n)
         return Decision(order, k, explanation, {})
 
-    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:  # pragma: no cover
+    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:  # pragma: no cover - decide() keeps all
         return Cut(len(sorted_scores), "full context")
 
 
-class ScoreThreshold(Selector):
+class ScoreThreshold(ScoreCutSelector):
     """Every chunk whose score is at least ``threshold``."""
 
     name = "threshold"

@@ -33,21 +33,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ctxsel.inputs import check_question
-from ctxsel.selectors.base import Cut, Selector, _as_float
+from ctxsel.selectors.base import Selector, _as_float
 from ctxsel.types import Chunk, Selection, as_chunks
 
 
 class _Reference(Selector):
     needs_scores = False
-
-    def __init__(self) -> None:
-        super().__init__(min_k=0)
-
-    def config(self) -> dict[str, Any]:
-        return {}
-
-    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:  # pragma: no cover
-        raise NotImplementedError(f"{self.name} does not cut a ranking; call select()")
 
 
 class ClosedBook(_Reference):
@@ -60,8 +51,10 @@ class ClosedBook(_Reference):
         question: str,
         chunks: Sequence[Chunk | str],
         scores: Sequence[float] | np.ndarray | None = None,
+        *,
+        choices: Sequence[str] | None = None,
     ) -> Selection:
-        del scores
+        del scores, choices
         check_question(question)
         n = len(as_chunks(chunks))
         return Selection(ids=[], scores=[], chunks=[], method=self.name, config=self.config(),
@@ -80,8 +73,11 @@ class Oracle(_Reference):
         question: str,
         chunks: Sequence[Chunk | str],
         scores: Sequence[float] | np.ndarray | None = None,
+        *,
+        choices: Sequence[str] | None = None,
         gold_ids: Sequence[str] | None = None,
     ) -> Selection:
+        del choices
         check_question(question)
         chunk_list = as_chunks(chunks)
         gold = list(dict.fromkeys(gold_ids or []))

@@ -45,7 +45,7 @@ from ctxsel.llm.base import LLMClient
 from ctxsel.llm.constrain import ReplyFormatError, answer_format
 from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, get_template
 from ctxsel.reader import Reader, clean_answer, fit_to_window, for_template
-from ctxsel.selectors.base import Cut, Selector
+from ctxsel.selectors.base import CommonOptions, Selector
 from ctxsel.selectors.fixed import FullContext, TopNTokens
 from ctxsel.types import Chunk, Selection
 
@@ -54,7 +54,7 @@ MAX_ROUTE_ANSWER_CHARS = 128
 ROUTE_FORMAT = answer_format("self_route", max_chars=MAX_ROUTE_ANSWER_CHARS)
 
 
-class SelfRoute(Selector):
+class SelfRoute(CommonOptions, Selector):
     name = "self-route"
     needs_llm = True
 
@@ -97,12 +97,12 @@ class SelfRoute(Selector):
             **super().config(),
         }
 
-    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:  # pragma: no cover
-        raise NotImplementedError("self-route decides with the LLM; call select()")
-
     def select(
-        self, question: str, chunks: Sequence[Chunk | str], scores: Sequence[float] | np.ndarray | None = None
+        self, question: str, chunks: Sequence[Chunk | str], scores: Sequence[float] | np.ndarray | None = None,
+        *, choices: Sequence[str] | None = None,
     ) -> Selection:
+        """Route, then read. ``choices`` are not read: the paper's route prompt is for open questions."""
+        del choices
         t0 = time.perf_counter()
         rag = self.retrieve.select(question, chunks, scores)
         if not rag.chunks:

@@ -31,9 +31,12 @@ from fastapi.security import HTTPBearer
 from pydantic_core import from_json
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ctxsel import __version__
+from ctxsel._version import __version__
 from ctxsel.chunking import chunk_text
+from ctxsel.datasets.multiple_choice import question_with_options
 from ctxsel.llm.base import LLMError
+from ctxsel.pipeline import Pipeline
+from ctxsel.scoring.base import cosine_scores
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
 from ctxsel.service.cancel import CancellableLLM, Cancelled, CancelToken, score_in_batches
 from ctxsel.service.middleware import (
@@ -275,83 +278,26 @@ class Service:
         llm = None if self.settings.reader is None else CancellableLLM(self.settings.reader, token)
         return get_selector(req.method, llm=llm, **options)
 
-    def scores(
-        self, req: SelectRequest, chunks: list[Chunk], selector: Any, token: CancelToken
-    ) -> tuple[Any, dict[str, Any]]:
-        """The request's relevance scores (None: the method needs none), and the server scorer's
-        notes for ``Selection.meta`` (``truncated``: text the dense model's window cut)."""
-        n = len(chunks)
+    def given_scores(self, req: SelectRequest, n: int) -> np.ndarray | None:
+        """The request's own relevance: ``scores``, or cosine similarity of its ``embeddings``;
+        None when it brings neither (the server's scorer then scores, if the method needs it)."""
         if req.scores is not None:
             if len(req.scores) != n:
                 raise ValueError(f"got {len(req.scores)} scores for {n} chunks; they must match")
-            return np.asarray(req.scores, dtype=np.float64), {}
+            return np.asarray(req.scores, dtype=np.float64)
         if req.embeddings is not None:
             if len(req.embeddings) != n:
                 raise ValueError(f"got {len(req.embeddings)} embeddings for {n} chunks; they must match")
-            q = np.asarray(req.query_embedding, dtype=np.float32)
-            try:
-                emb = np.asarray(req.embeddings, dtype=np.float32)
-            except ValueError:
-                raise ValueError("every embedding must have the same dimension") from None
-            if n and (emb.ndim != 2 or emb.shape[1] != q.shape[0]):
-                raise ValueError(
-                    f"embeddings have dimension {emb.shape[-1] if emb.ndim == 2 else '?'} but query_embedding has {q.shape[0]}"
-                )
-            if not n:
-                return np.zeros(0), {}
-            if not (np.isfinite(emb).all() and np.isfinite(q).all()):
-                raise ValueError("embeddings contain NaN or infinite values")
-            qn = float(np.linalg.norm(q))
-            if qn == 0.0:
-                raise ValueError("query_embedding is all zeros: cosine similarity is undefined")
-            norms = np.linalg.norm(emb, axis=1)
-            norms[norms == 0] = 1.0  # a zero chunk vector scores 0
-            return (emb @ (q / qn)) / norms, {}
-        if not selector.needs_scores or not chunks:
-            return None, {}
-        token.acquire(self._scorer_lock)  # gives up at the deadline instead of queueing past it
-        scorer = self.scorer()
-        try:
-            return score_in_batches(scorer, req.question, chunks, token)
-        finally:
-            if getattr(scorer, "rows_in_memory", 0) > self.max_rows_in_memory:
-                scorer.clear_memory()  # the vectors stay in the SQLite cache; memory stops growing with new texts
-            self._scorer_lock.release()
+            assert req.query_embedding is not None  # the request model checks they come together
+            return cosine_scores(req.query_embedding, req.embeddings)
+        return None
 
     def select(self, req: SelectRequest, token: CancelToken) -> Selection:
         chunks = self.chunks(req)
-        selector = self.selector(req, token)
-        scores, notes = self.scores(req, chunks, selector, token)
+        pipeline = Pipeline(self.selector(req, token), _ServerScorer(self, token), expand=req.expand or None)
+        scored = pipeline.score(req.question, chunks, self.given_scores(req, len(chunks)))
         token.check()
-        if scores is None and not chunks:
-            scores = []
-        if req.expand:
-            sel = self.expanded(req, chunks, scores, selector, token)
-        else:
-            sel = selector.select(req.question, chunks, scores)
-        sel.meta.update(notes)  # meta["truncated"]: text the dense model's window cut, as ctxsel.select reports
-        return sel
-
-    def expanded(self, req: SelectRequest, chunks: list[Chunk], scores: Any, selector: Any,
-                 token: CancelToken) -> Selection:
-        """The request's ``expand``: re-rank, then cut (a second hop scores with the server's scorer)."""
-        from ctxsel.expansion import annotate, expand, parse_expansion
-
-        expansion = parse_expansion(req.expand)
-        if expansion is None or not chunks:
-            return selector.select(req.question, chunks, scores)
-        if not selector.needs_scores:
-            raise ValueError(f"expand={req.expand!r} re-ranks scores, and method {selector.name!r} uses none")
-        if expansion.hop is not None:
-            token.acquire(self._scorer_lock)  # as in scores(): gives up at the deadline
-            try:
-                out = expand(req.question, chunks, scores, self.scorer(), expansion)
-            finally:
-                self._scorer_lock.release()
-            token.check()
-        else:
-            out = expand(req.question, chunks, scores, None, expansion)
-        return annotate(selector.select(req.question, chunks, out.scores), chunks, out, expansion)
+        return pipeline.select(req.question, chunks, scored=scored, choices=req.choices)
 
     # -- running work under the deadline ----------------------------------------
 
@@ -567,7 +513,8 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
             sel = service.select(req, token)
             reader = Reader(CancellableLLM(settings.reader, token), req.template,
                             max_answer_tokens=req.max_answer_tokens)
-            return _plain(reader.answer(req.question, sel).to_dict(with_text=req.with_text))
+            question = question_with_options(req.question, req.choices or [])  # the reader sees the options too
+            return _plain(reader.answer(question, sel).to_dict(with_text=req.with_text))
 
         return await service.run(request, work)
 
@@ -582,3 +529,26 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
 
 
 __all__ = ["Service", "ServiceError", "create_app"]
+
+
+class _ServerScorer:
+    """The server's scorer as a request's pipeline sees it: one request at a time (one model,
+    one SQLite cache), a batch at a time under the request's deadline, and memory that stops
+    growing with new texts (the vectors stay in the SQLite cache)."""
+
+    def __init__(self, service: Service, token: CancelToken) -> None:
+        self.service, self.token = service, token
+
+    def score_detailed(self, question: str, chunks: Sequence[Chunk]) -> tuple[np.ndarray, dict[str, Any]]:
+        service = self.service
+        self.token.acquire(service._scorer_lock)  # gives up at the deadline instead of queueing past it
+        scorer = service.scorer()
+        try:
+            return score_in_batches(scorer, question, chunks, self.token)
+        finally:
+            if getattr(scorer, "rows_in_memory", 0) > service.max_rows_in_memory:
+                scorer.clear_memory()
+            service._scorer_lock.release()
+
+    def score(self, question: str, chunks: Sequence[Chunk]) -> np.ndarray:
+        return self.score_detailed(question, chunks)[0]

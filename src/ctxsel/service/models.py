@@ -53,6 +53,9 @@ class SelectRequest(BaseModel):
         None, max_length=1000,
         description="re-rank before the cut: hop, links or hop+links (ctxsel.expansion); meta.expansion says what came in",
     )
+    choices: Optional[list[str]] = Field(
+        None, max_length=26, description="a multiple-choice question's answer options, in letter order (SAGE reads them)"
+    )
     with_text: bool = Field(True, description="return the selected chunks' text")
 
     @model_validator(mode="after")

@@ -33,7 +33,8 @@ MAX_EXAMPLES = 40
 def live_server() -> Any:
     with FakeOpenAIServer() as fake:
         fake.push(*[completion_reply(" an answer\n") for _ in range(10 * MAX_EXAMPLES)])
-        args = ["--scorer", "keywords", "--max-body-bytes", "200000", "--max-concurrency", "8", "--deadline", "10",
+        # a body limit above what the generator writes: an over-long invalid body must get its 422, not a 413
+        args = ["--scorer", "keywords", "--max-body-bytes", "5000000", "--max-concurrency", "8", "--deadline", "10",
                 "--reader", f"{fake.base_url}/v1", "--reader-model", "fake", "--reader-mode", "completions",
                 "--llm-cache", "off"]
         with ServerProcess(args, token=TOKEN) as srv:

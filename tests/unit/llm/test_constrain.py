@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ctxsel.eval.judge import LABELS, judge_format
+from ctxsel.judge import LABELS, judge_format
 from ctxsel.llm.cache import cache_key
 from ctxsel.llm.constrain import (
     ReplyFormat,
@@ -25,7 +25,7 @@ from ctxsel.selectors.context_picker.prompt import (
     PickerReply,
     picker_format,
 )
-from ctxsel.selectors.context_picker.rewrite import InvalidRewrites, parse_rewrites_json, rewrites_format
+from ctxsel.train.picker_rewrite import InvalidRewrites, parse_rewrites_json, rewrites_format
 from ctxsel.selectors.sage.selector import KEYS_FORMAT, SUFFICIENT_FORMAT, TARGETS_FORMAT, vote_format
 from ctxsel.selectors.self_route import ROUTE_FORMAT
 

@@ -14,12 +14,12 @@ import pytest
 from fake_server import FakeOpenAIServer, Reply, chat_reply, completion_reply
 
 from ctxsel import get_selector
-from ctxsel.eval.judge import LLMJudge, judge_format
+from ctxsel.judge import LLMJudge, judge_format
 from ctxsel.llm import CachedClient, OpenAICompatClient, ResponseCache
 from ctxsel.llm.base import Completion, LLMBadRequest, LLMContextLengthError
 from ctxsel.llm.constrain import yes_no_format
 from ctxsel.selectors.context_picker.prompt import PREFILL, picker_format
-from ctxsel.selectors.context_picker.rewrite import REWRITE_JSON, rewrite_query, rewrites_format
+from ctxsel.train.picker_rewrite import REWRITE_JSON, rewrite_query, rewrites_format
 from ctxsel.selectors.self_route import ROUTE_FORMAT
 from ctxsel.types import Chunk, LLMUsage
 
@@ -268,7 +268,7 @@ def test_sage_votes_under_the_option_schema():
                            "sufficient": '{"verdict": "YES"}',
                            "answer": '{"option": "B", "reason": "she founded it"}'})
     sel = get_selector("sage[n_perturb=0,voter_num=3]", llm=llm, embed=const_embed).select(
-        "Who founded the guild?", DOC, options=["Nobody", "Orla Brandt", "A keeper"])
+        "Who founded the guild?", DOC, choices=["Nobody", "Orla Brandt", "A keeper"])
     answers = [c for c in llm.calls if c["kind"] == "answer"]  # the round's clean answer, then 3 sampled votes
     assert [c["temperature"] for c in answers] == [0.0, 0.8, 0.8, 0.8]
     assert all(c["reply_format"].schema["properties"]["option"]["enum"] == ["A", "B", "C"] for c in answers)

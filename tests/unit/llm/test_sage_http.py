@@ -54,7 +54,7 @@ def test_sage_voters_share_one_request_with_n_samples() -> None:
         server.push(chat_reply('{"keys": ["telescope"]}'), chat_reply(votes[0]), chat_reply('{"verdict": "YES"}'),
                     Reply(200, multi))  # keys, the round's clean answer, the verdict, the three voters
         sel = sage.select("Who built the telescope?", ["The telescope was built by Kestrel.", "Rain fell."],
-                          options=["Nobody", "Kestrel"])
+                          choices=["Nobody", "Kestrel"])
         vote_request = server.requests[-1].json
     assert server.calls == 4  # the three voters in one request
     assert vote_request["n"] == 3 and vote_request["temperature"] == 0.8 and vote_request["seed"] == 1

@@ -2,13 +2,9 @@
 
 - :mod:`.prompt`: the observation ``<p_i, q, C>`` and the one strict reply format;
 - :mod:`.picker`: :class:`ContextPicker`, the selector (``--method context-picker``);
-- :mod:`.reward`: the stage rewards (the paper's Eq. 8 rules, constants documented);
-- :mod:`.mining`: offline evidence mining by leave-one-out (Algorithm 1), ``ctxsel mine``;
-- :mod:`.rewrite`: five meaning-preserving rewrites per query, split by original query;
-- :mod:`.train`: two-stage GRPO with TRL's GRPOTrainer and LoRA (Algorithm 2), ``ctxsel train picker``;
-- :mod:`.hf_client`: a transformers model (+ LoRA adapter) as an LLM client.
+- a trained picker runs through :mod:`ctxsel.llm.hf_client` (transformers + its LoRA adapter).
 
-Only ``prompt``, ``picker``, ``reward``, ``mining`` and ``rewrite`` load without torch.
+Its training (mining, rewrites, rewards, two-stage GRPO) lives in :mod:`ctxsel.train`.
 """
 
 from ctxsel.selectors.context_picker.picker import ContextPicker

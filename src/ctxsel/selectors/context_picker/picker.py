@@ -45,7 +45,7 @@ from ctxsel.inputs import MissingLLMError, check_question
 from ctxsel.llm.base import LLMClient
 from ctxsel.reader import for_template
 from ctxsel.selectors.adaptive_k import AdaptiveK
-from ctxsel.selectors.base import Cut, Selector, as_int
+from ctxsel.selectors.base import CommonOptions, Selector, as_int
 from ctxsel.llm.constrain import ReplyFormatError
 from ctxsel.selectors.context_picker.prompt import (
     MAX_RATIONALE_CHARS,
@@ -58,7 +58,7 @@ from ctxsel.selectors.fixed import TopNTokens
 from ctxsel.types import Chunk, LLMUsage, Selection, as_chunks
 
 
-class ContextPicker(Selector):
+class ContextPicker(CommonOptions, Selector):
     name = "context-picker"
     needs_llm = True
 
@@ -97,7 +97,7 @@ class ContextPicker(Selector):
         self.stage = stage
         self.adapter = adapter
         if adapter is not None:
-            from ctxsel.selectors.context_picker.hf_client import TransformersClient
+            from ctxsel.llm.hf_client import TransformersClient
 
             llm = TransformersClient.from_adapter(adapter)
         if llm is None:
@@ -112,16 +112,15 @@ class ContextPicker(Selector):
                 "constrained": self.constrained,
                 "adapter": self.adapter, "llm": getattr(self.llm, "model_id", ""), **super().config()}
 
-    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:  # pragma: no cover
-        raise NotImplementedError("context-picker decides with the LLM; call select()")
-
     def candidates(self, question: str, chunks: Sequence[Chunk], scores: Any) -> Selection:
         """C_cand = TopSim(q, C; B): the best chunks within B tokens, at most max_candidates."""
         return candidate_pool(question, chunks, scores, self.n_tokens, self.max_candidates, self.nan_policy)
 
     def select(
-        self, question: str, chunks: Sequence[Chunk | str], scores: Sequence[float] | np.ndarray | None = None
+        self, question: str, chunks: Sequence[Chunk | str], scores: Sequence[float] | np.ndarray | None = None,
+        *, choices: Sequence[str] | None = None,
     ) -> Selection:
+        del choices  # the picker names evidence; the reader, not the picker, reads the answer options
         t0 = time.perf_counter()
         check_question(question)
         chunk_list = as_chunks(chunks)

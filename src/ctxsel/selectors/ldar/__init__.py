@@ -7,10 +7,9 @@ REINFORCE against a reward (the reader LLM's correctness, or gold labels).
     policy.py      the network: periodic embeddings, transformer, attention pooling, Beta heads
     checkpoint.py  safetensors + JSON policies and resumable training states (no pickle)
     selector.py    the ``ldar`` Selector (``ldar[policy=PATH]``)
-    train.py       REINFORCE with an EMA baseline, progress bar, reward curve
 
-Importing this package loads nothing heavy; ``selector``, ``policy``,
-``checkpoint`` and ``train`` import torch.
+Training (REINFORCE with an EMA baseline) lives in :mod:`ctxsel.train.ldar_trainer`.
+Importing this package loads nothing heavy; ``selector``, ``policy`` and ``checkpoint`` import torch.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def _state_dict(policy: LDARPolicy) -> dict[str, torch.Tensor]:
 
 def save_policy(path: str | Path, policy: LDARPolicy, training: dict[str, Any] | None = None) -> Path:
     """Write ``path/config.json`` and ``path/model.safetensors``; return ``path``."""
-    from ctxsel import __version__
+    from ctxsel._version import __version__
 
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)

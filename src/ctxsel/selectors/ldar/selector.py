@@ -40,14 +40,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from ctxsel.selectors.base import Decision, Selector, rank
+from ctxsel.selectors.base import Decision, RankingSelector, rank
 from ctxsel.selectors.ldar.band import band_ranks, select_band
 from ctxsel.selectors.ldar.checkpoint import load_policy, resolve_policy_dir
 from ctxsel.selectors.ldar.policy import LDARPolicy, upper_quantile
 from ctxsel.types import Selection
 
 
-class LDAR(Selector):
+class LDAR(RankingSelector):
     """Learned distraction-aware band selection over the similarity distribution."""
 
     name = "ldar"
@@ -122,9 +122,6 @@ class LDAR(Selector):
 
     # -- the Selector contract -----------------------------------------------------------
 
-    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray):  # pragma: no cover - decide() is overridden
-        raise NotImplementedError("LDAR selects a band, not a prefix: see decide()")
-
     def decide(self, scores: np.ndarray, n_tokens: np.ndarray) -> Decision:
         n = len(scores)
         order, n_finite = rank(scores, self.nan_policy)
@@ -186,7 +183,7 @@ class LDAR(Selector):
             explanation += f"; widened to min_k={meta['widened_to_min_k']}"
         return self._fit_budget(k, explanation, sorted_tokens)
 
-    def select(self, question: str, chunks: Any, scores: Any = None) -> Selection:
+    def select(self, question: str, chunks: Any, scores: Any = None, *, choices: Any = None) -> Selection:
         sel = super().select(question, chunks, scores)
         m = sel.meta
         if "q_L" in m:

@@ -104,7 +104,7 @@ from ctxsel.llm.prompts import (
 )
 from ctxsel.reader import DEFAULT_MAX_ANSWER_TOKENS, clean_answer, context_window, fit_to_window, for_template
 from ctxsel.scoring.keywords import words
-from ctxsel.selectors.base import Cut, Selector, as_int
+from ctxsel.selectors.base import CommonOptions, Selector, as_int
 from ctxsel.selectors.sage.graph import SentenceGraph
 from ctxsel.selectors.sage.noise import disturb, draw_lambda
 from ctxsel.types import Chunk, LLMUsage, Selection, as_chunks
@@ -184,12 +184,10 @@ class _Run:
     constrained_replies: int = 0  # replies produced under their reply format
 
 
-class SAGE(Selector):
+class SAGE(CommonOptions, Selector):
     name = "sage"
     needs_scores = False
     needs_llm = True
-    #: select() accepts ``options=`` (multiple-choice questions).
-    takes_options = True
 
     def __init__(
         self,
@@ -247,9 +245,6 @@ class SAGE(Selector):
             "llm": getattr(self.llm, "model_id", ""),
             **super().config(),
         }
-
-    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:  # pragma: no cover
-        raise NotImplementedError("sage explores with the LLM; call select()")
 
     # -- LLM calls ---------------------------------------------------------------
 
@@ -372,12 +367,13 @@ class SAGE(Selector):
         question: str,
         chunks: Sequence[Chunk | str],
         scores: Sequence[float] | np.ndarray | None = None,
-        options: Sequence[str] | None = None,
+        *,
+        choices: Sequence[str] | None = None,
     ) -> Selection:
         del scores  # embedding-free: SAGE never reads similarity scores
         check_question(question)
         t0 = time.perf_counter()
-        options = [str(o) for o in (options or [])]
+        options = [str(o) for o in (choices or [])]  # a multiple-choice question's answer options
         graph = SentenceGraph(as_chunks(chunks))
         run = _Run()
         rng = np.random.default_rng([self.seed, zlib.crc32(question.encode("utf-8"))])

@@ -49,10 +49,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxsel.selectors.context_picker.hf_client import GEMMA_GGUF, load_base
+from ctxsel.llm.hf_client import GEMMA_GGUF, load_base
 from ctxsel.selectors.context_picker.picker import candidate_pool
 from ctxsel.selectors.context_picker.prompt import InvalidReply, parse_reply, render_prompt
-from ctxsel.selectors.context_picker.reward import STAGES, PickerReward, picker_reward
+from ctxsel.train.picker_reward import STAGES, PickerReward, picker_reward
 from ctxsel.types import Example
 
 TINY = "tiny"

@@ -55,7 +55,7 @@ def subem_judge(example: Example, prediction: str) -> bool:
 
 
 class LLMJudgeAdapter:
-    """The LLM-as-judge (``ctxsel.eval.judge.LLMJudge``): correct = every gold item judged an exact match."""
+    """The LLM-as-judge (``ctxsel.judge.LLMJudge``): correct = every gold item judged an exact match."""
 
     def __init__(self, judge: Any) -> None:
         self.judge = judge

@@ -139,7 +139,7 @@ def score_answer(example: Example, prediction: str, judge: LLMJudge | None = Non
     the judge's mean label score when a judge is given and the ground truth
     is not empty, else the set-overlap F1 of listed items.
     """
-    if example.options:
+    if example.choices:
         from ctxsel.datasets.multiple_choice import score_choice
 
         return {"score": score_choice(example, prediction), "kind": "choice-accuracy"}

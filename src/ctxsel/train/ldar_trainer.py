@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ctxsel.rewards import describe_reward
+from ctxsel.train.ldar_rewards import describe_reward
 from ctxsel.selectors.base import rank
 from ctxsel.selectors.ldar.band import band_ranks, select_band
 from ctxsel.selectors.ldar.checkpoint import (
