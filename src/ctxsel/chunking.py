@@ -16,6 +16,7 @@ together up to the limit. Without it one 50 MB line became one chunk of
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, InputTypeError
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
@@ -158,9 +159,9 @@ def split_token_windows(text: str, size: int = 600, overlap: int = 100) -> list[
     """Windows of ``size`` cl100k tokens, each starting ``size - overlap``
     after the last (LDAR's LaRA setting: 600 / 100)."""
     if size <= 0:
-        raise ValueError(f"size must be > 0, got {size}")
+        raise InputError(f"size must be > 0, got {size}")
     if not 0 <= overlap < size:
-        raise ValueError(f"overlap must be in [0, size), got {overlap}")
+        raise InputError(f"overlap must be in [0, size), got {overlap}")
     # Cut the original text at token start offsets rather than decoding id
     # slices, so a window edge inside a multi-token character cannot produce U+FFFD.
     offsets = token_offsets(text)
@@ -217,10 +218,10 @@ def chunk_text(
     Paragraphs, sentences and semantic segments longer than ``max_chunk_tokens`` are split
     (module docstring); token windows are bounded by ``size`` already."""
     if not isinstance(text, str):
-        raise TypeError(f"text must be str, got {type(text).__name__}")
+        raise InputTypeError(f"text must be str, got {type(text).__name__}")
     if max_chunk_tokens is not None and (isinstance(max_chunk_tokens, bool) or not isinstance(max_chunk_tokens, int)
                                          or max_chunk_tokens < 1):
-        raise ValueError(f"max_chunk_tokens must be a positive integer or None, got {max_chunk_tokens!r}")
+        raise InputError(f"max_chunk_tokens must be a positive integer or None, got {max_chunk_tokens!r}")
     if method == "paragraphs":
         parts = split_paragraphs(text)
     elif method == "sentences":
@@ -234,7 +235,7 @@ def chunk_text(
             embed = DenseScorer().embed
         parts = split_semantic(text, embed, threshold)
     else:
-        raise ValueError(f"unknown chunking method {method!r}: paragraphs, sentences, tokens or semantic")
+        raise InputError(f"unknown chunking method {method!r}: paragraphs, sentences, tokens or semantic")
     if method != "tokens":
         parts = _bounded(parts, max_chunk_tokens)
     return _make_chunks(parts, doc_id)

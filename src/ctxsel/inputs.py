@@ -7,6 +7,7 @@ the input, the rule it broke and what to do instead.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, InputTypeError
 import re
 from typing import Any
 
@@ -21,7 +22,7 @@ def check_text(text: str, what: str) -> None:
         return
     m = _SURROGATE.search(text)
     if m is not None:
-        raise ValueError(
+        raise InputError(
             f"{what} contains a lone surrogate U+{ord(m.group()):04X} at character {m.start()}, which is not "
             "valid Unicode: decode the source bytes with errors='replace' (or remove the character)"
         )
@@ -30,9 +31,9 @@ def check_text(text: str, what: str) -> None:
 def check_question(question: Any) -> str:
     """The question as a non-empty string; an empty or whitespace-only one would select arbitrary chunks."""
     if not isinstance(question, str):
-        raise TypeError(f"question must be a string, got {type(question).__name__}: pass the question's text")
+        raise InputTypeError(f"question must be a string, got {type(question).__name__}: pass the question's text")
     if not question.strip():
-        raise ValueError(
+        raise InputError(
             "question is empty (or only whitespace): there is nothing to rank the chunks against; "
             "pass the question's text"
         )
@@ -44,16 +45,16 @@ def check_chunk_sequence(items: Any, what: str = "chunks") -> None:
     """A sequence of chunks must not be one str or bytes: iterating it would make one chunk per character."""
     if isinstance(items, (str, bytes, bytearray)):
         kind = type(items).__name__
-        raise TypeError(
+        raise InputTypeError(
             f"{what} must be a sequence of chunk texts or Chunks, got a single {kind} of {len(items):,} "
             f"{'characters' if kind == 'str' else 'bytes'}: pass [text] for one chunk, or split a document with "
             "ctxsel.chunking.chunk_text(text)"
         )
     if items is None or not hasattr(items, "__iter__"):
-        raise TypeError(f"{what} must be a sequence of chunk texts or Chunks, got {type(items).__name__}")
+        raise InputTypeError(f"{what} must be a sequence of chunk texts or Chunks, got {type(items).__name__}")
 
 
-class MissingLLMError(ValueError):
+class MissingLLMError(InputError):
     """A method that calls an LLM was asked for without one; the message names every surface's remedy."""
 
     def __init__(self, method: str, alternative: str = "") -> None:

@@ -21,6 +21,7 @@ parser; a reply not produced under it is read by :func:`parse_labels`.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import functools
 import json
 import re
@@ -44,25 +45,25 @@ def parse_labels(reply: str, n_items: int) -> list[float]:
     """The per-item scores in a judge reply; ValueError if it is not one label per item."""
     m = _ARRAY.search(reply)
     if not m:
-        raise ValueError("no JSON list in the judge's reply")
+        raise InputError("no JSON list in the judge's reply")
     try:
         items = json.loads(m.group(0))
     except json.JSONDecodeError as e:
-        raise ValueError(f"the judge's list is not valid JSON ({e.msg})") from None
+        raise InputError(f"the judge's list is not valid JSON ({e.msg})") from None
     by_id: dict[int, float] = {}
     for it in items if isinstance(items, list) else []:
         if not isinstance(it, dict) or "id" not in it or "label" not in it:
-            raise ValueError(f"judge item {it!r} lacks an id or a label")
+            raise InputError(f"judge item {it!r} lacks an id or a label")
         label = str(it["label"]).strip().lower()
         if label not in LABEL_SCORES:
-            raise ValueError(f"unknown judge label {it['label']!r}")
+            raise InputError(f"unknown judge label {it['label']!r}")
         try:
             by_id[int(it["id"])] = LABEL_SCORES[label]
         except (TypeError, ValueError):
-            raise ValueError(f"judge item id {it['id']!r} is not an integer") from None
+            raise InputError(f"judge item id {it['id']!r} is not an integer") from None
     missing = [i for i in range(n_items) if i not in by_id]
     if missing:
-        raise ValueError(f"the judge labelled {len(by_id)} of {n_items} ground-truth items (missing ids {missing[:5]})")
+        raise InputError(f"the judge labelled {len(by_id)} of {n_items} ground-truth items (missing ids {missing[:5]})")
     return [by_id[i] for i in range(n_items)]
 
 
@@ -70,7 +71,7 @@ def parse_labels(reply: str, n_items: int) -> list[float]:
 def judge_format(n_items: int) -> ReplyFormat:
     """``{"labels": [{"id": i, "label": <one of LABELS>} for i in 0..n-1]}``; parses to the per-item scores."""
     if n_items < 1:
-        raise ValueError(f"the judge labels at least one ground-truth item, got {n_items}")
+        raise InputError(f"the judge labels at least one ground-truth item, got {n_items}")
     item = lambda i: {"type": "object", "properties": {"id": {"type": "integer", "const": i},  # noqa: E731
                                                         "label": {"type": "string", "enum": list(LABELS)}},
                       "required": ["id", "label"], "additionalProperties": False}

@@ -11,6 +11,7 @@ twice.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -60,7 +61,7 @@ class Pipeline:
 
             self.expansion = parse_expansion(expand)
             if self.expansion is not None and not selector.needs_scores:
-                raise ValueError(f"expand={expand!r} re-ranks scores, and method {selector.name!r} uses none")
+                raise InputError(f"expand={expand!r} re-ranks scores, and method {selector.name!r} uses none")
 
     @classmethod
     def from_spec(cls, method: str | Selector = "adaptive-k", *, scorer: Scorer | str | None = None,

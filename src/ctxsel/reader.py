@@ -33,6 +33,7 @@ is not exactly what the model sees:
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import math
 import re
 import time
@@ -120,7 +121,7 @@ def context_window(client: Any, window: int | None = None) -> ContextWindow | No
         return None
     size = int(size)
     if size <= 0:
-        raise ValueError(f"a context window must be a positive number of tokens, got {size}")
+        raise InputError(f"a context window must be a positive number of tokens, got {size}")
     if counter is not None:
         return ContextWindow(size, counter, TEMPLATE_MARGIN, "model")
     return ContextWindow(size, cl100k_tokens, TEMPLATE_MARGIN + math.ceil(FOREIGN_TOKENIZER_MARGIN * size), "cl100k")

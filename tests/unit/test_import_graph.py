@@ -22,7 +22,7 @@ LAYERS: dict[str, int] = {
     "datasets": 4, "reader": 4, "judge": 4, "chunking": 4,
     "llm": 5, "scoring": 5, "expansion": 5,
     "types": 6, "inputs": 6, "specs": 6, "tokens": 6, "metrics": 6, "paths": 6,
-    "sqlite_store": 6, "_version": 6,
+    "sqlite_store": 6, "_version": 6, "errors": 6,
 }
 
 

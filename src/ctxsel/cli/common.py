@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import argparse
 import json
 import math
@@ -58,13 +59,13 @@ def question_from(args: argparse.Namespace) -> str:
             text = read_text_file(args.question_file, getattr(args, "max_bytes", DEFAULT_MAX_BYTES), "--question-file")
         question = text.strip()
         if not question:
-            raise ValueError(f"--question-file {args.question_file}: the file is empty (or only whitespace); "
+            raise InputError(f"--question-file {args.question_file}: the file is empty (or only whitespace); "
                              "write the question in it")
         return check_question(question)
     try:
         return check_question(args.question)
     except ValueError as e:
-        raise ValueError(f"--question: {e}") from None
+        raise InputError(f"--question: {e}") from None
 
 
 def add_chunking_arguments(p: argparse.ArgumentParser) -> None:
@@ -93,7 +94,7 @@ def read_scores(path: str, n_chunks: int) -> list[float]:
         try:
             values = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ValueError(f"--scores {path}: not a valid JSON list ({e.msg} at line {e.lineno}); "
+            raise InputError(f"--scores {path}: not a valid JSON list ({e.msg} at line {e.lineno}); "
                              "write a JSON list of numbers or one number per line") from None
     else:
         values = []
@@ -103,17 +104,17 @@ def read_scores(path: str, n_chunks: int) -> list[float]:
             try:
                 values.append(float(line))
             except ValueError:
-                raise ValueError(f"--scores {path}:{i}: {line.strip()[:40]!r} is not a number; write one number "
+                raise InputError(f"--scores {path}:{i}: {line.strip()[:40]!r} is not a number; write one number "
                                  "per line (or a JSON list)") from None
     out = []
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"--scores {path}: item {i} is {v!r}, not a number")
+            raise InputError(f"--scores {path}: item {i} is {v!r}, not a number")
         if not math.isfinite(v):
-            raise ValueError(f"--scores {path}: item {i} is {v!r}; scores must be finite numbers")
+            raise InputError(f"--scores {path}: item {i} is {v!r}; scores must be finite numbers")
         out.append(float(v))
     if len(out) != n_chunks:
-        raise ValueError(f"--scores {path} has {len(out)} scores for {n_chunks} chunks; give exactly one per chunk, "
+        raise InputError(f"--scores {path} has {len(out)} scores for {n_chunks} chunks; give exactly one per chunk, "
                          "in document order (check --chunking and --max-chunk-tokens)")
     return out
 
@@ -193,31 +194,31 @@ def read_text_file(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, flag: s
     usage error that says what to pass instead."""
     p = Path(path)
     if p.is_dir():
-        raise ValueError(f"{flag} {p} is a directory; pass one text file (e.g. {p}/report.md), or a .jsonl of chunks")
+        raise InputError(f"{flag} {p} is a directory; pass one text file (e.g. {p}/report.md), or a .jsonl of chunks")
     if not p.exists():
         raise FileNotFoundError(f"{flag}: no such file: {p}")
     if not p.is_file():
-        raise ValueError(f"{flag} {p} is not a regular file; pass a text file")
+        raise InputError(f"{flag} {p} is not a regular file; pass a text file")
     size = p.stat().st_size
     if size > max_bytes:
-        raise ValueError(
+        raise InputError(
             f"{flag} {p} is {size:,} bytes, above the {max_bytes:,}-byte limit (--max-bytes); "
             "split it, or raise --max-bytes if you mean it (embedding it will take long)"
         )
     data = p.read_bytes()
     head = data[:8192]
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ValueError(f"{flag} {p} is not valid UTF-8: it starts with a UTF-16 byte order mark; convert it, e.g. "
+        raise InputError(f"{flag} {p} is not valid UTF-8: it starts with a UTF-16 byte order mark; convert it, e.g. "
                          f"iconv -f utf-16 -t utf-8 {p.name} > {p.stem}.utf8{p.suffix}")
     if head and (b"\0" in head or sum(b in _BINARY_BYTES for b in head) > len(head) // 100):
-        raise ValueError(
+        raise InputError(
             f"{flag} {p} looks like a binary file (control bytes such as NUL), not text; ctxsel reads UTF-8 text "
             "or .jsonl: extract the text first (e.g. pdftotext file.pdf file.txt)"
         )
     try:
         return data.decode("utf-8-sig")  # utf-8, minus a leading byte order mark
     except UnicodeDecodeError as e:
-        raise ValueError(
+        raise InputError(
             f"{flag} {p} is not valid UTF-8 ({e.reason} at byte {e.start}); convert it to UTF-8 from its "
             f"encoding, e.g. iconv -f cp1252 -t utf-8 {p.name} > {p.stem}.utf8{p.suffix} (for Windows or Latin-1 "
             "text)"
@@ -236,15 +237,15 @@ def load_document_chunks(path: str, chunking: str, max_bytes: int,
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{i}: not valid JSON ({e.msg})") from None
+                raise InputError(f"{path}:{i}: not valid JSON ({e.msg})") from None
             if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                raise ValueError(f"{path}:{i}: expected an object with 'text' (a string) and 'id'")
+                raise InputError(f"{path}:{i}: expected an object with 'text' (a string) and 'id'")
             chunks.append(Chunk(id=str(obj.get("id", len(chunks))), text=obj["text"], position=len(chunks)))
         check_unique_ids(chunks)
     else:
         chunks = chunk_text(text, chunking, max_chunk_tokens=max_chunk_tokens)  # type: ignore[arg-type]
     if not chunks:
-        raise ValueError(f"--document {path} has no text to select from (it is empty or only whitespace)")
+        raise InputError(f"--document {path} has no text to select from (it is empty or only whitespace)")
     return chunks
 
 
@@ -286,7 +287,7 @@ def make_llm(args: argparse.Namespace, flag: str = "reader") -> Any:
         from ctxsel.llm.local import LocalLlamaClient
 
         if getattr(args, f"{flag}_window", None) is not None:
-            raise ValueError(f"--{flag}-window is for HTTP readers; a local model's window is --n-ctx")
+            raise InputError(f"--{flag}-window is for HTTP readers; a local model's window is --n-ctx")
         named = where.partition(":")[2] or model
         client: Any = LocalLlamaClient(named, n_ctx=getattr(args, "n_ctx", None),
                                        n_threads=getattr(args, "llm_threads", None))
@@ -294,12 +295,12 @@ def make_llm(args: argparse.Namespace, flag: str = "reader") -> Any:
         from ctxsel.llm.openai_compat import OpenAICompatClient
 
         if not model:
-            raise ValueError(f"--{flag}-model is required with an HTTP {flag}: the model name the server serves")
+            raise InputError(f"--{flag}-model is required with an HTTP {flag}: the model name the server serves")
         client = OpenAICompatClient(where, model, api_key=os.environ.get(getattr(args, f"{flag}_api_key_env")) or "",
                                     mode=getattr(args, f"{flag}_mode"), timeout=getattr(args, f"{flag}_timeout"),
                                     context_window=getattr(args, f"{flag}_window", None))
     else:
-        raise ValueError(f"--{flag} must be 'local', 'local:NAME', 'local:PATH.gguf' or an http(s):// base URL, "
+        raise InputError(f"--{flag} must be 'local', 'local:NAME', 'local:PATH.gguf' or an http(s):// base URL, "
                          f"got {where!r}")
     cache = getattr(args, "llm_cache", None)
     if cache == "off":

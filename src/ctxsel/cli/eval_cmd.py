@@ -7,6 +7,7 @@ hold the table, DIR/plots the figures.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import argparse
 import os
 import sys
@@ -80,10 +81,10 @@ def run(args: argparse.Namespace) -> int:
         examples = split_examples(examples, args.split, args.train_fraction, args.split_seed)[: args.limit]
         dataset_name = f"{args.dataset} ({args.split} split: {len(examples)} questions)"
     if not examples:
-        raise ValueError(f"dataset {args.dataset!r} has no examples")
+        raise InputError(f"dataset {args.dataset!r} has no examples")
     reader = judge = None
     if not split_specs(args.methods):
-        raise ValueError(f"--methods {args.methods!r} names no method; give comma-separated specs, e.g. "
+        raise InputError(f"--methods {args.methods!r} names no method; give comma-separated specs, e.g. "
                          "adaptive-k,top-k@5,full")
     methods = with_policy(split_specs(args.methods), args.policy)
     template = None
@@ -174,7 +175,7 @@ def with_policy(methods: list[str], policy: str | None) -> list[str]:
         name, options = parse_spec(m)
         if name == "ldar" and "policy" not in options:
             if policy is None:
-                raise ValueError(f"method {m!r} needs a trained policy: pass --policy PATH or ldar[policy=PATH]")
+                raise InputError(f"method {m!r} needs a trained policy: pass --policy PATH or ldar[policy=PATH]")
             rest = m.split("[", 1)[1].rstrip("]") if "[" in m else ""
             m = f"ldar[policy={policy}" + (f",{rest}" if rest.strip() else "") + "]"
         out.append(m)
@@ -207,5 +208,5 @@ def make_rankings(args: argparse.Namespace) -> dict[str, Any]:
                 base[scorer_part] = make_scorer(args, spec=scorer_part, expand="")
         out[entry] = ExpandingScorer(base[scorer_part], expansion) if plus else base[scorer_part]
     if not out:
-        raise ValueError("--rankings is empty: give e.g. dense,bm25,hybrid+hop")
+        raise InputError("--rankings is empty: give e.g. dense,bm25,hybrid+hop")
     return out

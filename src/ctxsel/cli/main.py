@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ctxsel._version import __version__
-from ctxsel.llm.base import LLMError
+from ctxsel.errors import CtxselError
 from ctxsel.cli import answer_cmd, env_cmd, eval_cmd, make_holo_cmd, mine_cmd, select_cmd, serve_cmd, train_cmd
 
 SUBCOMMANDS = (select_cmd, answer_cmd, eval_cmd, train_cmd, mine_cmd, env_cmd, make_holo_cmd, serve_cmd)
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with one_line_warnings(args.command):
             return int(args.run(args) or 0)
-    except (ValueError, OSError, ImportError, UnicodeDecodeError, TypeError, LLMError) as e:
+    except (CtxselError, OSError, UnicodeDecodeError) as e:  # the input, the settings or the machine: fixable
         if os.environ.get("CTXSEL_DEBUG"):
             raise
         print(f"ctxsel {args.command}: error: {e}", file=sys.stderr)
@@ -69,6 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # anything else is a bug in ctxsel (or a library), not the user's input
+        if os.environ.get("CTXSEL_DEBUG"):
+            raise
+        print(f"ctxsel {args.command}: internal error: {type(e).__name__}: {e}\n"
+              "this is a bug: rerun with CTXSEL_DEBUG=1 to see the traceback, and please report it", file=sys.stderr)
+        return 1
     finally:  # a caller in the same process (a test, a notebook) keeps its environment
         if tqdm_disable is None:
             os.environ.pop("TQDM_DISABLE", None)

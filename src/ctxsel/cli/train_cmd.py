@@ -14,6 +14,7 @@ test questions into OUTPUT/eval (as `ctxsel eval` would).
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import argparse
 import json
 import sys
@@ -105,10 +106,10 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem
 
     if args.reward == "llm" and not args.reader:
-        raise ValueError("--reward llm needs a reader: --reader local (the bundled model) or --reader URL")
+        raise InputError("--reward llm needs a reader: --reader local (the bundled model) or --reader URL")
     examples = load_dataset(args.dataset, hotpotqa_path=args.hotpotqa)
     if len(examples) < 2:
-        raise ValueError(f"dataset {args.dataset!r} has {len(examples)} example(s); training needs a split")
+        raise InputError(f"dataset {args.dataset!r} has {len(examples)} example(s); training needs a split")
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     train_ids, test_ids = split_ids([e.id for e in examples], args.train_fraction, args.split_seed)

@@ -15,6 +15,7 @@ the random test model.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import argparse
 import json
 import sys
@@ -49,12 +50,12 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.train.picker_trainer import PickerTrainConfig, picker_rows, split_train_val, train_picker
 
     if not args.mined:
-        raise ValueError("ctxsel train picker needs --mined FILE.jsonl (from `ctxsel mine`)")
+        raise InputError("ctxsel train picker needs --mined FILE.jsonl (from `ctxsel mine`)")
     records = read_mined(args.mined)
     examples = {e.id: e for e in load_dataset(args.dataset, hotpotqa_path=args.hotpotqa)}
     unknown = [r["id"] for r in records if r["id"] not in examples]
     if unknown:
-        raise ValueError(f"{len(unknown)} mined ids are not in {args.dataset!r} (e.g. {unknown[0]!r}): wrong --dataset?")
+        raise InputError(f"{len(unknown)} mined ids are not in {args.dataset!r} (e.g. {unknown[0]!r}): wrong --dataset?")
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     kept_ids = [r["id"] for r in records if r["kept"]]

@@ -12,6 +12,7 @@ with ctxsel: pass its path, or set ``CTXSEL_HOTPOTQA``.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import json
 import os
 import random
@@ -53,7 +54,7 @@ def load_hotpotqa_long(path: str | Path | None = None, limit: int | None = None)
         for title, sents in zip(item["context"]["title"], item["context"]["sentences"]):
             text = f"{title}: {''.join(sents)}"
             if title in paragraphs and paragraphs[title][0] != text:
-                raise ValueError(f"paragraph title {title!r} appears with two different texts in {src}")
+                raise InputError(f"paragraph title {title!r} appears with two different texts in {src}")
             paragraphs[title] = (text, list(sents))
     order = sorted(paragraphs)
     random.Random(0).shuffle(order)

@@ -15,6 +15,7 @@ and ``ctxs: [{"id", "title", "text", ...}]``; gold chunks are those marked
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,13 +33,13 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start})") from e
+                raise InputError(f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start})") from e
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg} at column {e.colno})") from e
+                raise InputError(f"{path}:{lineno}: not valid JSON ({e.msg} at column {e.colno})") from e
             if not isinstance(obj, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+                raise InputError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             yield lineno, obj
 
 
@@ -54,7 +55,7 @@ def _answers(obj: dict[str, Any]) -> list[str]:
 
 def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "paragraphs") -> Example:
     if "question" not in obj:
-        raise ValueError(f"{where}: missing 'question'")
+        raise InputError(f"{where}: missing 'question'")
     eid = str(obj.get("id", where))
     if "chunks" in obj:
         chunks = []
@@ -62,7 +63,7 @@ def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "pa
             if isinstance(c, str):
                 c = {"id": str(i), "text": c}
             if "text" not in c:
-                raise ValueError(f"{where}: chunk {i} has no 'text'")
+                raise InputError(f"{where}: chunk {i} has no 'text'")
             chunks.append(
                 Chunk(id=str(c.get("id", i)), text=c["text"], doc_id=str(c.get("doc_id", eid)),
                       position=int(c.get("position", i)))
@@ -71,12 +72,12 @@ def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "pa
     elif "document" in obj:
         chunks = chunk_text(obj["document"], chunking, doc_id=str(obj.get("doc_id", eid)))
     else:
-        raise ValueError(f"{where}: needs 'chunks' or 'document'")
+        raise InputError(f"{where}: needs 'chunks' or 'document'")
     gold = [str(g) for g in obj.get("gold_ids", [])]
     ids = {c.id for c in chunks}
     unknown = [g for g in gold if g not in ids]
     if unknown:
-        raise ValueError(f"{where}: gold ids not among the chunks: {unknown[:5]}")
+        raise InputError(f"{where}: gold ids not among the chunks: {unknown[:5]}")
     return Example(id=eid, question=obj["question"], chunks=chunks, gold_ids=gold,
                    answers=_answers(obj), choices=[str(o) for o in obj.get("choices", obj.get("options", []))],
                    meta=obj.get("meta", {}))
@@ -84,12 +85,12 @@ def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "pa
 
 def example_from_helmet(obj: dict[str, Any], where: str) -> Example:
     if "question" not in obj:
-        raise ValueError(f"{where}: missing 'question'")
+        raise InputError(f"{where}: missing 'question'")
     chunks, gold = [], []
     positive = {str(p.get("id")) for p in obj.get("positive_ctxs", []) if isinstance(p, dict)}
     for i, ctx in enumerate(obj["ctxs"]):
         if not isinstance(ctx, dict) or "text" not in ctx:
-            raise ValueError(f"{where}: ctxs[{i}] has no 'text'")
+            raise InputError(f"{where}: ctxs[{i}] has no 'text'")
         cid = str(ctx.get("id", i))
         title = ctx.get("title") or ""
         text = f"{title}: {ctx['text']}" if title else ctx["text"]
@@ -100,7 +101,7 @@ def example_from_helmet(obj: dict[str, Any], where: str) -> Example:
     check_unique_ids(chunks)
     unknown = sorted(set(gold) - {c.id for c in chunks})
     if unknown:
-        raise ValueError(f"{where}: gold ids not among the chunks: {unknown[:5]}")
+        raise InputError(f"{where}: gold ids not among the chunks: {unknown[:5]}")
     return Example(id=str(obj.get("id", where)), question=obj["question"], chunks=chunks,
                    gold_ids=gold, answers=_answers(obj))
 
@@ -116,5 +117,5 @@ def load_jsonl(path: str | Path, chunking: Method = "paragraphs", limit: int | N
             break
     ids = [e.id for e in out]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"{p}: example ids must be unique")
+        raise InputError(f"{p}: example ids must be unique")
     return out

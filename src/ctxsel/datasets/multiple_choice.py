@@ -22,6 +22,7 @@ Keys are matched case-insensitively.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -80,14 +81,14 @@ def _options(raw: Any, where: str) -> list[str]:
         return [str(raw[k]) for k in sorted(raw, key=lambda k: str(k).upper())]
     if isinstance(raw, (list, tuple)):
         return [str(o) for o in raw]
-    raise ValueError(f"{where}: options must be a list or a letter dict, got {type(raw).__name__}")
+    raise InputError(f"{where}: options must be a list or a letter dict, got {type(raw).__name__}")
 
 
 def _answer_index(raw: Any, options: Sequence[str], where: str) -> int | None:
     if raw is None or raw == "":
         return None
     if isinstance(raw, bool):
-        raise ValueError(f"{where}: answer {raw!r} is not a letter, index or option text")
+        raise InputError(f"{where}: answer {raw!r} is not a letter, index or option text")
     if isinstance(raw, int):
         idx = raw
     elif isinstance(raw, str) and len(raw.strip()) == 1 and raw.strip().upper() in LETTERS:
@@ -95,18 +96,18 @@ def _answer_index(raw: Any, options: Sequence[str], where: str) -> int | None:
     elif isinstance(raw, str) and raw.strip() in [o.strip() for o in options]:
         idx = [o.strip() for o in options].index(raw.strip())
     else:
-        raise ValueError(f"{where}: answer {raw!r} is not a letter, index or option text")
+        raise InputError(f"{where}: answer {raw!r} is not a letter, index or option text")
     if not 0 <= idx < len(options):
-        raise ValueError(f"{where}: answer {raw!r} is outside the {len(options)} options")
+        raise InputError(f"{where}: answer {raw!r} is outside the {len(options)} options")
     return idx
 
 
 def make_example(qid: str, document: str, question: str, options: list[str], answer: Any,
                  where: str, benchmark: str, doc_id: str, meta: dict[str, Any] | None = None) -> Example:
     if not question or not isinstance(question, str):
-        raise ValueError(f"{where}: missing question")
+        raise InputError(f"{where}: missing question")
     if len(options) < 2:
-        raise ValueError(f"{where}: a multiple-choice question needs at least 2 options, got {len(options)}")
+        raise InputError(f"{where}: a multiple-choice question needs at least 2 options, got {len(options)}")
     idx = _answer_index(answer, options, where)
     return Example(
         id=qid, question=question, chunks=chunk_text(document, "paragraphs", doc_id=doc_id),
@@ -135,7 +136,7 @@ def load_novelqa(root: str | Path, limit: int | None = None) -> list[Example]:
             if limit is not None and len(out) >= limit:
                 return out
     if not out:
-        raise ValueError(f"{root}: no NovelQA questions under Data/ (expected Books/ and Data/ folders)")
+        raise InputError(f"{root}: no NovelQA questions under Data/ (expected Books/ and Data/ folders)")
     return out
 
 

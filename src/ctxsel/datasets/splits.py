@@ -9,6 +9,7 @@ questions" of hotpotqa-long are the same everywhere.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import random
 from collections.abc import Sequence
 from typing import Literal
@@ -23,9 +24,9 @@ def split_ids(ids: Sequence[str], train_fraction: float = DEFAULT_TRAIN_FRACTION
               seed: int = DEFAULT_SEED) -> tuple[list[str], list[str]]:
     """(train ids, test ids), each in sorted order."""
     if not 0 < train_fraction < 1:
-        raise ValueError(f"train fraction must be in (0, 1), got {train_fraction}")
+        raise InputError(f"train fraction must be in (0, 1), got {train_fraction}")
     if len(set(ids)) != len(ids):
-        raise ValueError("example ids must be unique to split them")
+        raise InputError("example ids must be unique to split them")
     order = sorted(ids)
     random.Random(seed).shuffle(order)
     n_train = round(train_fraction * len(order))
@@ -38,7 +39,7 @@ def split_examples(examples: Sequence[Example], part: Literal["train", "test"],
                    train_fraction: float = DEFAULT_TRAIN_FRACTION, seed: int = DEFAULT_SEED) -> list[Example]:
     """The examples of one part, in their original order."""
     if part not in ("train", "test"):
-        raise ValueError(f"split part must be 'train' or 'test', got {part!r}")
+        raise InputError(f"split part must be 'train' or 'test', got {part!r}")
     train, test = split_ids([e.id for e in examples], train_fraction, seed)
     keep = set(train if part == "train" else test)
     return [e for e in examples if e.id in keep]

@@ -12,6 +12,7 @@ overwritten. Platforms without ``fcntl`` (Windows) run without the lock.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import logging
 import os
 import socket
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 LOCK_NAME = ".ctxsel-eval.lock"
 
 
-class OutputFolderBusy(ValueError):
+class OutputFolderBusy(InputError):
     """Another live run holds the output folder (a ValueError: the CLI prints it and exits 2)."""
 
 

@@ -31,6 +31,7 @@ Where it runs:
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, MissingExtraError
 import json
 import os
 import time
@@ -91,7 +92,7 @@ def _import_ray() -> Any:
         import ray
         import ray.data  # noqa: F401
     except ImportError as e:
-        raise ImportError("--engine ray needs Ray Data: pip install 'ctxsel[ray]'") from e
+        raise MissingExtraError("--engine ray needs Ray Data: pip install 'ctxsel[ray]'") from e
     return ray
 
 
@@ -191,7 +192,7 @@ def run_on_ray(
     actor builds its selectors and writes the same rows the local engine writes."""
     options = options or RayOptions()
     if options.cpus_per_actor <= 0:
-        raise ValueError(f"cpus_per_actor must be > 0, got {options.cpus_per_actor}")
+        raise InputError(f"cpus_per_actor must be > 0, got {options.cpus_per_actor}")
     reader_box: list[Any] = [options.reader_factory, None, None]
     if options.reader_factory is None and (reader is not None or judge is not None):
         _check_picklable(reader, judge)
@@ -259,7 +260,7 @@ def _check_picklable(*objs: Any) -> None:
         try:
             cloudpickle.dumps(obj)
         except Exception as e:  # noqa: BLE001 - any pickling failure means the same thing here
-            raise ValueError(
+            raise InputError(
                 f"the {type(obj).__name__} cannot be sent to Ray workers ({e}); pass "
                 "RayOptions(reader_factory=...) that builds (reader, judge) inside each worker"
             ) from None

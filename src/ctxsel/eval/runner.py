@@ -34,6 +34,7 @@ does not fit is cut (``ctxsel.reader.fit_to_window``); the row says so in
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import json
 import logging
 import platform
@@ -128,13 +129,13 @@ def evaluate(
     (which chosen chunks came in by expansion, and from where).
     """
     if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; choose {' or '.join(ENGINES)}")
+        raise InputError(f"unknown engine {engine!r}; choose {' or '.join(ENGINES)}")
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     with OutputLock(out):  # one run per folder: a second fails at once, naming this one's pid
         results_path = out / "results.jsonl"
         if results_path.is_dir():
-            raise ValueError(f"{results_path} is a folder, not a results file: move it away or pass another --output")
+            raise InputError(f"{results_path} is a folder, not a results file: move it away or pass another --output")
         if overwrite and results_path.exists():
             results_path.unlink()
         if rankings:
@@ -289,7 +290,7 @@ def _window_config(reader: Reader) -> dict[str, Any]:
 
 def _make_selector(method: str, reader: Reader | None) -> Any:
     if reader is None and get_selector_class(parse_spec(method)[0]).needs_llm:
-        raise ValueError(f"method {method!r} needs an LLM: pass a reader (ctxsel eval --reader ...)")
+        raise InputError(f"method {method!r} needs an LLM: pass a reader (ctxsel eval --reader ...)")
     return get_selector(method, llm=None if reader is None else reader.client)
 
 
@@ -353,19 +354,19 @@ def _check_config(path: Path, new: dict[str, Any], resuming: bool) -> None:
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(old, dict):
-            raise ValueError(f"a JSON {type(old).__name__}, not an object")
+            raise InputError(f"a JSON {type(old).__name__}, not an object")
     except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(
+        raise InputError(
             f"{path} is unreadable ({e}), so the results beside it cannot be checked against this run; "
             "pass --overwrite to start again, or use another --output"
         ) from None
     for key in ("dataset", "scorer", "reader"):
         if old.get(key) != new.get(key):
-            raise ValueError(
+            raise InputError(
                 f"{path.parent} holds results for {key}={old.get(key)!r}, not {new.get(key)!r}; "
                 "use another --output or pass --overwrite"
             )
     for m in set(old.get("method_configs", {})) & set(new["method_configs"]):
         if old["method_configs"][m] != new["method_configs"][m]:
-            raise ValueError(f"method {m!r} changed its config since the results in {path.parent}; pass --overwrite")
+            raise InputError(f"method {m!r} changed its config since the results in {path.parent}; pass --overwrite")
 

@@ -40,6 +40,7 @@ or ``second hop``. The explanation ends with a short form of the same.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, SpecError
 import re
 import time
 from collections.abc import Sequence
@@ -72,7 +73,7 @@ class SecondHop:
     def __post_init__(self) -> None:
         _check_m(self.m, "hop")
         if not 0 <= self.weight <= 1:
-            raise ValueError(f"hop weight must be in [0, 1], got {self.weight!r}")
+            raise InputError(f"hop weight must be in [0, 1], got {self.weight!r}")
 
 
 @dataclass(frozen=True)
@@ -87,14 +88,14 @@ class MentionLinks:
     def __post_init__(self) -> None:
         _check_m(self.m, "links")
         if not (isinstance(self.boost, (int, float)) and 0 <= self.boost < 1e6):
-            raise ValueError(f"links boost must be a number >= 0, got {self.boost!r}")
+            raise InputError(f"links boost must be a number >= 0, got {self.boost!r}")
         if self.keys not in KEY_SOURCES:
-            raise ValueError(f"links keys must be one of {', '.join(KEY_SOURCES)}, got {self.keys!r}")
+            raise InputError(f"links keys must be one of {', '.join(KEY_SOURCES)}, got {self.keys!r}")
 
 
 def _check_m(m: object, stage: str) -> None:
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise ValueError(f"{stage} m must be an integer >= 1, got {m!r}")
+        raise InputError(f"{stage} m must be an integer >= 1, got {m!r}")
 
 
 @dataclass(frozen=True)
@@ -131,18 +132,18 @@ def parse_expansion(spec: str | Expansion | None) -> Expansion | None:
     for part in _split_plus(spec):
         m = _STAGE.match(part)
         if m is None or m.group("name") not in ("hop", "links"):
-            raise ValueError(f"bad expansion stage {part!r} in {spec!r}: use hop, links, hop[m=1,weight=0.7] "
+            raise SpecError(f"bad expansion stage {part!r} in {spec!r}: use hop, links, hop[m=1,weight=0.7] "
                              "or links[m=1,boost=0.3], joined by +")
         name = m.group("name")
         if name in stages:
-            raise ValueError(f"expansion {spec!r} names {name} twice")
+            raise SpecError(f"expansion {spec!r} names {name} twice")
         options = parse_options(m.group("kv"), f"expansion {spec!r}")
         cls = SecondHop if name == "hop" else MentionLinks
         try:
             stages[name] = cls(**options)
         except TypeError as e:
             allowed = ", ".join(cls.__dataclass_fields__)
-            raise ValueError(f"bad option for expansion stage {name} in {spec!r} ({e}); it takes {allowed}") from None
+            raise SpecError(f"bad option for expansion stage {name} in {spec!r} ({e}); it takes {allowed}") from None
     return Expansion(hop=stages.get("hop"), links=stages.get("links"))
 
 
@@ -191,7 +192,7 @@ def expand(question: str, chunks: Sequence[Chunk], scores: Sequence[float] | np.
         return result
     if expansion.hop is not None:
         if scorer is None:
-            raise ValueError("the second hop (expand=hop) needs a scorer to score the widened question")
+            raise InputError("the second hop (expand=hop) needs a scorer to score the widened question")
         top = [int(i) for i in order[: expansion.hop.m] if finite[i]]
         widened = question + "\n" + "\n".join(chunks[i].text for i in top)
         second = _minmax_without(np.asarray(scorer.score(widened, chunks), dtype=np.float64), top)
@@ -289,7 +290,7 @@ class ExpandingScorer:
     def __init__(self, scorer: Scorer, expansion: Expansion | str) -> None:
         exp = parse_expansion(expansion)
         if exp is None:
-            raise ValueError("ExpandingScorer needs an expansion (hop, links or hop+links)")
+            raise InputError("ExpandingScorer needs an expansion (hop, links or hop+links)")
         self.scorer, self.expansion = scorer, exp
         self.name = f"{scorer.name}+{exp.spec()}"
         base_id = getattr(scorer, "model_id", "")

@@ -26,6 +26,7 @@ chunks' ids, texts and titles), so a pool queried many times builds it once.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import hashlib
 import re
 import threading
@@ -159,7 +160,7 @@ class MentionGraph:
 def build_graph(chunks: Sequence[Chunk], keys: KeySource = "titles") -> MentionGraph:
     """The mention graph of ``chunks`` (uncached; :func:`mention_graph` caches)."""
     if keys not in KEY_SOURCES:
-        raise ValueError(f"link keys must be one of {', '.join(KEY_SOURCES)}, got {keys!r}")
+        raise InputError(f"link keys must be one of {', '.join(KEY_SOURCES)}, got {keys!r}")
     titles = [meta_title(c) for c in chunks]
     labels = [leading_label(c) for c in chunks]
     if sum(lb is not None for lb in labels) * 2 >= len(chunks):  # a labelled pool: labels are titles

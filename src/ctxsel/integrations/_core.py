@@ -9,6 +9,7 @@ the three adapters only translate their framework's document type.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, InputTypeError, MissingExtraError
 import json
 import math
 import threading
@@ -62,9 +63,9 @@ def scorer_from(scorer: str | Scorer, options: Mapping[str, Any] | None = None) 
                 _NAMED_SCORERS[key] = get_scorer(scorer, **dict(options or {}))
             return _NAMED_SCORERS[key]
     if options:
-        raise ValueError("scorer_options only apply to a scorer given by name")
+        raise InputError("scorer_options only apply to a scorer given by name")
     if not hasattr(scorer, "score"):
-        raise TypeError(f"scorer must be a name or have score(question, chunks), got {type(scorer).__name__}")
+        raise InputTypeError(f"scorer must be a name or have score(question, chunks), got {type(scorer).__name__}")
     return scorer
 
 
@@ -131,10 +132,10 @@ def check_documents(documents: Any, kind: str) -> None:
     if isinstance(documents, (str, bytes)) or documents is None or not hasattr(documents, "__iter__"):
         what = f"a single {type(documents).__name__}" + (f" of {len(documents):,} characters"
                                                           if isinstance(documents, str) else "")
-        raise TypeError(f"documents must be a list of {kind} objects, got {what}: wrap each text in a {kind}")
+        raise InputTypeError(f"documents must be a list of {kind} objects, got {what}: wrap each text in a {kind}")
     for i, d in enumerate(documents):
         if isinstance(d, (str, bytes)):
-            raise TypeError(f"documents[{i}] is a {type(d).__name__}, not a {kind}: wrap each text in a {kind}")
+            raise InputTypeError(f"documents[{i}] is a {type(d).__name__}, not a {kind}: wrap each text in a {kind}")
 
 
 def given_scores(values: Sequence[float | None]) -> list[float] | None:
@@ -182,10 +183,10 @@ def select_positions(
     if scores is not None:
         arr = np.asarray(list(scores), dtype=np.float64)
         if arr.shape != (n,):
-            raise ValueError(f"got {arr.size} scores for {n} documents; they must match")
+            raise InputError(f"got {arr.size} scores for {n} documents; they must match")
     elif selector.needs_scores and n:
         if scorer is None:
-            raise ValueError(f"method {selector.name!r} needs scores: give a scorer or documents with scores")
+            raise InputError(f"method {selector.name!r} needs scores: give a scorer or documents with scores")
         scores_from = f"scorer:{getattr(scorer, 'name', type(scorer).__name__)}"
     elif not selector.needs_scores:
         scores_from = "none"
@@ -240,9 +241,9 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def missing_extra(framework: str, extra: str, error: ImportError) -> ImportError:
+def missing_extra(framework: str, extra: str, error: ImportError) -> MissingExtraError:
     """The ImportError a component raises when its framework is not installed."""
-    return ImportError(
+    return MissingExtraError(
         f"ctxsel's {framework} integration needs the {framework} package ({error.name or error}); "
         f"install it with: pip install 'ctxsel[{extra}]'"
     )

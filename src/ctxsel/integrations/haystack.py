@@ -26,6 +26,7 @@ Needs ``pip install 'ctxsel[haystack]'``.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, InputTypeError
 import dataclasses
 from typing import Any
 
@@ -86,7 +87,7 @@ class CtxselSelector:
 
     def to_dict(self) -> dict[str, Any]:
         if not isinstance(self.scorer, str):
-            raise TypeError(
+            raise InputTypeError(
                 "CtxselSelector with a scorer object cannot be serialised; give the scorer by name "
                 "('dense', 'bm25', 'keywords') with scorer_options"
             )
@@ -125,7 +126,7 @@ class CtxselSelector:
         except ValueError as e:
             if method is None or selector_options is not None or not options:
                 raise
-            raise ValueError(
+            raise InputError(
                 f"{e} (the init selector_options {options} apply to a per-run method too: "
                 "pass selector_options for this run, e.g. {})"
             ) from e

@@ -21,6 +21,7 @@ Needs ``pip install 'ctxsel[langchain]'``.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 from collections.abc import Sequence
 from typing import Any
 
@@ -127,7 +128,7 @@ def select_documents(
         merged["query"] = query
     merged.update(settings)
     if "documents" not in merged or "query" not in merged:
-        raise ValueError("select_documents needs 'documents' and 'query' (as dict keys or keywords)")
+        raise InputError("select_documents needs 'documents' and 'query' (as dict keys or keywords)")
     docs = merged.pop("documents")
     q = merged.pop("query")
     return list(CtxselCompressor(**merged).compress_documents(docs, q))

@@ -24,6 +24,7 @@ Needs ``pip install 'ctxsel[llamaindex]'``.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 from typing import Any
 
 try:
@@ -79,7 +80,7 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         if query_bundle is None:
-            raise ValueError("CtxselPostprocessor needs the query: pass query_bundle=... or query_str=...")
+            raise InputError("CtxselPostprocessor needs the query: pass query_bundle=... or query_str=...")
         check_documents(nodes, "llama_index NodeWithScore")
         if not nodes:
             self._last_report = None

@@ -19,6 +19,7 @@ This module uses the standard library only.
 
 from __future__ import annotations
 
+from ctxsel.errors import CtxselError, InputError, InputTypeError
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
@@ -133,17 +134,17 @@ def normalize_prompt(prompt: Prompt) -> Prompt:
         return prompt
     if isinstance(prompt, (list, tuple)):
         if not prompt:
-            raise ValueError("the prompt is an empty list of messages: pass at least one {'role', 'content'} message")
+            raise InputError("the prompt is an empty list of messages: pass at least one {'role', 'content'} message")
         out: list[Message] = []
         for i, m in enumerate(prompt):
             if not isinstance(m, dict) or "role" not in m or "content" not in m:
-                raise ValueError(
+                raise InputError(
                     f"message {i} of the prompt is {m!r}: each chat message must be a dict with 'role' and "
                     "'content', e.g. {'role': 'user', 'content': 'Question...'}"
                 )
             out.append(dict(m))
         return out
-    raise TypeError(f"prompt must be a str or a list of chat messages, got {type(prompt).__name__}")
+    raise InputTypeError(f"prompt must be a str or a list of chat messages, got {type(prompt).__name__}")
 
 
 def complete_n(client: LLMClient, prompt: Prompt, n: int, *, seed: int | None = None, **kw: Any) -> list[Completion]:
@@ -157,7 +158,7 @@ def complete_n(client: LLMClient, prompt: Prompt, n: int, *, seed: int | None = 
     first reply.
     """
     if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+        raise InputError(f"n must be >= 1, got {n}")
     own = getattr(client, "complete_n", None)
     if callable(own):
         return list(own(prompt, n, seed=seed, **kw))
@@ -202,7 +203,7 @@ def _error_message(data: Any) -> str | None:
     return None
 
 
-class LLMError(RuntimeError):
+class LLMError(CtxselError, RuntimeError):
     """Any failure to get a completion. Subclasses say which kind.
 
     Attributes: ``status_code`` (HTTP status, or None without a response),

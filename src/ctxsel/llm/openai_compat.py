@@ -45,6 +45,7 @@ client connects to ``base_url`` directly, as a local server needs).
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import email.utils
 import http.client
 import json
@@ -232,17 +233,17 @@ class OpenAICompatClient:
     ) -> None:
         if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int)
                                            or context_window <= 0):
-            raise ValueError(f"context_window must be a positive number of tokens or None, got {context_window!r}")
+            raise InputError(f"context_window must be a positive number of tokens or None, got {context_window!r}")
         if mode not in ("chat", "completions"):
-            raise ValueError(f"mode must be 'chat' or 'completions', got {mode!r}")
+            raise InputError(f"mode must be 'chat' or 'completions', got {mode!r}")
         if not isinstance(model, str) or not model:
-            raise ValueError("model must be a non-empty string: the model name the server serves")
+            raise InputError("model must be a non-empty string: the model name the server serves")
         if not (isinstance(timeout, (int, float)) and timeout > 0 and math.isfinite(timeout)):
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+            raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries must be an integer >= 0 (0 disables retries), got {max_retries!r}")
+            raise InputError(f"max_retries must be an integer >= 0 (0 disables retries), got {max_retries!r}")
         if backoff_initial < 0 or backoff_max < 0 or max_retry_after < 0:
-            raise ValueError("backoff_initial, backoff_max and max_retry_after must be >= 0")
+            raise InputError("backoff_initial, backoff_max and max_retry_after must be >= 0")
         self.model = model
         self.model_id = model
         self.mode = mode
@@ -290,15 +291,15 @@ class OpenAICompatClient:
         """The JSON body ``complete`` sends (useful to inspect or log)."""
         prompt = normalize_prompt(prompt)
         if reply_format is not None and "response_format" in extra:
-            raise ValueError("pass either reply_format= or response_format=, not both")
+            raise InputError("pass either reply_format= or response_format=, not both")
         if extra.get("stream"):
-            raise ValueError("streaming is not supported by OpenAICompatClient: drop stream=True")
+            raise InputError("streaming is not supported by OpenAICompatClient: drop stream=True")
         payload: dict[str, Any] = {"model": self.model}
         if self.mode == "chat":
             payload["messages"] = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         else:
             if not isinstance(prompt, str):
-                raise ValueError(
+                raise InputError(
                     "mode='completions' takes a plain string prompt, got chat messages: use mode='chat', "
                     "or render the messages with the model's chat template first"
                 )
@@ -312,7 +313,7 @@ class OpenAICompatClient:
             payload["seed"] = int(seed)
         for k, v in extra.items():
             if k in ("model", "messages", "prompt"):
-                raise ValueError(f"{k!r} cannot be passed as an extra parameter; it is set by the client")
+                raise InputError(f"{k!r} cannot be passed as an extra parameter; it is set by the client")
             if k == "stream":
                 continue
             payload[k] = v
@@ -379,7 +380,7 @@ class OpenAICompatClient:
         try:
             body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
         except (TypeError, ValueError) as e:
-            raise ValueError(f"the request parameters are not JSON-serialisable: {e}") from e
+            raise InputError(f"the request parameters are not JSON-serialisable: {e}") from e
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",
@@ -591,20 +592,20 @@ def _as_int(v: Any) -> int:
 def _parse_base_url(base_url: str) -> tuple[str, str, str, int, str, str]:
     """(normalised base, scheme, host, port, path without trailing slash, query)."""
     if not isinstance(base_url, str) or not base_url.strip():
-        raise ValueError("base_url must be a URL such as http://localhost:8000/v1")
+        raise InputError("base_url must be a URL such as http://localhost:8000/v1")
     raw = base_url.strip()
     if "://" not in raw:
-        raise ValueError(f"base_url {raw!r} has no scheme: write http://{raw} or https://{raw}")
+        raise InputError(f"base_url {raw!r} has no scheme: write http://{raw} or https://{raw}")
     parts = urlsplit(raw)
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
-        raise ValueError(f"base_url {raw!r}: the scheme must be http or https, got {parts.scheme!r}")
+        raise InputError(f"base_url {raw!r}: the scheme must be http or https, got {parts.scheme!r}")
     if not parts.hostname:
-        raise ValueError(f"base_url {raw!r} has no host")
+        raise InputError(f"base_url {raw!r} has no host")
     try:
         port = parts.port or (443 if scheme == "https" else 80)
     except ValueError as e:
-        raise ValueError(f"base_url {raw!r} has an invalid port: {e}") from None
+        raise InputError(f"base_url {raw!r} has an invalid port: {e}") from None
     path = parts.path.rstrip("/")
     for suffix in ("/chat/completions", "/completions"):  # a full endpoint URL was given
         if path.endswith(suffix):

@@ -29,6 +29,7 @@ bundled base model's first token is a newline, i.e. an empty answer.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -199,4 +200,4 @@ def get_template(name: str) -> PromptTemplate:
     try:
         return TEMPLATES[name]
     except KeyError:
-        raise ValueError(f"unknown prompt template {name!r}; available: {', '.join(sorted(TEMPLATES))}") from None
+        raise InputError(f"unknown prompt template {name!r}; available: {', '.join(sorted(TEMPLATES))}") from None

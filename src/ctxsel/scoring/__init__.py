@@ -6,6 +6,7 @@ that kind is built.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, SpecError
 import re
 from typing import Any
 
@@ -19,7 +20,7 @@ def parse_scorer_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """``"dense[backend=onnx,batch_size=64]"`` -> ``("dense", {"backend": "onnx", "batch_size": 64})``."""
     m = _SPEC.match(spec)
     if not m:
-        raise ValueError(f"bad scorer spec {spec!r}: use NAME or NAME[key=value,...], e.g. dense[backend=onnx]")
+        raise SpecError(f"bad scorer spec {spec!r}: use NAME or NAME[key=value,...], e.g. dense[backend=onnx]")
     return m.group("name"), parse_options(m.group("kv"), f"scorer spec {spec!r}")
 
 
@@ -29,7 +30,7 @@ def parse_options(kv: str | None, where: str) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for part in filter(str.strip, (kv or "").split(",")):
         if "=" not in part:
-            raise ValueError(f"bad option {part.strip()!r} in {where}: expected key=value")
+            raise SpecError(f"bad option {part.strip()!r} in {where}: expected key=value")
         key, value = part.split("=", 1)
         options[key.strip()] = spec_value(value)
     return options
@@ -50,7 +51,7 @@ def get_scorer(name: str = "dense", **options: Any) -> Scorer:
     name, spec_options = parse_scorer_spec(name)
     both = sorted(set(spec_options) & set(options))
     if both:
-        raise ValueError(f"scorer option(s) {', '.join(both)} given both in the spec and as arguments")
+        raise InputError(f"scorer option(s) {', '.join(both)} given both in the spec and as arguments")
     options = {**spec_options, **options}
     if name == "dense":
         from ctxsel.scoring.dense import DenseScorer
@@ -68,7 +69,7 @@ def get_scorer(name: str = "dense", **options: Any) -> Scorer:
         from ctxsel.scoring.hybrid import HybridScorer
 
         return HybridScorer(**options)
-    raise ValueError(f"unknown scorer {name!r}; choose {', '.join(SCORERS)}")
+    raise SpecError(f"unknown scorer {name!r}; choose {', '.join(SCORERS)}")
 
 
 __all__ = ["SCORERS", "Scorer", "get_scorer", "parse_scorer_spec"]

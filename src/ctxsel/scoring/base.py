@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -37,19 +38,19 @@ def cosine_scores(query_embedding: Sequence[float], embeddings: Sequence[Sequenc
     try:
         emb = np.asarray(embeddings, dtype=np.float32)
     except ValueError:
-        raise ValueError("every embedding must have the same dimension") from None
+        raise InputError("every embedding must have the same dimension") from None
     n = len(embeddings)
     if n and (emb.ndim != 2 or emb.shape[1] != q.shape[0]):
-        raise ValueError(
+        raise InputError(
             f"embeddings have dimension {emb.shape[-1] if emb.ndim == 2 else '?'} but query_embedding has {q.shape[0]}"
         )
     if not n:
         return np.zeros(0)
     if not (np.isfinite(emb).all() and np.isfinite(q).all()):
-        raise ValueError("embeddings contain NaN or infinite values")
+        raise InputError("embeddings contain NaN or infinite values")
     qn = float(np.linalg.norm(q))
     if qn == 0.0:
-        raise ValueError("query_embedding is all zeros: cosine similarity is undefined")
+        raise InputError("query_embedding is all zeros: cosine similarity is undefined")
     norms = np.linalg.norm(emb, axis=1)
     norms[norms == 0] = 1.0  # a zero chunk vector scores 0
     return (emb @ (q / qn)) / norms  # type: ignore[no-any-return]

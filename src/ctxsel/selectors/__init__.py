@@ -13,6 +13,7 @@ Methods register by import path, so listing them imports nothing heavy.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, InputTypeError, SpecError
 import difflib
 import importlib
 import inspect
@@ -46,9 +47,9 @@ def register(name: str, target: str | type[Selector], main_param: str | None = N
     does: ``ctxsel.select``, ``ctxsel select/eval --method(s)``, the service.
     """
     if not _NAME.match(name):
-        raise ValueError(f"method name {name!r} must be letters, digits, '-' or '_'")
+        raise InputError(f"method name {name!r} must be letters, digits, '-' or '_'")
     if not isinstance(target, str) and not (isinstance(target, type) and issubclass(target, Selector)):
-        raise TypeError(f"register({name!r}, ...): target must be 'module:Class' or a Selector subclass, got {target!r}")
+        raise InputTypeError(f"register({name!r}, ...): target must be 'module:Class' or a Selector subclass, got {target!r}")
     _REGISTRY[name] = MethodInfo(name, target, main_param, summary)
 
 
@@ -86,11 +87,11 @@ _SPEC = re.compile(r"^(?P<name>[A-Za-z0-9_\-]+)(?:@(?P<main>[^\[\]]+)|\[(?P<kv>[
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """``"top-k@5"`` -> ``("top-k", {"k": 5})``."""
     if not isinstance(spec, str):
-        raise TypeError(f"method must be a spec string such as 'top-k@5' or a Selector, got {type(spec).__name__}")
+        raise InputTypeError(f"method must be a spec string such as 'top-k@5' or a Selector, got {type(spec).__name__}")
     m = _SPEC.match(spec.strip())
     if not m:
         unbalanced = " (unbalanced brackets)" if spec.count("[") != spec.count("]") else ""
-        raise ValueError(
+        raise SpecError(
             f"bad method spec {spec!r}{unbalanced}: use NAME, NAME@VALUE or NAME[key=value,...], e.g. top-k@5 "
             "or adaptive-k[buffer=3]"
         )
@@ -99,16 +100,16 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     if info is None:
         close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown method {name!r}{hint}; available: {', '.join(sorted(_REGISTRY))}")
+        raise SpecError(f"unknown method {name!r}{hint}; available: {', '.join(sorted(_REGISTRY))}")
     options: dict[str, Any] = {}
     if m.group("main") is not None:
         if info.main_param is None:
-            raise ValueError(f"method {name!r} takes no @value")
+            raise SpecError(f"method {name!r} takes no @value")
         options[info.main_param] = spec_value(m.group("main"))
     elif m.group("kv"):
         for part in m.group("kv").split(","):
             if "=" not in part:
-                raise ValueError(f"bad option {part!r} in {spec!r}: expected key=value")
+                raise SpecError(f"bad option {part!r} in {spec!r}: expected key=value")
             key, value = part.split("=", 1)
             options[key.strip()] = spec_value(value)
     return name, options
@@ -165,7 +166,7 @@ def get_selector(method: str | Selector, *, llm: Any = None, **options: Any) -> 
     """
     if isinstance(method, Selector):
         if options:
-            raise ValueError("options cannot be combined with a Selector instance")
+            raise InputError("options cannot be combined with a Selector instance")
         return method
     name, spec_options = parse_spec(method)
     cls = get_selector_class(name)
@@ -178,10 +179,10 @@ def get_selector(method: str | Selector, *, llm: Any = None, **options: Any) -> 
     except TypeError as e:
         unknown = re.search(r"unexpected keyword argument '([^']+)'", str(e))
         if unknown is None:
-            raise ValueError(f"bad options for method {name!r}: {e}") from e
-        raise ValueError(unknown_option_message(name, cls, unknown.group(1))) from None
+            raise SpecError(f"bad options for method {name!r}: {e}") from e
+        raise SpecError(unknown_option_message(name, cls, unknown.group(1))) from None
     except ValueError as e:
-        raise ValueError(f"bad options for method {name!r}: {e}") from e
+        raise SpecError(f"bad options for method {name!r}: {e}") from e
 
 
 def unknown_option_message(name: str, cls: type[Selector], option: str) -> str:

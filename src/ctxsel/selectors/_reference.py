@@ -9,6 +9,7 @@ Not used by ctxsel itself.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import math
 from typing import Any
 
@@ -24,7 +25,7 @@ def rank(scores: np.ndarray, nan_policy: NanPolicy = "raise") -> tuple[np.ndarra
         if nan_policy == "raise":
             bad = np.flatnonzero(~finite)
             shown = ", ".join(str(i) for i in bad[:5]) + (" ..." if len(bad) > 5 else "")
-            raise ValueError(
+            raise InputError(
                 f"{len(bad)} score(s) are NaN or infinite (chunk positions {shown}); "
                 "fix the scorer, or pass nan_policy='last' to rank them after all finite scores"
             )
@@ -148,7 +149,7 @@ def _cut(sel: Any, s: np.ndarray, t: np.ndarray) -> tuple[int, str, dict[str, An
         return k, f"autocut N={sel.jumps}: jump {sel.jumps} before rank {k + 1}, kept {k} of {n}", None
     if name == "adaptive-k":
         return adaptive_k_cut(sel, s)
-    raise ValueError(f"no reference cut for method {name!r}")
+    raise InputError(f"no reference cut for method {name!r}")
 
 
 def _apply_limits(sel: Any, k: int, explanation: str, sorted_tokens: np.ndarray, n: int) -> tuple[int, str]:

@@ -29,6 +29,7 @@ the scores carried no signal); an empty search window keeps all chunks.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import math
 from typing import Any, Literal
 
@@ -111,14 +112,14 @@ class AdaptiveK(ScoreCutSelector):
         super().__init__(**kw)
         buffer, window = as_int("buffer", buffer), as_int("window", window)
         if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+            raise InputError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if buffer < 0:
-            raise ValueError(f"buffer must be >= 0, got {buffer}")
+            raise InputError(f"buffer must be >= 0, got {buffer}")
         for label, f in (("head_fraction", head_fraction), ("tail_fraction", tail_fraction)):
             if not 0.0 <= f < 1.0:
-                raise ValueError(f"{label} must be in [0, 1), got {f}")
+                raise InputError(f"{label} must be in [0, 1), got {f}")
         if window < 1:
-            raise ValueError(f"window must be >= 1, got {window}")
+            raise InputError(f"window must be >= 1, got {window}")
         self.strategy = strategy
         self.buffer = buffer
         self.head_fraction = head_fraction

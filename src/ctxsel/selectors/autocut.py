@@ -12,6 +12,7 @@ which reads two predecessors, is skipped.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,7 @@ class Autocut(ScoreCutSelector):
         super().__init__(**kw)
         jumps = as_int("jumps", jumps)
         if jumps < 1:
-            raise ValueError(f"jumps must be >= 1, got {jumps}")
+            raise InputError(f"jumps must be >= 1, got {jumps}")
         self.jumps = jumps
 
     def config(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ every method obeys the same conventions:
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, InputTypeError
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -100,11 +101,11 @@ class CommonOptions:
     ) -> None:
         min_k = as_int("min_k", min_k)
         if min_k < 0:
-            raise ValueError(f"min_k must be >= 0, got {min_k}")
+            raise InputError(f"min_k must be >= 0, got {min_k}")
         if max_tokens is not None and max_tokens < 0:
-            raise ValueError(f"max_tokens must be >= 0 or None, got {max_tokens}")
+            raise InputError(f"max_tokens must be >= 0 or None, got {max_tokens}")
         if nan_policy not in ("raise", "last"):
-            raise ValueError(f"nan_policy must be 'raise' or 'last', got {nan_policy!r}")
+            raise InputError(f"nan_policy must be 'raise' or 'last', got {nan_policy!r}")
         self.min_k = min_k
         self.max_tokens = max_tokens
         self.nan_policy = nan_policy
@@ -134,7 +135,7 @@ class RankingSelector(CommonOptions, Selector):
         n = len(chunk_list)
         if scores is None:
             if self.needs_scores and n > 0:
-                raise ValueError(
+                raise InputError(
                     f"method {self.name!r} needs scores: pass scores=... or use "
                     "ctxsel.select(..., scorer=...) to compute them"
                 )
@@ -142,7 +143,7 @@ class RankingSelector(CommonOptions, Selector):
         else:
             arr = as_scores(scores)
             if arr.shape[0] != n:
-                raise ValueError(f"got {arr.shape[0]} scores for {n} chunks; they must match")
+                raise InputError(f"got {arr.shape[0]} scores for {n} chunks; they must match")
         tokens = np.fromiter((c.n_tokens for c in chunk_list), dtype=np.int64, count=n)
         d = self.decide(arr, tokens)
         top = d.top
@@ -291,11 +292,11 @@ def rank(scores: np.ndarray, nan_policy: NanPolicy = "raise") -> tuple[np.ndarra
 def as_scores(scores: object) -> np.ndarray:
     """Scores as a flat float64 array; a string, or an item that is not a number, is an error that says so."""
     if isinstance(scores, (str, bytes)):
-        raise TypeError(f"scores must be a sequence of numbers (one per chunk), got a {type(scores).__name__}")
+        raise InputTypeError(f"scores must be a sequence of numbers (one per chunk), got a {type(scores).__name__}")
     try:
         return np.asarray(scores, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"scores must be numbers, one per chunk ({e})") from None
+        raise InputError(f"scores must be numbers, one per chunk ({e})") from None
 
 
 def as_int(name: str, value: object) -> int:
@@ -303,16 +304,16 @@ def as_int(name: str, value: object) -> int:
     if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
         return int(value)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise InputError(f"{name} must be an integer, got {value!r}")
     return int(value)
 
 
 def as_float(name: str, value: object) -> float:
     """A finite number parameter: "abc", None or NaN is an error that names the parameter."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise InputError(f"{name} must be a number, got {value!r}")
     if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise InputError(f"{name} must be finite, got {value!r}")
     return float(value)
 
 

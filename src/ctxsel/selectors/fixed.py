@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ class TopK(ScoreCutSelector):
         super().__init__(**kw)
         k = as_int("k", k)
         if k < 0:
-            raise ValueError(f"k must be >= 0, got {k}")
+            raise InputError(f"k must be >= 0, got {k}")
         self.k = k
 
     def config(self) -> dict[str, Any]:
@@ -51,7 +52,7 @@ class TopNTokens(ScoreCutSelector):
         super().__init__(**kw)
         n_tokens = as_int("n_tokens", n_tokens)
         if n_tokens < 0:
-            raise ValueError(f"n_tokens must be >= 0, got {n_tokens}")
+            raise InputError(f"n_tokens must be >= 0, got {n_tokens}")
         self.n_tokens = n_tokens
 
     def config(self) -> dict[str, Any]:

@@ -27,6 +27,7 @@ the reader (:meth:`ctxsel.reader.Reader.fit`), which records it.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -82,7 +83,7 @@ class Oracle(_Reference):
         chunk_list = as_chunks(chunks)
         gold = list(dict.fromkeys(gold_ids or []))
         if not gold:
-            raise ValueError(
+            raise InputError(
                 "method 'oracle' needs the example's gold chunk ids (Example.gold_ids) and this example has none; "
                 "use a dataset with gold labels, or leave 'oracle' out of --methods"
             )
@@ -90,10 +91,10 @@ class Oracle(_Reference):
         missing = [g for g in gold if g not in where]
         if missing:
             shown = ", ".join(repr(g) for g in missing[:5]) + (" ..." if len(missing) > 5 else "")
-            raise ValueError(
+            raise InputError(
                 f"method 'oracle': gold id(s) {shown} are not among the example's {len(chunk_list)} chunks")
         if scores is not None and len(scores) != len(chunk_list):
-            raise ValueError(f"got {len(scores)} scores for {len(chunk_list)} chunks; they must match")
+            raise InputError(f"got {len(scores)} scores for {len(chunk_list)} chunks; they must match")
         picked = sorted((where[g] for g in gold), key=lambda i: (chunk_list[i].doc_id, chunk_list[i].position, i))
         return Selection(
             ids=[chunk_list[i].id for i in picked],

@@ -34,6 +34,7 @@ read as above.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -74,7 +75,7 @@ class SelfRoute(CommonOptions, Selector):
         if llm is None:
             raise MissingLLMError("self-route")
         if not isinstance(constrained, bool):
-            raise ValueError(f"constrained must be true or false, got {constrained!r}")
+            raise InputError(f"constrained must be true or false, got {constrained!r}")
         self.constrained = constrained
         self.llm = llm
         self.retrieve = TopNTokens(n_tokens, **kw)

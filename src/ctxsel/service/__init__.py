@@ -10,6 +10,7 @@ fastapi and uvicorn).
 
 from __future__ import annotations
 
+from ctxsel.errors import MissingExtraError
 from typing import Any
 
 from ctxsel.service.settings import LIMITED_PATHS, PUBLIC_PATHS, ServiceSettings
@@ -20,7 +21,7 @@ def create_app(settings: ServiceSettings | None = None, **kw: Any) -> Any:
     try:
         from ctxsel.service.app import create_app as _create_app
     except ImportError as e:
-        raise ImportError(f"the HTTP service needs fastapi and uvicorn: pip install 'ctxsel[serve]' ({e})") from e
+        raise MissingExtraError(f"the HTTP service needs fastapi and uvicorn: pip install 'ctxsel[serve]' ({e})") from e
     return _create_app(settings, **kw)
 
 
@@ -29,7 +30,7 @@ def run_server(settings: ServiceSettings, host: str = "127.0.0.1", port: int = 8
     try:
         from ctxsel.service.runner import run_server as _run
     except ImportError as e:
-        raise ImportError(f"the HTTP service needs fastapi and uvicorn: pip install 'ctxsel[serve]' ({e})") from e
+        raise MissingExtraError(f"the HTTP service needs fastapi and uvicorn: pip install 'ctxsel[serve]' ({e})") from e
     _run(settings, host, port, **kw)
 
 

@@ -34,6 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ctxsel._version import __version__
 from ctxsel.chunking import chunk_text
 from ctxsel.datasets.multiple_choice import question_with_options
+from ctxsel.errors import CtxselError, InputError, MissingExtraError
 from ctxsel.llm.base import LLMError
 from ctxsel.pipeline import Pipeline
 from ctxsel.scoring.base import cosine_scores
@@ -243,7 +244,7 @@ class Service:
             self.check_size(req.question, [req.document], "characters")  # the text limit, before chunking it
             chunks = chunk_text(req.document, req.chunking)
             if not chunks:
-                raise ValueError("the document has no text to select from")
+                raise InputError("the document has no text to select from")
             self.check_size(req.question, [c.text for c in chunks], f"chunks (from the document, by {req.chunking})")
             return chunks
         items = req.chunks or []
@@ -261,12 +262,12 @@ class Service:
         name, spec_options = parse_spec(req.method)
         options = dict(req.options)
         for key in sorted(_SERVER_ONLY_OPTIONS.keys() & (set(spec_options) | set(options))):
-            raise ValueError(f"'{key}' is not an option a request can set: {_SERVER_ONLY_OPTIONS[key]}")
+            raise InputError(f"'{key}' is not an option a request can set: {_SERVER_ONLY_OPTIONS[key]}")
         if name == "ldar" and not self.settings.ldar_policy:  # before importing LDAR's module (it loads torch)
-            raise ValueError("this server has no LDAR policy: start it with --ldar-policy PATH")
+            raise InputError("this server has no LDAR policy: start it with --ldar-policy PATH")
         cls = get_selector_class(name)  # imports the method's module
         if cls.needs_llm and self.settings.reader is None:
-            raise ValueError(
+            raise InputError(
                 f"method {name!r} calls an LLM and this server has no reader: start the server with "
                 "`ctxsel serve --reader local` (the bundled model) or `--reader URL --reader-model NAME` "
                 "(an OpenAI-compatible server), or use a method that needs none (adaptive-k, top-k, ...)"
@@ -283,11 +284,11 @@ class Service:
         None when it brings neither (the server's scorer then scores, if the method needs it)."""
         if req.scores is not None:
             if len(req.scores) != n:
-                raise ValueError(f"got {len(req.scores)} scores for {n} chunks; they must match")
+                raise InputError(f"got {len(req.scores)} scores for {n} chunks; they must match")
             return np.asarray(req.scores, dtype=np.float64)
         if req.embeddings is not None:
             if len(req.embeddings) != n:
-                raise ValueError(f"got {len(req.embeddings)} embeddings for {n} chunks; they must match")
+                raise InputError(f"got {len(req.embeddings)} embeddings for {n} chunks; they must match")
             assert req.query_embedding is not None  # the request model checks they come together
             return cosine_scores(req.query_embedding, req.embeddings)
         return None
@@ -344,14 +345,13 @@ class Service:
             raise ServiceError(413, e.error, str(e)) from None
         except LLMError as e:
             raise ServiceError(502, "llm_error", str(e)) from None
-        except (ValueError, TypeError, KeyError, OverflowError) as e:
-            message = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-            raise ServiceError(422, "invalid_input", message or type(e).__name__) from None
-        except ImportError as e:
+        except MissingExtraError as e:  # the server lacks an extra: its operator's to fix, not the client's
             log.error("missing dependency",
                       extra={"fields": {"request_id": request_id(request.scope), "error": str(e)}})
             raise ServiceError(500, "server_misconfigured", str(e)) from None
-        except Exception:
+        except CtxselError as e:
+            raise ServiceError(422, "invalid_input", str(e) or type(e).__name__) from None
+        except Exception:  # a bug: 500 with the request id, the traceback in the server's log
             rid = request_id(request.scope)
             log.exception("unhandled error", extra={"fields": {"request_id": rid}})
             raise ServiceError(500, "internal_error",

@@ -3,6 +3,7 @@ OpenAPI schema at /openapi.json describes exactly what is accepted)."""
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -61,11 +62,11 @@ class SelectRequest(BaseModel):
     @model_validator(mode="after")
     def _one_source(self) -> SelectRequest:
         if (self.chunks is None) == (self.document is None):
-            raise ValueError("give exactly one of 'chunks' (a list) and 'document' (a text)")
+            raise InputError("give exactly one of 'chunks' (a list) and 'document' (a text)")
         if self.scores is not None and self.embeddings is not None:
-            raise ValueError("give 'scores' or 'embeddings', not both")
+            raise InputError("give 'scores' or 'embeddings', not both")
         if (self.embeddings is None) != (self.query_embedding is None):
-            raise ValueError("'embeddings' and 'query_embedding' go together")
+            raise InputError("'embeddings' and 'query_embedding' go together")
         return self
 
 

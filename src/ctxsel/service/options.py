@@ -13,6 +13,7 @@ left to the selector's own checks.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import inspect
 import types
 import typing
@@ -80,9 +81,9 @@ def check_options(method: str, cls: type, options: dict[str, Any], prefix: str =
     for key, value in options.items():
         if key not in declared:
             valid = ", ".join(sorted(k for k in declared if k != "llm"))
-            raise ValueError(f"{prefix}{key}: method {method!r} has no option {key!r}; its options are: {valid}")
+            raise InputError(f"{prefix}{key}: method {method!r} has no option {key!r}; its options are: {valid}")
         if _matches(declared[key], value) is False:
-            raise ValueError(f"{prefix}{key} must be {_describe(declared[key])}, got {value!r}")
+            raise InputError(f"{prefix}{key} must be {_describe(declared[key])}, got {value!r}")
 
 
 __all__ = ["check_options", "declared_options"]

@@ -9,6 +9,7 @@ follows when it is done (until then /health says "starting").
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, MissingExtraError
 import logging
 import socket
 import sys
@@ -41,7 +42,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        raise ValueError(f"cannot listen on {host}:{port}: {e.strerror}; pick another --port (0: any free one)") from None
+        raise InputError(f"cannot listen on {host}:{port}: {e.strerror}; pick another --port (0: any free one)") from None
     sock.set_inheritable(True)
     return sock
 
@@ -62,7 +63,7 @@ def run_server(
     try:
         import uvicorn
     except ImportError as e:
-        raise ImportError("the HTTP service needs uvicorn: pip install 'ctxsel[serve]'") from e
+        raise MissingExtraError("the HTTP service needs uvicorn: pip install 'ctxsel[serve]'") from e
     from ctxsel.service.app import create_app
 
     setup_json_logging(log_level)
@@ -93,4 +94,4 @@ def run_server(
     finally:
         sock.close()
     if service.status == "failed":  # a server that cannot score is of no use: stop, and say why
-        raise ValueError(f"{service.status_message}; the server stopped (check --scorer and --model)")
+        raise InputError(f"{service.status_message}; the server stopped (check --scorer and --model)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -56,20 +57,20 @@ class ServiceSettings:
 
     def __post_init__(self) -> None:
         if self.token is not None and not self.token:
-            raise ValueError("the bearer token is empty: set a non-empty token or none at all")
+            raise InputError("the bearer token is empty: set a non-empty token or none at all")
         if self.token is not None and not self.token.isascii():
-            raise ValueError("the bearer token must be ASCII (it travels in an HTTP header)")
+            raise InputError("the bearer token must be ASCII (it travels in an HTTP header)")
         if isinstance(self.max_body_bytes, bool) or not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1:
-            raise ValueError(f"max_body_bytes must be a positive integer, got {self.max_body_bytes!r}")
+            raise InputError(f"max_body_bytes must be a positive integer, got {self.max_body_bytes!r}")
         for name in ("max_chunks", "max_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise InputError(f"{name} must be a positive integer, got {value!r}")
         if not (isinstance(self.deadline_s, (int, float)) and math.isfinite(self.deadline_s) and self.deadline_s > 0):
-            raise ValueError(f"deadline_s must be a positive number of seconds, got {self.deadline_s!r}")
+            raise InputError(f"deadline_s must be a positive number of seconds, got {self.deadline_s!r}")
         if not (isinstance(self.release_grace_s, (int, float)) and 0 <= self.release_grace_s <= 60):
-            raise ValueError(f"release_grace_s must be between 0 and 60 seconds, got {self.release_grace_s!r}")
+            raise InputError(f"release_grace_s must be between 0 and 60 seconds, got {self.release_grace_s!r}")
         if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
+            raise InputError(f"max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
         if self.scorer not in ("dense", "bm25", "keywords", "hybrid"):
-            raise ValueError(f"scorer must be dense, bm25 or keywords (or hybrid: dense + BM25), got {self.scorer!r}")
+            raise InputError(f"scorer must be dense, bm25 or keywords (or hybrid: dense + BM25), got {self.scorer!r}")

@@ -34,6 +34,7 @@ policy.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import hashlib
 import json
 import os
@@ -65,7 +66,7 @@ def describe_reward(fn: Any) -> dict[str, Any]:
 
 def _check(examples: Sequence[Example], selections: Sequence[Selection]) -> None:
     if len(examples) != len(selections):
-        raise ValueError(f"got {len(examples)} examples but {len(selections)} selections")
+        raise InputError(f"got {len(examples)} examples but {len(selections)} selections")
 
 
 class LabelReward:
@@ -73,7 +74,7 @@ class LabelReward:
 
     def __init__(self, beta: float = 2.0) -> None:
         if not beta > 0:
-            raise ValueError(f"beta must be > 0, got {beta}")
+            raise InputError(f"beta must be > 0, got {beta}")
         self.beta = float(beta)
         self.__name__ = f"label_f{self.beta:g}"
 
@@ -85,7 +86,7 @@ class LabelReward:
         out = []
         for ex, sel in zip(examples, selections):
             if not ex.gold_ids:
-                raise ValueError(f"example {ex.id!r} has no gold_ids: the label reward needs them (use --reward llm)")
+                raise InputError(f"example {ex.id!r} has no gold_ids: the label reward needs them (use --reward llm)")
             r = metrics.context_recall(sel.ids, ex.gold_ids) or 0.0
             p = metrics.context_precision(sel.ids, ex.gold_ids) or 0.0
             out.append(fbeta(r, p, self.beta))
@@ -119,7 +120,7 @@ class LLMCorrectnessReward:
     def __init__(self, reader: Any, judge: Any = None, *, cache_path: str | Path | None = None,
                  namespace: str = "", overflow: str = "zero") -> None:
         if overflow not in ("zero", "raise"):
-            raise ValueError(f"overflow must be 'zero' or 'raise', got {overflow!r}")
+            raise InputError(f"overflow must be 'zero' or 'raise', got {overflow!r}")
         self.overflow = overflow
         self.overflows = 0
         self.reader = reader
@@ -177,7 +178,7 @@ class LLMCorrectnessReward:
                     out.append(self._cache[key])
                     continue
             if not ex.answers:
-                raise ValueError(f"example {ex.id!r} has no gold answers: the LLM reward cannot score it")
+                raise InputError(f"example {ex.id!r} has no gold answers: the LLM reward cannot score it")
             try:
                 ans = self.reader.answer(ex.question, sel)
             except LLMContextLengthError:
@@ -201,7 +202,7 @@ class CostRegularized:
 
     def __init__(self, base: RewardFn, weight: float) -> None:
         if weight < 0:
-            raise ValueError(f"cost weight must be >= 0, got {weight}")
+            raise InputError(f"cost weight must be >= 0, got {weight}")
         self.base = base
         self.weight = float(weight)
         self._full: dict[str, int] = {}

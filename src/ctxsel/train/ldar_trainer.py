@@ -36,6 +36,7 @@ uninterrupted one. The reward curve is written as JSON and PNG.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import json
 import math
 import time
@@ -80,9 +81,9 @@ class TrainConfig:
     def __post_init__(self) -> None:
         self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
         if self.steps < 0 or self.batch_size < 1:
-            raise ValueError(f"need steps >= 0 and batch_size >= 1, got {self.steps}, {self.batch_size}")
+            raise InputError(f"need steps >= 0 and batch_size >= 1, got {self.steps}, {self.batch_size}")
         if not 0 <= self.baseline_ema < 1:
-            raise ValueError(f"baseline_ema must be in [0, 1), got {self.baseline_ema}")
+            raise InputError(f"baseline_ema must be in [0, 1), got {self.baseline_ema}")
 
     def identity(self) -> dict[str, Any]:
         """The settings a resumed run must share (steps may grow, threads may change)."""
@@ -105,10 +106,10 @@ class TrainItem:
     def __post_init__(self) -> None:
         s = np.asarray(self.scores, dtype=np.float64)
         if len(s) != len(self.example.chunks):
-            raise ValueError(f"{self.example.id}: {len(s)} scores for {len(self.example.chunks)} chunks")
+            raise InputError(f"{self.example.id}: {len(s)} scores for {len(self.example.chunks)} chunks")
         order, n_finite = rank(s, "last")
         if n_finite == 0:
-            raise ValueError(f"{self.example.id}: no finite scores to train on")
+            raise InputError(f"{self.example.id}: no finite scores to train on")
         self.order = order[:n_finite]  # non-finite scores take no part, as in the selector
         self.ascending = s[self.order][::-1].astype(np.float32).copy()
 
@@ -162,7 +163,7 @@ class Trainer:
         init_policy: str | Path | None = None,
     ) -> None:
         if not items:
-            raise ValueError("no training questions")
+            raise InputError("no training questions")
         self.items = list(items)
         self.reward_fn = reward_fn
         self.out = Path(output_dir)
@@ -206,7 +207,7 @@ class Trainer:
 
         start, _ = load_policy(path)
         if start.config != self.policy_config:
-            raise ValueError(f"--init-policy {path} is a {start.config.variant} network with other sizes; "
+            raise InputError(f"--init-policy {path} is a {start.config.variant} network with other sizes; "
                              f"this run trains {self.policy_config.variant} {self.policy_config.to_dict()}")
         self.policy.load_state_dict(start.state_dict())
 
@@ -223,7 +224,7 @@ class Trainer:
     def _resume(self) -> None:
         doc = json.loads((self.ckpt_dir / "state.json").read_text(encoding="utf-8"))
         if doc.get("identity") != self._identity():
-            raise ValueError(
+            raise InputError(
                 f"{self.ckpt_dir} holds a run with other settings (reward, network, split or hyperparameters); "
                 "use another --output, or --overwrite to start again"
             )
@@ -324,7 +325,7 @@ class Trainer:
         sels, logp, stats = self._act(batch, deterministic=False)
         r = np.asarray(self.reward_fn([it.example for it in batch], sels), dtype=np.float64)
         if not np.all(np.isfinite(r)):
-            raise ValueError(f"the reward function returned non-finite rewards: {r}")
+            raise InputError(f"the reward function returned non-finite rewards: {r}")
         mean_r = float(r.mean())
         b = mean_r if self.baseline is None else self.baseline
         assert logp is not None

@@ -31,6 +31,7 @@ made; a rerun with the same settings skips finished examples
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -87,7 +88,7 @@ def mine_example(example: Example, generator: Reader, judge: Judge = subem_judge
                  scorer: Any = None) -> dict[str, Any]:
     """Algorithm 1 on one example: a JSON-ready record with S_cand, S_gold (or ``kept: False``) and the steps."""
     if not example.answers:
-        raise ValueError(f"example {example.id!r} has no gold answer: mining needs (q, a)")
+        raise InputError(f"example {example.id!r} has no gold answer: mining needs (q, a)")
     cand = bm25_candidates(example, k, scorer)
     memo: dict[frozenset[str], tuple[bool, str]] = {}
     usage = LLMUsage()
@@ -152,7 +153,7 @@ def mine(examples: Sequence[Example], generator: Reader, out_path: str | Path, *
     if out.exists() and settings_path.exists():
         old = json.loads(settings_path.read_text(encoding="utf-8"))
         if old != settings:
-            raise ValueError(f"{out} was mined with other settings ({old}); use another --output or --overwrite")
+            raise InputError(f"{out} was mined with other settings ({old}); use another --output or --overwrite")
     settings_path.write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
     done = {r["id"]: r for r in read_mined(out)} if out.exists() else {}
     todo = [e for e in examples if e.id not in done]

@@ -30,6 +30,7 @@ valid but wrong pick is always better than a malformed one.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -57,7 +58,7 @@ def coverage(selected: Sequence[str], gold: Sequence[str]) -> float:
     """|S & S_gold| / |S_gold|. An empty S_gold is an error: nothing to cover."""
     g = set(gold)
     if not g:
-        raise ValueError("S_gold is empty: the picker reward needs a mined (non-empty) evidence set")
+        raise InputError("S_gold is empty: the picker reward needs a mined (non-empty) evidence set")
     return len(set(selected) & g) / len(g)
 
 
@@ -95,7 +96,7 @@ class PickerReward:
 
     def __call__(self, examples: Sequence[Example], selections: Sequence[Selection], **kw: Any) -> list[float]:
         if len(examples) != len(selections):
-            raise ValueError(f"got {len(examples)} examples but {len(selections)} selections")
+            raise InputError(f"got {len(examples)} examples but {len(selections)} selections")
         out = []
         for ex, sel in zip(examples, selections):
             valid = bool(sel.meta.get("valid", True))

@@ -26,6 +26,7 @@ other).
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -62,7 +63,7 @@ MAX_REWRITE_CHARS = 300
 _LINE = re.compile(r"^(\d+)\.\s*(.*)$")
 
 
-class InvalidRewrites(ValueError):
+class InvalidRewrites(InputError):
     pass
 
 
@@ -73,7 +74,7 @@ def _norm(s: str) -> str:
 def rewrites_format(n: int = N_REWRITES) -> ReplyFormat:
     """``{"rewrites": [...]}``: exactly ``n`` non-empty strings of at most ``MAX_REWRITE_CHARS``; parses to the list."""
     if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+        raise InputError(f"n must be >= 1, got {n}")
     item = {"type": "string", "minLength": 1, "maxLength": MAX_REWRITE_CHARS}
     schema = {"type": "object",
               "properties": {"rewrites": {"type": "array", "items": item, "minItems": n, "maxItems": n}},
@@ -161,10 +162,10 @@ def split_records(records: Sequence[dict[str, Any]], part: str, train_fraction: 
     output row has ``query_id`` (the original id) and ``question``.
     """
     if part not in ("train", "test"):
-        raise ValueError(f"part must be 'train' or 'test', got {part!r}")
+        raise InputError(f"part must be 'train' or 'test', got {part!r}")
     kept = [r for r in records if r.get("kept")]
     if len(kept) < 2:
-        raise ValueError(f"{len(kept)} mined example(s) kept; a train/test split needs at least 2")
+        raise InputError(f"{len(kept)} mined example(s) kept; a train/test split needs at least 2")
     train, test = split_ids([r["id"] for r in kept], train_fraction, seed)
     side = set(train if part == "train" else test)
     out = []

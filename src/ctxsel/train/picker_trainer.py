@@ -40,6 +40,7 @@ Choices where the paper is silent (all in :class:`PickerTrainConfig`):
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import json
 import math
 import os
@@ -398,7 +399,7 @@ def train_picker(train_rows: Sequence[dict[str, Any]], val_rows: Sequence[dict[s
     torch.set_num_threads(cfg.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if not train_rows:
-        raise ValueError("no training rows: mine evidence sets first (ctxsel mine) and check their pools")
+        raise InputError("no training rows: mine evidence sets first (ctxsel mine) and check their pools")
     if model_and_tokenizer is not None or cfg.base == TINY:
         # a model made in process is saved beside the adapters, which name it relative to themselves
         model, tok = model_and_tokenizer or make_tiny_model(cfg.seed)

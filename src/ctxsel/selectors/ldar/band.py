@@ -28,6 +28,7 @@ Where the rule and ctxsel's conventions meet (the paper is silent):
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import math
 
 import numpy as np
@@ -41,12 +42,12 @@ def band_ranks(n: int, q_l: float, q_u: float, *, snap_top: bool = True) -> tupl
     an arbitrary band).
     """
     if n < 1:
-        raise ValueError(f"a band needs at least one score, got n={n}")
+        raise InputError(f"a band needs at least one score, got n={n}")
     for name, q in (("q_L", q_l), ("q_U", q_u)):
         if not (math.isfinite(q) and 0.0 <= q <= 1.0):
-            raise ValueError(f"{name} must be a number in [0, 1], got {q!r}")
+            raise InputError(f"{name} must be a number in [0, 1], got {q!r}")
     if q_l > q_u:
-        raise ValueError(f"q_L must not exceed q_U, got q_L={q_l!r} > q_U={q_u!r}")
+        raise InputError(f"q_L must not exceed q_U, got q_L={q_l!r} > q_U={q_u!r}")
     l = max(1, math.floor(n * q_l))
     u_raw = n * q_u
     u = n if (snap_top and u_raw > n - 0.5) else math.floor(u_raw)
@@ -61,7 +62,7 @@ def band_positions(n: int, l: int, u: int) -> tuple[int, int]:
     are descending positions n-u .. n-l.
     """
     if not 1 <= l <= u <= n:
-        raise ValueError(f"need 1 <= l <= u <= n, got l={l}, u={u}, n={n}")
+        raise InputError(f"need 1 <= l <= u <= n, got l={l}, u={u}, n={n}")
     return n - u, n - l + 1
 
 

@@ -14,6 +14,7 @@ previous checkpoint intact.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import json
 import os
 import shutil
@@ -97,12 +98,12 @@ def read_policy_config(path: str | Path) -> dict[str, Any]:
     try:
         config = json.loads((p / CONFIG_NAME).read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise ValueError(f"{p / CONFIG_NAME} is not valid JSON ({e.msg})") from None
+        raise InputError(f"{p / CONFIG_NAME} is not valid JSON ({e.msg})") from None
     if config.get("format") != FORMAT:
-        raise ValueError(f"{p / CONFIG_NAME} is not an LDAR policy (format {config.get('format')!r}, "
+        raise InputError(f"{p / CONFIG_NAME} is not an LDAR policy (format {config.get('format')!r}, "
                          f"expected {FORMAT!r})")
     if config.get("version") != VERSION:
-        raise ValueError(f"{p} is LDAR policy format version {config.get('version')!r}; this ctxsel "
+        raise InputError(f"{p} is LDAR policy format version {config.get('version')!r}; this ctxsel "
                          f"reads version {VERSION}")
     return config
 
@@ -123,10 +124,10 @@ def _load_weights(policy: LDARPolicy, file: Path) -> None:
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))
     if missing or extra:
-        raise ValueError(f"{file} does not match its config: missing {missing[:3]}, unexpected {extra[:3]}")
+        raise InputError(f"{file} does not match its config: missing {missing[:3]}, unexpected {extra[:3]}")
     for k, v in tensors.items():
         if v.shape != expected[k].shape:
-            raise ValueError(f"{file}: {k} has shape {tuple(v.shape)}, the config says {tuple(expected[k].shape)}")
+            raise InputError(f"{file}: {k} has shape {tuple(v.shape)}, the config says {tuple(expected[k].shape)}")
     policy.load_state_dict(tensors)
 
 
@@ -175,9 +176,9 @@ def load_training_state(
     p = Path(path)
     doc = json.loads((p / "state.json").read_text(encoding="utf-8"))
     if doc.get("format") != STATE_FORMAT or doc.get("version") != VERSION:
-        raise ValueError(f"{p} is not an LDAR training state of version {VERSION}")
+        raise InputError(f"{p} is not an LDAR training state of version {VERSION}")
     if doc["policy"] != policy.config.to_dict():
-        raise ValueError(f"{p} was trained with a different network ({doc['policy']}); use another --output "
+        raise InputError(f"{p} was trained with a different network ({doc['policy']}); use another --output "
                          "or --overwrite")
     _load_weights(policy, p / WEIGHTS_NAME)
     tensors = load_file(str(p / "optimizer.safetensors"))

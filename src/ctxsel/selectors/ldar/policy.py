@@ -72,6 +72,7 @@ up to float rounding (about 1e-6 relative).
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
@@ -112,21 +113,21 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         if self.head not in ("band", "bernoulli"):
-            raise ValueError(f"head must be 'band' or 'bernoulli', got {self.head!r}")
+            raise InputError(f"head must be 'band' or 'bernoulli', got {self.head!r}")
         if self.encoder not in ("transformer", "mlp", "summary"):
-            raise ValueError(f"encoder must be 'transformer', 'mlp' or 'summary', got {self.encoder!r}")
+            raise InputError(f"encoder must be 'transformer', 'mlp' or 'summary', got {self.encoder!r}")
         if self.encoder == "summary":
             if self.head != "band":
-                raise ValueError("encoder='summary' needs head='band' (it has no per-chunk outputs)")
+                raise InputError("encoder='summary' needs head='band' (it has no per-chunk outputs)")
             if self.dropout:
-                raise ValueError("encoder='summary' needs dropout=0")
+                raise InputError("encoder='summary' needs dropout=0")
             if not 1 <= self.summary_top < self.summary_points:
-                raise ValueError(f"need 1 <= summary_top < summary_points, got {self.summary_top}, "
+                raise InputError(f"need 1 <= summary_top < summary_points, got {self.summary_top}, "
                                  f"{self.summary_points}")
         if self.embedding not in ("periodic", "linear"):
-            raise ValueError(f"embedding must be 'periodic' or 'linear', got {self.embedding!r}")
+            raise InputError(f"embedding must be 'periodic' or 'linear', got {self.embedding!r}")
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+            raise InputError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
 
     def to_dict(self) -> dict[str, Any]:
         """All fields; the summary settings only for the summary encoder or when changed, so the
@@ -143,7 +144,7 @@ class PolicyConfig:
         known = {f.name for f in fields(cls)}
         unknown = set(d) - known
         if unknown:
-            raise ValueError(f"unknown policy config keys {sorted(unknown)}: written by a newer ctxsel?")
+            raise InputError(f"unknown policy config keys {sorted(unknown)}: written by a newer ctxsel?")
         return cls(**d)
 
     @property
@@ -412,7 +413,7 @@ class LDARPolicy(nn.Module):
         if mask is None:
             mask = torch.ones(scores.shape, dtype=torch.bool)
         elif not bool(mask.any(dim=-1).all()):
-            raise ValueError("every row needs at least one real (unpadded) score")
+            raise InputError("every row needs at least one real (unpadded) score")
         if self.config.encoder == "summary":
             values, token_mask, log_w = self.summarize(scores, mask)
             _, z = self._encode_weighted(values, token_mask, log_w)

@@ -34,6 +34,7 @@ l, u, the Beta parameters, and which reward trained the policy.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +64,9 @@ class LDAR(RankingSelector):
     ) -> None:
         super().__init__(**kw)
         if policy is None:
-            raise ValueError("ldar needs a trained policy: ldar[policy=PATH] (train one with `ctxsel train ldar`)")
+            raise InputError("ldar needs a trained policy: ldar[policy=PATH] (train one with `ctxsel train ldar`)")
         if not isinstance(sample, bool):
-            raise ValueError(f"sample must be true or false, got {sample!r}")
+            raise InputError(f"sample must be true or false, got {sample!r}")
         if threads is not None:
             torch.set_num_threads(int(threads))
         if isinstance(policy, LDARPolicy):

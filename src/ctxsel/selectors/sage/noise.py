@@ -15,6 +15,7 @@ words up again.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import re
 
 import numpy as np
@@ -88,7 +89,7 @@ def perturb_word(word: str, rng: np.random.Generator) -> str:
 def disturb(text: str, lam: float, rng: np.random.Generator | int | None = None) -> str:
     """``text`` with each whitespace-separated word perturbed with probability ``lam``."""
     if not 0.0 <= lam <= 1.0:
-        raise ValueError(f"noise strength lambda must be in [0, 1], got {lam}")
+        raise InputError(f"noise strength lambda must be in [0, 1], got {lam}")
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     return _WORD.sub(lambda m: perturb_word(m.group(0), gen) if gen.random() < lam else m.group(0), text)
 

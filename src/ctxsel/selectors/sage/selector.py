@@ -72,6 +72,7 @@ for the eval to average.
 
 from __future__ import annotations
 
+from ctxsel.errors import InputError
 import re
 import time
 import zlib
@@ -214,15 +215,15 @@ class SAGE(CommonOptions, Selector):
         if llm is None:
             raise MissingLLMError("sage")
         if not isinstance(constrained, bool):
-            raise ValueError(f"constrained must be true or false, got {constrained!r}")
+            raise InputError(f"constrained must be true or false, got {constrained!r}")
         self.constrained = constrained
         for name, value, low in (("iter_max", iter_max, 1), ("recall_index", recall_index, 1),
                                  ("neighbor_num", neighbor_num, 0), ("n_seeds", n_seeds, 1),
                                  ("voter_num", voter_num, 1), ("n_perturb", n_perturb, 0), ("max_keys", max_keys, 1)):
             if as_int(name, value) < low:
-                raise ValueError(f"{name} must be >= {low}, got {value}")
+                raise InputError(f"{name} must be >= {low}, got {value}")
         if not 0.0 <= lambda_low <= 1.0:
-            raise ValueError(f"lambda_low must be in [0, 1], got {lambda_low}")
+            raise InputError(f"lambda_low must be in [0, 1], got {lambda_low}")
         self.llm = llm
         self.iter_max, self.recall_index, self.neighbor_num = int(iter_max), int(recall_index), int(neighbor_num)
         self.n_seeds, self.voter_num, self.n_perturb = int(n_seeds), int(voter_num), int(n_perturb)
