@@ -14,7 +14,7 @@ STAMP := $(VENV)/.ctxsel-installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo check test test-fast bench clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,14 @@ demo: setup
 		--question "How much does a child's ticket for a viewing night cost?"
 	$(VENV)/bin/ctxsel eval --dataset example --output runs/demo --overwrite \
 		--methods adaptive-k,autocut@1,top-k@1,top-k@5,top-n-tokens@200,full
+
+# Lint, format and types: ruff (rules in pyproject.toml), ruff format, mypy --strict on src/
+# and mypy on tests/ without strict. .ci/run runs it before the tests.
+check: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(PY) -m mypy
+	$(PY) -m mypy --config-file tests/mypy.ini tests
 
 # The whole suite, including tests marked `model` (real MiniLM) and `slow`.
 test: setup

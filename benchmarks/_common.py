@@ -17,8 +17,9 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -29,10 +30,12 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "N
 
 
 def add_common_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch / OpenMP / BLAS threads (default 1; recorded in the report)")
-    p.add_argument("--out", type=Path, default=RESULTS_DIR,
-                   help="folder for NAME.md / NAME.json (default benchmarks/results)")
+    p.add_argument(
+        "--threads", type=int, default=1, help="torch / OpenMP / BLAS threads (default 1; recorded in the report)"
+    )
+    p.add_argument(
+        "--out", type=Path, default=RESULTS_DIR, help="folder for NAME.md / NAME.json (default benchmarks/results)"
+    )
 
 
 def setup_threads(threads: int) -> dict[str, Any]:
@@ -90,8 +93,9 @@ def cpu_flags() -> str:
 
 def _git(*args: str) -> str | None:
     try:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -102,7 +106,7 @@ def _versions(extra: tuple[str, ...]) -> dict[str, str]:
         try:
             m = __import__(mod)
             out[mod] = str(getattr(m, "__version__", "?"))
-        except Exception:  # noqa: BLE001 - a missing optional package is just not recorded
+        except Exception:
             pass
     return out
 

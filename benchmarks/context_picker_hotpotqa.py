@@ -27,14 +27,29 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from ctxsel.cli.main import main as ctxsel
 
-    cmd = ["eval", "--dataset", "hotpotqa-long", "--split", "test", "--methods", args.methods, "--reader", "local",
-           "--output", args.output, "--threads", "1"]
+    cmd = [
+        "eval",
+        "--dataset",
+        "hotpotqa-long",
+        "--split",
+        "test",
+        "--methods",
+        args.methods,
+        "--reader",
+        "local",
+        "--output",
+        args.output,
+        "--threads",
+        "1",
+    ]
     rc = ctxsel(cmd)
     if rc:
         return rc
     summary = (Path(args.output) / "summary.md").read_text(encoding="utf-8")
-    args.result.write_text(summary + f"\nCommand: `ctxsel {' '.join(cmd)}` (via `python benchmarks/context_picker_hotpotqa.py`)\n",
-                           encoding="utf-8")
+    args.result.write_text(
+        summary + f"\nCommand: `ctxsel {' '.join(cmd)}` (via `python benchmarks/context_picker_hotpotqa.py`)\n",
+        encoding="utf-8",
+    )
     print(f"wrote {args.result}")
     return 0
 

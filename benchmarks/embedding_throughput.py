@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 GOAL_PASSAGES_PER_S = 80.0
 RECALL_TOLERANCE = 0.5  # points
@@ -106,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{b}: loaded ({costs})", file=sys.stderr)
 
     # cold start of a new process: import ctxsel, load the backend, embed one text (the export already exists)
-    code = ("import sys; from ctxsel.scoring.dense import DenseScorer; "
-            "DenseScorer(backend=sys.argv[1], num_threads=int(sys.argv[2]), cache=False).embed(['one short text'])")
+    code = (
+        "import sys; from ctxsel.scoring.dense import DenseScorer; "
+        "DenseScorer(backend=sys.argv[1], num_threads=int(sys.argv[2]), cache=False).embed(['one short text'])"
+    )
     for b in backends:
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-c", code, b, str(args.threads)], check=True, env=os.environ.copy())
@@ -133,13 +135,23 @@ def main(argv: list[str] | None = None) -> int:
             sc = scorers[b]
             sc.cache = EmbeddingCache(Path(tmp.name) / f"cold-{b}-{r}" / "embeddings.sqlite")
             la = C.loadavg()
-            print(f"cold pass {r + 1}/{args.cold_repeats}, {b}: {n} passages (load {la[0] if la else '?'})",
-                  file=sys.stderr)
+            print(
+                f"cold pass {r + 1}/{args.cold_repeats}, {b}: {n} passages (load {la[0] if la else '?'})",
+                file=sys.stderr,
+            )
             c0, t0 = time.process_time(), time.perf_counter()
             vecs = sc.embed(texts)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            cold[b].append({"wall_s": wall, "cpu_s": cpu, "passages_per_s": n / wall,
-                            "passages_per_cpu_s": n / cpu, "loadavg_before": la, "loadavg_after": C.loadavg()})
+            cold[b].append(
+                {
+                    "wall_s": wall,
+                    "cpu_s": cpu,
+                    "passages_per_s": n / wall,
+                    "passages_per_cpu_s": n / cpu,
+                    "loadavg_before": la,
+                    "loadavg_after": C.loadavg(),
+                }
+            )
             vectors.setdefault(b, vecs)
             print(f"  {n / wall:.1f} passages/s, {n / cpu:.1f} per CPU-second", file=sys.stderr)
 
@@ -148,13 +160,22 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     for b in backends:
         sc = scorers[b]
-        cached = C.summarize(C.time_calls(lambda: sc.embed(texts), warmup=1, budget_s=0,
-                                          min_repeats=args.cached_repeats, max_repeats=args.cached_repeats))
+        cached = C.summarize(
+            C.time_calls(
+                lambda: sc.embed(texts),
+                warmup=1,
+                budget_s=0,
+                min_repeats=args.cached_repeats,
+                max_repeats=args.cached_repeats,
+            )
+        )
         docs = vectors[b]
         agree = {}
         if ref is not None and b != "torch":
-            agree = {"max_abs_diff_vs_torch": float(np.abs(docs - ref).max()),
-                     "min_cosine_vs_torch": float((docs * ref).sum(1).min())}
+            agree = {
+                "max_abs_diff_vs_torch": float(np.abs(docs - ref).max()),
+                "min_cosine_vs_torch": float((docs * ref).sum(1).min()),
+            }
         t0 = time.perf_counter()
         qvecs = sc.embed([e.question for e in examples], sc.query_prefix)
         q_s = time.perf_counter() - t0
@@ -167,15 +188,24 @@ def main(argv: list[str] | None = None) -> int:
                 recalls.append(context_recall(s.ids, e.gold_ids) or 0.0)
                 toks.append(sum(c.n_tokens for c in s.chunks))
                 ks.append(s.k)
-            per_method[m] = {"recall": 100 * float(np.mean(recalls)), "tokens": float(np.mean(toks)),
-                             "k": float(np.mean(ks))}
+            per_method[m] = {
+                "recall": 100 * float(np.mean(recalls)),
+                "tokens": float(np.mean(toks)),
+                "k": float(np.mean(ks)),
+            }
         rates = [c["passages_per_s"] for c in cold[b]]
         results[b] = {
-            "cold": cold[b], "cold_passages_per_s_median": float(np.median(rates)) if rates else None,
+            "cold": cold[b],
+            "cold_passages_per_s_median": float(np.median(rates)) if rates else None,
             "cold_passages_per_cpu_s_median": float(np.median([c["passages_per_cpu_s"] for c in cold[b]]))
-            if rates else None,
-            "cached": cached, "one_off": one_off[b], "agreement": agree, "questions_embed_s": q_s,
-            "recall": per_method, "cache_key_model_id": sc.model_id,
+            if rates
+            else None,
+            "cached": cached,
+            "one_off": one_off[b],
+            "agreement": agree,
+            "questions_embed_s": q_s,
+            "recall": per_method,
+            "cache_key_model_id": sc.model_id,
             "threads": getattr(sc.model, "num_threads", args.threads),
         }
     info["loadavg_end"] = C.loadavg()
@@ -184,8 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     def ok(b: str) -> bool:
         if "torch" not in results:
             return True
-        return all(abs(results[b]["recall"][m]["recall"] - results["torch"]["recall"][m]["recall"])
-                   <= RECALL_TOLERANCE for m in METHODS)
+        return all(
+            abs(results[b]["recall"][m]["recall"] - results["torch"]["recall"][m]["recall"]) <= RECALL_TOLERANCE
+            for m in METHODS
+        )
 
     eligible = [b for b in backends if ok(b) and results[b]["cold_passages_per_s_median"]]
     fastest = max(eligible, key=lambda b: results[b]["cold_passages_per_s_median"]) if eligible else None
@@ -195,29 +227,44 @@ def main(argv: list[str] | None = None) -> int:
     for b in backends:
         r = results[b]
         rec = r["recall"]
-        rows.append([
-            f"`{b}`",
-            f"{r['cold_passages_per_s_median']:.1f}" if r["cold_passages_per_s_median"] else "—",
-            " / ".join(f"{c['passages_per_s']:.1f}" for c in r["cold"]),
-            f"{r['cold_passages_per_cpu_s_median']:.1f}" if r["cold_passages_per_cpu_s_median"] else "—",
-            " / ".join(f"{c['loadavg_before'][0]:.1f}" if c["loadavg_before"] else "?" for c in r["cold"]),
-            f"{rec['adaptive-k']['recall']:.1f} ({rec['adaptive-k']['tokens']:,.0f} tok)",
-            f"{rec['top-k@5']['recall']:.1f} ({rec['top-k@5']['tokens']:,.0f} tok)",
-            f"{r['agreement']['max_abs_diff_vs_torch']:.1e} / {r['agreement']['min_cosine_vs_torch']:.4f}"
-            if r["agreement"] else "(reference)",
-        ])
+        rows.append(
+            [
+                f"`{b}`",
+                f"{r['cold_passages_per_s_median']:.1f}" if r["cold_passages_per_s_median"] else "—",
+                " / ".join(f"{c['passages_per_s']:.1f}" for c in r["cold"]),
+                f"{r['cold_passages_per_cpu_s_median']:.1f}" if r["cold_passages_per_cpu_s_median"] else "—",
+                " / ".join(f"{c['loadavg_before'][0]:.1f}" if c["loadavg_before"] else "?" for c in r["cold"]),
+                f"{rec['adaptive-k']['recall']:.1f} ({rec['adaptive-k']['tokens']:,.0f} tok)",
+                f"{rec['top-k@5']['recall']:.1f} ({rec['top-k@5']['tokens']:,.0f} tok)",
+                f"{r['agreement']['max_abs_diff_vs_torch']:.1e} / {r['agreement']['min_cosine_vs_torch']:.4f}"
+                if r["agreement"]
+                else "(reference)",
+            ]
+        )
     costs_rows = []
     for b in backends:
         o = one_off[b]
         exp = o.get("export_or_quantize_once_s")
-        costs_rows.append([
-            f"`{b}`",
-            "—" if exp is None else f"{exp:.1f}" + (" (torch export + fusion)" if o.get("included_torch_export")
-                                                    else " (quantisation)" if b == "onnx-int8" else " (cached)"),
-            f"{o['import_and_load_s']:.2f}", f"{o['first_encode_s']:.3f}",
-            f"{o['new_process_first_embed_s']:.2f}",
-            C.fmt_cell(results[b]["cached"]), f"{results[b]['questions_embed_s']:.2f}",
-        ])
+        costs_rows.append(
+            [
+                f"`{b}`",
+                "—"
+                if exp is None
+                else f"{exp:.1f}"
+                + (
+                    " (torch export + fusion)"
+                    if o.get("included_torch_export")
+                    else " (quantisation)"
+                    if b == "onnx-int8"
+                    else " (cached)"
+                ),
+                f"{o['import_and_load_s']:.2f}",
+                f"{o['first_encode_s']:.3f}",
+                f"{o['new_process_first_embed_s']:.2f}",
+                C.fmt_cell(results[b]["cached"]),
+                f"{results[b]['questions_embed_s']:.2f}",
+            ]
+        )
     best = results[fastest]["cold_passages_per_s_median"] if fastest else 0.0
     la0 = info["loadavg_start"][0] if info["loadavg_start"] else float("nan")
     goal_line = (
@@ -241,20 +288,44 @@ def main(argv: list[str] | None = None) -> int:
     ]
     md = [C.header_md("Embedding throughput and recall by backend (DenseScorer, all-MiniLM-L6-v2)", info, notes)]
     md.append("## Side by side\n")
-    md.append(C.md_table(
-        ["backend", "passages/s (median)", "per cold pass", "passages per CPU-s", "load avg per pass",
-         "adaptive-k recall", "top-k@5 recall", "vs torch: max abs diff / min cos"], rows))
+    md.append(
+        C.md_table(
+            [
+                "backend",
+                "passages/s (median)",
+                "per cold pass",
+                "passages per CPU-s",
+                "load avg per pass",
+                "adaptive-k recall",
+                "top-k@5 recall",
+                "vs torch: max abs diff / min cos",
+            ],
+            rows,
+        )
+    )
     md.append("")
     md.append(goal_line)
     md.append("")
-    md.append(f"Fastest backend whose recall (both methods) is within {RECALL_TOLERANCE} points of torch's: "
-              f"**`{fastest}`** (eligible: {', '.join(f'`{b}`' for b in eligible) or 'none'}); "
-              "`ctxsel.scoring.dense.DEFAULT_BACKEND` says which one `backend=\"auto\"` uses, and why.")
+    md.append(
+        f"Fastest backend whose recall (both methods) is within {RECALL_TOLERANCE} points of torch's: "
+        f"**`{fastest}`** (eligible: {', '.join(f'`{b}`' for b in eligible) or 'none'}); "
+        '`ctxsel.scoring.dense.DEFAULT_BACKEND` says which one `backend="auto"` uses, and why.'
+    )
     md.append("\n## One-off and cached costs (seconds)\n")
-    md.append(C.md_table(["backend", "ONNX export / quantisation (once per cache folder)", "import + load",
-                          "first encode (1 text)",
-                          "new process: import, load, embed 1 text", "cached pass, ms: median (p90)", f"embed {len(examples)} questions"],
-                         costs_rows))
+    md.append(
+        C.md_table(
+            [
+                "backend",
+                "ONNX export / quantisation (once per cache folder)",
+                "import + load",
+                "first encode (1 text)",
+                "new process: import, load, embed 1 text",
+                "cached pass, ms: median (p90)",
+                f"embed {len(examples)} questions",
+            ],
+            costs_rows,
+        )
+    )
     data = {
         "benchmark": "embedding_throughput",
         "machine": info,
@@ -262,8 +333,11 @@ def main(argv: list[str] | None = None) -> int:
         "n_passages": n,
         "n_questions": len(examples),
         "passage_words": {"mean": float(words.mean()), "max": int(words.max())},
-        "passage_wordpieces": {"mean": float(lengths.mean()), "max": int(lengths.max()),
-                               "truncated": int((lengths > 256).sum())},
+        "passage_wordpieces": {
+            "mean": float(lengths.mean()),
+            "max": int(lengths.max()),
+            "truncated": int((lengths > 256).sum()),
+        },
         "load_data_s": load_data_s,
         "backends": results,
         "fastest_within_tolerance": fastest,

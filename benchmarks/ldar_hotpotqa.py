@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 BASELINES = ["adaptive-k", "top-k@1", "top-k@2", "top-k@3", "top-k@5", "top-k@10", "full"]
 
@@ -44,9 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     from ctxsel.datasets.splits import split_examples
     from ctxsel.eval.report import markdown_table
     from ctxsel.eval.runner import evaluate
-    from ctxsel.train.ldar_rewards import fbeta
     from ctxsel.scoring import get_scorer
     from ctxsel.selectors.ldar.checkpoint import read_policy_config
+    from ctxsel.train.ldar_rewards import fbeta
 
     C.set_torch_threads(args.threads)
     info = C.machine_info(thread_info, ("torch",))
@@ -55,8 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     for i, (label, path) in enumerate(policies):
         spec = f"ldar[policy={path}]"
         methods.append(spec)
-        labels[spec] = f"{label} (`{read_policy_config(path)['policy']['head']}/"\
-                       f"{read_policy_config(path)['policy']['encoder']}/{read_policy_config(path)['policy']['embedding']}`)"
+        labels[spec] = (
+            f"{label} (`{read_policy_config(path)['policy']['head']}/"
+            f"{read_policy_config(path)['policy']['encoder']}/{read_policy_config(path)['policy']['embedding']}`)"
+        )
         trained[label] = read_policy_config(path)["training"]
         if i == 0:
             literal = f"ldar[policy={path},snap_top=false]"
@@ -76,25 +78,37 @@ def main(argv: list[str] | None = None) -> int:
         sc = np.asarray(scorer.score(ex.question, ex.chunks), dtype=np.float64)
         rankings.append(([ex.chunks[i].id for i in np.argsort(-sc, kind="stable")[:50]], set(ex.gold_ids)))
     for k in range(1, 51):
-        f2_by_k[k] = float(np.mean([fbeta(len(set(r[:k]) & g) / len(g), len(set(r[:k]) & g) / k, args.beta)
-                                    for r, g in rankings]))
+        f2_by_k[k] = float(
+            np.mean([fbeta(len(set(r[:k]) & g) / len(g), len(set(r[:k]) & g) / k, args.beta) for r, g in rankings])
+        )
     best_k = max(f2_by_k, key=lambda k: (f2_by_k[k], -k))
     baselines = list(BASELINES)
     if f"top-k@{best_k}" not in baselines:
         baselines.insert(1, f"top-k@{best_k}")
     labels[f"top-k@{best_k}"] = f"`top-k@{best_k}` (k with the best F{args.beta:g} on the 80 training questions)"
     methods += baselines
-    summary = evaluate(test, methods, output_dir=args.eval_dir, scorer=scorer,
-                       dataset_name=f"hotpotqa-long (test split: {len(test)} questions)", overwrite=True,
-                       progress=True)
+    summary = evaluate(
+        test,
+        methods,
+        output_dir=args.eval_dir,
+        scorer=scorer,
+        dataset_name=f"hotpotqa-long (test split: {len(test)} questions)",
+        overwrite=True,
+        progress=True,
+    )
     rows = [json.loads(x) for x in (args.eval_dir / "results.jsonl").read_text().splitlines()]
     for m in methods:
         mine = [r for r in rows if r["method"] == m]
         summary[m]["f2"] = sum(fbeta(r["recall"], r["precision"], args.beta) for r in mine) / len(mine)
     shown = {labels.get(m, f"`{m}`"): summary[m] for m in methods}
-    columns = (("f2", f"F{args.beta:g} (reward)", ".3f"), ("recall", "recall %", "pct"),
-               ("precision", "precision %", "pct"), ("k", "k", ".1f"), ("n_tokens", "tokens", ",.0f"),
-               ("reduction", "reduction %", ".1f"))
+    columns = (
+        ("f2", f"F{args.beta:g} (reward)", ".3f"),
+        ("recall", "recall %", "pct"),
+        ("precision", "precision %", "pct"),
+        ("k", "k", ".1f"),
+        ("n_tokens", "tokens", ",.0f"),
+        ("reduction", "reduction %", ".1f"),
+    )
     info["loadavg_end"] = C.loadavg()
     first = trained[policies[0][0]]
     notes = [
@@ -112,9 +126,17 @@ def main(argv: list[str] | None = None) -> int:
     md.append("\nTraining commands (from the policies' config.json):\n")
     for label, t in trained.items():
         md.append(f"- {label}: `{t.get('command')}`")
-    data = {"benchmark": "ldar_hotpotqa", "machine": info, "methods": methods, "labels": labels,
-            "summary": summary, "training": trained, "test_ids": [e.id for e in test],
-            "train_f2_by_k": f2_by_k, "best_k_on_train": best_k}
+    data = {
+        "benchmark": "ldar_hotpotqa",
+        "machine": info,
+        "methods": methods,
+        "labels": labels,
+        "summary": summary,
+        "training": trained,
+        "test_ids": [e.id for e in test],
+        "train_f2_by_k": f2_by_k,
+        "best_k_on_train": best_k,
+    }
     md_path, js_path = C.write_report("ldar_hotpotqa", args.out, "\n".join(md), data)
     print(md_path.read_text())
     print(f"wrote {md_path}, {js_path}", file=sys.stderr)

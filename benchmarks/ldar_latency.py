@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 ENCODERS = ("transformer", "summary")
 
@@ -47,8 +47,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train-sizes", default="1000", help="N for the training step")
     p.add_argument("--before-sizes", default="1000,10000", help="N for the previous inference path (reference)")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--default-threads", type=int, default=os.cpu_count() or 1,
-                   help="a second thread count to time (default: logical cores; 0: only --threads)")
+    p.add_argument(
+        "--default-threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="a second thread count to time (default: logical cores; 0: only --threads)",
+    )
     p.add_argument("--budget-s", type=float, default=1.0, help="timed seconds per inference cell")
     p.add_argument("--train-repeats", type=int, default=3, help="timed training steps per cell (after 1 warm-up)")
     p.add_argument("--seed", type=int, default=0)
@@ -82,8 +86,9 @@ def timed(fn, budget_s: float) -> dict:
     t0 = time.perf_counter()
     fn()
     slow = time.perf_counter() - t0 > 1.0
-    return C.summarize(C.time_calls(fn, warmup=1 if slow else 2, budget_s=budget_s,
-                                    min_repeats=3 if slow else 5, max_repeats=200))
+    return C.summarize(
+        C.time_calls(fn, warmup=1 if slow else 2, budget_s=budget_s, min_repeats=3 if slow else 5, max_repeats=200)
+    )
 
 
 def quality(args, paper_path: str, summary_path: str) -> dict:
@@ -93,11 +98,11 @@ def quality(args, paper_path: str, summary_path: str) -> dict:
     from ctxsel.datasets import load_dataset
     from ctxsel.datasets.splits import split_examples
     from ctxsel.eval import metrics
-    from ctxsel.train.ldar_rewards import fbeta
     from ctxsel.scoring import get_scorer
     from ctxsel.selectors.ldar.checkpoint import load_policy
     from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig
     from ctxsel.selectors.ldar.selector import LDAR
+    from ctxsel.train.ldar_rewards import fbeta
 
     examples = load_dataset("hotpotqa-long", hotpotqa_path=args.hotpotqa)
     test = split_examples(examples, "test")
@@ -106,8 +111,10 @@ def quality(args, paper_path: str, summary_path: str) -> dict:
     paper, paper_info = load_policy(paper_path)
     summ, summ_info = load_policy(summary_path)
     if paper.config.encoder != "transformer" or summ.config.encoder != "summary":
-        raise ValueError(f"--paper-policy is {paper.config.variant}, --summary-policy is {summ.config.variant}: "
-                         "expected band/transformer/... and band/summary/...")
+        raise ValueError(
+            f"--paper-policy is {paper.config.variant}, --summary-policy is {summ.config.variant}: "
+            "expected band/transformer/... and band/summary/..."
+        )
     zero = LDARPolicy(PolicyConfig(**{**paper.config.to_dict(), "encoder": "summary"})).eval()
     zero.load_state_dict(paper.state_dict())
     methods = {
@@ -115,23 +122,36 @@ def quality(args, paper_path: str, summary_path: str) -> dict:
         "summary variant": LDAR(policy=summary_path),
         "paper weights via summary, untrained": LDAR(policy=zero),
     }
-    out: dict = {"n_questions": len(test), "n_chunks": sorted({len(ex.chunks) for ex in test}),
-                 "training": {"paper": paper_info["training"], "summary": summ_info["training"]}, "methods": {}}
+    out: dict = {
+        "n_questions": len(test),
+        "n_chunks": sorted({len(ex.chunks) for ex in test}),
+        "training": {"paper": paper_info["training"], "summary": summ_info["training"]},
+        "methods": {},
+    }
     bands: dict[str, list] = {}
     for label, sel in methods.items():
         rows = []
         for ex, s in scored:
             r = sel.select(ex.question, ex.chunks, s)
             rec, prec = metrics.context_recall(r.ids, ex.gold_ids), metrics.context_precision(r.ids, ex.gold_ids)
-            rows.append({"recall": rec, "precision": prec, "f2": fbeta(rec, prec, args.beta), "k": r.k,
-                         "tokens": r.n_tokens, "band": (r.meta.get("l"), r.meta.get("u"))})
+            rows.append(
+                {
+                    "recall": rec,
+                    "precision": prec,
+                    "f2": fbeta(rec, prec, args.beta),
+                    "k": r.k,
+                    "tokens": r.n_tokens,
+                    "band": (r.meta.get("l"), r.meta.get("u")),
+                }
+            )
         ex0, s0 = scored[0]
         tok = np.array([c.n_tokens or 0 for c in ex0.chunks])
         lat = timed(lambda sel=sel, s0=s0, tok=tok: sel.decide(s0, tok), args.budget_s)
         bands[label] = [r["band"] for r in rows]
         out["methods"][label] = {
             **{k: float(np.mean([r[k] for r in rows])) for k in ("recall", "precision", "f2", "k", "tokens")},
-            "decide_ms": lat, "per_question": rows,
+            "decide_ms": lat,
+            "per_question": rows,
         }
     ref = bands["paper (transformer)"]
     for label, b in bands.items():
@@ -145,11 +165,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
     import torch
+    from selection_latency import make_scores
     from tqdm import tqdm
 
     from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, count_parameters
     from ctxsel.selectors.ldar.selector import LDAR
-    from selection_latency import make_scores
 
     C.set_torch_threads(args.threads)
     info = C.machine_info(thread_info, ("torch",))
@@ -176,9 +196,12 @@ def main(argv: list[str] | None = None) -> int:
 
     timing: dict = {}  # [threads][path][N]
     train: dict = {}  # [threads][encoder][N]
-    cells = len(thread_counts) * (2 * len(sizes["transformer"]) + 2 * len(sizes["summary"])
-                                  + len(set(sizes["transformer"]) & set(ints(args.before_sizes)))
-                                  + 2 * len(train_sizes))
+    cells = len(thread_counts) * (
+        2 * len(sizes["transformer"])
+        + 2 * len(sizes["summary"])
+        + len(set(sizes["transformer"]) & set(ints(args.before_sizes)))
+        + 2 * len(train_sizes)
+    )
     bar = tqdm(total=cells, desc="ldar latency", unit="cell", file=sys.stderr)
     for t in thread_counts:
         torch.set_num_threads(t)
@@ -188,8 +211,10 @@ def main(argv: list[str] | None = None) -> int:
             for n in sizes[enc]:
                 scores, tokens = make_scores(n, args.seed)
                 x = torch.as_tensor(np.sort(scores), dtype=torch.float32)[None]
-                paths = [(f"{enc}: decide()", lambda: sel.decide(scores, tokens)),
-                         (f"{enc}: policy.infer", lambda: p.infer(x))]
+                paths = [
+                    (f"{enc}: decide()", lambda: sel.decide(scores, tokens)),
+                    (f"{enc}: policy.infer", lambda: p.infer(x)),
+                ]
                 if enc == "transformer" and n in ints(args.before_sizes):
                     paths.append(("transformer: before (modules, no_grad)", lambda: before(x)))
                 for label, fn in paths:
@@ -204,9 +229,10 @@ def main(argv: list[str] | None = None) -> int:
                 tp = LDARPolicy(PolicyConfig(encoder=enc)).train()
                 opt = torch.optim.Adam(tp.parameters(), lr=3e-4, betas=(0.9, 0.999), eps=1e-8)
                 rng = np.random.default_rng(args.seed)
-                batch = torch.as_tensor(np.sort(np.stack([make_scores(n, args.seed + b)[0]
-                                                          for b in range(args.batch_size)]), axis=1),
-                                        dtype=torch.float32)
+                batch = torch.as_tensor(
+                    np.sort(np.stack([make_scores(n, args.seed + b)[0] for b in range(args.batch_size)]), axis=1),
+                    dtype=torch.float32,
+                )
 
                 def step(tp=tp, opt=opt, rng=rng, batch=batch):
                     out = tp(batch)
@@ -258,55 +284,96 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for t in thread_counts:
         for label, cells_ in timing[t].items():
-            rows.append([f"{label}, {t} thread{'s' if t > 1 else ''}"]
-                        + [C.fmt_cell(cells_.get(n)) if n in cells_ else "—" for n in all_n])
+            rows.append(
+                [f"{label}, {t} thread{'s' if t > 1 else ''}"]
+                + [C.fmt_cell(cells_.get(n)) if n in cells_ else "—" for n in all_n]
+            )
     md.append(C.md_table(["path"] + [f"N = {n:,}" for n in all_n], rows))
     goal_1k = timing[args.threads]["transformer: policy.infer"].get(1000)
     goal_sum = timing[args.threads]["summary: policy.infer"]
     md.append("\nGoals (1 thread, `policy.infer`): <= 10 ms at N = 1,000 and <= 100 ms at N = 100,000.")
     if goal_1k:
-        md.append(f"- Paper's network at N = 1,000: {C.fmt_ms(goal_1k['median_ms'])} ms median, "
-                  f"{C.fmt_ms(goal_1k['min_ms'])} ms fastest call. About 3.6 GFLOP per "
-                  "query (2 layers x [0.8 GFLOP of N x d^2 projections + 1 GFLOP of N^2 attention]): one AVX2 "
-                  "core peaks near 80-90 GFLOP/s fp32, so no exact fp32 implementation reaches 10 ms here; "
-                  "the goal is met by the summary variant.")
+        md.append(
+            f"- Paper's network at N = 1,000: {C.fmt_ms(goal_1k['median_ms'])} ms median, "
+            f"{C.fmt_ms(goal_1k['min_ms'])} ms fastest call. About 3.6 GFLOP per "
+            "query (2 layers x [0.8 GFLOP of N x d^2 projections + 1 GFLOP of N^2 attention]): one AVX2 "
+            "core peaks near 80-90 GFLOP/s fp32, so no exact fp32 implementation reaches 10 ms here; "
+            "the goal is met by the summary variant."
+        )
     for n in (1000, 100_000):
         if n in goal_sum:
             goal = 10 if n == 1000 else 100
-            md.append(f"- Summary variant at N = {n:,}: {C.fmt_ms(goal_sum[n]['median_ms'])} ms median "
-                      f"({'met' if goal_sum[n]['median_ms'] <= goal else 'NOT met'}), "
-                      f"{C.fmt_ms(goal_sum[n]['min_ms'])} ms fastest call "
-                      f"({'met' if goal_sum[n]['min_ms'] <= goal else 'NOT met'}); the fastest call is the best "
-                      "estimate of the uncontended time when other jobs share the cores.")
+            md.append(
+                f"- Summary variant at N = {n:,}: {C.fmt_ms(goal_sum[n]['median_ms'])} ms median "
+                f"({'met' if goal_sum[n]['median_ms'] <= goal else 'NOT met'}), "
+                f"{C.fmt_ms(goal_sum[n]['min_ms'])} ms fastest call "
+                f"({'met' if goal_sum[n]['min_ms'] <= goal else 'NOT met'}); the fastest call is the best "
+                "estimate of the uncontended time when other jobs share the cores."
+            )
     md.append(f"\n## REINFORCE step, batch {args.batch_size}: ms, median (p90)\n")
-    rows = [[f"{enc}, {t} thread{'s' if t > 1 else ''}"] + [C.fmt_cell(train[t][enc].get(n)) for n in train_sizes]
-            for t in thread_counts for enc in ENCODERS]
+    rows = [
+        [f"{enc}, {t} thread{'s' if t > 1 else ''}"] + [C.fmt_cell(train[t][enc].get(n)) for n in train_sizes]
+        for t in thread_counts
+        for enc in ENCODERS
+    ]
     md.append(C.md_table(["encoder"] + [f"N = {n:,}" for n in train_sizes], rows))
     md.append(f"\n## Peak memory of one `policy.infer` (fresh process, {args.threads} thread), MB\n")
-    md.append(C.md_table(["encoder"] + [f"N = {n:,}" for n in all_n],
-                         [[enc] + [(f"{rss[f'{enc} N={n}']['after_mb'] - rss[f'{enc} N={n}']['before_mb']:,.0f} "
-                                    f"(peak {rss[f'{enc} N={n}']['after_mb']:,.0f})") if n in sizes[enc] else "—"
-                                   for n in all_n] for enc in ENCODERS]))
-    md.append("\nEach cell: growth of the peak resident set during the pass (peak of the whole process, which "
-              "includes torch itself).")
+    md.append(
+        C.md_table(
+            ["encoder"] + [f"N = {n:,}" for n in all_n],
+            [
+                [enc]
+                + [
+                    (
+                        f"{rss[f'{enc} N={n}']['after_mb'] - rss[f'{enc} N={n}']['before_mb']:,.0f} "
+                        f"(peak {rss[f'{enc} N={n}']['after_mb']:,.0f})"
+                    )
+                    if n in sizes[enc]
+                    else "—"
+                    for n in all_n
+                ]
+                for enc in ENCODERS
+            ],
+        )
+    )
+    md.append(
+        "\nEach cell: growth of the peak resident set during the pass (peak of the whole process, which "
+        "includes torch itself)."
+    )
     if qual:
         tr = qual["training"]
-        md.append(f"\n## Recall and tokens on the same held-out split ({qual['n_questions']} hotpotqa-long "
-                  f"questions, N = {', '.join(map(str, qual['n_chunks']))} chunks each)\n")
+        md.append(
+            f"\n## Recall and tokens on the same held-out split ({qual['n_questions']} hotpotqa-long "
+            f"questions, N = {', '.join(map(str, qual['n_chunks']))} chunks each)\n"
+        )
         md.append(
             f"Both trained with the **{tr['paper']['reward']['name']} reward** (F{args.beta:g} of gold recall and "
             f"precision) on the 80 training questions: paper {tr['paper']['steps_done']} steps, summary "
             f"{tr['summary']['steps_done']} steps, batch {tr['paper']['batch_size']}, lr {tr['paper']['lr']:g}, "
             f"seed {tr['paper']['seed']} / {tr['summary']['seed']}; deterministic inference (Beta means). "
             "`same band` = questions whose band (l, u) equals the paper policy's. `decide()` on the first "
-            "question's real scores, 1 thread.\n")
+            "question's real scores, 1 thread.\n"
+        )
         rows = []
         for label, m in qual["methods"].items():
-            rows.append([label, f"{m['f2']:.3f}", f"{100 * m['recall']:.1f}", f"{100 * m['precision']:.1f}",
-                         f"{m['k']:.1f}", f"{m['tokens']:,.0f}", f"{m['same_band_as_paper']}/{qual['n_questions']}",
-                         C.fmt_cell(m["decide_ms"])])
-        md.append(C.md_table(["policy", f"F{args.beta:g}", "recall %", "precision %", "k", "tokens", "same band",
-                              "`decide()` ms"], rows))
+            rows.append(
+                [
+                    label,
+                    f"{m['f2']:.3f}",
+                    f"{100 * m['recall']:.1f}",
+                    f"{100 * m['precision']:.1f}",
+                    f"{m['k']:.1f}",
+                    f"{m['tokens']:,.0f}",
+                    f"{m['same_band_as_paper']}/{qual['n_questions']}",
+                    C.fmt_cell(m["decide_ms"]),
+                ]
+            )
+        md.append(
+            C.md_table(
+                ["policy", f"F{args.beta:g}", "recall %", "precision %", "k", "tokens", "same band", "`decide()` ms"],
+                rows,
+            )
+        )
         md.append("\nTraining commands (from the policies' config.json):\n")
         md.append(f"- paper: `{tr['paper'].get('command')}`")
         md.append(f"- summary: `{tr['summary'].get('command')}`")
@@ -318,10 +385,12 @@ def main(argv: list[str] | None = None) -> int:
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "n_parameters": n_params,
         "unit": "ms",
-        "inference": {str(t): {label: {str(n): s for n, s in v.items()} for label, v in d.items()}
-                      for t, d in timing.items()},
-        "train_step": {str(t): {enc: {str(n): s for n, s in v.items()} for enc, v in d.items()}
-                       for t, d in train.items()},
+        "inference": {
+            str(t): {label: {str(n): s for n, s in v.items()} for label, v in d.items()} for t, d in timing.items()
+        },
+        "train_step": {
+            str(t): {enc: {str(n): s for n, s in v.items()} for enc, v in d.items()} for t, d in train.items()
+        },
         "rss_one_inference_mb": rss,
         "quality": qual,
     }

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -45,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 CTXSEL_METHODS = ("adaptive-k", "top-k@5", "top-n-tokens@1k", "autocut@1")
 REFERENCE = "ctxsel adaptive-k"
@@ -56,8 +55,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     C.add_common_args(p)
     p.add_argument("--repeats", type=int, default=5, help="timed runs per test question and method (default 5)")
     p.add_argument("--backend", default="auto", help="dense backend that computes the shared vectors (default auto)")
-    p.add_argument("--cache-dir", default=None,
-                   help="embedding cache folder to reuse (default: a temporary one, deleted afterwards)")
+    p.add_argument(
+        "--cache-dir",
+        default=None,
+        help="embedding cache folder to reuse (default: a temporary one, deleted afterwards)",
+    )
     p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (default: auto)")
     return p.parse_args(argv)
 
@@ -198,8 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         "ctxsel autocut@1": ("Weaviate autocut (ctxsel's port, `autocut@1`)", ctxsel_method("autocut@1")),
         "llamaindex cutoff": (f"LlamaIndex `SimilarityPostprocessor(similarity_cutoff={li_cutoff:g})`", li_cut),
         "llamaindex top-k": ("LlamaIndex retriever `similarity_top_k=5`", li_topk),
-        "langchain threshold": (f"LangChain `EmbeddingsFilter(similarity_threshold={lc_threshold:g}, k=None)`",
-                                lc(lc_thr)),
+        "langchain threshold": (
+            f"LangChain `EmbeddingsFilter(similarity_threshold={lc_threshold:g}, k=None)`",
+            lc(lc_thr),
+        ),
         "langchain k": ("LangChain `EmbeddingsFilter(k=5)`", lc(lc_k5)),
         "haystack top-k": ("Haystack `InMemoryEmbeddingRetriever(top_k=5)`", hs_topk),
     }
@@ -234,8 +238,11 @@ def main(argv: list[str] | None = None) -> int:
                 times.append(time.perf_counter() - t0)
         per["latency"] = C.summarize(times)
         results[key] = {"label": label, **per}
-        print(f"{label}: recall {per['test']['recall']:.1f}, tokens {per['test']['tokens']:.0f}, "
-              f"{per['latency']['median_ms']:.2f} ms", file=sys.stderr)
+        print(
+            f"{label}: recall {per['test']['recall']:.1f}, tokens {per['test']['tokens']:.0f}, "
+            f"{per['latency']['median_ms']:.2f} ms",
+            file=sys.stderr,
+        )
     info["loadavg_end"] = C.loadavg()
 
     ref = results[REFERENCE]
@@ -246,20 +253,43 @@ def main(argv: list[str] | None = None) -> int:
     def table(part: str) -> str:
         rows = []
         for key, r in results.items():
-            rows.append([r["label"], f"{r[part]['recall']:.1f}", f"{r[part]['tokens']:,.0f}", f"{r[part]['k']:.1f}",
-                         C.fmt_ms(r["latency"]["median_ms"]),
-                         ratio(r[part]["recall"], ref[part]["recall"]), ratio(r[part]["tokens"], ref[part]["tokens"]),
-                         ratio(r["latency"]["median_ms"], ref["latency"]["median_ms"])])
-        return C.md_table(["method", "recall, %", "tokens", "chunks", "latency, ms (median)", "recall ratio",
-                           "tokens ratio", "latency ratio"], rows)
+            rows.append(
+                [
+                    r["label"],
+                    f"{r[part]['recall']:.1f}",
+                    f"{r[part]['tokens']:,.0f}",
+                    f"{r[part]['k']:.1f}",
+                    C.fmt_ms(r["latency"]["median_ms"]),
+                    ratio(r[part]["recall"], ref[part]["recall"]),
+                    ratio(r[part]["tokens"], ref[part]["tokens"]),
+                    ratio(r["latency"]["median_ms"], ref["latency"]["median_ms"]),
+                ]
+            )
+        return C.md_table(
+            [
+                "method",
+                "recall, %",
+                "tokens",
+                "chunks",
+                "latency, ms (median)",
+                "recall ratio",
+                "tokens ratio",
+                "latency ratio",
+            ],
+            rows,
+        )
 
     notes = [
         f"Pool: {len(pool)} hotpotqa-long paragraphs; {len(examples)} questions, split {len(train)} train / "
         f"{len(test)} test by `ctxsel.datasets.splits` (seed 0).",
         f"Shared vectors: bundled all-MiniLM-L6-v2 via `DenseScorer(backend={scorer.backend!r})`, "
         f"{embed_s:.1f} s to embed pool + questions (cache id `{scorer.model_id}`"
-        + (f"; served from the embedding cache in `{args.cache_dir}`, whose MiniLM vectors were computed earlier "
-           "with torch: ONNX fp32 shares torch's entries, equal within ~1e-6)." if args.cache_dir else ")."),
+        + (
+            f"; served from the embedding cache in `{args.cache_dir}`, whose MiniLM vectors were computed earlier "
+            "with torch: ONNX fp32 shares torch's entries, equal within ~1e-6)."
+            if args.cache_dir
+            else ")."
+        ),
         f"Thresholds chosen on the {len(train)} training questions (best mean F1 of context precision/recall, "
         f"0.005 grid): LlamaIndex similarity_cutoff {li_cutoff:g} (train F1 {li_f1:.3f}), LangChain "
         f"similarity_threshold {lc_threshold:g} (train F1 {lc_f1:.3f}). ctxsel's methods use their defaults.",
@@ -269,8 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         "Checked: on 5 test questions, LlamaIndex's, LangChain's and Haystack's top-5 equal ctxsel's top-k@5 "
         "(the same similarities).",
     ]
-    md = [C.header_md("Peers: ctxsel's selectors next to LlamaIndex, LangChain, Haystack (hotpotqa-long)",
-                      info, notes)]
+    md = [C.header_md("Peers: ctxsel's selectors next to LlamaIndex, LangChain, Haystack (hotpotqa-long)", info, notes)]
     md.append(f"## Test split ({len(test)} questions)\n")
     md.append(table("test"))
     md.append(f"\n## All {len(examples)} questions (the threshold was chosen on 80 of them)\n")
@@ -279,9 +308,15 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "peers",
         "machine": info,
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "n_pool": len(pool), "n_train": len(train), "n_test": len(test),
-        "thresholds": {"llamaindex_similarity_cutoff": li_cutoff, "llamaindex_train_f1": li_f1,
-                       "langchain_similarity_threshold": lc_threshold, "langchain_train_f1": lc_f1},
+        "n_pool": len(pool),
+        "n_train": len(train),
+        "n_test": len(test),
+        "thresholds": {
+            "llamaindex_similarity_cutoff": li_cutoff,
+            "llamaindex_train_f1": li_f1,
+            "langchain_similarity_threshold": lc_threshold,
+            "langchain_train_f1": lc_f1,
+        },
         "vectors": {"backend": scorer.backend, "model_id": scorer.model_id, "embed_s": embed_s},
         "reference": REFERENCE,
         "methods": results,
@@ -312,6 +347,7 @@ def _langchain_community_shim() -> None:
     document with a state dict; embed the documents' texts once and keep the vectors in that state)."""
     try:
         import langchain_community.document_transformers.embeddings_redundant_filter  # noqa: F401
+
         return
     except ImportError:
         pass
@@ -323,8 +359,12 @@ def _langchain_community_shim() -> None:
         state: dict = {}  # noqa: RUF012 - pydantic field, as in langchain-community
 
     def get_stateful_documents(documents: Any) -> list[Any]:
-        return [d if isinstance(d, _DocumentWithState) else
-                _DocumentWithState(page_content=d.page_content, metadata=d.metadata, state={}) for d in documents]
+        return [
+            d
+            if isinstance(d, _DocumentWithState)
+            else _DocumentWithState(page_content=d.page_content, metadata=d.metadata, state={})
+            for d in documents
+        ]
 
     def _get_embeddings_from_stateful_docs(embeddings: Any, documents: Any) -> list[list[float]]:
         if documents and "embedded_doc" in documents[0].state:
@@ -334,8 +374,11 @@ def _langchain_community_shim() -> None:
             d.state["embedded_doc"] = v
         return vecs
 
-    names = ["langchain_community", "langchain_community.document_transformers",
-             "langchain_community.document_transformers.embeddings_redundant_filter"]
+    names = [
+        "langchain_community",
+        "langchain_community.document_transformers",
+        "langchain_community.document_transformers.embeddings_redundant_filter",
+    ]
     for name in names:
         sys.modules.setdefault(name, types.ModuleType(name))
     mod = sys.modules[names[-1]]

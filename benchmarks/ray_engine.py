@@ -31,11 +31,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 TIMING = {"select_ms", "wall_s"}
-RAY_LINE = re.compile(r"ray: (?P<how>.+?) \((?P<init>[\d.]+) s\), (?P<cpus>[\d.]+) CPUs, (?P<actors>\d+) actors "
-                      r"x (?P<cpa>[\d.]+) CPU; examples took (?P<run>[\d.]+) s")
+RAY_LINE = re.compile(
+    r"ray: (?P<how>.+?) \((?P<init>[\d.]+) s\), (?P<cpus>[\d.]+) CPUs, (?P<actors>\d+) actors "
+    r"x (?P<cpa>[\d.]+) CPU; examples took (?P<run>[\d.]+) s"
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -53,15 +55,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run_eval(args: argparse.Namespace, out: Path, cache: Path, engine: str) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "ctxsel.cli.main", "eval", "--dataset", args.dataset, "--output", str(out),
-           "--overwrite", "--threads", str(args.threads), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ctxsel.cli.main",
+        "eval",
+        "--dataset",
+        args.dataset,
+        "--output",
+        str(out),
+        "--overwrite",
+        "--threads",
+        str(args.threads),
+        "--no-progress",
+    ]
     if args.methods:
         cmd += ["--methods", args.methods]
     if args.limit:
         cmd += ["--limit", str(args.limit)]
     if engine == "ray":
-        cmd += ["--engine", "ray", "--ray-num-cpus", str(os.cpu_count() or 2),
-                "--ray-cpus-per-actor", str(args.ray_cpus_per_actor)]
+        cmd += [
+            "--engine",
+            "ray",
+            "--ray-num-cpus",
+            str(os.cpu_count() or 2),
+            "--ray-cpus-per-actor",
+            str(args.ray_cpus_per_actor),
+        ]
         if args.ray_actors:
             cmd += ["--ray-actors", str(args.ray_actors)]
     env = {**os.environ, "CTXSEL_CACHE_DIR": str(cache)}
@@ -76,8 +96,13 @@ def run_eval(args: argparse.Namespace, out: Path, cache: Path, engine: str) -> d
     if engine == "ray":
         if not m:
             raise RuntimeError(f"no ray summary line in stderr:\n{proc.stderr[-2000:]}")
-        res.update(ray_init_s=float(m["init"]), ray_examples_s=float(m["run"]), actors=int(m["actors"]),
-                   cpus_per_actor=float(m["cpa"]), cluster_cpus=float(m["cpus"]))
+        res.update(
+            ray_init_s=float(m["init"]),
+            ray_examples_s=float(m["run"]),
+            actors=int(m["actors"]),
+            cpus_per_actor=float(m["cpa"]),
+            cluster_cpus=float(m["cpus"]),
+        )
     return res
 
 
@@ -111,8 +136,14 @@ def ray_startup(repeats: int) -> list[dict[str, float]]:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         total = time.perf_counter() - t0
         imp, init, stop = (float(x) for x in proc.stdout.split("RESULT")[1].split())
-        out.append({"import_s": round(imp, 2), "init_s": round(init, 2), "shutdown_s": round(stop, 2),
-                    "process_s": round(total, 2)})
+        out.append(
+            {
+                "import_s": round(imp, 2),
+                "init_s": round(init, 2),
+                "shutdown_s": round(stop, 2),
+                "process_s": round(total, 2),
+            }
+        )
     return out
 
 
@@ -156,30 +187,44 @@ def main(argv: list[str] | None = None) -> int:
     md = C.header_md(
         "ctxsel eval: local engine vs --engine ray",
         info,
-        [f"Dataset: {args.dataset}, {n_q} questions x {n_methods} methods "
-         f"({'the default set' if not args.methods else args.methods}), dense MiniLM scores (`--threads {args.threads}`)",
-         "Ray: a local cluster started by the command (`ray.init(address=\"local\", num_cpus=N, include_dashboard=False)`), "
-         "shut down at the end; wall time is the whole `ctxsel eval` process, as a user sees it"],
+        [
+            f"Dataset: {args.dataset}, {n_q} questions x {n_methods} methods "
+            f"({'the default set' if not args.methods else args.methods}), dense MiniLM scores (`--threads {args.threads}`)",
+            'Ray: a local cluster started by the command (`ray.init(address="local", num_cpus=N, include_dashboard=False)`), '
+            "shut down at the end; wall time is the whole `ctxsel eval` process, as a user sees it",
+        ],
     )
     md += "\n| engine | cache | wall s | Ray start s | examples s | actors | same summary as local |\n"
     md += "|---|---|---:|---:|---:|---:|---|\n"
     for r in runs:
-        same = "-" if r["engine"] == "local" else ("yes" if r["same_summary_as_local"] else "NO: " + "; ".join(r["diffs"][:3]))
-        md += (f"| {r['engine']} | {r['cache']} | {r['wall_s']:.1f} | {r.get('ray_init_s', '-')} | "
-               f"{r.get('ray_examples_s', '-')} | "
-               f"{'-' if r['engine'] == 'local' else str(r['actors']) + ' x ' + format(r['cpus_per_actor'], 'g') + ' CPU'} | "
-               f"{same} |\n")
-    md += "\nRay startup alone (new process each time): import ray, `ray.init(address=\"local\", num_cpus=2, include_dashboard=False)`, `ray.shutdown()`:\n\n"
+        same = (
+            "-"
+            if r["engine"] == "local"
+            else ("yes" if r["same_summary_as_local"] else "NO: " + "; ".join(r["diffs"][:3]))
+        )
+        md += (
+            f"| {r['engine']} | {r['cache']} | {r['wall_s']:.1f} | {r.get('ray_init_s', '-')} | "
+            f"{r.get('ray_examples_s', '-')} | "
+            f"{'-' if r['engine'] == 'local' else str(r['actors']) + ' x ' + format(r['cpus_per_actor'], 'g') + ' CPU'} | "
+            f"{same} |\n"
+        )
+    md += '\nRay startup alone (new process each time): import ray, `ray.init(address="local", num_cpus=2, include_dashboard=False)`, `ray.shutdown()`:\n\n'
     md += "| run | import s | init s | shutdown s | whole process s |\n|---:|---:|---:|---:|---:|\n"
     for i, s in enumerate(startup, start=1):
         md += f"| {i} | {s['import_s']} | {s['init_s']} | {s['shutdown_s']} | {s['process_s']} |\n"
-    md += ("\n'Ray start' is `ray.init` inside `ctxsel eval`; 'examples' is the Ray Data run itself (actor start-up: "
-           "loading MiniLM once per actor, then every question). Cold runs embed the 991 paragraphs: the local engine "
-           "once, each Ray actor once on its first question (they share one cache file), so on one 2-core machine Ray "
-           "cannot beat the local engine; it is there to spread the evaluation over more machines "
-           "(`--ray-address`, see README).\n")
-    C.write_report("ray_engine", args.out, md, {"machine": info, "runs": runs, "ray_startup": startup,
-                                                 "n_questions": n_q, "n_methods": n_methods})
+    md += (
+        "\n'Ray start' is `ray.init` inside `ctxsel eval`; 'examples' is the Ray Data run itself (actor start-up: "
+        "loading MiniLM once per actor, then every question). Cold runs embed the 991 paragraphs: the local engine "
+        "once, each Ray actor once on its first question (they share one cache file), so on one 2-core machine Ray "
+        "cannot beat the local engine; it is there to spread the evaluation over more machines "
+        "(`--ray-address`, see README).\n"
+    )
+    C.write_report(
+        "ray_engine",
+        args.out,
+        md,
+        {"machine": info, "runs": runs, "ray_startup": startup, "n_questions": n_q, "n_methods": n_methods},
+    )
     print(md)
     return 0
 

@@ -47,8 +47,10 @@ def main(argv: list[str] | None = None) -> int:
 
     examples = split_examples(load_dataset("hotpotqa-long"), "train")[: args.n]
     scorer = get_scorer("dense", num_threads=args.threads, show_progress=False)
-    selections = [ctxsel.select(e.question, e.chunks, method="adaptive-k", scores=scorer.score(e.question, e.chunks))
-                  for e in tqdm(examples, desc="select", unit="q")]
+    selections = [
+        ctxsel.select(e.question, e.chunks, method="adaptive-k", scores=scorer.score(e.question, e.chunks))
+        for e in tqdm(examples, desc="select", unit="q")
+    ]
 
     rows = []
     for name in args.models.split(","):
@@ -63,9 +65,18 @@ def main(argv: list[str] | None = None) -> int:
             subem.append(substring_exact_match(ans.text, ex.answers))
             em.append(exact_match(ans.text, ex.answers))
             f1.append(token_f1(ans.text, ex.answers))
-        rows.append({"model": name, "title": get_model(name).title, "n": len(examples),
-                     "subem": statistics.mean(subem), "em": statistics.mean(em), "f1": statistics.mean(f1),
-                     "s_per_q": statistics.mean(secs), "tokens_in": statistics.mean(toks)})
+        rows.append(
+            {
+                "model": name,
+                "title": get_model(name).title,
+                "n": len(examples),
+                "subem": statistics.mean(subem),
+                "em": statistics.mean(em),
+                "f1": statistics.mean(f1),
+                "s_per_q": statistics.mean(secs),
+                "tokens_in": statistics.mean(toks),
+            }
+        )
         del client, reader
 
     # 1 vs 2 threads, alternating, one prompt of ~1,000 model tokens, no prefix reuse between runs
@@ -78,21 +89,44 @@ def main(argv: list[str] | None = None) -> int:
         out = client.complete(prompt, max_tokens=24, temperature=0.0)
         dt = time.perf_counter() - t0
         raw = out.raw.get("timings") or {}
-        timing.append({"threads": threads, "seconds": dt, "tokens_in": out.usage.tokens_in,
-                       "tokens_out": out.usage.tokens_out, "load1": (loadavg() or (None,))[0], **raw})
+        timing.append(
+            {
+                "threads": threads,
+                "seconds": dt,
+                "tokens_in": out.usage.tokens_in,
+                "tokens_out": out.usage.tokens_out,
+                "load1": (loadavg() or (None,))[0],
+                **raw,
+            }
+        )
         del client
     info["loadavg_end"] = loadavg()
 
-    lines = [header_md("Choosing the bundled reader (hotpotqa-long training split)", info, [
-        f"{len(examples)} training-split questions, adaptive-k selections (MiniLM), factoid template, greedy, "
-        f"n_ctx {args.n_ctx}, {args.threads} llama.cpp thread(s); no response cache."]),
-        "| model | SubEM | EM | F1 | s / question | prompt tokens |", "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        header_md(
+            "Choosing the bundled reader (hotpotqa-long training split)",
+            info,
+            [
+                f"{len(examples)} training-split questions, adaptive-k selections (MiniLM), factoid template, greedy, "
+                f"n_ctx {args.n_ctx}, {args.threads} llama.cpp thread(s); no response cache."
+            ],
+        ),
+        "| model | SubEM | EM | F1 | s / question | prompt tokens |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['title']} (`{r['model']}`) | {100 * r['subem']:.1f} | {100 * r['em']:.1f} | "
-                     f"{100 * r['f1']:.1f} | {r['s_per_q']:.1f} | {r['tokens_in']:.0f} |")
-    lines += ["", f"Threads, `{args.thread_model}`, one prompt of {timing[0]['tokens_in']:,} tokens + up to 24 "
-              "generated, alternating (seconds, load average at the end of each run):", "",
-              "| threads | runs (s) | median s | ratio to 1 thread |", "|---:|---|---:|---:|"]
+        lines.append(
+            f"| {r['title']} (`{r['model']}`) | {100 * r['subem']:.1f} | {100 * r['em']:.1f} | "
+            f"{100 * r['f1']:.1f} | {r['s_per_q']:.1f} | {r['tokens_in']:.0f} |"
+        )
+    lines += [
+        "",
+        f"Threads, `{args.thread_model}`, one prompt of {timing[0]['tokens_in']:,} tokens + up to 24 "
+        "generated, alternating (seconds, load average at the end of each run):",
+        "",
+        "| threads | runs (s) | median s | ratio to 1 thread |",
+        "|---:|---|---:|---:|",
+    ]
     med = {t: statistics.median(x["seconds"] for x in timing if x["threads"] == t) for t in (1, 2)}
     for t in (1, 2):
         runs = ", ".join(f"{x['seconds']:.1f} (load {x['load1']:.1f})" for x in timing if x["threads"] == t)

@@ -32,8 +32,11 @@ from _common import add_common_args, header_md, loadavg, machine_info, setup_thr
 #: what is done) covers every method. The 8k window keeps "full" at ~12 minutes a question on 2 cores.
 GROUPS = {
     "core": (20, "closed-book,oracle,top-k@5,adaptive-k,top-n-tokens@2k", 8192),
-    "expensive": (20, "context-picker,context-picker[constrained=false],self-route,sage,sage[constrained=false],full",
-                  8192),
+    "expensive": (
+        20,
+        "context-picker,context-picker[constrained=false],self-route,sage,sage[constrained=false],full",
+        8192,
+    ),
     # One method alone on all 20: enough replies to state its invalid-reply or unreadable-verdict rate and SubEM
     # (their prompts stay far below 8k tokens, so the window does not matter).
     "picker": (20, "context-picker", None),
@@ -74,12 +77,26 @@ def finished_rows(methods: str, output: str) -> dict:
         return summarize(log.rows, split_specs(methods))
 
 
-def run_eval(split: str | None, limit: int | None, methods: str, output: str, args: argparse.Namespace,
-             n_ctx: int | None = None) -> dict:
+def run_eval(
+    split: str | None, limit: int | None, methods: str, output: str, args: argparse.Namespace, n_ctx: int | None = None
+) -> dict:
     from ctxsel.cli.main import main as ctxsel
 
-    cmd = ["eval", "--dataset", "hotpotqa-long", "--methods", methods, "--reader", args.reader, "--output", output,
-           "--threads", str(args.threads), "--llm-threads", str(args.llm_threads)]
+    cmd = [
+        "eval",
+        "--dataset",
+        "hotpotqa-long",
+        "--methods",
+        methods,
+        "--reader",
+        args.reader,
+        "--output",
+        output,
+        "--threads",
+        str(args.threads),
+        "--llm-threads",
+        str(args.llm_threads),
+    ]
     if split:
         cmd += ["--split", split]
     if limit:
@@ -95,23 +112,30 @@ def run_eval(split: str | None, limit: int | None, methods: str, output: str, ar
             raise SystemExit(f"ctxsel {' '.join(cmd)} failed with exit code {rc}")
     config = Path(output) / "config.json"  # what the run really used (a report-only call may name another window)
     window = json.loads(config.read_text()).get("reader", {}).get("window") if config.is_file() else None
-    summary = (finished_rows(methods, output) if args.report_only
-               else json.loads((Path(output) / "summary.json").read_text())["methods"])
+    summary = (
+        finished_rows(methods, output)
+        if args.report_only
+        else json.loads((Path(output) / "summary.json").read_text())["methods"]
+    )
     return {"command": "ctxsel " + " ".join(cmd), "questions": limit or "all", "window": window, "summary": summary}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reader", default="local")
-    p.add_argument("--n-ctx", type=int, default=None,
-                   help="reader window for every group (default: each group's own, see GROUPS)")
+    p.add_argument(
+        "--n-ctx", type=int, default=None, help="reader window for every group (default: each group's own, see GROUPS)"
+    )
     p.add_argument("--llm-threads", type=int, default=1, help="llama.cpp threads per run (1: groups run side by side)")
     p.add_argument("--groups", default=",".join(GROUPS), help=f"which method groups to run ({', '.join(GROUPS)})")
     p.add_argument("--all-methods", default="", help="also run these on all 100 questions")
     p.add_argument("--output", default="runs/reader_hotpotqa")
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--report-only", action="store_true",
-                   help="run nothing: table the rows the runs have written so far (n per method)")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing: table the rows the runs have written so far (n per method)",
+    )
     add_common_args(p)
     args = p.parse_args(argv)
     info = machine_info(setup_threads(args.threads), versions=("llama_cpp",))
@@ -124,18 +148,29 @@ def main(argv: list[str] | None = None) -> int:
         runs["all 100"] = run_eval(None, None, args.all_methods, f"{args.output}_all", args)
     info["loadavg_end"] = loadavg()
 
-    lines = [header_md("hotpotqa-long read by the default local reader", info, [
-        f"Reader: `--reader {args.reader}`, window per group as listed below, "
-        f"{args.llm_threads} llama.cpp thread(s), greedy; MiniLM scores; response cache on (a rerun is free)."]),
+    lines = [
+        header_md(
+            "hotpotqa-long read by the default local reader",
+            info,
+            [
+                f"Reader: `--reader {args.reader}`, window per group as listed below, "
+                f"{args.llm_threads} llama.cpp thread(s), greedy; MiniLM scores; response cache on (a rerun is free)."
+            ],
+        ),
         "| method | group | questions | " + " | ".join(h for _, h, _ in COLUMNS) + " |",
-        "|---|---|---:|" + "|".join("---:" for _ in COLUMNS) + "|"]
+        "|---|---|---:|" + "|".join("---:" for _ in COLUMNS) + "|",
+    ]
     for name, run in runs.items():
         for method, row in run["summary"].items():
             if not isinstance(row, dict) or "n" not in row:
                 continue
-            lines.append(f"| {method} | {name} | {row['n']} | "
-                         + " | ".join(_cell(row.get(k), f) for k, _, f in COLUMNS) + " |")
-    lines += ["", *(f"- {name}: `{r['command']}` (reader window {r['window'] or '?'} tokens)" for name, r in runs.items())]
+            lines.append(
+                f"| {method} | {name} | {row['n']} | " + " | ".join(_cell(row.get(k), f) for k, _, f in COLUMNS) + " |"
+            )
+    lines += [
+        "",
+        *(f"- {name}: `{r['command']}` (reader window {r['window'] or '?'} tokens)" for name, r in runs.items()),
+    ]
     md = "\n".join(lines) + "\n"
     write_report("reader_hotpotqa", args.out, md, {"machine": info, "runs": runs})
     print(md)

@@ -38,12 +38,18 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 METHODS = ("adaptive-k", "top-n-tokens@1k")
 TUNE_METHOD = "top-n-tokens@1k"
-HYBRID_GRID = ("hybrid[dense=1,bm25=0.25]", "hybrid[dense=1,bm25=0.5]", "hybrid[dense=1,bm25=0.75]",
-               "hybrid[dense=1,bm25=1]", "hybrid[dense=1,bm25=1.5]", "hybrid[fusion=rrf,dense=1,bm25=1]")
+HYBRID_GRID = (
+    "hybrid[dense=1,bm25=0.25]",
+    "hybrid[dense=1,bm25=0.5]",
+    "hybrid[dense=1,bm25=0.75]",
+    "hybrid[dense=1,bm25=1]",
+    "hybrid[dense=1,bm25=1.5]",
+    "hybrid[fusion=rrf,dense=1,bm25=1]",
+)
 HOP_GRID = [f"hop[m={m},weight={w}]" for m, w in itertools.product((1, 2, 3), (0.3, 0.5, 0.7))]
 LINKS_GRID = [f"links[m={m},boost={b}]" for m, b in itertools.product((1, 2, 3), (0.1, 0.2, 0.3, 0.5))]
 
@@ -110,8 +116,14 @@ def tune(grid: Grid, train: list[Any]) -> tuple[dict[str, str], list[dict[str, A
     links = best("hybrid+links", [f"{hybrid}+{link}" for link in LINKS_GRID])
     hop_part = hop.split("+", 1)[1]
     both = best("hybrid+hop+links", [f"{hybrid}+{hop_part}+{link}" for link in LINKS_GRID])
-    chosen = {"dense": "dense", "bm25": "bm25", "hybrid": hybrid, "hybrid+hop": hop, "hybrid+links": links,
-              "hybrid+hop+links": both}
+    chosen = {
+        "dense": "dense",
+        "bm25": "bm25",
+        "hybrid": hybrid,
+        "hybrid+hop": hop,
+        "hybrid+links": links,
+        "hybrid+hop+links": both,
+    }
     return chosen, tried
 
 
@@ -122,14 +134,20 @@ def with_entities(chosen: dict[str, str]) -> dict[str, str]:
     return {**chosen, "hybrid+links, keys=entities": spec[:-1] + ",keys=entities]"}
 
 
-def evaluate_rankings(grid: Grid, chosen: dict[str, str], examples: list[Any], name: str,
-                      work: Path) -> dict[str, Any]:
+def evaluate_rankings(grid: Grid, chosen: dict[str, str], examples: list[Any], name: str, work: Path) -> dict[str, Any]:
     """The chosen rankings through the eval runner (what ``ctxsel eval --rankings`` runs)."""
     from ctxsel.eval.runner import evaluate
 
     rankings = {spec: grid.ranking(spec) for spec in chosen.values()}
-    summary = evaluate(examples, list(METHODS), output_dir=work / name, rankings=rankings, dataset_name=name,
-                       overwrite=True, progress=False)
+    summary = evaluate(
+        examples,
+        list(METHODS),
+        output_dir=work / name,
+        rankings=rankings,
+        dataset_name=name,
+        overwrite=True,
+        progress=False,
+    )
     rows = [json.loads(x) for x in (work / name / "results.jsonl").read_text().splitlines()]
     for label, entry in summary.items():
         mine = [r for r in rows if r["method"] == label]
@@ -148,8 +166,13 @@ def costs(grid: Grid, chosen: dict[str, str], examples: list[Any]) -> dict[str, 
     pool = examples[0].chunks
     builds = C.time_calls(lambda: build_graph(pool), warmup=1, budget_s=2.0, min_repeats=5, max_repeats=20)
     graph = mention_graph(pool)
-    out: dict[str, Any] = {"graph_build": C.summarize(builds), "pool": len(pool), "graph_links": graph.n_links,
-                           "graph_keys": graph.n_keys, "graph_key_source": graph.key_source}
+    out: dict[str, Any] = {
+        "graph_build": C.summarize(builds),
+        "pool": len(pool),
+        "graph_links": graph.n_links,
+        "graph_keys": graph.n_keys,
+        "graph_key_source": graph.key_source,
+    }
     base = grid.ranking(chosen["hybrid"])
     for family in ("hybrid+hop", "hybrid+links", "hybrid+hop+links"):
         expansion = parse_expansion(chosen[family].split("+", 1)[1])
@@ -157,8 +180,17 @@ def costs(grid: Grid, chosen: dict[str, str], examples: list[Any]) -> dict[str, 
         for ex in examples:
             first = np.asarray(base.score(ex.question, ex.chunks), dtype=np.float64)
             expand(ex.question, ex.chunks, first, base, expansion)  # warm: graph built, widened query embedded
-            times.append(min(C.time_calls(lambda: expand(ex.question, ex.chunks, first, base, expansion),
-                                          warmup=0, budget_s=0.0, min_repeats=3, max_repeats=3)))
+            times.append(
+                min(
+                    C.time_calls(
+                        lambda: expand(ex.question, ex.chunks, first, base, expansion),
+                        warmup=0,
+                        budget_s=0.0,
+                        min_repeats=3,
+                        max_repeats=3,
+                    )
+                )
+            )
         out[family] = C.summarize(times)
     # a new question's second hop also embeds its widened question once (not cached yet)
     hop = parse_expansion(chosen["hybrid+hop"].split("+", 1)[1])
@@ -176,30 +208,62 @@ def costs(grid: Grid, chosen: dict[str, str], examples: list[Any]) -> dict[str, 
 
 
 def _row(label: str, family: str, entry: dict[str, Any]) -> list[str]:
-    return [family, f"`{label}`", f"{100 * entry['recall']:.1f}", f"{entry['n_tokens']:,.0f}",
-            f"{entry['max_tokens']:,}", f"{entry['k']:.1f}", f"{entry['came_in']:.2f}"]
+    return [
+        family,
+        f"`{label}`",
+        f"{100 * entry['recall']:.1f}",
+        f"{entry['n_tokens']:,.0f}",
+        f"{entry['max_tokens']:,}",
+        f"{entry['k']:.1f}",
+        f"{entry['came_in']:.2f}",
+    ]
 
 
 def markdown(data: dict[str, Any], info: dict[str, Any]) -> str:
     chosen = data["chosen"]
     family_of = {spec: fam for fam, spec in with_entities(chosen).items()}
     headers = ["ranking", "spec", "recall %", "tokens (mean)", "tokens (max)", "k", "chunks in by expansion"]
-    lines = [C.header_md("Recall beyond one similarity pass: hybrid scoring and multi-hop expansion", info, [
-        "Data: hotpotqa-long (100 questions, one 991-paragraph pool; gold = supporting paragraphs); "
-        "split: the fixed 80/20 split (`ctxsel.datasets.splits`, seed 0)",
-        f"Tuning: on the 80 training questions only, by {TUNE_METHOD} recall; "
-        f"{len(data['tried'])} settings tried (listed in the JSON)",
-        "Recall = gold paragraphs selected / gold paragraphs, mean over questions; tokens are cl100k",
-    ])]
-    lines += ["## Chosen on the training split", "", C.md_table(
-        ["ranking", "spec", f"train recall % ({TUNE_METHOD})"],
-        [[fam, f"`{spec}`", f"{next(t['train_recall'] for t in data['tried'] if t['spec'] == spec):.1f}"
-          if any(t["spec"] == spec for t in data["tried"]) else "—"] for fam, spec in chosen.items()]), ""]
-    for part, title in (("test", "Test split (20 questions, never used for tuning)"),
-                        ("all", "All 100 questions (80 of them used for tuning)")):
+    lines = [
+        C.header_md(
+            "Recall beyond one similarity pass: hybrid scoring and multi-hop expansion",
+            info,
+            [
+                "Data: hotpotqa-long (100 questions, one 991-paragraph pool; gold = supporting paragraphs); "
+                "split: the fixed 80/20 split (`ctxsel.datasets.splits`, seed 0)",
+                f"Tuning: on the 80 training questions only, by {TUNE_METHOD} recall; "
+                f"{len(data['tried'])} settings tried (listed in the JSON)",
+                "Recall = gold paragraphs selected / gold paragraphs, mean over questions; tokens are cl100k",
+            ],
+        )
+    ]
+    lines += [
+        "## Chosen on the training split",
+        "",
+        C.md_table(
+            ["ranking", "spec", f"train recall % ({TUNE_METHOD})"],
+            [
+                [
+                    fam,
+                    f"`{spec}`",
+                    f"{next(t['train_recall'] for t in data['tried'] if t['spec'] == spec):.1f}"
+                    if any(t["spec"] == spec for t in data["tried"])
+                    else "—",
+                ]
+                for fam, spec in chosen.items()
+            ],
+        ),
+        "",
+    ]
+    for part, title in (
+        ("test", "Test split (20 questions, never used for tuning)"),
+        ("all", "All 100 questions (80 of them used for tuning)"),
+    ):
         for method in METHODS:
-            rows = [_row(label.rsplit(" on ", 1)[1], family_of[label.rsplit(" on ", 1)[1]], e)
-                    for label, e in data["hotpotqa"][part].items() if label.startswith(method + " on ")]
+            rows = [
+                _row(label.rsplit(" on ", 1)[1], family_of[label.rsplit(" on ", 1)[1]], e)
+                for label, e in data["hotpotqa"][part].items()
+                if label.startswith(method + " on ")
+            ]
             lines += [f"## {title}: {method}", "", C.md_table(headers, rows, ["l", "l"] + ["r"] * 5), ""]
     for name in data["other"]:
         lines += [f"## {name}: the same rankings, unchanged", ""]
@@ -211,17 +275,19 @@ def markdown(data: dict[str, Any], info: dict[str, Any]) -> str:
                     spec = label.rsplit(" on ", 1)[1]
                     delta = 100 * (e["recall"] - base) if "+" in spec else None
                     rows.append([method, *_row(spec, family_of[spec], e), "" if delta is None else f"{delta:+.1f}"])
-        lines += [C.md_table(["method", *headers, "recall vs hybrid (points)"], rows,
-                             ["l", "l", "l"] + ["r"] * 6), ""]
+        lines += [C.md_table(["method", *headers, "recall vs hybrid (points)"], rows, ["l", "l", "l"] + ["r"] * 6), ""]
     c = data["costs"]
     lines += [
-        "## Costs", "",
+        "## Costs",
+        "",
         f"- Mention graph for the {c['pool']}-paragraph pool ({c['graph_key_source']}: {c['graph_keys']} keys, "
         f"{c['graph_links']} links): built in {C.fmt_cell(c['graph_build'])} ms, median (p90) over "
         f"{c['graph_build']['n']} builds; then kept per pool",
-        *(f"- `{fam}`: adds {C.fmt_cell(c[fam])} ms per query, median (p90) over {c[fam]['n']} questions, warm "
-          "(graph built, the widened question's vector cached)" for fam in ("hybrid+hop", "hybrid+links",
-                                                                            "hybrid+hop+links")),
+        *(
+            f"- `{fam}`: adds {C.fmt_cell(c[fam])} ms per query, median (p90) over {c[fam]['n']} questions, warm "
+            "(graph built, the widened question's vector cached)"
+            for fam in ("hybrid+hop", "hybrid+links", "hybrid+hop+links")
+        ),
         "- A new question's second hop also embeds its widened question once: "
         f"{C.fmt_cell(c['hop_encode_new_question'])} ms, median (p90)",
         "",
@@ -258,12 +324,19 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     chosen, tried = tune(grid, train)
     print(f"tuned in {time.perf_counter() - t0:.0f}s: {chosen}", file=sys.stderr)
-    data: dict[str, Any] = {"chosen": chosen, "tried": tried, "hotpotqa": {
-        "test": evaluate_rankings(grid, chosen, test, "hotpotqa-test", work),
-        "all": evaluate_rankings(grid, chosen, examples, "hotpotqa-all", work),
-    }, "other": {}}
-    holo = {"HoloBench-style, 5k relevant tokens": (args.holo_5k, 5000),
-            "HoloBench-style, 25k relevant tokens": (args.holo_25k, 25000)}
+    data: dict[str, Any] = {
+        "chosen": chosen,
+        "tried": tried,
+        "hotpotqa": {
+            "test": evaluate_rankings(grid, chosen, test, "hotpotqa-test", work),
+            "all": evaluate_rankings(grid, chosen, examples, "hotpotqa-all", work),
+        },
+        "other": {},
+    }
+    holo = {
+        "HoloBench-style, 5k relevant tokens": (args.holo_5k, 5000),
+        "HoloBench-style, 25k relevant tokens": (args.holo_25k, 25000),
+    }
     for name, (path, amount) in holo.items():
         if path is None:  # what `ctxsel make-holo --info-amount N --size 100k --seed 0 --n-queries Q` writes
             from ctxsel.datasets.holobench import make_examples, write_jsonl
@@ -272,10 +345,12 @@ def main(argv: list[str] | None = None) -> int:
             write_jsonl(make_examples(amount, size=100_000, seed=0, n_queries=args.holo_queries).examples, path)
         data.setdefault("holo_sha256", {})[name] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
         examples_holo = load_dataset(path, limit=args.holo_queries)
-        data["other"][name] = evaluate_rankings(grid, with_entities(chosen), examples_holo,
-                                                name.replace(" ", "_").replace(",", ""), work)
-    data["other"]["example handbook (6 questions)"] = evaluate_rankings(grid, with_entities(chosen),
-                                                                        load_dataset("example"), "example", work)
+        data["other"][name] = evaluate_rankings(
+            grid, with_entities(chosen), examples_holo, name.replace(" ", "_").replace(",", ""), work
+        )
+    data["other"]["example handbook (6 questions)"] = evaluate_rankings(
+        grid, with_entities(chosen), load_dataset("example"), "example", work
+    )
     data["costs"] = costs(grid, chosen, examples)
     info["loadavg_end"] = C.loadavg()
     data["machine"] = info

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -130,34 +130,78 @@ def main(argv: list[str] | None = None) -> int:
             bm25_bytes = folder_bytes(Path(tmp) / "bm25")
             shutil.rmtree(Path(tmp) / "bm25")
 
-        entry = {"target_tokens": n, "tokens": tokens, "paragraphs": len(doc), "sentences": len(graph),
-                 "text_mb": text_bytes / 1e6, "sage_prep_s": sage_prep, "sage_extra_mb": 0.0,
-                 "sage_retrieve_first_s": sage_first, "sage_retrieve_next_s": sage_next,
-                 "dense_prep_s": dense_prep, "dense_extra_mb": dense_bytes / 1e6, "dense_query_s": dense_query,
-                 "bm25_prep_s": bm25_prep, "bm25_extra_mb": bm25_bytes / 1e6}
+        entry = {
+            "target_tokens": n,
+            "tokens": tokens,
+            "paragraphs": len(doc),
+            "sentences": len(graph),
+            "text_mb": text_bytes / 1e6,
+            "sage_prep_s": sage_prep,
+            "sage_extra_mb": 0.0,
+            "sage_retrieve_first_s": sage_first,
+            "sage_retrieve_next_s": sage_next,
+            "dense_prep_s": dense_prep,
+            "dense_extra_mb": dense_bytes / 1e6,
+            "dense_query_s": dense_query,
+            "bm25_prep_s": bm25_prep,
+            "bm25_extra_mb": bm25_bytes / 1e6,
+        }
         data["sizes"].append(entry)
-        rows.append([f"{tokens:,}", f"{len(doc):,} / {len(graph):,}", f"{entry['text_mb']:.2f}",
-                     f"{sage_prep:.3f}", "0 (1.0x)", f"{sage_first:.3f} / {sage_next:.3f}",
-                     f"{dense_prep:.1f}", f"{entry['dense_extra_mb']:.2f} ({1 + entry['dense_extra_mb'] / entry['text_mb']:.1f}x)",
-                     f"{dense_query:.3f}",
-                     f"{bm25_prep:.2f}", f"{entry['bm25_extra_mb']:.2f} ({1 + entry['bm25_extra_mb'] / entry['text_mb']:.1f}x)"])
+        rows.append(
+            [
+                f"{tokens:,}",
+                f"{len(doc):,} / {len(graph):,}",
+                f"{entry['text_mb']:.2f}",
+                f"{sage_prep:.3f}",
+                "0 (1.0x)",
+                f"{sage_first:.3f} / {sage_next:.3f}",
+                f"{dense_prep:.1f}",
+                f"{entry['dense_extra_mb']:.2f} ({1 + entry['dense_extra_mb'] / entry['text_mb']:.1f}x)",
+                f"{dense_query:.3f}",
+                f"{bm25_prep:.2f}",
+                f"{entry['bm25_extra_mb']:.2f} ({1 + entry['bm25_extra_mb'] / entry['text_mb']:.1f}x)",
+            ]
+        )
     info["loadavg_end"] = C.loadavg()
-    md = C.header_md("SAGE preparation time and extra storage vs a dense index", info, [
-        f"MiniLM load (once, not in any prep time): {model_load_s:.1f} s. Documents: hotpotqa-long paragraphs, "
-        "reshuffled and repeated to reach the size.",
-        "SAGE prep: splitting into sentence vertices; it persists nothing (extra 0 MB, ratio 1.0x as in the "
-        "paper's Table 3). SAGE retrieval: keyword relevance of every sentence for one question's words (first "
-        "round builds the word sets; later rounds reuse them); its LLM calls are not included.",
-        "Dense prep: embed every paragraph (MiniLM, batch 32) and save a flat index (float32 matrix + ids); "
-        "query: embed the question, dot product with every paragraph.",
-        "Ratio = (text + extra) / text, as the paper's Table 3.",
-    ])
-    md += "\n" + C.md_table(
-        ["tokens", "paragraphs / sentences", "text MB", "SAGE prep s", "SAGE extra MB", "SAGE retrieve s (1st / next)",
-         "dense prep s", "dense extra MB", "dense query s", "BM25 prep s", "BM25 extra MB"], rows) + "\n"
-    md += ("\nThe paper (Table 2, LLaMA-3.1-8B, NovelQA) reports SAGE preparation of 0.004-0.085 s against "
-           "108-19,338 s for RAPTOR and MiniRAG, whose preparation includes LLM summarisation or graph building; "
-           "a plain dense index, as here, is the cheapest of the embedding-based preparations.\n")
+    md = C.header_md(
+        "SAGE preparation time and extra storage vs a dense index",
+        info,
+        [
+            f"MiniLM load (once, not in any prep time): {model_load_s:.1f} s. Documents: hotpotqa-long paragraphs, "
+            "reshuffled and repeated to reach the size.",
+            "SAGE prep: splitting into sentence vertices; it persists nothing (extra 0 MB, ratio 1.0x as in the "
+            "paper's Table 3). SAGE retrieval: keyword relevance of every sentence for one question's words (first "
+            "round builds the word sets; later rounds reuse them); its LLM calls are not included.",
+            "Dense prep: embed every paragraph (MiniLM, batch 32) and save a flat index (float32 matrix + ids); "
+            "query: embed the question, dot product with every paragraph.",
+            "Ratio = (text + extra) / text, as the paper's Table 3.",
+        ],
+    )
+    md += (
+        "\n"
+        + C.md_table(
+            [
+                "tokens",
+                "paragraphs / sentences",
+                "text MB",
+                "SAGE prep s",
+                "SAGE extra MB",
+                "SAGE retrieve s (1st / next)",
+                "dense prep s",
+                "dense extra MB",
+                "dense query s",
+                "BM25 prep s",
+                "BM25 extra MB",
+            ],
+            rows,
+        )
+        + "\n"
+    )
+    md += (
+        "\nThe paper (Table 2, LLaMA-3.1-8B, NovelQA) reports SAGE preparation of 0.004-0.085 s against "
+        "108-19,338 s for RAPTOR and MiniRAG, whose preparation includes LLM summarisation or graph building; "
+        "a plain dense index, as here, is the cheapest of the embedding-based preparations.\n"
+    )
     C.write_report("sage_prep", args.out, md, data)
     print(md)
     return 0

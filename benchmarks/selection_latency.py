@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 SPECS = [
     "adaptive-k@largest_gap",
@@ -45,7 +45,7 @@ UNIFORM = "adaptive-k@largest_gap"  # also timed on uniform scores (no sparse to
 PATHS = {
     "adaptive-k@largest_gap": "O(N): exact top prefix + a sample bound on the gaps below it; else pigeonhole buckets",
     "adaptive-k@moving_avg": "full np.sort of the values (no stable argsort): the moving average's largest drop "
-                             "can be anywhere in the top 90%, and no exact linear method is known",
+    "can be anywhere in the top 90%, and no exact linear method is known",
     "adaptive-k@2diff_spike": "O(N) when the spike lies in a ranked prefix (grown 8x to N/8); else np.sort",
     "autocut@1": "O(N) when the jump lies in a ranked prefix (grown 8x to N/8); else np.sort",
     "top-k@10": "O(N): sample threshold, candidates, stable sort of the candidates",
@@ -59,10 +59,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     C.add_common_args(p)
     p.add_argument("--sizes", default="1e3,1e5,1e6", help="comma-separated N values")
-    p.add_argument("--select-max-n", type=float, default=1e5,
-                   help="largest N for the full select() path with Chunk objects (default 1e5)")
-    p.add_argument("--budget-s", type=float, default=0.6,
-                   help="timed seconds per cell (repeats = budget / one call, within min/max)")
+    p.add_argument(
+        "--select-max-n",
+        type=float,
+        default=1e5,
+        help="largest N for the full select() path with Chunk objects (default 1e5)",
+    )
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=0.6,
+        help="timed seconds per cell (repeats = budget / one call, within min/max)",
+    )
     p.add_argument("--min-repeats", type=int, default=9)
     p.add_argument("--max-repeats", type=int, default=400)
     p.add_argument("--seed", type=int, default=0)
@@ -124,8 +132,20 @@ def main(argv: list[str] | None = None) -> int:
 
     ref_labels = {spec: f"reference `{spec}`" for spec in SPECS}
     uni_label, uni_ref = f"`{UNIFORM}` on uniform scores", f"reference `{UNIFORM}` on uniform scores"
-    decide: dict[str, dict[int, dict]] = {m: {} for m in [FLOOR_ARGSORT, FLOOR_SORT, REF_QUICK, REF_TIECHECK, REF_ARGPART,
-                                                       *SPECS, *ref_labels.values(), uni_label, uni_ref]}
+    decide: dict[str, dict[int, dict]] = {
+        m: {}
+        for m in [
+            FLOOR_ARGSORT,
+            FLOOR_SORT,
+            REF_QUICK,
+            REF_TIECHECK,
+            REF_ARGPART,
+            *SPECS,
+            *ref_labels.values(),
+            uni_label,
+            uni_ref,
+        ]
+    }
     select: dict[str, dict[int, dict]] = {m: {} for m in SPECS}
     kept: dict[str, dict[int, int]] = {m: {} for m in SPECS}
     cpu: dict[str, dict[int, dict]] = {m: {} for m in SPECS}  # thread CPU time of decide()
@@ -144,20 +164,22 @@ def main(argv: list[str] | None = None) -> int:
             fn()
             out.append(time.thread_time() - t0)
         return out
+
     chunk_build_s: dict[int, float] = {}
 
     def check(spec: str, sel, scores, tokens, n: int, vector: str) -> int:
         """The fast decide() against the reference on this vector: same ids, k, explanation, meta."""
         d = sel.decide(scores, tokens)
         order, k, explanation, meta = reference_decide(sel, scores, tokens)
-        same = (d.k == k and d.explanation == explanation and d.meta == meta
-                and np.array_equal(d.top, order[:k]))
+        same = d.k == k and d.explanation == explanation and d.meta == meta and np.array_equal(d.top, order[:k])
         checks.append({"method": spec, "n": n, "vector": vector, "k": int(d.k), "same_as_reference": bool(same)})
         if not same:
             print(f"MISMATCH {spec} N={n} {vector}: {d.k} {d.explanation!r} vs {k} {explanation!r}", file=sys.stderr)
         return int(d.k)
 
-    n_cells = len(sizes) * (7 + 2 * len(SPECS))  # (the CPU timings are not counted) + sum(1 for n in sizes if n <= select_max_n) * len(SPECS)
+    n_cells = len(sizes) * (
+        7 + 2 * len(SPECS)
+    )  # (the CPU timings are not counted) + sum(1 for n in sizes if n <= select_max_n) * len(SPECS)
     bar = tqdm(total=n_cells, desc="selection latency", unit="cell", file=sys.stderr)
     for n in sizes:
         scores, tokens = make_scores(n, args.seed)
@@ -222,12 +244,22 @@ def main(argv: list[str] | None = None) -> int:
 
     main_rows = []
     for spec in SPECS:
-        main_rows.append([f"`{spec}`"] + [
-            f"{C.fmt_ms(decide[spec][n]['median_ms'])} / {C.fmt_ms(decide[ref_labels[spec]][n]['median_ms'])} "
-            f"({ratio(spec, ref_labels[spec], n)})" for n in sizes])
-    main_rows.append([f"`{UNIFORM}`, uniform scores"] + [
-        f"{C.fmt_ms(decide[uni_label][n]['median_ms'])} / {C.fmt_ms(decide[uni_ref][n]['median_ms'])} "
-        f"({ratio(uni_label, uni_ref, n)})" for n in sizes])
+        main_rows.append(
+            [f"`{spec}`"]
+            + [
+                f"{C.fmt_ms(decide[spec][n]['median_ms'])} / {C.fmt_ms(decide[ref_labels[spec]][n]['median_ms'])} "
+                f"({ratio(spec, ref_labels[spec], n)})"
+                for n in sizes
+            ]
+        )
+    main_rows.append(
+        [f"`{UNIFORM}`, uniform scores"]
+        + [
+            f"{C.fmt_ms(decide[uni_label][n]['median_ms'])} / {C.fmt_ms(decide[uni_ref][n]['median_ms'])} "
+            f"({ratio(uni_label, uni_ref, n)})"
+            for n in sizes
+        ]
+    )
     rows = []
     for label in [FLOOR_ARGSORT, FLOOR_SORT, REF_QUICK, REF_TIECHECK, REF_ARGPART]:
         rows.append([label] + cells(label))
@@ -248,8 +280,10 @@ def main(argv: list[str] | None = None) -> int:
             if not w:
                 met.append("not run")
                 continue
-            met.append(f"{'yes' if w['median_ms'] <= lim else 'no'} ({C.fmt_ms(w['median_ms'])}) / "
-                       f"{'yes' if c['median_ms'] <= lim else 'no'} ({C.fmt_ms(c['median_ms'])})")
+            met.append(
+                f"{'yes' if w['median_ms'] <= lim else 'no'} ({C.fmt_ms(w['median_ms'])}) / "
+                f"{'yes' if c['median_ms'] <= lim else 'no'} ({C.fmt_ms(c['median_ms'])})"
+            )
         goal_rows.append([f"`{spec}`", *met, PATHS[spec]])
     ratio_rows = []
     for spec in SPECS:
@@ -283,10 +317,17 @@ def main(argv: list[str] | None = None) -> int:
     md.append("## decide(): fast / reference, ms (median), and the speed-up\n")
     md.append(C.md_table(headers, main_rows))
     md.append("\n## Goals (issue 16): <= 0.5 ms at N = 100,000 and <= 5 ms at N = 1,000,000\n")
-    md.append("Each cell: met by the median wall time (ms) / met by the median CPU time of the calling thread (ms, "
-              "`time.thread_time`; on a loaded machine the wall time also counts the time other jobs hold the core).\n")
-    md.append(C.md_table(["method", "<= 0.5 ms at 10^5: wall / CPU", "<= 5 ms at 10^6: wall / CPU", "path"],
-                         goal_rows, ["l", "r", "r", "l"]))
+    md.append(
+        "Each cell: met by the median wall time (ms) / met by the median CPU time of the calling thread (ms, "
+        "`time.thread_time`; on a loaded machine the wall time also counts the time other jobs hold the core).\n"
+    )
+    md.append(
+        C.md_table(
+            ["method", "<= 0.5 ms at 10^5: wall / CPU", "<= 5 ms at 10^6: wall / CPU", "path"],
+            goal_rows,
+            ["l", "r", "r", "l"],
+        )
+    )
     md.append("\n## Latency, ms: median (p90)\n")
     md.append(C.md_table(headers, rows))
     md.append("\n## Relative cost: decide() / argsort floor, and select() / decide() (medians)\n")
@@ -294,8 +335,11 @@ def main(argv: list[str] | None = None) -> int:
     md.append("\n## Chunks kept (k) by decide() on these scores\n")
     md.append(C.md_table(["method"] + [f"N = {n:,}" for n in sizes], k_rows))
     if chunk_build_s:
-        md.append("\nBuilding the Chunk objects (not timed above): "
-                  + ", ".join(f"N = {n:,}: {s * 1e3:.0f} ms" for n, s in chunk_build_s.items()) + ".")
+        md.append(
+            "\nBuilding the Chunk objects (not timed above): "
+            + ", ".join(f"N = {n:,}: {s * 1e3:.0f} ms" for n, s in chunk_build_s.items())
+            + "."
+        )
     if not args.no_plot:
         png = plot(args.out / "selection_latency.png", sizes, decide, select)
         md.append(f"\n![latency vs N]({png.name})")
@@ -330,17 +374,24 @@ def plot(path: Path, sizes: list[int], decide: dict, select: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5), sharey=True)
     colors = plt.get_cmap("tab10")
-    for ax, table, title in ((axes[0], decide, "decide(scores, n_tokens): arrays only"),
-                             (axes[1], select, "select(question, chunks, scores): Chunk objects")):
+    for ax, table, title in (
+        (axes[0], decide, "decide(scores, n_tokens): arrays only"),
+        (axes[1], select, "select(question, chunks, scores): Chunk objects"),
+    ):
         for label, style in ((FLOOR_ARGSORT, ("k", "--")), (FLOOR_SORT, ("0.55", "--"))):
             xs = [n for n in sizes if n in decide[label]]
-            ax.plot(xs, [decide[label][n]["median_ms"] for n in xs], color=style[0], ls=style[1],
-                    lw=2, label=label.replace("floor: ", "floor "))
+            ax.plot(
+                xs,
+                [decide[label][n]["median_ms"] for n in xs],
+                color=style[0],
+                ls=style[1],
+                lw=2,
+                label=label.replace("floor: ", "floor "),
+            )
         for i, spec in enumerate(SPECS):
             xs = [n for n in sizes if n in table[spec]]
             if xs:
-                ax.plot(xs, [table[spec][n]["median_ms"] for n in xs], marker="o", ms=4,
-                        color=colors(i), label=spec)
+                ax.plot(xs, [table[spec][n]["median_ms"] for n in xs], marker="o", ms=4, color=colors(i), label=spec)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("N (scores / chunks)")

@@ -33,13 +33,87 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 TOKEN = "bench-token"
-WORDS = ("the of and a in to is was for on as with by he at from his an were are which this be or had first "
-         "one their its new after who they two her she been other when time there all during into school also "
-         "city year university world season state united film most team over between only series some known "
-         "under later three many while album river county war station american national club history").split()
+WORDS = [
+    "the",
+    "of",
+    "and",
+    "a",
+    "in",
+    "to",
+    "is",
+    "was",
+    "for",
+    "on",
+    "as",
+    "with",
+    "by",
+    "he",
+    "at",
+    "from",
+    "his",
+    "an",
+    "were",
+    "are",
+    "which",
+    "this",
+    "be",
+    "or",
+    "had",
+    "first",
+    "one",
+    "their",
+    "its",
+    "new",
+    "after",
+    "who",
+    "they",
+    "two",
+    "her",
+    "she",
+    "been",
+    "other",
+    "when",
+    "time",
+    "there",
+    "all",
+    "during",
+    "into",
+    "school",
+    "also",
+    "city",
+    "year",
+    "university",
+    "world",
+    "season",
+    "state",
+    "united",
+    "film",
+    "most",
+    "team",
+    "over",
+    "between",
+    "only",
+    "series",
+    "some",
+    "known",
+    "under",
+    "later",
+    "three",
+    "many",
+    "while",
+    "album",
+    "river",
+    "county",
+    "war",
+    "station",
+    "american",
+    "national",
+    "club",
+    "history",
+]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -70,11 +144,17 @@ def make_payloads(n: int, dim: int, seed: int, method: str) -> dict[str, dict[st
     emb[relevant] += 6.0 * q  # a few chunks close to the question, the rest unrelated
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
     scores = (emb @ q).astype(np.float64)
-    base = {"question": "Which station did the river county team open first?", "chunks": chunks,
-            "method": method, "with_text": True}
+    base = {
+        "question": "Which station did the river county team open first?",
+        "chunks": chunks,
+        "method": method,
+        "with_text": True,
+    }
     from ctxsel.tokens import count_tokens_batch
 
-    counted = [{"id": str(i), "text": t, "n_tokens": k} for i, (t, k) in enumerate(zip(chunks, count_tokens_batch(chunks)))]
+    counted = [
+        {"id": str(i), "text": t, "n_tokens": k} for i, (t, k) in enumerate(zip(chunks, count_tokens_batch(chunks)))
+    ]
     return {
         "embeddings": {**base, "embeddings": emb.tolist(), "query_embedding": q.tolist()},
         "scores": {**base, "scores": scores.tolist()},
@@ -88,8 +168,20 @@ class Server:
         script = Path(sys.executable).with_name("ctxsel")
         cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "ctxsel.cli.main"]
         env = dict(os.environ, CTXSEL_SERVE_TOKEN=TOKEN, OMP_NUM_THREADS=str(threads))
-        self.cmd = [*cmd, "serve", "--port", "0", "--scorer", "keywords", "--max-concurrency", str(max_concurrency),
-                    "--max-body-bytes", str(64 * 1024 * 1024), "--deadline", "120"]
+        self.cmd = [
+            *cmd,
+            "serve",
+            "--port",
+            "0",
+            "--scorer",
+            "keywords",
+            "--max-concurrency",
+            str(max_concurrency),
+            "--max-body-bytes",
+            str(64 * 1024 * 1024),
+            "--deadline",
+            "120",
+        ]
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self.log, env=env)
         self.port = 0
         ready = False
@@ -121,14 +213,16 @@ class Server:
 
 
 def post(conn: http.client.HTTPConnection, body: bytes) -> tuple[int, bytes]:
-    conn.request("POST", "/select", body=body, headers={
-        "Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+    conn.request(
+        "POST", "/select", body=body, headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
+    )
     resp = conn.getresponse()
     return resp.status, resp.read()
 
 
-def run_level(port: int, body: bytes, clients: int, duration_s: float, warmup: int,
-              server: Server | None = None) -> dict[str, Any]:
+def run_level(
+    port: int, body: bytes, clients: int, duration_s: float, warmup: int, server: Server | None = None
+) -> dict[str, Any]:
     conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=300) for _ in range(clients)]
     for c in conns:  # Nagle off, as curl, requests and httpx do
         for attempt in range(600):  # the socket is bound before uvicorn listens: on a loaded machine, wait
@@ -175,10 +269,19 @@ def run_level(port: int, body: bytes, clients: int, duration_s: float, warmup: i
     for c in conns:
         c.close()
     xs = sorted(latencies)
-    return {"clients": clients, "n_ok": len(xs), "errors": errors, "wall_s": wall,
-            "rps": len(xs) / wall, "p50_ms": C.percentile(xs, 0.5) * 1e3, "p99_ms": C.percentile(xs, 0.99) * 1e3,
-            "mean_ms": sum(xs) / len(xs) * 1e3, "max_ms": xs[-1] * 1e3,
-            "server_cpu_s": cpu, "server_cpu_ms_per_request": cpu / len(xs) * 1e3}
+    return {
+        "clients": clients,
+        "n_ok": len(xs),
+        "errors": errors,
+        "wall_s": wall,
+        "rps": len(xs) / wall,
+        "p50_ms": C.percentile(xs, 0.5) * 1e3,
+        "p99_ms": C.percentile(xs, 0.99) * 1e3,
+        "mean_ms": sum(xs) / len(xs) * 1e3,
+        "max_ms": xs[-1] * 1e3,
+        "server_cpu_s": cpu,
+        "server_cpu_ms_per_request": cpu / len(xs) * 1e3,
+    }
 
 
 def stage_times(body: bytes) -> list[tuple[str, dict[str, Any]]]:
@@ -213,17 +316,23 @@ def stage_times(body: bytes) -> list[tuple[str, dict[str, Any]]]:
     if sent:
         rows.append(("chunks: Chunk objects with the client's n_tokens (nothing counted)", lambda: Service.chunks(req)))
     else:
-        rows += [("chunks: Chunk objects, cl100k counts of new texts (count cache cleared first)", cold_chunks),
-                 ("chunks: Chunk objects, texts seen before (counts from the LRU)", lambda: Service.chunks(req))]
+        rows += [
+            ("chunks: Chunk objects, cl100k counts of new texts (count cache cleared first)", cold_chunks),
+            ("chunks: Chunk objects, texts seen before (counts from the LRU)", lambda: Service.chunks(req)),
+        ]
     rows += [
         (f"scores: {kind}", lambda: service.scores(req, chunks, selector)),
         (f"select: {req.method} on the scores, Selection", lambda: selector.select(req.question, chunks, scores)),
         ("respond: to_dict + SelectionOut validation", lambda: SelectionOut.model_validate(sel.to_dict())),
-        ("(whole path in process: parse to response dict, counts remembered)",
-         lambda: service.select(SelectRequest.model_validate(from_json(body))).to_dict()),
+        (
+            "(whole path in process: parse to response dict, counts remembered)",
+            lambda: service.select(SelectRequest.model_validate(from_json(body))).to_dict(),
+        ),
     ]
-    return [(name, C.summarize(C.time_calls(fn, warmup=1, budget_s=2.0, min_repeats=5, max_repeats=50)))
-            for name, fn in rows]
+    return [
+        (name, C.summarize(C.time_calls(fn, warmup=1, budget_s=2.0, min_repeats=5, max_repeats=50)))
+        for name, fn in rows
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,9 +350,12 @@ def main(argv: list[str] | None = None) -> int:
                 r = run_level(server.port, bodies[kind], clients, args.duration_s, args.warmup, server)
                 r["payload"] = kind
                 results.append(r)
-                print(f"{kind:>15} x{clients:<3} {r['rps']:7.2f} req/s  p50 {r['p50_ms']:8.1f} ms  "
-                      f"p99 {r['p99_ms']:8.1f} ms  server CPU {r['server_cpu_ms_per_request']:6.1f} ms/req  "
-                      f"n={r['n_ok']} errors={r['errors']}", flush=True)
+                print(
+                    f"{kind:>15} x{clients:<3} {r['rps']:7.2f} req/s  p50 {r['p50_ms']:8.1f} ms  "
+                    f"p99 {r['p99_ms']:8.1f} ms  server CPU {r['server_cpu_ms_per_request']:6.1f} ms/req  "
+                    f"n={r['n_ok']} errors={r['errors']}",
+                    flush=True,
+                )
         logged = server.request_lines()
     finally:
         server.stop()
@@ -251,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     info["loadavg_end"] = C.loadavg()
 
     notes = [
-        f"Server: `ctxsel {' '.join(server.cmd[server.cmd.index('serve'):])}` (one uvicorn process, one event loop; selection runs in worker "
+        f"Server: `ctxsel {' '.join(server.cmd[server.cmd.index('serve') :])}` (one uvicorn process, one event loop; selection runs in worker "
         f"threads), bearer token on, one JSON log line per request ({logged} logged). Clients: threads in the "
         "benchmark process, one keep-alive `http.client` connection each (TCP_NODELAY), sending the same pre-encoded body "
         "back to back; client and server share the machine's cores.",
@@ -270,30 +382,74 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for r in results:
         err = ", ".join(f"{n} x {s}" for s, n in sorted(r["errors"].items())) or "0"
-        rows.append([f"`{r['payload']}`", str(r["clients"]), f"{r['rps']:.2f}", C.fmt_ms(r["p50_ms"]),
-                     C.fmt_ms(r["p99_ms"]), f"{r['server_cpu_ms_per_request']:.1f}", str(r["n_ok"]), err])
-    md += ["## Throughput, latency and the server's CPU per request", "",
-           "Server CPU: user + system seconds of the server process (from /proc) over the level, divided by the "
-           "requests answered; it includes HTTP, JSON logs and the worker threads. The same body is sent again "
-           "and again, so after the first request the server's token counts come from its LRU.", "",
-           C.md_table(["precomputed", "clients", "requests/s", "p50 ms", "p99 ms", "server CPU ms / request",
-                       "requests", "errors"], rows, ["l", "r", "r", "r", "r", "r", "r", "r"]), ""]
+        rows.append(
+            [
+                f"`{r['payload']}`",
+                str(r["clients"]),
+                f"{r['rps']:.2f}",
+                C.fmt_ms(r["p50_ms"]),
+                C.fmt_ms(r["p99_ms"]),
+                f"{r['server_cpu_ms_per_request']:.1f}",
+                str(r["n_ok"]),
+                err,
+            ]
+        )
+    md += [
+        "## Throughput, latency and the server's CPU per request",
+        "",
+        "Server CPU: user + system seconds of the server process (from /proc) over the level, divided by the "
+        "requests answered; it includes HTTP, JSON logs and the worker threads. The same body is sent again "
+        "and again, so after the first request the server's token counts come from its LRU.",
+        "",
+        C.md_table(
+            [
+                "precomputed",
+                "clients",
+                "requests/s",
+                "p50 ms",
+                "p99 ms",
+                "server CPU ms / request",
+                "requests",
+                "errors",
+            ],
+            rows,
+            ["l", "r", "r", "r", "r", "r", "r", "r"],
+        ),
+        "",
+    ]
     one = {r["payload"]: r["server_cpu_ms_per_request"] for r in results if r["clients"] == 1}
     if "scores" in one and "scores+n_tokens" in one:
-        md += [f"Goals (issue 16), 1 client: <= 10 ms of CPU per request when the client sends n_tokens: "
-               f"**{one['scores+n_tokens']:.1f} ms, {'met' if one['scores+n_tokens'] <= 10 else 'not met'}**; "
-               f"<= 20 ms when the server counts (texts it has seen: LRU hits): **{one['scores']:.1f} ms, "
-               f"{'met' if one['scores'] <= 20 else 'not met'}**. Embeddings: "
-               f"{one.get('embeddings', float('nan')):.1f} ms (8.8 MB of JSON numbers to parse).", ""]
+        md += [
+            f"Goals (issue 16), 1 client: <= 10 ms of CPU per request when the client sends n_tokens: "
+            f"**{one['scores+n_tokens']:.1f} ms, {'met' if one['scores+n_tokens'] <= 10 else 'not met'}**; "
+            f"<= 20 ms when the server counts (texts it has seen: LRU hits): **{one['scores']:.1f} ms, "
+            f"{'met' if one['scores'] <= 20 else 'not met'}**. Embeddings: "
+            f"{one.get('embeddings', float('nan')):.1f} ms (8.8 MB of JSON numbers to parse).",
+            "",
+        ]
     for kind, st in stages.items():
-        md += [f"## Where one request's time goes (in process, no HTTP; `{kind}` payload)", "",
-               "Median (p90) in ms, each stage timed alone in the benchmark process after the load runs. The server "
-               "parses the body with pydantic-core's JSON parser (in a worker thread above 64 KiB), validates it, "
-               "then runs chunks, scores and select in a worker thread under the deadline.", "",
-               C.md_table(["stage", "ms: median (p90)"], [[n, C.fmt_cell(x)] for n, x in st]), ""]
-    C.write_report("serve_load", args.out, "\n".join(md),
-                   {"info": info, "args": vars(args), "results": results,
-                    "stages": {kind: {n: x for n, x in st} for kind, st in stages.items()}, "body_bytes": {k: len(v) for k, v in bodies.items()}})
+        md += [
+            f"## Where one request's time goes (in process, no HTTP; `{kind}` payload)",
+            "",
+            "Median (p90) in ms, each stage timed alone in the benchmark process after the load runs. The server "
+            "parses the body with pydantic-core's JSON parser (in a worker thread above 64 KiB), validates it, "
+            "then runs chunks, scores and select in a worker thread under the deadline.",
+            "",
+            C.md_table(["stage", "ms: median (p90)"], [[n, C.fmt_cell(x)] for n, x in st]),
+            "",
+        ]
+    C.write_report(
+        "serve_load",
+        args.out,
+        "\n".join(md),
+        {
+            "info": info,
+            "args": vars(args),
+            "results": results,
+            "stages": {kind: {n: x for n, x in st} for kind, st in stages.items()},
+            "body_bytes": {k: len(v) for k, v in bodies.items()},
+        },
+    )
     print("\n".join(md))
     return 0
 

@@ -62,14 +62,23 @@ def main(argv: list[str] | None = None) -> int:
     def agree(key: str, sub: list[dict]) -> str:
         return f"{100 * sum(r[key] == r['free'] for r in sub) / len(sub):.0f}%"
 
-    lines = [header_md("YES/NO verdicts under a grammar: JSON object against bare words", info, [
-        f"Default local reader, greedy, {args.llm_threads} llama.cpp thread(s); SAGE's counting-check prompt."]),
+    lines = [
+        header_md(
+            "YES/NO verdicts under a grammar: JSON object against bare words",
+            info,
+            [f"Default local reader, greedy, {args.llm_threads} llama.cpp thread(s); SAGE's counting-check prompt."],
+        ),
         "| questions | n | YES, free | YES, JSON object | YES, bare words | JSON agrees with free | bare agrees with free |",
-        "|---|---:|---:|---:|---:|---:|---:|"]
-    for name, sub in (("hotpotqa-long test split (not counting)", [r for r in rows if not r["counting"]]),
-                      ("counting questions", [r for r in rows if r["counting"]])):
-        lines.append(f"| {name} | {len(sub)} | {share('free', sub)} | {share('json_object', sub)} | "
-                     f"{share('bare_words', sub)} | {agree('json_object', sub)} | {agree('bare_words', sub)} |")
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, sub in (
+        ("hotpotqa-long test split (not counting)", [r for r in rows if not r["counting"]]),
+        ("counting questions", [r for r in rows if r["counting"]]),
+    ):
+        lines.append(
+            f"| {name} | {len(sub)} | {share('free', sub)} | {share('json_object', sub)} | "
+            f"{share('bare_words', sub)} | {agree('json_object', sub)} | {agree('bare_words', sub)} |"
+        )
     md = "\n".join(lines) + "\n"
     write_report("verdict_formats", args.out, md, {"machine": info, "rows": rows})
     print(md)

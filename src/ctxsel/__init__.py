@@ -16,8 +16,7 @@ from ctxsel._version import __version__
 from ctxsel.inputs import check_question
 from ctxsel.pipeline import Pipeline
 from ctxsel.selectors import available_methods, get_selector, register
-from ctxsel.types import Chunk, Example, LLMUsage, Selection, as_chunks
-
+from ctxsel.types import Chunk, Example, LLMUsage, Selection
 
 
 def select(
@@ -51,13 +50,22 @@ def select(
     """
     check_question(question)
     return Pipeline.from_spec(method, scorer=scorer, expand=expand, **options).select(
-        question, chunks, scores, choices=choices)
+        question, chunks, scores, choices=choices
+    )
 
 
 #: Add a method from outside the package: ``ctxsel.register_method("my-cut", MyCut, main_param="k")``.
 register_method = register
 
 __all__ = [
-    "Chunk", "Example", "LLMUsage", "Pipeline", "Selection", "__version__", "available_methods", "get_selector",
-    "register_method", "select",
+    "Chunk",
+    "Example",
+    "LLMUsage",
+    "Pipeline",
+    "Selection",
+    "__version__",
+    "available_methods",
+    "get_selector",
+    "register_method",
+    "select",
 ]

@@ -16,13 +16,13 @@ together up to the limit. Without it one 50 MB line became one chunk of
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, InputTypeError
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 import numpy as np
 
+from ctxsel.errors import InputError, InputTypeError
 from ctxsel.tokens import count_tokens, token_offsets
 from ctxsel.types import Chunk
 
@@ -36,7 +36,44 @@ _SPACE_RUN = re.compile(r"\s+")
 #: The default longest chunk, in cl100k tokens (see the module docstring).
 DEFAULT_MAX_CHUNK_TOKENS = 1000
 _ABBREV = frozenset(
-    "mr mrs ms dr prof sr jr st vs etc e.g i.e u.s u.k no fig al approx dept est inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec".split()
+    [
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "sr",
+        "jr",
+        "st",
+        "vs",
+        "etc",
+        "e.g",
+        "i.e",
+        "u.s",
+        "u.k",
+        "no",
+        "fig",
+        "al",
+        "approx",
+        "dept",
+        "est",
+        "inc",
+        "ltd",
+        "co",
+        "corp",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    ]
 )
 
 
@@ -219,8 +256,9 @@ def chunk_text(
     (module docstring); token windows are bounded by ``size`` already."""
     if not isinstance(text, str):
         raise InputTypeError(f"text must be str, got {type(text).__name__}")
-    if max_chunk_tokens is not None and (isinstance(max_chunk_tokens, bool) or not isinstance(max_chunk_tokens, int)
-                                         or max_chunk_tokens < 1):
+    if max_chunk_tokens is not None and (
+        isinstance(max_chunk_tokens, bool) or not isinstance(max_chunk_tokens, int) or max_chunk_tokens < 1
+    ):
         raise InputError(f"max_chunk_tokens must be a positive integer or None, got {max_chunk_tokens!r}")
     if method == "paragraphs":
         parts = split_paragraphs(text)

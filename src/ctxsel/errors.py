@@ -50,5 +50,12 @@ class MissingExtraError(CtxselError, ImportError):
     """An optional dependency that is not installed; the message names the pip extra."""
 
 
-__all__ = ["CtxselError", "DatasetError", "InputError", "InputTypeError", "MissingExtraError", "ModelError",
-           "SpecError"]
+__all__ = [
+    "CtxselError",
+    "DatasetError",
+    "InputError",
+    "InputTypeError",
+    "MissingExtraError",
+    "ModelError",
+    "SpecError",
+]

@@ -7,9 +7,10 @@ the input, the rule it broke and what to do instead.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, InputTypeError
 import re
 from typing import Any
+
+from ctxsel.errors import InputError, InputTypeError
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

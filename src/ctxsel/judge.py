@@ -21,7 +21,6 @@ parser; a reply not produced under it is read by :func:`parse_labels`.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import functools
 import json
 import re
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxsel import metrics
+from ctxsel.errors import InputError
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError
 from ctxsel.llm.prompts import JUDGE, render_judge
@@ -72,16 +72,38 @@ def judge_format(n_items: int) -> ReplyFormat:
     """``{"labels": [{"id": i, "label": <one of LABELS>} for i in 0..n-1]}``; parses to the per-item scores."""
     if n_items < 1:
         raise InputError(f"the judge labels at least one ground-truth item, got {n_items}")
-    item = lambda i: {"type": "object", "properties": {"id": {"type": "integer", "const": i},  # noqa: E731
-                                                        "label": {"type": "string", "enum": list(LABELS)}},
-                      "required": ["id", "label"], "additionalProperties": False}
-    schema = {"type": "object",
-              "properties": {"labels": {"type": "array", "prefixItems": [item(i) for i in range(n_items)],
-                                        "items": False, "minItems": n_items, "maxItems": n_items}},
-              "required": ["labels"], "additionalProperties": False}
-    return ReplyFormat("judge_labels", schema,
-                       lambda obj: [LABEL_SCORES[it["label"].lower()] for it in obj["labels"]],
-                       max_chars=200 + 64 * n_items)
+
+    def item(i: int) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer", "const": i},
+                "label": {"type": "string", "enum": list(LABELS)},
+            },
+            "required": ["id", "label"],
+            "additionalProperties": False,
+        }
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "labels": {
+                "type": "array",
+                "prefixItems": [item(i) for i in range(n_items)],
+                "items": False,
+                "minItems": n_items,
+                "maxItems": n_items,
+            }
+        },
+        "required": ["labels"],
+        "additionalProperties": False,
+    }
+    return ReplyFormat(
+        "judge_labels",
+        schema,
+        lambda obj: [LABEL_SCORES[it["label"].lower()] for it in obj["labels"]],
+        max_chars=200 + 64 * n_items,
+    )
 
 
 @dataclass(slots=True)
@@ -111,8 +133,9 @@ class LLMJudge:
         if fmt is not None:  # about 16 tokens per labelled item
             extra["reply_format"] = fmt
             max_tokens = max(max_tokens, 16 * len(gold) + 16)
-        reply = self.client.complete(render_judge(question, prediction, gold), max_tokens=max_tokens,
-                                     temperature=0.0, **extra)
+        reply = self.client.complete(
+            render_judge(question, prediction, gold), max_tokens=max_tokens, temperature=0.0, **extra
+        )
         self.replies += 1
         self.constrained_replies += bool(fmt is not None and reply.constrained)
         try:
@@ -163,5 +186,13 @@ def score_answer(example: Example, prediction: str, judge: LLMJudge | None = Non
     return out
 
 
-__all__ = ["LABELS", "LABEL_SCORES", "Judgement", "LLMJudge", "is_aggregation", "judge_format", "parse_labels",
-           "score_answer"]
+__all__ = [
+    "LABELS",
+    "LABEL_SCORES",
+    "Judgement",
+    "LLMJudge",
+    "is_aggregation",
+    "judge_format",
+    "parse_labels",
+    "score_answer",
+]

@@ -11,13 +11,13 @@ twice.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ctxsel.errors import InputError
 from ctxsel.inputs import check_question
 from ctxsel.selectors import get_selector
 from ctxsel.selectors.base import Selector
@@ -64,8 +64,15 @@ class Pipeline:
                 raise InputError(f"expand={expand!r} re-ranks scores, and method {selector.name!r} uses none")
 
     @classmethod
-    def from_spec(cls, method: str | Selector = "adaptive-k", *, scorer: Scorer | str | None = None,
-                  expand: Any = None, llm: Any = None, **options: Any) -> Pipeline:
+    def from_spec(
+        cls,
+        method: str | Selector = "adaptive-k",
+        *,
+        scorer: Scorer | str | None = None,
+        expand: Any = None,
+        llm: Any = None,
+        **options: Any,
+    ) -> Pipeline:
         """A pipeline from a method spec and the selector's keyword options."""
         return cls(get_selector(method, llm=llm, **options), scorer, expand)
 

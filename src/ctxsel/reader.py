@@ -33,7 +33,6 @@ is not exactly what the model sees:
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import math
 import re
 import time
@@ -41,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ctxsel.errors import InputError
 from ctxsel.llm.base import LLMClient, LLMContextLengthError
 from ctxsel.llm.prompts import FACTOID_QA, PromptTemplate, get_template
 from ctxsel.tokens import count_tokens as cl100k_tokens
@@ -66,7 +66,11 @@ class Answer:
             "raw": self.raw,
             "template": self.template,
             "seconds": round(self.seconds, 3),
-            "usage": {"calls": self.usage.calls, "tokens_in": self.usage.tokens_in, "tokens_out": self.usage.tokens_out},
+            "usage": {
+                "calls": self.usage.calls,
+                "tokens_in": self.usage.tokens_in,
+                "tokens_out": self.usage.tokens_out,
+            },
             "selection": self.selection.to_dict(with_text=with_text),
             "meta": self.meta,
         }
@@ -153,8 +157,14 @@ def fit_to_window(
         return selection, None
 
     def head(k: int) -> Selection:
-        return replace(selection, ids=selection.ids[:k], scores=selection.scores[:k], chunks=selection.chunks[:k],
-                       trace=list(selection.trace), meta=dict(selection.meta))
+        return replace(
+            selection,
+            ids=selection.ids[:k],
+            scores=selection.scores[:k],
+            chunks=selection.chunks[:k],
+            trace=list(selection.trace),
+            meta=dict(selection.meta),
+        )
 
     empty = window.count(render(head(0)))
     if empty > budget:
@@ -162,7 +172,7 @@ def fit_to_window(
             f"the prompt without any context already has {empty:,} tokens; with {answer_tokens} answer tokens and a "
             f"margin of {window.margin} it cannot fit the {window.size:,}-token window",
             hint="shorten the question or the prompt template, lower the answer tokens, or use a model with a "
-                 "larger window",
+            "larger window",
         )
     lo, hi = 0, len(selection.chunks) - 1  # head(lo) fits, head(hi + 1) does not
     fitted = {0: empty}
@@ -187,9 +197,11 @@ def fit_to_window(
         "tokenizer": window.tokenizer,
         "dropped": selection.ids[lo:],
     }
-    cut.explanation = (f"{selection.explanation}; cut to the best {cut.k} of {selection.k} chunks "
-                       f"({cut.n_tokens:,} of {selection.n_tokens:,} tokens) to fit the reader's "
-                       f"{window.size:,}-token window")
+    cut.explanation = (
+        f"{selection.explanation}; cut to the best {cut.k} of {selection.k} chunks "
+        f"({cut.n_tokens:,} of {selection.n_tokens:,} tokens) to fit the reader's "
+        f"{window.size:,}-token window"
+    )
     cut.meta["cut"] = info
     return cut, info
 
@@ -245,17 +257,23 @@ class Reader:
 
     def fit(self, question: str, selection: Selection) -> tuple[Selection, dict[str, Any] | None]:
         """The selection cut to this reader's window (see :func:`fit_to_window`)."""
-        return fit_to_window(selection, lambda s: self.prompt(question, format_context(s)), self.window,
-                             self.max_answer_tokens)
+        return fit_to_window(
+            selection, lambda s: self.prompt(question, format_context(s)), self.window, self.max_answer_tokens
+        )
 
     def answer(self, question: str, selection: Selection) -> Answer:
         if selection.meta.get("answer") is not None:  # an LLM-routed selector answered already
             return Answer(
-                text=selection.meta["answer"], raw=selection.meta.get("raw_answer", selection.meta["answer"]),
-                selection=selection, usage=selection.usage, seconds=float(selection.meta.get("seconds", 0.0)),
+                text=selection.meta["answer"],
+                raw=selection.meta.get("raw_answer", selection.meta["answer"]),
+                selection=selection,
+                usage=selection.usage,
+                seconds=float(selection.meta.get("seconds", 0.0)),
                 template=selection.meta.get("template", ""),
-                meta={"route": selection.meta.get("route"),
-                      **({"cut": selection.meta["cut"]} if selection.meta.get("cut") else {})},
+                meta={
+                    "route": selection.meta.get("route"),
+                    **({"cut": selection.meta["cut"]} if selection.meta.get("cut") else {}),
+                },
             )
         t0 = time.perf_counter()
         selection, cut = self.fit(question, selection)
@@ -285,5 +303,15 @@ def for_template(client: LLMClient, template: PromptTemplate) -> LLMClient:
     return client
 
 
-__all__ = ["Answer", "ContextWindow", "FOREIGN_TOKENIZER_MARGIN", "Reader", "TEMPLATE_MARGIN", "clean_answer",
-           "context_window", "fit_to_window", "format_context", "for_template"]
+__all__ = [
+    "FOREIGN_TOKENIZER_MARGIN",
+    "TEMPLATE_MARGIN",
+    "Answer",
+    "ContextWindow",
+    "Reader",
+    "clean_answer",
+    "context_window",
+    "fit_to_window",
+    "for_template",
+    "format_context",
+]

@@ -101,8 +101,14 @@ class SQLiteStore:
     # -- pickling: a store handed to a subprocess opens its own connection (and skips the check) --
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "schema": self.schema, "label": self.label, "lost": self.lost,
-                "log": self.log.name, "timeout": self.timeout}
+        return {
+            "path": self.path,
+            "schema": self.schema,
+            "label": self.label,
+            "lost": self.lost,
+            "log": self.log.name,
+            "timeout": self.timeout,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update({**state, "log": logging.getLogger(state["log"])})
@@ -204,7 +210,11 @@ class SQLiteStore:
                 os.replace(src, bad.with_name(bad.name + suffix))
         self.log.warning(
             "%s %s is corrupt (%s); moved it aside to %s and started an empty cache. %s",
-            self.label, self.path, reason, bad, self.lost,
+            self.label,
+            self.path,
+            reason,
+            bad,
+            self.lost,
         )
         self._check(check=False)
 

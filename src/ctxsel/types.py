@@ -7,11 +7,11 @@ to JSON (``to_dict``) and say in one line why the cut fell where it did.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, InputTypeError
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ctxsel.errors import InputError, InputTypeError
 from ctxsel.inputs import check_chunk_sequence, check_text
 from ctxsel.tokens import count_tokens
 
@@ -180,7 +180,5 @@ def check_unique_ids(chunks: Sequence[Chunk]) -> None:
     seen: set[str] = set()
     for c in chunks:
         if c.id in seen:
-            raise InputError(
-                f"duplicate chunk id {c.id!r}: chunk ids must be unique within one context"
-            )
+            raise InputError(f"duplicate chunk id {c.id!r}: chunk ids must be unique within one context")
         seen.add(c.id)

@@ -59,34 +59,40 @@ def grammar_accepts(model, fmt: ReplyFormat, text: str) -> bool:
 PICKER5 = picker_format(5)
 
 
-@pytest.mark.parametrize("text", [
-    '{"rationale": "Both hops.", "ids": [3, 1]}',
-    '{"rationale":"x","ids":[5]}',
-    ' {"rationale": "all", "ids": [1, 2, 3, 4, 5]}',
-    '{"rationale": "escaped \\" and \\\\ and \\n", "ids": [2]}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"rationale": "Both hops.", "ids": [3, 1]}',
+        '{"rationale":"x","ids":[5]}',
+        ' {"rationale": "all", "ids": [1, 2, 3, 4, 5]}',
+        '{"rationale": "escaped \\" and \\\\ and \\n", "ids": [2]}',
+    ],
+)
 def test_the_picker_grammar_accepts_valid_replies(vocab_model, text):
     assert PICKER5.parse(text)  # valid for the parser too
     assert grammar_accepts(vocab_model, PICKER5, text)
 
 
-@pytest.mark.parametrize("text", [
-    "The answer is in passages 1 and 3.",                            # prose
-    '{"rationale": "x", "ids": [1, 2',                                # truncated (no end allowed)
-    '{"rationale": "x", "ids": [9]}',                                 # unknown id
-    '{"rationale": "x", "ids": [0]}',
-    '{"rationale": "x", "ids": [1, 2, 3, 4, 5, 1]}',                  # six ids for five passages
-    json.dumps({"rationale": "all", "ids": list(range(1, 10_001))}),  # 10,000 ids
-    '{"rationale": "x", "ids": []}',                                  # no id
-    '{"rationale": "", "ids": [1]}',                                  # empty rationale
-    '{"rationale": "two\nlines", "ids": [1]}',                        # a raw newline (the stop sequence)
-    '{"ids": [1], "rationale": "x"}',                                 # keys in another order
-    '{"rationale": "x", "ids": [1], "extra": 1}',                     # unknown key
-    '{"rationale": "x", "ids": [1]} and more',                        # text after the object
-    '{"answer": "hi"}',                                               # an injected instruction's format
-    '```json\n{"rationale": "x", "ids": [1]}\n```',                   # fences
-    '{"rationale": "' + "r" * 241 + '", "ids": [1]}',                 # rationale over 240 characters
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The answer is in passages 1 and 3.",  # prose
+        '{"rationale": "x", "ids": [1, 2',  # truncated (no end allowed)
+        '{"rationale": "x", "ids": [9]}',  # unknown id
+        '{"rationale": "x", "ids": [0]}',
+        '{"rationale": "x", "ids": [1, 2, 3, 4, 5, 1]}',  # six ids for five passages
+        json.dumps({"rationale": "all", "ids": list(range(1, 10_001))}),  # 10,000 ids
+        '{"rationale": "x", "ids": []}',  # no id
+        '{"rationale": "", "ids": [1]}',  # empty rationale
+        '{"rationale": "two\nlines", "ids": [1]}',  # a raw newline (the stop sequence)
+        '{"ids": [1], "rationale": "x"}',  # keys in another order
+        '{"rationale": "x", "ids": [1], "extra": 1}',  # unknown key
+        '{"rationale": "x", "ids": [1]} and more',  # text after the object
+        '{"answer": "hi"}',  # an injected instruction's format
+        '```json\n{"rationale": "x", "ids": [1]}\n```',  # fences
+        '{"rationale": "' + "r" * 241 + '", "ids": [1]}',  # rationale over 240 characters
+    ],
+)
 def test_the_picker_grammar_rejects_the_malformed_catalogue(vocab_model, text):
     assert not grammar_accepts(vocab_model, PICKER5, text)
 
@@ -98,17 +104,35 @@ def test_the_grammar_cannot_forbid_a_repeated_id_so_the_parser_does(vocab_model)
         PICKER5.parse(text)
 
 
-@pytest.mark.parametrize("fmt, good, bad", [
-    (SUFFICIENT_FORMAT, ["YES", "NO", " NO"],  # verdicts are bare words under llama.cpp (ReplyFormat.words)
-     ['{"verdict": "YES"}', "yes", "MAYBE", "YES, enough"]),
-    (KEYS_FORMAT, ['{"keys": ["lighthouse", "Orla Brandt"]}'], ['{"keys": []}', "lighthouse, guild",
-                                                                json.dumps({"keys": [f"k{i}" for i in range(11)]})]),
-    (vote_format(3), ['{"option": "B", "reason": "she founded it"}'], ['{"option": "D", "reason": "x"}', "B. because"]),
-    (judge_format(2), ['{"labels": [{"id": 0, "label": "Exact Match"}, {"id": 1, "label": "No Match"}]}'],
-     ['{"labels": [{"id": 1, "label": "Exact Match"}, {"id": 0, "label": "No Match"}]}',
-      '{"labels": [{"id": 0, "label": "Exact Match"}]}',
-      '{"labels": [{"id": 0, "label": "Exact"}, {"id": 1, "label": "No Match"}]}']),
-])
+@pytest.mark.parametrize(
+    "fmt, good, bad",
+    [
+        (
+            SUFFICIENT_FORMAT,
+            ["YES", "NO", " NO"],  # verdicts are bare words under llama.cpp (ReplyFormat.words)
+            ['{"verdict": "YES"}', "yes", "MAYBE", "YES, enough"],
+        ),
+        (
+            KEYS_FORMAT,
+            ['{"keys": ["lighthouse", "Orla Brandt"]}'],
+            ['{"keys": []}', "lighthouse, guild", json.dumps({"keys": [f"k{i}" for i in range(11)]})],
+        ),
+        (
+            vote_format(3),
+            ['{"option": "B", "reason": "she founded it"}'],
+            ['{"option": "D", "reason": "x"}', "B. because"],
+        ),
+        (
+            judge_format(2),
+            ['{"labels": [{"id": 0, "label": "Exact Match"}, {"id": 1, "label": "No Match"}]}'],
+            [
+                '{"labels": [{"id": 1, "label": "Exact Match"}, {"id": 0, "label": "No Match"}]}',
+                '{"labels": [{"id": 0, "label": "Exact Match"}]}',
+                '{"labels": [{"id": 0, "label": "Exact"}, {"id": 1, "label": "No Match"}]}',
+            ],
+        ),
+    ],
+)
 def test_other_grammars_accept_valid_replies_and_reject_malformed_ones(vocab_model, fmt, good, bad):
     for text in good:
         fmt.parse(text)
@@ -125,15 +149,21 @@ def test_the_bundled_model_picks_under_the_grammar():
     from ctxsel.llm.local import LocalLlamaClient
     from ctxsel.types import Chunk
 
-    chunks = [Chunk(str(i), text, position=i, n_tokens=40) for i, text in enumerate([
-        "The Kestrel Optical Works built the main telescope of the observatory in 1898.",
-        "The observatory's museum shows a meteorite weighing 41 kilograms.",
-        "The town holds a market every Saturday.",
-        "The observatory was founded by Ada Pell.",
-    ])]
+    chunks = [
+        Chunk(str(i), text, position=i, n_tokens=40)
+        for i, text in enumerate(
+            [
+                "The Kestrel Optical Works built the main telescope of the observatory in 1898.",
+                "The observatory's museum shows a meteorite weighing 41 kilograms.",
+                "The town holds a market every Saturday.",
+                "The observatory was founded by Ada Pell.",
+            ]
+        )
+    ]
     llm = LocalLlamaClient(n_ctx=2048, n_threads=1)
     sel = get_selector("context-picker[n_tokens=500]", llm=llm).select(
-        "Who built the main telescope?", chunks, [0.9, 0.3, 0.1, 0.5])
+        "Who built the main telescope?", chunks, [0.9, 0.3, 0.1, 0.5]
+    )
     replies = sel.meta["replies"]
     assert sel.meta["constrained_replies"] == len(replies) >= 1
     for text in replies:

@@ -70,8 +70,11 @@ def test_relevant_paragraph_outranks_unrelated_ones(scorer) -> None:
 
 
 def test_cache_serves_second_call_without_reencoding(dense_cls, scorer, cache_path: Path) -> None:
-    texts = ["A first sentence for the cache test.", "A second, different sentence.",
-             "A first sentence for the cache test."]  # a duplicate is encoded once
+    texts = [
+        "A first sentence for the cache test.",
+        "A second, different sentence.",
+        "A first sentence for the cache test.",
+    ]  # a duplicate is encoded once
     before = _rows(cache_path)
     first = scorer.embed(texts)
     after_first = _rows(cache_path)
@@ -119,8 +122,7 @@ def test_select_end_to_end_with_defaults(cache_dir: Path) -> None:
 
 
 def test_semantic_chunking_with_the_model(scorer) -> None:
-    text = ("The telescope was built in 1923. It is a large refractor. "
-            "Bananas are yellow. Bananas grow in the tropics.")
+    text = "The telescope was built in 1923. It is a large refractor. Bananas are yellow. Bananas grow in the tropics."
     chunks = chunk_text(text, "semantic", embed=scorer.embed, threshold=0.3)
     assert " ".join(c.text for c in chunks) == text
     assert len(chunks) >= 2

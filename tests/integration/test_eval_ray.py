@@ -48,8 +48,14 @@ def assert_same_evaluation(a: Path, b: Path) -> None:
 
 def _ctxsel(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "ctxsel.cli.main", *args], capture_output=True, text=True,
-                          timeout=600, env=env, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "ctxsel.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
 
 
 @pytest.mark.model
@@ -88,8 +94,16 @@ def test_ray_engine_in_process_resume_and_reorder(tmp_path: Path, ray_session: A
     methods = METHODS.split(",")
     runs: list[Any] = []
     evaluate(examples, methods, output_dir=tmp_path / "local", scorer="bm25", progress=False)
-    evaluate(examples, methods, output_dir=tmp_path / "ray", scorer="bm25", progress=False, engine="ray",
-             ray_options=RayOptions(num_actors=3, cpus_per_actor=0.25), on_ray_run=runs.append)
+    evaluate(
+        examples,
+        methods,
+        output_dir=tmp_path / "ray",
+        scorer="bm25",
+        progress=False,
+        engine="ray",
+        ray_options=RayOptions(num_actors=3, cpus_per_actor=0.25),
+        on_ray_run=runs.append,
+    )
     assert len(runs) == 1 and runs[0].started_cluster is False and runs[0].num_actors == 3
     assert ray_session.is_initialized()
     assert_same_evaluation(tmp_path / "local", tmp_path / "ray")
@@ -106,8 +120,9 @@ def test_ray_engine_in_process_resume_and_reorder(tmp_path: Path, ray_session: A
     assert a == b
     sa, sb = _summary(tmp_path / "local"), _summary(tmp_path / "ray")
     for m, entry in sa["methods"].items():
-        assert {k: v for k, v in entry.items() if k not in TIMING} == \
-               {k: v for k, v in sb["methods"][m].items() if k not in TIMING}
+        assert {k: v for k, v in entry.items() if k not in TIMING} == {
+            k: v for k, v in sb["methods"][m].items() if k not in TIMING
+        }
 
 
 @pytest.mark.slow
@@ -128,17 +143,42 @@ def test_ray_engine_with_a_reader_built_per_worker(tmp_path: Path, ray_session: 
     examples = load_dataset("example")
     methods = ["top-k@1", "top-k@3"]
     with FakeOpenAIServer() as server:
-        server.push(*[completion_reply("Kestrel Optical Works", prompt_tokens=50, completion_tokens=4)
-                      for _ in range(2 * len(examples) * len(methods))])
-        args = argparse.Namespace(reader=server.base_url, reader_model="fake", reader_mode="completions",
-                                  reader_api_key_env="CTXSEL_TEST_NO_KEY", reader_timeout=10.0, llm_cache="off",
-                                  judge=None)
+        server.push(
+            *[
+                completion_reply("Kestrel Optical Works", prompt_tokens=50, completion_tokens=4)
+                for _ in range(2 * len(examples) * len(methods))
+            ]
+        )
+        args = argparse.Namespace(
+            reader=server.base_url,
+            reader_model="fake",
+            reader_mode="completions",
+            reader_api_key_env="CTXSEL_TEST_NO_KEY",
+            reader_timeout=10.0,
+            llm_cache="off",
+            judge=None,
+        )
         reader, judge = build_reader(args, "factoid-qa")
-        evaluate(examples, methods, output_dir=tmp_path / "local", scorer="keywords", progress=False,
-                 reader=reader, judge=judge)
-        evaluate(examples, methods, output_dir=tmp_path / "ray", scorer="keywords", progress=False,
-                 reader=reader, judge=judge, engine="ray",
-                 ray_options=RayOptions(reader_factory=functools.partial(build_reader, args, "factoid-qa")))
+        evaluate(
+            examples,
+            methods,
+            output_dir=tmp_path / "local",
+            scorer="keywords",
+            progress=False,
+            reader=reader,
+            judge=judge,
+        )
+        evaluate(
+            examples,
+            methods,
+            output_dir=tmp_path / "ray",
+            scorer="keywords",
+            progress=False,
+            reader=reader,
+            judge=judge,
+            engine="ray",
+            ray_options=RayOptions(reader_factory=functools.partial(build_reader, args, "factoid-qa")),
+        )
         assert server.calls == 2 * len(examples) * len(methods)
     rows = _rows(tmp_path / "ray")
     assert rows == _rows(tmp_path / "local")

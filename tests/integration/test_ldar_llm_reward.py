@@ -18,9 +18,32 @@ from ctxsel.cli.main import main  # noqa: E402
 
 def test_train_ldar_with_the_llm_reward_on_the_local_model(tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
-    argv = ["train", "ldar", "--dataset", "example", "--scorer", "keywords", "--reward", "llm", "--reader", "local:gemma-270m",
-            "--n-ctx", "2048", "--llm-threads", "1", "--output", str(out), "--batch-size", "2", "--eval-every", "0",
-            "--no-eval", "--no-progress", "--threads", "1"]
+    argv = [
+        "train",
+        "ldar",
+        "--dataset",
+        "example",
+        "--scorer",
+        "keywords",
+        "--reward",
+        "llm",
+        "--reader",
+        "local:gemma-270m",
+        "--n-ctx",
+        "2048",
+        "--llm-threads",
+        "1",
+        "--output",
+        str(out),
+        "--batch-size",
+        "2",
+        "--eval-every",
+        "0",
+        "--no-eval",
+        "--no-progress",
+        "--threads",
+        "1",
+    ]
     assert main([*argv, "--steps", "1"]) == 0
     stdout = capsys.readouterr().out
     assert "with the llm reward" in stdout and "LLM reward: " in stdout

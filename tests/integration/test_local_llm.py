@@ -49,9 +49,13 @@ def test_greedy_completion_answers_and_counts_tokens(client):
 
 
 def test_chat_messages_are_read_as_one_completion_prompt(client):
-    msgs = [{"role": "system", "content": PROMPT.split("\n")[0]}, {"role": "user", "content": "\n".join(PROMPT.split("\n")[1:])}]
+    msgs = [
+        {"role": "system", "content": PROMPT.split("\n")[0]},
+        {"role": "user", "content": "\n".join(PROMPT.split("\n")[1:])},
+    ]
     assert client.complete(msgs, max_tokens=16, stop=["\n"]).usage.tokens_in == client.count_tokens(
-        PROMPT.split("\n")[0] + "\n\n" + "\n".join(PROMPT.split("\n")[1:]))
+        PROMPT.split("\n")[0] + "\n\n" + "\n".join(PROMPT.split("\n")[1:])
+    )
 
 
 def test_prompt_past_the_window_is_a_typed_error_before_compute(client):
@@ -62,7 +66,9 @@ def test_prompt_past_the_window_is_a_typed_error_before_compute(client):
 def test_openai_server_over_the_same_model_gives_the_same_answer(client, tmp_path):
     pytest.importorskip("uvicorn")
     with serve_local("gemma-270m", n_ctx=2048, n_threads=2) as url:
-        http = CachedClient(OpenAICompatClient(url, "local", mode="completions", timeout=120), ResponseCache(tmp_path / "c.sqlite"))
+        http = CachedClient(
+            OpenAICompatClient(url, "local", mode="completions", timeout=120), ResponseCache(tmp_path / "c.sqlite")
+        )
         first = http.complete(PROMPT, max_tokens=16, stop=["\n"])
         again = http.complete(PROMPT, max_tokens=16, stop=["\n"])
     local = client.complete(PROMPT, max_tokens=16, stop=["\n"])
@@ -74,9 +80,23 @@ def test_openai_server_over_the_same_model_gives_the_same_answer(client, tmp_pat
 def test_ctxsel_answer_cli_offline(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     out = subprocess.run(
-        [sys.executable, "-m", "ctxsel.cli.main", "answer", "--document", str(EXAMPLE_MD), "--question",
-         "How heavy is the meteorite in the museum?", "--json", "--llm-cache", str(tmp_path / "c.sqlite")],
-        capture_output=True, text=True, env=env, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "ctxsel.cli.main",
+            "answer",
+            "--document",
+            str(EXAMPLE_MD),
+            "--question",
+            "How heavy is the meteorite in the museum?",
+            "--json",
+            "--llm-cache",
+            str(tmp_path / "c.sqlite"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)

@@ -4,11 +4,10 @@ marker and run as written (real frameworks, the bundled MiniLM), then checked.""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +22,7 @@ def readme_block(name: str) -> str:
 
 def run_block(name: str) -> dict[str, Any]:
     ns: dict[str, Any] = {"__name__": f"readme_{name}"}
-    exec(compile(readme_block(name), f"README.md[{name}]", "exec"), ns)  # noqa: S102
+    exec(compile(readme_block(name), f"README.md[{name}]", "exec"), ns)
     return ns
 
 
@@ -38,7 +37,9 @@ def test_langchain_example() -> None:
     assert [d.page_content for d in kept] == METEORITE
     assert kept[0].metadata["ctxsel_method"] == "adaptive-k"
     # the value the README shows in its comment
-    assert kept[0].metadata["ctxsel_explanation"] == "largest gap 0.371 between ranks 2 and 3; kept 2 + buffer 0 = 2 of 5"
+    assert (
+        kept[0].metadata["ctxsel_explanation"] == "largest gap 0.371 between ranks 2 and 3; kept 2 + buffer 0 = 2 of 5"
+    )
 
 
 @pytest.mark.model
@@ -57,6 +58,9 @@ def test_haystack_example() -> None:
     ns = run_block("haystack")
     result, one, same = ns["result"], ns["one"], ns["same"]
     assert [d.content for d in result["selector"]["documents"]] == METEORITE
-    assert result["selector"]["report"]["explanation"] == "largest gap 0.423 between ranks 2 and 3; kept 2 + buffer 0 = 2 of 4"
+    assert (
+        result["selector"]["report"]["explanation"]
+        == "largest gap 0.423 between ranks 2 and 3; kept 2 + buffer 0 = 2 of 4"
+    )
     assert [d.content for d in one["selector"]["documents"]] == METEORITE[:1]
     assert same.get_component("selector").to_dict() == ns["pipe"].get_component("selector").to_dict()

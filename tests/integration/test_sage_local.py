@@ -20,9 +20,24 @@ EXAMPLE_MD = Path(__file__).resolve().parents[2] / "src" / "ctxsel" / "data" / "
 
 
 def test_sage_with_the_bundled_model_gathers_sentences_and_accounts_every_call(capsys) -> None:
-    code = main(["answer", "--document", str(EXAMPLE_MD), "--question", "Who built the main telescope?",
-                 "--method", "sage[n_perturb=2,counting=false]", "--reader", "local:gemma-270m", "--llm-threads", "2", "--n-ctx", "4096",
-                 "--json"])
+    code = main(
+        [
+            "answer",
+            "--document",
+            str(EXAMPLE_MD),
+            "--question",
+            "Who built the main telescope?",
+            "--method",
+            "sage[n_perturb=2,counting=false]",
+            "--reader",
+            "local:gemma-270m",
+            "--llm-threads",
+            "2",
+            "--n-ctx",
+            "4096",
+            "--json",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     sel = out["selection"]

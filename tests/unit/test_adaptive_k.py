@@ -79,8 +79,9 @@ def _scores_strategy() -> st.SearchStrategy[list[float]]:
 @given(scores=_scores_strategy(), buffer=st.integers(0, 10), head_fraction=st.sampled_from([0.0, 0.05]))
 def test_largest_gap_matches_algorithm_1(scores: list[float], buffer: int, head_fraction: float) -> None:
     expected_k, expected_positions = reference_algorithm_1(scores, buffer, head_fraction)
-    sel = ctxsel.select("q", chunks(len(scores)), "adaptive-k@largest_gap", scores=scores,
-                        buffer=buffer, head_fraction=head_fraction)
+    sel = ctxsel.select(
+        "q", chunks(len(scores)), "adaptive-k@largest_gap", scores=scores, buffer=buffer, head_fraction=head_fraction
+    )
     assert sel.k == expected_k
     assert sel.ids == [f"c{i}" for i in expected_positions]
 
@@ -93,8 +94,7 @@ def test_largest_gap_matches_algorithm_1_on_fixed_random_vectors(n: int, head_fr
         scores = [rng.choice([rng.random(), round(rng.random(), 1)]) for _ in range(n)]
         for buffer in (0, 5):
             k, positions = reference_algorithm_1(scores, buffer, head_fraction)
-            sel = ctxsel.select("q", chunks(n), "adaptive-k", scores=scores, buffer=buffer,
-                                head_fraction=head_fraction)
+            sel = ctxsel.select("q", chunks(n), "adaptive-k", scores=scores, buffer=buffer, head_fraction=head_fraction)
             assert (sel.k, sel.ids) == (k, [f"c{i}" for i in positions])
 
 
@@ -165,8 +165,9 @@ class TestMovingAverage:
     def test_shuffled_input(self) -> None:
         s = [16.0, 14.0, 12.0, 4.0, 2.0, 0.0]
         perm = [3, 0, 5, 1, 4, 2]
-        sel = ctxsel.select("q", chunks(6), "adaptive-k[strategy=moving_avg,window=2,buffer=0]",
-                            scores=[s[p] for p in perm])
+        sel = ctxsel.select(
+            "q", chunks(6), "adaptive-k[strategy=moving_avg,window=2,buffer=0]", scores=[s[p] for p in perm]
+        )
         # the two best (16, 14) sit at input positions 1 and 3
         assert sel.ids == ["c1", "c3"]
 
@@ -234,8 +235,7 @@ class TestSecondDiffSpike:
         # (the authors' code would return 15 here: they do not add head back).
         s = [float(100 - i * i) for i in range(21)]
         assert second_diff_spike_index(np.array(s), head_fraction=0.05) == (16, True)
-        sel = ctxsel.select("q", chunks(21), "adaptive-k[strategy=2diff_spike,buffer=0,head_fraction=0.05]",
-                            scores=s)
+        sel = ctxsel.select("q", chunks(21), "adaptive-k[strategy=2diff_spike,buffer=0,head_fraction=0.05]", scores=s)
         assert sel.k == 17
 
     def test_two_scores(self) -> None:
@@ -258,8 +258,12 @@ class TestDegenerate:
 
     def test_empty_window_keeps_all(self) -> None:
         # head .6 + tail .5 of the gaps leaves nothing to search
-        sel = ctxsel.select("q", chunks(11), "adaptive-k[head_fraction=0.6,tail_fraction=0.5,buffer=0]",
-                            scores=[float(10 - i) for i in range(11)])
+        sel = ctxsel.select(
+            "q",
+            chunks(11),
+            "adaptive-k[head_fraction=0.6,tail_fraction=0.5,buffer=0]",
+            scores=[float(10 - i) for i in range(11)],
+        )
         assert sel.k == 11
         assert "kept all" in sel.explanation
 
@@ -268,8 +272,13 @@ class TestConfig:
     def test_defaults(self) -> None:
         sel = AdaptiveK()
         assert sel.config() == {
-            "strategy": "largest_gap", "buffer": 5, "head_fraction": 0.0, "tail_fraction": 0.1,
-            "min_k": 1, "max_tokens": None, "nan_policy": "raise",
+            "strategy": "largest_gap",
+            "buffer": 5,
+            "head_fraction": 0.0,
+            "tail_fraction": 0.1,
+            "min_k": 1,
+            "max_tokens": None,
+            "nan_policy": "raise",
         }
 
     def test_window_only_recorded_for_moving_avg(self) -> None:

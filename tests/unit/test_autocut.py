@@ -70,7 +70,7 @@ def test_explanations() -> None:
     [
         ([], 0),
         ([0.5], 1),
-        ([0.9, 0.1], 2),           # n = 2: the last-point rule is skipped
+        ([0.9, 0.1], 2),  # n = 2: the last-point rule is skipped
         ([0.3, 0.3, 0.3, 0.3], 4),  # all equal (0/0): keep all
         ([4.0, 3.0, 2.0, 1.0, 0.0], 5),  # an (exactly representable) straight line has no jump
         # last point: diff = [0, -.323, -.647, 0]; 0 > -.647 and 0 > -.323 -> cut before it

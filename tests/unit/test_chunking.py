@@ -62,13 +62,17 @@ class TestSentences:
 
     def test_newlines_always_split(self) -> None:
         assert split_sentences("- item one\n- item two\n\nPara two. Next.") == [
-            "- item one", "- item two", "Para two.", "Next.",
+            "- item one",
+            "- item two",
+            "Para two.",
+            "Next.",
         ]
 
     def test_chunk_text_sentences(self) -> None:
         chunks = chunk_text("A cat sat. A dog ran!", "sentences", doc_id="story")
         assert [(c.id, c.text, c.position) for c in chunks] == [
-            ("story#0", "A cat sat.", 0), ("story#1", "A dog ran!", 1),
+            ("story#0", "A cat sat.", 0),
+            ("story#1", "A dog ran!", 1),
         ]
 
 
@@ -132,8 +136,12 @@ class TestTokenWindows:
 
 def _topic_embed(calls: list[list[str]]):
     """Deterministic embedding: a unit vector per topic word found in the sentence."""
-    topics = {"cat": [1.0, 0.0, 0.0], "dog": [0.0, 1.0, 0.0], "fish": [0.0, 0.0, 1.0],
-              "kitten": [0.75, float(np.sqrt(1 - 0.75**2)), 0.0]}
+    topics = {
+        "cat": [1.0, 0.0, 0.0],
+        "dog": [0.0, 1.0, 0.0],
+        "fish": [0.0, 0.0, 1.0],
+        "kitten": [0.75, float(np.sqrt(1 - 0.75**2)), 0.0],
+    }
 
     def embed(sentences: list[str]) -> np.ndarray:
         calls.append(list(sentences))
@@ -172,7 +180,8 @@ class TestSemantic:
     def test_chunk_text_semantic_uses_given_embed(self) -> None:
         chunks = chunk_text("The cat purrs. The dog barks.", "semantic", doc_id="pets", embed=_topic_embed([]))
         assert [(c.id, c.text, c.doc_id, c.position) for c in chunks] == [
-            ("pets#0", "The cat purrs.", "pets", 0), ("pets#1", "The dog barks.", "pets", 1),
+            ("pets#0", "The cat purrs.", "pets", 0),
+            ("pets#1", "The dog barks.", "pets", 1),
         ]
 
 

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from ctxsel.llm.base import Completion
 from ctxsel.reader import Reader
 from ctxsel.train.picker_mining import (
     bm25_candidates,
@@ -19,7 +20,6 @@ from ctxsel.train.picker_mining import (
     mine_example,
     read_mined,
 )
-from ctxsel.llm.base import Completion
 from ctxsel.types import Chunk, Example, LLMUsage
 
 TEXTS = {
@@ -86,14 +86,26 @@ def test_the_last_chunk_is_never_removed():
 
 def test_mine_writes_jsonl_and_resumes_without_calling_again(tmp_path):
     out = tmp_path / "mined.jsonl"
-    recs = mine([example(0), example(1, "Atlantis")], Reader(TwoHopLLM()), out, k=4, progress=False,
-                settings={"generator": "two-hop-fake"})
+    recs = mine(
+        [example(0), example(1, "Atlantis")],
+        Reader(TwoHopLLM()),
+        out,
+        k=4,
+        progress=False,
+        settings={"generator": "two-hop-fake"},
+    )
     assert [r["kept"] for r in recs] == [True, False]
     assert [r["id"] for r in read_mined(out)] == ["ex0", "ex1"]
     with out.open("a") as f:
         f.write('{"id": "torn')  # a kill mid-line
-    again = mine([example(0), example(1, "Atlantis")], Reader(TwoHopLLM(fail=True)), out, k=4, progress=False,
-                 settings={"generator": "two-hop-fake"})
+    again = mine(
+        [example(0), example(1, "Atlantis")],
+        Reader(TwoHopLLM(fail=True)),
+        out,
+        k=4,
+        progress=False,
+        settings={"generator": "two-hop-fake"},
+    )
     assert [r["s_gold"] for r in again] == [r["s_gold"] for r in recs]
     with pytest.raises(ValueError, match="other settings"):
         mine([example(0)], Reader(TwoHopLLM()), out, k=3, progress=False, settings={"generator": "two-hop-fake"})
@@ -109,8 +121,9 @@ def test_comparison_with_supporting_facts_on_literal_records():
     def rec(s_gold, kept=True, s_cand=("a", "b", "x")):
         return {"kept": kept, "s_gold": list(s_gold), "supporting": ["a", "b"], "s_cand": list(s_cand), "llm_calls": 3}
 
-    cmp = compare_with_supporting_facts([rec(["a", "b"]), rec(["a", "b", "x"]), rec(["a"]), rec(["x"]),
-                                         rec([], kept=False, s_cand=("x", "y"))])
+    cmp = compare_with_supporting_facts(
+        [rec(["a", "b"]), rec(["a", "b", "x"]), rec(["a"]), rec(["x"]), rec([], kept=False, s_cand=("x", "y"))]
+    )
     assert cmp["n_examples"] == 5 and cmp["n_kept"] == 4 and cmp["kept_share"] == 0.8
     assert cmp["equals_supporting"] == 0.25
     assert cmp["contains_supporting"] == 0.5

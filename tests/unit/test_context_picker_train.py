@@ -18,18 +18,28 @@ pytest.importorskip("peft")
 
 def test_trl_reward_parses_the_first_line_of_each_completion():
     fn = TRLPickerReward(stage=1)
-    out = fn(prompts=["p"] * 5,
-             completions=['ok", "ids": [1, 2]}\ngarbage after the newline', 'ok", "ids": [1]}', 'ok", "ids": [3, 3]}',
-                          "prose", 'ok", "ids": [1, 2, 3, 4, 5, 6]}'],
-             gold=[[1, 2]] * 5, n_candidates=[6] * 5)
+    out = fn(
+        prompts=["p"] * 5,
+        completions=[
+            'ok", "ids": [1, 2]}\ngarbage after the newline',
+            'ok", "ids": [1]}',
+            'ok", "ids": [3, 3]}',
+            "prose",
+            'ok", "ids": [1, 2, 3, 4, 5, 6]}',
+        ],
+        gold=[[1, 2]] * 5,
+        n_candidates=[6] * 5,
+    )
     assert out == pytest.approx([1.0, 0.5, -1.0, -1.0, 0.0])  # 6 > 2 + red_1 = 5: beyond the margin
     assert fn.valid == [pytest.approx(0.6)]
     assert score_reply('x", "ids": [2, 1, 3]}', [1, 2], 3, 2) == (pytest.approx(0.75), True)
 
 
 def _examples() -> dict[str, Example]:
-    chunks = [Chunk(f"c{i}", f"{w} fact number {i}.", position=i, n_tokens=10)
-              for i, w in enumerate(["Alpha", "Beta", "Gamma", "Delta", "Epsilon", "Zeta"])]
+    chunks = [
+        Chunk(f"c{i}", f"{w} fact number {i}.", position=i, n_tokens=10)
+        for i, w in enumerate(["Alpha", "Beta", "Gamma", "Delta", "Epsilon", "Zeta"])
+    ]
     return {f"q{i}": Example(f"q{i}", f"Alpha Beta question {i}?", chunks, answers=["x"]) for i in range(4)}
 
 
@@ -37,10 +47,19 @@ def _records() -> list[dict]:
     out = []
     for i in range(4):
         gold = ["c0", "c1"] if i % 2 else ["c1"]
-        out.append({"id": f"q{i}", "query_id": f"q{i}", "variant": 0, "question": f"Alpha Beta question {i}?",
-                    "kept": True, "s_gold": gold})
-    out.append({"id": "q3", "query_id": "q3", "variant": 1, "question": "Gamma only?", "kept": True,
-                "s_gold": ["c5"]})  # c5 is outside this variant's 3-chunk pool
+        out.append(
+            {
+                "id": f"q{i}",
+                "query_id": f"q{i}",
+                "variant": 0,
+                "question": f"Alpha Beta question {i}?",
+                "kept": True,
+                "s_gold": gold,
+            }
+        )
+    out.append(
+        {"id": "q3", "query_id": "q3", "variant": 1, "question": "Gamma only?", "kept": True, "s_gold": ["c5"]}
+    )  # c5 is outside this variant's 3-chunk pool
     return out
 
 
@@ -56,7 +75,6 @@ def test_rows_use_the_inference_pool_and_drop_gold_outside_it():
 @pytest.mark.slow
 @pytest.mark.usefixtures("one_torch_thread")
 def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
-    import torch
     from safetensors.torch import load_file
 
     from ctxsel import get_selector
@@ -73,9 +91,21 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
     # groups hold valid replies with different ids and so different rewards
     losses = format_warmup(model, tok, rows, steps=100, lr=3e-3)
     assert losses[-1] < losses[0] / 10
-    cfg = PickerTrainConfig(base="tiny", stage1_max_steps=3, stage2_steps=2, eval_every=2, num_generations=4,
-                            prompts_per_step=2, max_completion_length=56, lora_r=4, lora_alpha=8, lr=1e-2,
-                            target_modules=["q_proj", "v_proj"], n_tokens=30, max_candidates=3)
+    cfg = PickerTrainConfig(
+        base="tiny",
+        stage1_max_steps=3,
+        stage2_steps=2,
+        eval_every=2,
+        num_generations=4,
+        prompts_per_step=2,
+        max_completion_length=56,
+        lora_r=4,
+        lora_alpha=8,
+        lr=1e-2,
+        target_modules=["q_proj", "v_proj"],
+        n_tokens=30,
+        max_candidates=3,
+    )
     res = train_picker(rows, rows[:2], tmp_path, cfg, model_and_tokenizer=(model, tok))
     s1 = res["curves"]["stage1"]
     assert s1["steps"] == 3 and len(s1["train"]) == 3 and len(s1["grad_norm"]) == 3
@@ -83,18 +113,28 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
     assert differing, f"no stage-1 batch had differing rewards: {s1['train']}"
     assert all(s1["grad_norm"][i]["grad_norm"] > 0 for i in differing)
     # LoRA B starts at zero: non-zero after training means gradients reached the adapters
-    lora_b = [v for k, v in load_file(str(tmp_path / "stage1" / "adapter" / "adapter_model.safetensors")).items()
-              if "lora_B" in k]
+    lora_b = [
+        v
+        for k, v in load_file(str(tmp_path / "stage1" / "adapter" / "adapter_model.safetensors")).items()
+        if "lora_B" in k
+    ]
     assert lora_b and any(float(v.abs().sum()) > 0 for v in lora_b)
     assert res["curves"]["stage2"]["steps"] == 2 and res["curves"]["stage2"]["reward"]["red"] == 1
-    for f in ("stage1/picker.json", "stage2/picker.json", "stage2/adapter/adapter_config.json",
-              "reward_curves.json", "reward_curves.png", "train_summary.json"):
+    for f in (
+        "stage1/picker.json",
+        "stage2/picker.json",
+        "stage2/adapter/adapter_config.json",
+        "reward_curves.json",
+        "reward_curves.png",
+        "train_summary.json",
+    ):
         assert (tmp_path / f).is_file(), f
     curves = json.loads((tmp_path / "reward_curves.json").read_text())
     assert curves["stage1"]["val"][0]["step"] == 0
     # the trained adapter is a selector: context-picker[adapter=...] loads base + LoRA and picks
     ex = next(iter(_examples().values()))
-    sel = get_selector(f"context-picker[adapter={tmp_path / 'stage2'},n_tokens=30,max_candidates=3,max_reply_tokens=56]"
-                       ).select(ex.question, ex.chunks, get_scorer("keywords").score(ex.question, ex.chunks))
+    sel = get_selector(
+        f"context-picker[adapter={tmp_path / 'stage2'},n_tokens=30,max_candidates=3,max_reply_tokens=56]"
+    ).select(ex.question, ex.chunks, get_scorer("keywords").score(ex.question, ex.chunks))
     assert sel.k >= 1 and sel.meta["invalid_replies"] in (0, 1, 2) and sel.usage.calls >= 1
     assert sel.config["adapter"].endswith("stage2")

@@ -20,8 +20,8 @@ from ctxsel.selectors import available_methods
 from ctxsel.selectors.base import Cut, ScoreCutSelector, Selector
 from ctxsel.types import Chunk, Selection, as_chunks
 
-
 # -- the two toy methods, as a user would write them ------------------------------------------
+
 
 class KeepTwo(ScoreCutSelector):
     """A score-based method: one class with ``_cut``, one registration line."""
@@ -39,14 +39,21 @@ class Mentions(Selector):
     name = "toy-mentions"
     needs_scores: ClassVar[bool] = False
 
-    def select(self, question: str, chunks: Sequence[Chunk | str], scores: Any = None, *,
-               choices: Sequence[str] | None = None) -> Selection:
+    def select(
+        self, question: str, chunks: Sequence[Chunk | str], scores: Any = None, *, choices: Sequence[str] | None = None
+    ) -> Selection:
         chunk_list = as_chunks(chunks)
         words = {w.lower().strip("?.,") for w in (list(choices) if choices else question.split())}
         keep = [c for c in chunk_list if words & {w.lower().strip("?.,") for w in c.text.split()}]
-        return Selection(ids=[c.id for c in keep], scores=[None] * len(keep), chunks=keep, method=self.name,
-                         config={}, explanation=f"toy: {len(keep)} chunks mention {sorted(words)}",
-                         n_candidates=len(chunk_list))
+        return Selection(
+            ids=[c.id for c in keep],
+            scores=[None] * len(keep),
+            chunks=keep,
+            method=self.name,
+            config={},
+            explanation=f"toy: {len(keep)} chunks mention {sorted(words)}",
+            n_candidates=len(chunk_list),
+        )
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -85,12 +92,38 @@ def test_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     doc = tmp_path / "doc.txt"
     doc.write_text("\n\n".join(TEXTS), encoding="utf-8")
     for method, expected in (("toy-keep-two", 2), ("toy-mentions", 2)):
-        rc = main(["select", "--document", str(doc), "--question", QUESTION, "--scorer", "keywords",
-                   "--method", method, "--json"])
+        rc = main(
+            [
+                "select",
+                "--document",
+                str(doc),
+                "--question",
+                QUESTION,
+                "--scorer",
+                "keywords",
+                "--method",
+                method,
+                "--json",
+            ]
+        )
         out = json.loads(capsys.readouterr().out)
         assert rc == 0 and out["method"] == method and out["k"] == expected
-    rc = main(["select", "--document", str(doc), "--question", QUESTION, "--method", "toy-mentions",
-               "--choice", "soup", "--choice", "dogs", "--json"])
+    rc = main(
+        [
+            "select",
+            "--document",
+            str(doc),
+            "--question",
+            QUESTION,
+            "--method",
+            "toy-mentions",
+            "--choice",
+            "soup",
+            "--choice",
+            "dogs",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and [c["text"] for c in out["chunks"]] == [TEXTS[2], TEXTS[3]]
 
@@ -101,17 +134,32 @@ def test_through_the_service() -> None:
     from ctxsel.service import ServiceSettings, create_app
 
     with TestClient(create_app(ServiceSettings(scorer="keywords"))) as client:
-        got = client.post("/select", json={"question": QUESTION, "chunks": TEXTS, "method": "toy-keep-two",
-                                           "scores": [0.1, 0.9, 0.5, 0.2]})
+        got = client.post(
+            "/select",
+            json={"question": QUESTION, "chunks": TEXTS, "method": "toy-keep-two", "scores": [0.1, 0.9, 0.5, 0.2]},
+        )
         assert got.status_code == 200 and got.json()["ids"] == ["1", "2"]
-        got = client.post("/select", json={"question": QUESTION, "chunks": TEXTS, "method": "toy-mentions",
-                                           "choices": ["cats"]})
+        got = client.post(
+            "/select", json={"question": QUESTION, "chunks": TEXTS, "method": "toy-mentions", "choices": ["cats"]}
+        )
         assert got.status_code == 200 and got.json()["ids"] == ["0"]
 
 
 def test_through_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["eval", "--dataset", "example", "--methods", "toy-keep-two,toy-mentions,top-k@2", "--scorer",
-               "keywords", "--output", str(tmp_path / "run"), "--no-progress"])
+    rc = main(
+        [
+            "eval",
+            "--dataset",
+            "example",
+            "--methods",
+            "toy-keep-two,toy-mentions,top-k@2",
+            "--scorer",
+            "keywords",
+            "--output",
+            str(tmp_path / "run"),
+            "--no-progress",
+        ]
+    )
     capsys.readouterr()
     assert rc == 0
     rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
@@ -163,8 +211,9 @@ def test_choices_through_the_service() -> None:
     from ctxsel.service import ServiceSettings, create_app
 
     with TestClient(create_app(ServiceSettings(scorer="keywords", reader=mc_llm()))) as client:
-        got = client.post("/select", json={"question": MC_QUESTION, "chunks": MC_TEXTS, "method": SAGE_SPEC,
-                                           "choices": CHOICES})
+        got = client.post(
+            "/select", json={"question": MC_QUESTION, "chunks": MC_TEXTS, "method": SAGE_SPEC, "choices": CHOICES}
+        )
         assert got.status_code == 200, got.text
         assert got.json()["meta"]["answer"] == "B. Jory"
 

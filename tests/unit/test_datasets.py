@@ -106,8 +106,12 @@ def test_hotpotqa_missing_file(tmp_path: Path) -> None:
 
 
 def test_hotpotqa_conflicting_paragraphs(tmp_path: Path) -> None:
-    item = {"question": "q", "answer": "a", "supporting_facts": {"title": ["T"], "sent_id": [0]},
-            "context": {"title": ["T"], "sentences": [["One."]]}}
+    item = {
+        "question": "q",
+        "answer": "a",
+        "supporting_facts": {"title": ["T"], "sent_id": [0]},
+        "context": {"title": ["T"], "sentences": [["One."]]},
+    }
     other = json.loads(json.dumps(item))
     other["context"]["sentences"] = [["Two."]]
     p = tmp_path / FILENAME
@@ -118,12 +122,22 @@ def test_hotpotqa_conflicting_paragraphs(tmp_path: Path) -> None:
 
 def test_hotpotqa_tiny_file(tmp_path: Path) -> None:
     items = [
-        {"question": "Q1?", "answer": "A1", "type": "bridge", "level": "hard",
-         "supporting_facts": {"title": ["B", "A", "B"], "sent_id": [0, 1, 1]},
-         "context": {"title": ["A", "B"], "sentences": [["A one.", " A two."], ["B one."]]}},
-        {"question": "Q2?", "answer": "A2", "type": "comparison", "level": "hard",
-         "supporting_facts": {"title": ["C"], "sent_id": [0]},
-         "context": {"title": ["C", "A"], "sentences": [["C one."], ["A one.", " A two."]]}},
+        {
+            "question": "Q1?",
+            "answer": "A1",
+            "type": "bridge",
+            "level": "hard",
+            "supporting_facts": {"title": ["B", "A", "B"], "sent_id": [0, 1, 1]},
+            "context": {"title": ["A", "B"], "sentences": [["A one.", " A two."], ["B one."]]},
+        },
+        {
+            "question": "Q2?",
+            "answer": "A2",
+            "type": "comparison",
+            "level": "hard",
+            "supporting_facts": {"title": ["C"], "sent_id": [0]},
+            "context": {"title": ["C", "A"], "sentences": [["C one."], ["A one.", " A two."]]},
+        },
     ]
     p = tmp_path / FILENAME
     p.write_text(json.dumps(items), encoding="utf-8")
@@ -146,14 +160,25 @@ def write_jsonl(path: Path, rows: list[object]) -> Path:
 
 class TestGenericJSONL:
     def test_chunks_form(self, tmp_path: Path) -> None:
-        p = write_jsonl(tmp_path / "d.jsonl", [
-            {"id": "q1", "question": "Who?", "chunks": [{"id": "c1", "text": "Alpha."}, {"id": "c2", "text": "Beta."}],
-             "gold_ids": ["c2"], "answers": ["Beta"], "options": ["A", "B"], "meta": {"src": "x"}},
-            {"id": "q2", "question": "What?", "chunks": ["plain string", "another"], "answer": "one"},
-        ])
+        p = write_jsonl(
+            tmp_path / "d.jsonl",
+            [
+                {
+                    "id": "q1",
+                    "question": "Who?",
+                    "chunks": [{"id": "c1", "text": "Alpha."}, {"id": "c2", "text": "Beta."}],
+                    "gold_ids": ["c2"],
+                    "answers": ["Beta"],
+                    "options": ["A", "B"],
+                    "meta": {"src": "x"},
+                },
+                {"id": "q2", "question": "What?", "chunks": ["plain string", "another"], "answer": "one"},
+            ],
+        )
         ex1, ex2 = load_jsonl(p)
         assert [(c.id, c.text, c.doc_id, c.position) for c in ex1.chunks] == [
-            ("c1", "Alpha.", "q1", 0), ("c2", "Beta.", "q1", 1),
+            ("c1", "Alpha.", "q1", 0),
+            ("c2", "Beta.", "q1", 1),
         ]
         assert (ex1.gold_ids, ex1.answers, ex1.choices, ex1.meta) == (["c2"], ["Beta"], ["A", "B"], {"src": "x"})
         assert [c.id for c in ex2.chunks] == ["0", "1"]
@@ -161,10 +186,13 @@ class TestGenericJSONL:
         assert ex2.gold_ids == []
 
     def test_document_form_paragraphs(self, tmp_path: Path) -> None:
-        p = write_jsonl(tmp_path / "d.jsonl", [
-            {"id": "q1", "question": "?", "document": "Para one.\n\nPara two. Still two.", "gold_ids": ["q1#1"]},
-            {"id": "q2", "question": "?", "document": "One.\n\nTwo.", "doc_id": "book", "gold_ids": ["book#0"]},
-        ])
+        p = write_jsonl(
+            tmp_path / "d.jsonl",
+            [
+                {"id": "q1", "question": "?", "document": "Para one.\n\nPara two. Still two.", "gold_ids": ["q1#1"]},
+                {"id": "q2", "question": "?", "document": "One.\n\nTwo.", "doc_id": "book", "gold_ids": ["book#0"]},
+            ],
+        )
         ex1, ex2 = load_jsonl(p)
         assert [c.id for c in ex1.chunks] == ["q1#0", "q1#1"]
         assert ex1.chunks[1].text == "Para two. Still two."
@@ -176,7 +204,9 @@ class TestGenericJSONL:
         assert [c.text for c in ex.chunks] == ["One.", "Two.", "Three."]
 
     def test_nested_answers_flattened(self, tmp_path: Path) -> None:
-        p = write_jsonl(tmp_path / "d.jsonl", [{"id": "q", "question": "?", "chunks": ["x"], "answers": [["a", "b"], "c", 3]}])
+        p = write_jsonl(
+            tmp_path / "d.jsonl", [{"id": "q", "question": "?", "chunks": ["x"], "answers": [["a", "b"], "c", 3]}]
+        )
         assert load_jsonl(p)[0].answers == ["a", "b", "c", "3"]
 
     def test_blank_lines_and_limit(self, tmp_path: Path) -> None:
@@ -211,8 +241,11 @@ class TestGenericJSONL:
 class TestJSONLErrors:
     def test_non_utf8(self, tmp_path: Path) -> None:
         p = tmp_path / "bad.jsonl"
-        p.write_bytes(json.dumps({"id": "ok", "question": "?", "chunks": ["x"]}).encode() + b"\n"
-                      + b'{"id": "q", "question": "caf\xe9", "chunks": ["x"]}\n')
+        p.write_bytes(
+            json.dumps({"id": "ok", "question": "?", "chunks": ["x"]}).encode()
+            + b"\n"
+            + b'{"id": "q", "question": "caf\xe9", "chunks": ["x"]}\n'
+        )
         with pytest.raises(ValueError, match=r"bad\.jsonl:2: not valid UTF-8 \(invalid continuation byte at byte"):
             load_jsonl(p)
 
@@ -229,8 +262,10 @@ class TestJSONLErrors:
             load_jsonl(p)
 
     def test_gold_id_not_among_chunks(self, tmp_path: Path) -> None:
-        p = write_jsonl(tmp_path / "bad.jsonl", [{"id": "q", "question": "?", "chunks": [{"id": "c1", "text": "x"}],
-                                                 "gold_ids": ["c1", "c9"]}])
+        p = write_jsonl(
+            tmp_path / "bad.jsonl",
+            [{"id": "q", "question": "?", "chunks": [{"id": "c1", "text": "x"}], "gold_ids": ["c1", "c9"]}],
+        )
         with pytest.raises(ValueError, match=r"bad\.jsonl:1: gold ids not among the chunks: \['c9'\]"):
             load_jsonl(p)
 
@@ -250,8 +285,10 @@ class TestJSONLErrors:
             load_jsonl(p)
 
     def test_duplicate_chunk_ids(self, tmp_path: Path) -> None:
-        p = write_jsonl(tmp_path / "bad.jsonl", [{"id": "q", "question": "?",
-                                                 "chunks": [{"id": "c", "text": "x"}, {"id": "c", "text": "y"}]}])
+        p = write_jsonl(
+            tmp_path / "bad.jsonl",
+            [{"id": "q", "question": "?", "chunks": [{"id": "c", "text": "x"}, {"id": "c", "text": "y"}]}],
+        )
         with pytest.raises(ValueError, match="duplicate chunk id 'c'"):
             load_jsonl(p)
 
@@ -262,16 +299,23 @@ class TestJSONLErrors:
 
 
 HELMET_ROWS = [
-    {"id": "h1", "question": "Who wrote Hamlet?", "answers": ["Shakespeare", "William Shakespeare"],
-     "ctxs": [
-         {"id": "p10", "title": "Hamlet", "text": "Hamlet is a tragedy by Shakespeare.", "has_answer": True},
-         {"id": "p11", "title": "Denmark", "text": "Denmark is a country.", "has_answer": False},
-         {"id": "p12", "title": "", "text": "Untitled passage.", "has_answer": False},
-         {"id": "p13", "title": "Globe", "text": "The Globe staged Shakespeare.", "has_answer": True},
-     ]},
-    {"question": "Capital of France?", "answers": [["Paris"]],
-     "ctxs": [{"title": "France", "text": "Paris is the capital."}, {"title": "Spain", "text": "Madrid."}],
-     "positive_ctxs": [{"id": "1", "title": "Spain"}, {"id": "999"}]},
+    {
+        "id": "h1",
+        "question": "Who wrote Hamlet?",
+        "answers": ["Shakespeare", "William Shakespeare"],
+        "ctxs": [
+            {"id": "p10", "title": "Hamlet", "text": "Hamlet is a tragedy by Shakespeare.", "has_answer": True},
+            {"id": "p11", "title": "Denmark", "text": "Denmark is a country.", "has_answer": False},
+            {"id": "p12", "title": "", "text": "Untitled passage.", "has_answer": False},
+            {"id": "p13", "title": "Globe", "text": "The Globe staged Shakespeare.", "has_answer": True},
+        ],
+    },
+    {
+        "question": "Capital of France?",
+        "answers": [["Paris"]],
+        "ctxs": [{"title": "France", "text": "Paris is the capital."}, {"title": "Spain", "text": "Madrid."}],
+        "positive_ctxs": [{"id": "1", "title": "Spain"}, {"id": "999"}],
+    },
 ]
 
 

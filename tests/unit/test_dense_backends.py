@@ -23,8 +23,9 @@ def no_onnxruntime(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a, **k: None if name == "onnxruntime" else real(name, *a, **k))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a, **k: None if name == "onnxruntime" else real(name, *a, **k)
+    )
 
 
 @pytest.fixture
@@ -40,7 +41,9 @@ class TestSpec:
     def test_options(self) -> None:
         assert parse_scorer_spec("dense[backend=onnx]") == ("dense", {"backend": "onnx"})
         assert parse_scorer_spec(" dense[backend=onnx-int8, batch_size=64, show_progress=false] ") == (
-            "dense", {"backend": "onnx-int8", "batch_size": 64, "show_progress": False})
+            "dense",
+            {"backend": "onnx-int8", "batch_size": 64, "show_progress": False},
+        )
 
     @pytest.mark.parametrize("spec", ["dense[backend]", "dense[", "dense[[x=1]]", "", "dense x"])
     def test_bad_specs(self, spec: str) -> None:

@@ -28,8 +28,17 @@ def test_the_tree_keeps_the_builtin_bases_callers_caught() -> None:
     assert issubclass(InputError, ValueError) and issubclass(InputTypeError, TypeError)
     assert issubclass(SpecError, InputError) and issubclass(DatasetError, ValueError)
     assert issubclass(MissingExtraError, ImportError) and issubclass(ModelError, RuntimeError)
-    for cls in (InputError, InputTypeError, SpecError, DatasetError, ModelError, MissingExtraError, LLMError,
-                LLMTimeout, MissingLLMError):
+    for cls in (
+        InputError,
+        InputTypeError,
+        SpecError,
+        DatasetError,
+        ModelError,
+        MissingExtraError,
+        LLMError,
+        LLMTimeout,
+        MissingLLMError,
+    ):
         assert issubclass(cls, CtxselError), cls
 
 
@@ -56,10 +65,19 @@ def _boom(exc: BaseException) -> Any:
     return select
 
 
-@pytest.mark.parametrize("exc", [InputError("bad scores"), SpecError("bad spec"), DatasetError("bad record"),
-                                 ModelError("no model"), MissingExtraError("pip install 'ctxsel[x]'")])
-def test_cli_maps_every_ctxsel_error_to_exit_2(exc: Exception, doc: Path, capsys: pytest.CaptureFixture[str],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "exc",
+    [
+        InputError("bad scores"),
+        SpecError("bad spec"),
+        DatasetError("bad record"),
+        ModelError("no model"),
+        MissingExtraError("pip install 'ctxsel[x]'"),
+    ],
+)
+def test_cli_maps_every_ctxsel_error_to_exit_2(
+    exc: Exception, doc: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(TopK, "select", _boom(exc))
     rc = main(["select", "--document", str(doc), "--question", "q?", "--scorer", "keywords", "--method", "top-k@1"])
     err = capsys.readouterr().err
@@ -67,8 +85,9 @@ def test_cli_maps_every_ctxsel_error_to_exit_2(exc: Exception, doc: Path, capsys
 
 
 @pytest.mark.parametrize("exc", [KeyError("chunk_id"), TypeError("unsupported operand"), ZeroDivisionError("x")])
-def test_cli_reports_a_bug_as_exit_1_with_a_hint(exc: Exception, doc: Path, capsys: pytest.CaptureFixture[str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_reports_a_bug_as_exit_1_with_a_hint(
+    exc: Exception, doc: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(TopK, "select", _boom(exc))
     rc = main(["select", "--document", str(doc), "--question", "q?", "--scorer", "keywords", "--method", "top-k@1"])
     err = capsys.readouterr().err
@@ -77,13 +96,16 @@ def test_cli_reports_a_bug_as_exit_1_with_a_hint(exc: Exception, doc: Path, caps
     assert "CTXSEL_DEBUG=1" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize(("exc", "status", "code"), [
-    (InputError("bad scores"), 422, "invalid_input"),
-    (SpecError("bad spec"), 422, "invalid_input"),
-    (MissingExtraError("pip install 'ctxsel[bm25]'"), 500, "server_misconfigured"),
-    (KeyError("chunk_id"), 500, "internal_error"),
-    (TypeError("unsupported operand"), 500, "internal_error"),
-])
+@pytest.mark.parametrize(
+    ("exc", "status", "code"),
+    [
+        (InputError("bad scores"), 422, "invalid_input"),
+        (SpecError("bad spec"), 422, "invalid_input"),
+        (MissingExtraError("pip install 'ctxsel[bm25]'"), 500, "server_misconfigured"),
+        (KeyError("chunk_id"), 500, "internal_error"),
+        (TypeError("unsupported operand"), 500, "internal_error"),
+    ],
+)
 def test_service_maps_errors_by_kind(exc: Exception, status: int, code: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from fastapi.testclient import TestClient
 
@@ -91,8 +113,9 @@ def test_service_maps_errors_by_kind(exc: Exception, status: int, code: str, mon
 
     monkeypatch.setattr(TopK, "select", _boom(exc))
     with TestClient(create_app(ServiceSettings(scorer="keywords"))) as client:
-        got = client.post("/select", json={"question": "q?", "chunks": ["a", "b"], "method": "top-k@1",
-                                           "scores": [0.5, 0.1]})
+        got = client.post(
+            "/select", json={"question": "q?", "chunks": ["a", "b"], "method": "top-k@1", "scores": [0.5, 0.1]}
+        )
     body = got.json()
     assert got.status_code == status and body["error"] == code
     if code == "internal_error":  # the message points at the log line, never at the client's input
@@ -101,12 +124,15 @@ def test_service_maps_errors_by_kind(exc: Exception, status: int, code: str, mon
         assert str(exc).strip("'") in body["message"]
 
 
-@pytest.mark.parametrize("call", [
-    lambda: ctxsel.select("q?", ["a"], "top-k[", scores=[1.0]),
-    lambda: ctxsel.select("q?", ["a"], "top-k[foo=1]", scores=[1.0]),
-    lambda: ctxsel.select("q?", ["a"], scorer="magic"),
-    lambda: ctxsel.select("q?", ["a"], expand="leap", scores=[1.0]),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: ctxsel.select("q?", ["a"], "top-k[", scores=[1.0]),
+        lambda: ctxsel.select("q?", ["a"], "top-k[foo=1]", scores=[1.0]),
+        lambda: ctxsel.select("q?", ["a"], scorer="magic"),
+        lambda: ctxsel.select("q?", ["a"], expand="leap", scores=[1.0]),
+    ],
+)
 def test_a_spec_that_does_not_parse_is_a_spec_error(call: Any) -> None:
     with pytest.raises(SpecError):
         call()

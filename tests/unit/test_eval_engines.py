@@ -40,8 +40,15 @@ def test_unpicklable_reader_needs_a_factory() -> None:
             self.lock = threading.Lock()
 
     with pytest.raises(ValueError, match="reader_factory"):
-        run_on_ray(_examples(), {}, None, None, reader=Reader(), make_selector=_make_selector,  # type: ignore[arg-type]
-                   rows=example_rows)
+        run_on_ray(
+            _examples(),
+            {},
+            None,
+            None,
+            reader=Reader(),
+            make_selector=_make_selector,  # type: ignore[arg-type]
+            rows=example_rows,
+        )
 
 
 def test_scorers_pickle_without_their_state(tmp_path: Path) -> None:

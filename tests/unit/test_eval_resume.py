@@ -70,13 +70,43 @@ def test_write_atomic(tmp_path: Path) -> None:
 
 class TestSummaries:
     ROWS = [
-        {"example_id": "a", "method": "m1", "recall": 1.0, "precision": 0.5, "k": 2, "diff_k": 0,
-         "diff_k_authors": 1, "n_tokens": 100, "reduction": 90.0, "select_ms": 1.0},
-        {"example_id": "b", "method": "m1", "recall": 0.0, "precision": 0.0, "k": 4, "diff_k": None,
-         "diff_k_authors": None, "n_tokens": 300, "reduction": 70.0, "select_ms": 3.0,
-         "extra_metrics": {"subem": 1.0}},
-        {"example_id": "a", "method": "m2", "recall": None, "precision": None, "k": 1, "diff_k": None,
-         "diff_k_authors": None, "n_tokens": 10, "reduction": 99.0, "select_ms": 0.5},
+        {
+            "example_id": "a",
+            "method": "m1",
+            "recall": 1.0,
+            "precision": 0.5,
+            "k": 2,
+            "diff_k": 0,
+            "diff_k_authors": 1,
+            "n_tokens": 100,
+            "reduction": 90.0,
+            "select_ms": 1.0,
+        },
+        {
+            "example_id": "b",
+            "method": "m1",
+            "recall": 0.0,
+            "precision": 0.0,
+            "k": 4,
+            "diff_k": None,
+            "diff_k_authors": None,
+            "n_tokens": 300,
+            "reduction": 70.0,
+            "select_ms": 3.0,
+            "extra_metrics": {"subem": 1.0},
+        },
+        {
+            "example_id": "a",
+            "method": "m2",
+            "recall": None,
+            "precision": None,
+            "k": 1,
+            "diff_k": None,
+            "diff_k_authors": None,
+            "n_tokens": 10,
+            "reduction": 99.0,
+            "select_ms": 0.5,
+        },
     ]
 
     def test_summarize_means_skip_none(self) -> None:
@@ -86,7 +116,7 @@ class TestSummaries:
         assert s["m1"]["recall"] == 0.5
         assert s["m1"]["precision"] == 0.25
         assert s["m1"]["k"] == 3.0
-        assert s["m1"]["diff_k"] == 0.0   # only the example with a value
+        assert s["m1"]["diff_k"] == 0.0  # only the example with a value
         assert s["m1"]["n_tokens"] == 200.0
         assert s["m1"]["reduction"] == 80.0
         assert s["m1"]["subem"] == 1.0
@@ -128,23 +158,54 @@ N_EXAMPLES = 40
 
 def _make_dataset(path: Path) -> None:
     rng = random.Random(1)
-    vocab = ("alpha beta gamma delta river mountain castle dragon meteorite museum telescope harbour "
-             "comet forest lake city king queen").split()
+    vocab = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "river",
+        "mountain",
+        "castle",
+        "dragon",
+        "meteorite",
+        "museum",
+        "telescope",
+        "harbour",
+        "comet",
+        "forest",
+        "lake",
+        "city",
+        "king",
+        "queen",
+    ]
     with path.open("w", encoding="utf-8") as f:
         for i in range(N_EXAMPLES):
             # many chunks per example so that each takes a measurable time to score and select
             chunks = [" ".join(rng.choice(vocab) for _ in range(6)) for _ in range(600)]
             q = " ".join(rng.choice(vocab) for _ in range(3))
             gold = sorted({str(rng.randrange(600)) for _ in range(2)})
-            f.write(json.dumps({"id": f"ex{i:02d}", "question": q, "chunks": chunks, "gold_ids": gold,
-                                "answers": ["x"]}) + "\n")
+            f.write(
+                json.dumps({"id": f"ex{i:02d}", "question": q, "chunks": chunks, "gold_ids": gold, "answers": ["x"]})
+                + "\n"
+            )
 
 
 def _command(data: Path, out: Path) -> list[str]:
     script = Path(sys.executable).with_name("ctxsel")
     head = [str(script)] if script.is_file() else [sys.executable, "-m", "ctxsel.cli.main"]
-    return [*head, "eval", "--dataset", str(data), "--output", str(out), "--scorer", "keywords",
-            "--methods", METHODS, "--no-progress"]
+    return [
+        *head,
+        "eval",
+        "--dataset",
+        str(data),
+        "--output",
+        str(out),
+        "--scorer",
+        "keywords",
+        "--methods",
+        METHODS,
+        "--no-progress",
+    ]
 
 
 def _complete_lines(path: Path) -> int:
@@ -174,8 +235,9 @@ def test_killed_eval_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
         clean = subprocess.Popen(_command(data, clean_out), stdout=clean_log, stderr=subprocess.STDOUT, env=env)
         try:
             results = killed_out / "results.jsonl"
-            victim = subprocess.Popen(_command(data, killed_out), stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, env=env)
+            victim = subprocess.Popen(
+                _command(data, killed_out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+            )
             deadline = time.monotonic() + 120
             while _complete_lines(results) < 3 * N_METHODS + 1 and victim.poll() is None:
                 assert time.monotonic() < deadline, "eval wrote no results in 120 s"
@@ -230,8 +292,10 @@ def test_killed_eval_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
 def _examples(n: int) -> list[Example]:
     out = []
     for i in range(n):
-        chunks = [Chunk(id=f"c{j}", text=f"meteorite museum {'x' * j}" if j == i else f"banana {j}",
-                        position=j, n_tokens=5) for j in range(4)]
+        chunks = [
+            Chunk(id=f"c{j}", text=f"meteorite museum {'x' * j}" if j == i else f"banana {j}", position=j, n_tokens=5)
+            for j in range(4)
+        ]
         out.append(Example(id=f"e{i}", question="meteorite museum", chunks=chunks, gold_ids=[f"c{i}"]))
     return out
 
@@ -244,31 +308,47 @@ def no_plots(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_evaluate_in_process(tmp_path: Path, no_plots: None) -> None:
-    summary = evaluate(_examples(3), ["top-k@1", "full"], output_dir=tmp_path, scorer="keywords",
-                       dataset_name="mini", progress=False)
+    summary = evaluate(
+        _examples(3), ["top-k@1", "full"], output_dir=tmp_path, scorer="keywords", dataset_name="mini", progress=False
+    )
     assert summary["top-k@1"]["n"] == 3
-    assert summary["top-k@1"]["recall"] == 1.0       # the gold chunk is the only one sharing words
+    assert summary["top-k@1"]["recall"] == 1.0  # the gold chunk is the only one sharing words
     assert summary["top-k@1"]["precision"] == 1.0
     assert summary["top-k@1"]["k"] == 1.0
-    assert summary["top-k@1"]["diff_k"] == 0.0       # true_k = 1
+    assert summary["top-k@1"]["diff_k"] == 0.0  # true_k = 1
     assert summary["top-k@1"]["diff_k_authors"] == 1.0
-    assert summary["top-k@1"]["reduction"] == 75.0   # 5 of 20 tokens
+    assert summary["top-k@1"]["reduction"] == 75.0  # 5 of 20 tokens
     assert summary["full"]["precision"] == 0.25
     rows = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [(r["example_id"], r["method"]) for r in rows] == [
-        ("e0", "top-k@1"), ("e0", "full"), ("e1", "top-k@1"), ("e1", "full"), ("e2", "top-k@1"), ("e2", "full"),
+        ("e0", "top-k@1"),
+        ("e0", "full"),
+        ("e1", "top-k@1"),
+        ("e1", "full"),
+        ("e2", "top-k@1"),
+        ("e2", "full"),
     ]
     on_disk = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
     assert on_disk["methods"] == summary
     assert on_disk["config"]["scorer"] == "keywords"
     # a second run finds everything done and reports the same
-    assert evaluate(_examples(3), ["top-k@1", "full"], output_dir=tmp_path, scorer="keywords",
-                    dataset_name="mini", progress=False) == summary
+    assert (
+        evaluate(
+            _examples(3),
+            ["top-k@1", "full"],
+            output_dir=tmp_path,
+            scorer="keywords",
+            dataset_name="mini",
+            progress=False,
+        )
+        == summary
+    )
     assert (tmp_path / "results.jsonl").read_text(encoding="utf-8").count("\n") == 6
 
 
 def test_summary_covers_only_this_runs_examples(tmp_path: Path, no_plots: None) -> None:
     evaluate(_examples(3), ["top-k@1"], output_dir=tmp_path, scorer="keywords", dataset_name="mini", progress=False)
-    summary = evaluate(_examples(1), ["top-k@1"], output_dir=tmp_path, scorer="keywords", dataset_name="mini",
-                       progress=False)
+    summary = evaluate(
+        _examples(1), ["top-k@1"], output_dir=tmp_path, scorer="keywords", dataset_name="mini", progress=False
+    )
     assert summary["top-k@1"]["n"] == 1

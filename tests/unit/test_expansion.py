@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 import ctxsel
 from ctxsel.cli.main import main
 from ctxsel.expansion import (
-    Expansion,
     ExpandingScorer,
+    Expansion,
     MentionLinks,
     SecondHop,
     expand,
@@ -58,8 +58,9 @@ class TestMentionLinks:
         exp = Expansion(links=MentionLinks(m=1, boost=0.5, question=True))
         out = expand("Tell me about Bread and Opera", BRIDGE, flat, None, exp)
         assert out.linked_from[4] == ["question"] and out.linked_from[2] == ["question"]
-        off = expand("Tell me about Bread", BRIDGE, flat, None,
-                     Expansion(links=MentionLinks(m=1, boost=0.5, question=False)))
+        off = expand(
+            "Tell me about Bread", BRIDGE, flat, None, Expansion(links=MentionLinks(m=1, boost=0.5, question=False))
+        )
         assert 4 not in off.linked_from
 
     def test_graph_from_titles(self) -> None:
@@ -86,11 +87,17 @@ class TestMentionLinks:
         assert np.argsort(-out.scores, kind="stable").tolist() == [2, 0, 1] and out.linked_from == {}
 
     def test_a_few_labels_do_not_make_titles(self) -> None:
-        pool = [Chunk(id="n", text="Note: Edith Marlowe paid for the dome."),
-                Chunk(id="a", text="Edith Marlowe founded it."), Chunk(id="b", text="Nothing here.")]
+        pool = [
+            Chunk(id="n", text="Note: Edith Marlowe paid for the dome."),
+            Chunk(id="a", text="Edith Marlowe founded it."),
+            Chunk(id="b", text="Nothing here."),
+        ]
         assert build_graph(pool).n_keys == 0  # one label in three chunks is not a titled pool
-        titled = [Chunk(id="x", text="Body", meta={"title": "Edith Marlowe"}),
-                  Chunk(id="y", text="Edith Marlowe founded it."), Chunk(id="z", text="Nothing here.")]
+        titled = [
+            Chunk(id="x", text="Body", meta={"title": "Edith Marlowe"}),
+            Chunk(id="y", text="Edith Marlowe founded it."),
+            Chunk(id="z", text="Nothing here."),
+        ]
         assert build_graph(titled).links[1] == frozenset({0})  # a meta title always counts
 
     def test_titles(self) -> None:
@@ -101,8 +108,10 @@ class TestMentionLinks:
         assert title_of(Chunk(id="x", text="This sentence is long and has no label at all in it: really.")) is None
         assert title_of(Chunk(id="x", text="No label here.")) is None
         # the disambiguator is not part of what the text must say
-        pool = [Chunk(id="k", text="Kiss and Tell (1945 film): A comedy."),
-                Chunk(id="s", text="Shirley Temple: She starred in Kiss and Tell.")]
+        pool = [
+            Chunk(id="k", text="Kiss and Tell (1945 film): A comedy."),
+            Chunk(id="s", text="Shirley Temple: She starred in Kiss and Tell."),
+        ]
         assert build_graph(pool).links[1] == frozenset({0})
 
     def test_graph_is_built_once_per_pool(self) -> None:
@@ -115,8 +124,9 @@ class TestMentionLinks:
 
 class TestSecondHop:
     def test_hop_brings_in_the_bridge_paragraph(self) -> None:
-        sel = ctxsel.select(QUESTION, BRIDGE, "top-k@2", scores=keyword_scores(), scorer=KeywordScorer(),
-                            expand="hop[m=1,weight=0.7]")
+        sel = ctxsel.select(
+            QUESTION, BRIDGE, "top-k@2", scores=keyword_scores(), scorer=KeywordScorer(), expand="hop[m=1,weight=0.7]"
+        )
         assert sel.ids == ["Film X", "Jane Doe"]
         assert sel.meta["expansion"]["came_in"]["Jane Doe"]["by"] == "second hop"
 
@@ -154,16 +164,19 @@ class TestSpec:
         assert parse_expansion(e.spec()) == e
         assert parse_expansion("none") is None and parse_expansion(None) is None
 
-    @pytest.mark.parametrize(("spec", "message"), [
-        ("jump", "bad expansion stage 'jump'"),
-        ("hop+hop", "names hop twice"),
-        ("hop[m=0]", "m must be an integer >= 1"),
-        ("hop[weight=2]", "weight must be in"),
-        ("links[boost=-1]", "boost must be a number >= 0"),
-        ("links[keys=words]", "keys must be one of auto, titles, entities"),
-        ("links[depth=2]", "it takes m, boost, question, keys"),
-        ("links[m]", "expected key=value"),
-    ])
+    @pytest.mark.parametrize(
+        ("spec", "message"),
+        [
+            ("jump", "bad expansion stage 'jump'"),
+            ("hop+hop", "names hop twice"),
+            ("hop[m=0]", "m must be an integer >= 1"),
+            ("hop[weight=2]", "weight must be in"),
+            ("links[boost=-1]", "boost must be a number >= 0"),
+            ("links[keys=words]", "keys must be one of auto, titles, entities"),
+            ("links[depth=2]", "it takes m, boost, question, keys"),
+            ("links[m]", "expected key=value"),
+        ],
+    )
     def test_bad_specs_say_what_is_wrong(self, spec: str, message: str) -> None:
         with pytest.raises(ValueError, match=message.replace("[", r"\[")):
             parse_expansion(spec)
@@ -201,15 +214,18 @@ def pools(draw: st.DrawFn) -> tuple[list[Chunk], np.ndarray]:
 expansions = st.builds(
     Expansion,
     hop=st.none() | st.builds(SecondHop, m=st.integers(1, 4), weight=st.sampled_from([0.0, 0.3, 0.5, 1.0])),
-    links=st.none() | st.builds(MentionLinks, m=st.integers(1, 4), boost=st.sampled_from([0.0, 0.3, 1.0, 100.0]),
-                                question=st.booleans()),
+    links=st.none()
+    | st.builds(
+        MentionLinks, m=st.integers(1, 4), boost=st.sampled_from([0.0, 0.3, 1.0, 100.0]), question=st.booleans()
+    ),
 )
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pool=pools(), exp=expansions, question=st.sampled_from(["Alpha and Delta?", "what?", "Zeta Eta Kappa"]))
-def test_expansion_keeps_the_first_hops_top_m(pool: tuple[list[Chunk], np.ndarray], exp: Expansion,
-                                              question: str) -> None:
+def test_expansion_keeps_the_first_hops_top_m(
+    pool: tuple[list[Chunk], np.ndarray], exp: Expansion, question: str
+) -> None:
     chunks, scores = pool
     m = min(exp.pinned, len(chunks))
     out = expand(question, chunks, scores, KeywordScorer(), exp)
@@ -230,28 +246,62 @@ def test_expansion_keeps_the_first_hops_top_m(pool: tuple[list[Chunk], np.ndarra
 @pytest.fixture
 def bridge_jsonl(tmp_path: Path) -> Path:
     p = tmp_path / "bridge.jsonl"
-    rows = [{"id": "q1", "question": QUESTION, "gold_ids": ["Film X", "Jane Doe"],
-             "chunks": [{"id": c.id, "text": c.text} for c in BRIDGE]}]
+    rows = [
+        {
+            "id": "q1",
+            "question": QUESTION,
+            "gold_ids": ["Film X", "Jane Doe"],
+            "chunks": [{"id": c.id, "text": c.text} for c in BRIDGE],
+        }
+    ]
     p.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     return p
 
 
 class TestCLI:
-    def test_select_expand_explains(self, capsys: pytest.CaptureFixture[str], bridge_jsonl: Path,
-                                    tmp_path: Path) -> None:
+    def test_select_expand_explains(
+        self, capsys: pytest.CaptureFixture[str], bridge_jsonl: Path, tmp_path: Path
+    ) -> None:
         doc = tmp_path / "doc.jsonl"
         doc.write_text("\n".join(json.dumps({"id": c.id, "text": c.text}) for c in BRIDGE), encoding="utf-8")
-        rc = main(["select", "--document", str(doc), "--question", QUESTION, "--method", "top-k@2",
-                   "--scorer", "keywords", "--expand", "links[m=1,boost=1]", "--json"])
+        rc = main(
+            [
+                "select",
+                "--document",
+                str(doc),
+                "--question",
+                QUESTION,
+                "--method",
+                "top-k@2",
+                "--scorer",
+                "keywords",
+                "--expand",
+                "links[m=1,boost=1]",
+                "--json",
+            ]
+        )
         out = json.loads(capsys.readouterr().out)
         assert rc == 0
         assert out["reading_order"] == ["Film X", "Jane Doe"]
         assert "linked from 'Film X'" in out["explanation"]
 
-    def test_eval_rankings_side_by_side(self, capsys: pytest.CaptureFixture[str], bridge_jsonl: Path,
-                                        tmp_path: Path) -> None:
-        rc = main(["eval", "--dataset", str(bridge_jsonl), "--output", str(tmp_path / "o"), "--no-progress",
-                   "--methods", "top-k@2", "--rankings", "keywords,bm25,keywords+links[m=1,boost=1]"])
+    def test_eval_rankings_side_by_side(
+        self, capsys: pytest.CaptureFixture[str], bridge_jsonl: Path, tmp_path: Path
+    ) -> None:
+        rc = main(
+            [
+                "eval",
+                "--dataset",
+                str(bridge_jsonl),
+                "--output",
+                str(tmp_path / "o"),
+                "--no-progress",
+                "--methods",
+                "top-k@2",
+                "--rankings",
+                "keywords,bm25,keywords+links[m=1,boost=1]",
+            ]
+        )
         out = capsys.readouterr().out
         assert rc == 0
         summary = json.loads((tmp_path / "o" / "summary.json").read_text())
@@ -259,22 +309,41 @@ class TestCLI:
         assert {"top-k@2 on keywords", "top-k@2 on bm25", "top-k@2 on keywords+links[m=1,boost=1]"} <= set(methods)
         assert "| top-k@2 on keywords+links[m=1,boost=1] | 100.0 |" in out
         assert "| top-k@2 on keywords | 50.0 |" in out
-        row = [json.loads(x) for x in (tmp_path / "o" / "results.jsonl").read_text().splitlines()
-               if "links" in json.loads(x)["method"]][0]
+        row = [
+            json.loads(x)
+            for x in (tmp_path / "o" / "results.jsonl").read_text().splitlines()
+            if "links" in json.loads(x)["method"]
+        ][0]
         assert row["expansion"]["came_in"]["Jane Doe"]["linked_from"] == ["Film X"]
 
-    def test_eval_scorer_with_expand(self, capsys: pytest.CaptureFixture[str], bridge_jsonl: Path,
-                                     tmp_path: Path) -> None:
-        rc = main(["eval", "--dataset", str(bridge_jsonl), "--output", str(tmp_path / "o"), "--no-progress",
-                   "--methods", "top-k@2", "--scorer", "hybrid[dense=0,bm25=1]", "--expand", "links[boost=1]"])
+    def test_eval_scorer_with_expand(
+        self, capsys: pytest.CaptureFixture[str], bridge_jsonl: Path, tmp_path: Path
+    ) -> None:
+        rc = main(
+            [
+                "eval",
+                "--dataset",
+                str(bridge_jsonl),
+                "--output",
+                str(tmp_path / "o"),
+                "--no-progress",
+                "--methods",
+                "top-k@2",
+                "--scorer",
+                "hybrid[dense=0,bm25=1]",
+                "--expand",
+                "links[boost=1]",
+            ]
+        )
         assert rc == 0 and "| top-k@2 | 50.0 |" in capsys.readouterr().out
         config = json.loads((tmp_path / "o" / "config.json").read_text())
         assert config["scorer"].startswith("hybrid+links[m=1,boost=1,question=true,keys=titles]")
         row = json.loads((tmp_path / "o" / "results.jsonl").read_text().splitlines()[0])
         # BM25 ranks "Opera" first (director, born); the question names "Film X", which comes in by its title
         assert row["ids"] == ["Opera", "Film X"]
-        assert row["expansion"]["came_in"] == {"Film X": {"first_hop_rank": 3, "by": "link",
-                                                          "linked_from": ["question"]}}
+        assert row["expansion"]["came_in"] == {
+            "Film X": {"first_hop_rank": 3, "by": "link", "linked_from": ["question"]}
+        }
 
     @pytest.mark.parametrize("argv", [["--expand", "jump"], ["--scorer", "hybrid[fusion"]])
     def test_bad_specs_exit_2(self, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
@@ -298,8 +367,12 @@ class TestService:
         return TestClient(create_app(ServiceSettings(scorer="keywords")))
 
     def body(self, **extra: object) -> dict:
-        return {"question": QUESTION, "method": "top-k@2",
-                "chunks": [{"id": c.id, "text": c.text} for c in BRIDGE], **extra}
+        return {
+            "question": QUESTION,
+            "method": "top-k@2",
+            "chunks": [{"id": c.id, "text": c.text} for c in BRIDGE],
+            **extra,
+        }
 
     def test_select_with_expand(self, client: object) -> None:
         r = client.post("/select", json=self.body(expand="links[m=1,boost=1]"))  # type: ignore[attr-defined]

@@ -43,8 +43,9 @@ SPECS = [
 ]
 
 
-def assert_same(spec: str, scores: np.ndarray, tokens: np.ndarray, nan_policy: str = "last",
-                check_order: bool = True) -> None:
+def assert_same(
+    spec: str, scores: np.ndarray, tokens: np.ndarray, nan_policy: str = "last", check_order: bool = True
+) -> None:
     sel = get_selector(spec, nan_policy=nan_policy)
     d = sel.decide(scores, tokens)
     order, k, explanation, meta = reference_decide(sel, scores, tokens)
@@ -95,8 +96,18 @@ def vector(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
     raise ValueError(kind)
 
 
-KINDS = ["retrieval", "uniform", "rounded2", "rounded1", "equal", "two-levels", "signed-zeros", "nonfinite",
-         "float32", "spread"]
+KINDS = [
+    "retrieval",
+    "uniform",
+    "rounded2",
+    "rounded1",
+    "equal",
+    "two-levels",
+    "signed-zeros",
+    "nonfinite",
+    "float32",
+    "spread",
+]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -115,8 +126,9 @@ def test_random_vectors_match_reference(kind: str, n: int, seed: int, spec: str)
 
 @settings(max_examples=150, deadline=None)
 @given(
-    values=st.lists(st.sampled_from([0.0, -0.0, 0.1, 0.2, 0.5, 0.5000000000000001, 1.0, math.nan, math.inf]),
-                    max_size=60),
+    values=st.lists(
+        st.sampled_from([0.0, -0.0, 0.1, 0.2, 0.5, 0.5000000000000001, 1.0, math.nan, math.inf]), max_size=60
+    ),
     spec=st.sampled_from(SPECS),
     tokens=st.integers(0, 50),
 )
@@ -142,8 +154,14 @@ def test_a_million_scores(kind: str) -> None:
     rng = np.random.default_rng(11)
     scores = vector(kind, 1_000_000, rng)
     tokens = np.clip(rng.lognormal(np.log(120), 0.5, len(scores)), 20, 600).astype(np.int64)
-    for spec in ["adaptive-k@largest_gap", "top-k@10", "top-n-tokens@5k", "threshold@0.5", "autocut@1",
-                 "adaptive-k@2diff_spike"]:
+    for spec in [
+        "adaptive-k@largest_gap",
+        "top-k@10",
+        "top-n-tokens@5k",
+        "threshold@0.5",
+        "autocut@1",
+        "adaptive-k@2diff_spike",
+    ]:
         assert_same(spec, scores, tokens, check_order=False)
 
 

@@ -40,6 +40,7 @@ SIZE_TOLERANCE = 100
 # ------------------------------------------------------- pandas references
 # Each returns (answer rows, relevant rows as {(table, _rid)}).
 
+
 def _keys(df, table):
     return {(table, int(r)) for r in df["_rid"]}
 
@@ -207,6 +208,7 @@ def _context_frames(tables, example):
 
 # ----------------------------------------------------------------- fixtures
 
+
 @pytest.fixture(scope="module")
 def tables():
     return tbl.load_tables()
@@ -230,6 +232,7 @@ def rows_file(rows_set, tmp_path_factory):
 
 
 # ------------------------------------------------------------------ tables
+
 
 def test_tables_are_real_modest_and_joinable(tables, corpus):
     assert set(tables) == set(tbl.TABLE_NAMES) and len(tables) >= 5
@@ -270,6 +273,7 @@ def test_every_template_has_candidates_and_valid_sql(tables):
 
 
 # ---------------------------------------------------------------- examples
+
 
 def test_set_covers_every_template(rows_set):
     assert len(rows_set.examples) == len(TEMPLATES)
@@ -354,6 +358,7 @@ def test_too_large_size_is_an_error(tables, corpus):
 
 # -------------------------------------------------------- merge strategies
 
+
 @pytest.mark.parametrize("n,m", [(10, 90), (37, 63), (50, 50), (1, 9), (9, 1)])
 def test_merge_contexts_positions(n, m):
     main = [f"M{i}" for i in range(n)]
@@ -385,8 +390,10 @@ def test_merge_edge_cases():
 
 def test_strategies_place_the_relevant_sentences(tables, corpus):
     q = next(q for q in candidates(tables) if q.template.id == "diamonds_count_by_color" and q.params["p"] == 1000)
-    out = {s: gen.build_example(corpus, q, example_id="s", info_amount=2000, size=10_000, strategy=s)
-           for s in gen.MERGE_STRATEGIES}
+    out = {
+        s: gen.build_example(corpus, q, example_id="s", info_amount=2000, size=10_000, strategy=s)
+        for s in gen.MERGE_STRATEGIES
+    }
     texts = {s: sorted(c["text"] for c in e["chunks"]) for s, e in out.items()}
     golds = {s: sorted(c["text"] for c in e["chunks"] if c["id"] in set(e["gold_ids"])) for s, e in out.items()}
     assert all(texts[s] == texts["uniform"] and golds[s] == golds["uniform"] for s in texts)  # only order differs
@@ -409,6 +416,7 @@ def test_strategies_place_the_relevant_sentences(tables, corpus):
 
 
 # ------------------------------------------------------------- determinism
+
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -450,6 +458,7 @@ def test_cli_rejects_bad_arguments(tmp_path, capsys):
 
 
 # ----------------------------------------------------------------- scoring
+
 
 def test_score_scalar_numbers():
     s = score_answer("Reasoning: I counted them.\n**Answer:** There were 936 flights.", ["936"])

@@ -11,12 +11,14 @@ from ctxsel.scoring.hybrid import HybridScorer, minmax, reciprocal_ranks
 from ctxsel.scoring.keywords import KeywordScorer
 from ctxsel.types import as_chunks
 
-CHUNKS = as_chunks([
-    "The meteorite in the museum weighs three kilograms.",
-    "The museum opens at noon on Sundays.",
-    "Bananas are a yellow fruit.",
-    "A meteorite is a rock from space.",
-])
+CHUNKS = as_chunks(
+    [
+        "The meteorite in the museum weighs three kilograms.",
+        "The museum opens at noon on Sundays.",
+        "Bananas are a yellow fruit.",
+        "A meteorite is a rock from space.",
+    ]
+)
 QUESTION = "How heavy is the meteorite in the museum?"
 
 
@@ -36,7 +38,7 @@ def test_minmax_fusion_is_the_weighted_mean_of_normalised_parts() -> None:
     want = (2 * minmax(kw.score(QUESTION, CHUNKS)) + minmax(bm.score(QUESTION, CHUNKS))) / 3
     got = h.score(QUESTION, CHUNKS)
     np.testing.assert_allclose(got, want, rtol=1e-6)
-    assert got.dtype == np.float32 and 0.0 <= got.min() and got.max() <= 1.0
+    assert got.dtype == np.float32 and got.min() >= 0.0 and got.max() <= 1.0
     assert int(np.argmax(got)) == 0  # names meteorite and museum
 
 
@@ -60,12 +62,15 @@ def test_stopword_question_gives_flat_bm25_part_not_nan() -> None:
     assert np.isfinite(scores).all()
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"dense": 0, "bm25": 0}, "both 0"),
-    ({"bm25": -1}, "bm25 must be a number >= 0"),
-    ({"fusion": "sum"}, "fusion must be one of minmax, rrf"),
-    ({"rrf_k": 0}, "rrf_k must be > 0"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dense": 0, "bm25": 0}, "both 0"),
+        ({"bm25": -1}, "bm25 must be a number >= 0"),
+        ({"fusion": "sum"}, "fusion must be one of minmax, rrf"),
+        ({"rrf_k": 0}, "rrf_k must be > 0"),
+    ],
+)
 def test_bad_options_are_named(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         HybridScorer(dense_scorer=KeywordScorer(), **kwargs)

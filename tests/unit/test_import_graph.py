@@ -16,13 +16,30 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 #: -> datasets/reader -> llm/scoring/expansion -> the core types and helpers.
 LAYERS: dict[str, int] = {
     "cli": 0,
-    "service": 1, "eval": 1, "integrations": 1,
-    "pipeline": 2, "__init__": 2,
-    "selectors": 3, "train": 3, "rewards": 3,
-    "datasets": 4, "reader": 4, "judge": 4, "chunking": 4,
-    "llm": 5, "scoring": 5, "expansion": 5,
-    "types": 6, "inputs": 6, "specs": 6, "tokens": 6, "metrics": 6, "paths": 6,
-    "sqlite_store": 6, "_version": 6, "errors": 6,
+    "service": 1,
+    "eval": 1,
+    "integrations": 1,
+    "pipeline": 2,
+    "__init__": 2,
+    "selectors": 3,
+    "train": 3,
+    "rewards": 3,
+    "datasets": 4,
+    "reader": 4,
+    "judge": 4,
+    "chunking": 4,
+    "llm": 5,
+    "scoring": 5,
+    "expansion": 5,
+    "types": 6,
+    "inputs": 6,
+    "specs": 6,
+    "tokens": 6,
+    "metrics": 6,
+    "paths": 6,
+    "sqlite_store": 6,
+    "_version": 6,
+    "errors": 6,
 }
 
 
@@ -110,7 +127,9 @@ def test_there_is_no_import_cycle() -> None:
 def test_no_layer_imports_one_above_it() -> None:
     graph = _graph()
     upward = sorted(
-        f"{a} -> {b}" for a, deps in graph.items() for b in deps
+        f"{a} -> {b}"
+        for a, deps in graph.items()
+        for b in deps
         if a != "ctxsel" and b != "ctxsel._version" and _layer(b) < _layer(a)
     )
     assert upward == []
@@ -124,11 +143,18 @@ def test_selectors_are_inference_only() -> None:
     for name, path in _modules().items():
         if not name.startswith("ctxsel.selectors"):
             continue
-        offending += [f"{name} -> {dep}" for dep in graph[name]
-                      if dep.startswith(("ctxsel.train", "ctxsel.eval", "ctxsel.cli"))]
+        offending += [
+            f"{name} -> {dep}" for dep in graph[name] if dep.startswith(("ctxsel.train", "ctxsel.eval", "ctxsel.cli"))
+        ]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            offending += [f"{name} -> {n}" for n in names if n.split(".")[0] in ("trl", "peft")
-                          or n.startswith("torch.optim")]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offending += [
+                f"{name} -> {n}" for n in names if n.split(".")[0] in ("trl", "peft") or n.startswith("torch.optim")
+            ]
     assert offending == []

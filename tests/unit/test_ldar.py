@@ -51,20 +51,20 @@ def fixed_policy(q_l: float, q_d: float, concentration: float = 50.0, **cfg: obj
 @pytest.mark.parametrize(
     ("n", "q_l", "q_u", "literal", "snapped"),
     [
-        (10, 0.35, 0.80, (3, 8), (3, 8)),        # floor(3.5) = 3, floor(8.0) = 8
+        (10, 0.35, 0.80, (3, 8), (3, 8)),  # floor(3.5) = 3, floor(8.0) = 8
         (10, 0.37, 0.83, (3, 8), (3, 8)),
-        (10, 0.0, 0.05, (1, 1), (1, 1)),         # l = max(1, 0); u = max(l, 0)
+        (10, 0.0, 0.05, (1, 1), (1, 1)),  # l = max(1, 0); u = max(l, 0)
         (10, 0.5, 0.5, (5, 5), (5, 5)),
-        (10, 0.90, 0.96, (9, 9), (9, 10)),       # 9.6 > 9.5: within half a rank of the top
-        (10, 0.90, 0.94, (9, 9), (9, 9)),        # 9.4: not
+        (10, 0.90, 0.96, (9, 9), (9, 10)),  # 9.6 > 9.5: within half a rank of the top
+        (10, 0.90, 0.94, (9, 9), (9, 9)),  # 9.4: not
         (10, 0.95, 0.99, (9, 9), (9, 10)),
-        (10, 0.2, 1.0, (2, 10), (2, 10)),        # q_U = 1 reaches the top either way
-        (991, 0.99, 0.999, (981, 990), (981, 990)),   # 990.009 is not above 990.5
+        (10, 0.2, 1.0, (2, 10), (2, 10)),  # q_U = 1 reaches the top either way
+        (991, 0.99, 0.999, (981, 990), (981, 990)),  # 990.009 is not above 990.5
         (991, 0.99, 0.9996, (981, 990), (981, 991)),  # 990.6 is
         (1, 0.3, 0.7, (1, 1), (1, 1)),
         (2, 0.2, 0.4, (1, 1), (1, 1)),
         (2, 0.5, 1.0, (1, 2), (1, 2)),
-        (2, 0.6, 0.8, (1, 1), (1, 2)),           # u = floor(1.6) = 1; 1.6 > 1.5 snaps to 2
+        (2, 0.6, 0.8, (1, 1), (1, 2)),  # u = floor(1.6) = 1; 1.6 > 1.5 snaps to 2
     ],
 )
 def test_band_ranks_hand_computed(n, q_l, q_u, literal, snapped) -> None:
@@ -76,7 +76,7 @@ def test_band_positions_map_ascending_ranks_to_the_descending_ranking() -> None:
     # ascending ranks 3..8 of 10 are descending positions 2..7
     assert band_positions(10, 3, 8) == (2, 8)
     assert band_positions(10, 10, 10) == (0, 1)  # the most similar chunk
-    assert band_positions(10, 1, 1) == (9, 10)   # the least similar
+    assert band_positions(10, 1, 1) == (9, 10)  # the least similar
     order = np.arange(10)[::-1]  # scores 0..9: index 9 is the most similar
     assert select_band(order, 3, 8).tolist() == [7, 6, 5, 4, 3, 2]
 

@@ -26,8 +26,25 @@ def _one_thread() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ldar") / "run"
-    rc = main(["train", "ldar", "--dataset", "example", "--scorer", "keywords", "--output", str(out),
-               "--steps", "2", "--batch-size", "2", "--no-progress", "--threads", "1"])
+    rc = main(
+        [
+            "train",
+            "ldar",
+            "--dataset",
+            "example",
+            "--scorer",
+            "keywords",
+            "--output",
+            str(out),
+            "--steps",
+            "2",
+            "--batch-size",
+            "2",
+            "--no-progress",
+            "--threads",
+            "1",
+        ]
+    )
     assert rc == 0
     return out
 
@@ -45,8 +62,16 @@ def test_split_is_fixed_and_seeded() -> None:
 
 
 def test_train_writes_policy_curve_split_and_held_out_eval(trained: Path, capsys) -> None:
-    for name in ("policy/config.json", "policy/model.safetensors", "checkpoint/state.json", "reward_curve.json",
-                 "reward_curve.png", "split.json", "eval/summary.json", "train_summary.json"):
+    for name in (
+        "policy/config.json",
+        "policy/model.safetensors",
+        "checkpoint/state.json",
+        "reward_curve.json",
+        "reward_curve.png",
+        "split.json",
+        "eval/summary.json",
+        "train_summary.json",
+    ):
         assert (trained / name).is_file(), name
     config = json.loads((trained / "policy/config.json").read_text())
     assert config["training"]["reward"]["name"] == "label" and config["training"]["steps_done"] == 2
@@ -61,9 +86,24 @@ def test_train_writes_policy_curve_split_and_held_out_eval(trained: Path, capsys
 
 
 def test_eval_uses_a_trained_policy_on_the_test_split(trained: Path, tmp_path: Path, capsys) -> None:
-    rc = main(["eval", "--dataset", "example", "--scorer", "keywords", "--split", "test", "--method",
-               "ldar,top-k@1", "--policy", str(trained / "policy"), "--output", str(tmp_path / "ev"),
-               "--no-progress"])
+    rc = main(
+        [
+            "eval",
+            "--dataset",
+            "example",
+            "--scorer",
+            "keywords",
+            "--split",
+            "test",
+            "--method",
+            "ldar,top-k@1",
+            "--policy",
+            str(trained / "policy"),
+            "--output",
+            str(tmp_path / "ev"),
+            "--no-progress",
+        ]
+    )
     out, err = capsys.readouterr()
     assert rc == 0, err
     summary = json.loads((tmp_path / "ev/summary.json").read_text())
@@ -87,8 +127,10 @@ def test_with_policy() -> None:
     [
         (["train", "ldar", "--dataset", "example", "--scorer", "keywords", "--reward", "llm"], "needs a reader"),
         (["eval", "--dataset", "example", "--scorer", "keywords", "--method", "ldar"], "needs a trained policy"),
-        (["eval", "--dataset", "example", "--scorer", "keywords", "--method", "ldar", "--policy", "/nonexistent"],
-         "no LDAR policy"),
+        (
+            ["eval", "--dataset", "example", "--scorer", "keywords", "--method", "ldar", "--policy", "/nonexistent"],
+            "no LDAR policy",
+        ),
     ],
 )
 def test_errors_are_one_line(argv: list[str], message: str, tmp_path: Path, capsys) -> None:

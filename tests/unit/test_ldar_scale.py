@@ -12,17 +12,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from test_ldar import SMALL, chunks  # noqa: E402
+from test_ldar import fixed_policy as ldar_fixed_policy  # noqa: E402
+
 from ctxsel import get_selector  # noqa: E402
-from ctxsel.train.ldar_rewards import LabelReward  # noqa: E402
 from ctxsel.selectors.ldar.band import band_ranks  # noqa: E402
 from ctxsel.selectors.ldar.checkpoint import load_policy, save_policy  # noqa: E402
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, summarize_scores  # noqa: E402
 from ctxsel.selectors.ldar.selector import LDAR  # noqa: E402
+from ctxsel.train.ldar_rewards import LabelReward  # noqa: E402
 from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem  # noqa: E402
-from ctxsel.types import Chunk, Example  # noqa: E402
-
-from test_ldar import SMALL, chunks  # noqa: E402
-from test_ldar import fixed_policy as ldar_fixed_policy  # noqa: E402
+from ctxsel.types import Example  # noqa: E402
 
 SUMMARY = dict(encoder="summary", summary_points=32, summary_top=8)
 #: infer() against the module forward: float32 rounding of the same function.
@@ -78,8 +78,19 @@ def test_infer_matches_the_module_forward_on_padded_batches(cfg) -> None:
 
 def test_existing_configs_serialise_as_before(tmp_path: Path) -> None:
     # the keys every checkpoint written before the summary encoder holds, and no others
-    before = {"head", "encoder", "embedding", "d_model", "n_layers", "n_heads", "ff_dim", "n_frequencies",
-              "frequency_scale", "head_hidden", "dropout"}
+    before = {
+        "head",
+        "encoder",
+        "embedding",
+        "d_model",
+        "n_layers",
+        "n_heads",
+        "ff_dim",
+        "n_frequencies",
+        "frequency_scale",
+        "head_hidden",
+        "dropout",
+    }
     for cfg in ({}, {"encoder": "mlp"}, {"head": "bernoulli"}, {"embedding": "linear"}):
         assert set(PolicyConfig(**cfg).to_dict()) == before
     # an old config.json (no summary keys) loads, and the selector gives the module forward's band
@@ -139,8 +150,9 @@ def test_summary_encoder_is_the_papers_network_on_the_multiset_it_stands_for() -
         torch.testing.assert_close(getattr(got, name), getattr(ref, name), rtol=1e-4, atol=1e-5)
     # with N <= summary_points there is nothing to summarise: the paper's network exactly
     small = asc[:: 500 // 30][:30]
-    torch.testing.assert_close(summary.infer(small[None]).alpha_l, paper.infer(small[None]).alpha_l,
-                               rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        summary.infer(small[None]).alpha_l, paper.infer(small[None]).alpha_l, rtol=RTOL, atol=ATOL
+    )
     # autograd forward (training) and infer agree; rows of a padded batch equal their lone selves
     with torch.no_grad():
         torch.testing.assert_close(summary(asc[None]).beta_d, got.beta_d, rtol=RTOL, atol=ATOL)
@@ -164,7 +176,8 @@ def test_summary_config() -> None:
     assert PolicyConfig(**SUMMARY).variant == "band/summary/periodic"
     # the same modules as the paper's network: a trained transformer's weights load into it
     assert set(LDARPolicy(PolicyConfig(**SMALL)).state_dict()) == set(
-        LDARPolicy(PolicyConfig(**SMALL, **SUMMARY)).state_dict())
+        LDARPolicy(PolicyConfig(**SMALL, **SUMMARY)).state_dict()
+    )
 
 
 # -- the selector's contract, both encoders ------------------------------------------------------
@@ -181,7 +194,7 @@ def test_summary_selector_keeps_the_band_contract(n: int) -> None:
         l, u = sel.meta["l"], sel.meta["u"]
         assert (l, u) == band_ranks(n, sel.meta["q_L"], sel.meta["q_U"])
         descending = [f"c{i}" for i in np.argsort(-s, kind="stable")]
-        assert sel.ids == descending[n - u: n - l + 1] and sel.k == u - l + 1
+        assert sel.ids == descending[n - u : n - l + 1] and sel.k == u - l + 1
         assert sel.meta["variant"] == f"band/{enc}/periodic"
         assert [t["step"] for t in sel.trace] == ["policy", "quantiles", "band"]
     assert got["summary"].ids == got["transformer"].ids
@@ -212,8 +225,7 @@ def synthetic(m: int = 8, n: int = 100, seed: int = 0) -> list[TrainItem]:
         s = rng.uniform(0.0, 0.6, n)
         top = np.argsort(-s)[:3]
         s[top] += 0.3
-        items.append(TrainItem(Example(id=f"q{q}", question="?", chunks=chunks(n),
-                                       gold_ids=[f"c{i}" for i in top]), s))
+        items.append(TrainItem(Example(id=f"q{q}", question="?", chunks=chunks(n), gold_ids=[f"c{i}" for i in top]), s))
     return items
 
 
@@ -221,8 +233,14 @@ def test_a_tiny_training_run_changes_the_summary_policy_and_it_loads_as_a_method
     cfg = PolicyConfig(**SMALL, **SUMMARY)
     torch.manual_seed(0)
     initial = LDARPolicy(cfg).state_dict()  # the Trainer seeds torch the same way before building it
-    trainer = Trainer(synthetic(), LabelReward(), tmp_path, cfg,
-                      TrainConfig(steps=3, batch_size=4, seed=0, eval_every=0, checkpoint_every=0), progress=False)
+    trainer = Trainer(
+        synthetic(),
+        LabelReward(),
+        tmp_path,
+        cfg,
+        TrainConfig(steps=3, batch_size=4, seed=0, eval_every=0, checkpoint_every=0),
+        progress=False,
+    )
     assert all(torch.equal(initial[k], v) for k, v in trainer.policy.state_dict().items())
     trainer.train()
     assert len(trainer.curve) == 3 and all(np.isfinite(r["loss"]) for r in trainer.curve)

@@ -10,10 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ctxsel.train.ldar_rewards import LabelReward  # noqa: E402
 from ctxsel.selectors.ldar.checkpoint import load_policy  # noqa: E402
 from ctxsel.selectors.ldar.policy import PolicyConfig  # noqa: E402
 from ctxsel.selectors.ldar.selector import LDAR  # noqa: E402
+from ctxsel.train.ldar_rewards import LabelReward  # noqa: E402
 from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem  # noqa: E402
 from ctxsel.types import Chunk, Example  # noqa: E402
 
@@ -61,14 +61,32 @@ def test_reinforce_learns_the_known_best_band(tmp_path: Path) -> None:
 
 def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path: Path) -> None:
     items = synthetic(m=12, n=20)
-    straight = Trainer(items, LabelReward(), tmp_path / "a", SMALL,
-                       TrainConfig(steps=6, batch_size=4, checkpoint_every=3, eval_every=0), progress=False)
+    straight = Trainer(
+        items,
+        LabelReward(),
+        tmp_path / "a",
+        SMALL,
+        TrainConfig(steps=6, batch_size=4, checkpoint_every=3, eval_every=0),
+        progress=False,
+    )
     straight.train()
-    first = Trainer(items, LabelReward(), tmp_path / "b", SMALL,
-                    TrainConfig(steps=3, batch_size=4, checkpoint_every=3, eval_every=0), progress=False)
+    first = Trainer(
+        items,
+        LabelReward(),
+        tmp_path / "b",
+        SMALL,
+        TrainConfig(steps=3, batch_size=4, checkpoint_every=3, eval_every=0),
+        progress=False,
+    )
     first.train()
-    resumed = Trainer(items, LabelReward(), tmp_path / "b", SMALL,
-                      TrainConfig(steps=6, batch_size=4, checkpoint_every=3, eval_every=0), progress=False)
+    resumed = Trainer(
+        items,
+        LabelReward(),
+        tmp_path / "b",
+        SMALL,
+        TrainConfig(steps=6, batch_size=4, checkpoint_every=3, eval_every=0),
+        progress=False,
+    )
     assert resumed.step == 3
     resumed.train()
     a, _ = load_policy(tmp_path / "a" / "policy")
@@ -82,11 +100,22 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path: Path) -
         Trainer(items, LabelReward(1.0), tmp_path / "b", SMALL, TrainConfig(steps=8, batch_size=4), progress=False)
 
 
-@pytest.mark.parametrize("cfg", [PolicyConfig(**{**SMALL.to_dict(), "head": "bernoulli"}),
-                                 PolicyConfig(**{**SMALL.to_dict(), "encoder": "mlp", "embedding": "linear"})])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        PolicyConfig(**{**SMALL.to_dict(), "head": "bernoulli"}),
+        PolicyConfig(**{**SMALL.to_dict(), "encoder": "mlp", "embedding": "linear"}),
+    ],
+)
 def test_ablations_train(tmp_path: Path, cfg: PolicyConfig) -> None:
-    trainer = Trainer(synthetic(m=8, n=15), LabelReward(), tmp_path, cfg,
-                      TrainConfig(steps=3, batch_size=4, eval_every=0), progress=False)
+    trainer = Trainer(
+        synthetic(m=8, n=15),
+        LabelReward(),
+        tmp_path,
+        cfg,
+        TrainConfig(steps=3, batch_size=4, eval_every=0),
+        progress=False,
+    )
     trainer.train()
     _, info = load_policy(tmp_path / "policy")
     assert info["policy"] == cfg.to_dict()
@@ -97,8 +126,7 @@ def test_non_finite_rewards_are_an_error(tmp_path: Path) -> None:
     def broken(examples, selections, **kw):
         return [float("nan")] * len(examples)
 
-    trainer = Trainer(synthetic(m=4, n=10), broken, tmp_path, SMALL, TrainConfig(steps=1, batch_size=2),
-                      progress=False)
+    trainer = Trainer(synthetic(m=4, n=10), broken, tmp_path, SMALL, TrainConfig(steps=1, batch_size=2), progress=False)
     with pytest.raises(ValueError, match="non-finite rewards"):
         trainer.train_step()
 
@@ -113,15 +141,30 @@ def test_train_item_checks() -> None:
 
 def test_warm_start_from_a_trained_policy(tmp_path: Path) -> None:
     items = synthetic(m=8, n=15)
-    Trainer(items, LabelReward(), tmp_path / "a", SMALL, TrainConfig(steps=2, batch_size=4, eval_every=0),
-            progress=False).train()
-    warm = Trainer(items, LabelReward(1.0), tmp_path / "b", SMALL, TrainConfig(steps=0, seed=5),
-                   progress=False, init_policy=tmp_path / "a" / "policy")
+    Trainer(
+        items, LabelReward(), tmp_path / "a", SMALL, TrainConfig(steps=2, batch_size=4, eval_every=0), progress=False
+    ).train()
+    warm = Trainer(
+        items,
+        LabelReward(1.0),
+        tmp_path / "b",
+        SMALL,
+        TrainConfig(steps=0, seed=5),
+        progress=False,
+        init_policy=tmp_path / "a" / "policy",
+    )
     source, _ = load_policy(tmp_path / "a" / "policy")
     for (k, x), (_, y) in zip(source.state_dict().items(), warm.policy.state_dict().items()):
         assert torch.equal(x, y), k
     assert warm.training_info()["init_policy"] == str(tmp_path / "a" / "policy")
     other = PolicyConfig(**{**SMALL.to_dict(), "encoder": "mlp"})
     with pytest.raises(ValueError, match="init-policy"):
-        Trainer(items, LabelReward(), tmp_path / "c", other, TrainConfig(steps=0), progress=False,
-                init_policy=tmp_path / "a" / "policy")
+        Trainer(
+            items,
+            LabelReward(),
+            tmp_path / "c",
+            other,
+            TrainConfig(steps=0),
+            progress=False,
+            init_policy=tmp_path / "a" / "policy",
+        )

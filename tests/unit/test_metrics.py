@@ -14,8 +14,8 @@ class TestRecallPrecision:
             (["a", "b", "c"], ["a", "d"], 0.5, 1 / 3),
             (["a", "d"], ["a", "d"], 1.0, 1.0),
             (["x"], ["a", "d"], 0.0, 0.0),
-            ([], ["a"], 0.0, 0.0),                 # empty selection: precision 0, not undefined
-            (["a", "a", "b"], ["a"], 1.0, 0.5),    # sets, not lists
+            ([], ["a"], 0.0, 0.0),  # empty selection: precision 0, not undefined
+            (["a", "a", "b"], ["a"], 1.0, 0.5),  # sets, not lists
             (["a", "b", "c", "d"], ["d", "d"], 1.0, 0.25),
         ],
     )
@@ -108,7 +108,7 @@ class TestAnswerMetrics:
             ("It was built by Kestrel.", ["Kestrel Optical Works"], 0.0),
             ("paris", ["London", "Paris"], 1.0),
             ("Paris", [], 0.0),
-            ("anything", ["the"], 0.0),   # an answer that normalises to "" never matches
+            ("anything", ["the"], 0.0),  # an answer that normalises to "" never matches
             ("", ["x"], 0.0),
         ],
     )
@@ -146,16 +146,16 @@ class TestOfficialHotpotQA:
         ("pred", "gold", "em", "f1"),
         [
             ("yes", "yes", 1.0, 1.0),
-            ("Yes.", "yes", 1.0, 1.0),               # punctuation and case are normalised away
+            ("Yes.", "yes", 1.0, 1.0),  # punctuation and case are normalised away
             ("yes", "no", 0.0, 0.0),
-            ("yes it is", "yes", 0.0, 0.0),          # gold is yes/no: all or nothing (SQuAD F1 would give 0.5)
-            ("no", "no way out", 0.0, 0.0),          # prediction is yes/no and differs: 0 (SQuAD: 0.5)
+            ("yes it is", "yes", 0.0, 0.0),  # gold is yes/no: all or nothing (SQuAD F1 would give 0.5)
+            ("no", "no way out", 0.0, 0.0),  # prediction is yes/no and differs: 0 (SQuAD: 0.5)
             ("noanswer", "noanswer", 1.0, 1.0),
             ("noanswer", "Paris", 0.0, 0.0),
-            ("The Eiffel Tower!", "Eiffel Tower", 1.0, 1.0),   # articles and punctuation dropped
+            ("The Eiffel Tower!", "Eiffel Tower", 1.0, 1.0),  # articles and punctuation dropped
             ("an apple", "Apple", 1.0, 1.0),
             ("U.S.A.", "USA", 1.0, 1.0),
-            ("theatre", "the atre", 0.0, 0.0),       # "the" is removed only as a whole word
+            ("theatre", "the atre", 0.0, 0.0),  # "the" is removed only as a whole word
             ("Kestrel Optical Works in 1923", "the Kestrel Optical Works", 0.0, 2 * 0.6 * 1.0 / 1.6),
             ("", "Paris", 0.0, 0.0),
         ],

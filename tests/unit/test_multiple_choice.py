@@ -12,8 +12,8 @@ from test_sage import ScriptedLLM, kind_of
 
 from ctxsel.datasets import load_dataset
 from ctxsel.datasets.multiple_choice import load_marathon, load_novelqa, parse_choice, question_with_options
-from ctxsel.judge import score_answer
 from ctxsel.eval.runner import evaluate
+from ctxsel.judge import score_answer
 from ctxsel.reader import Reader
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -27,7 +27,9 @@ def test_novelqa_layout_loads_options_in_letter_order_and_gold_letters() -> None
     assert first.choices == ["Jory", "Orla Brandt", "The fishermen", "The mayor"]
     assert first.answers == ["B"] and first.meta["answer_index"] == 1 and first.meta["benchmark"] == "novelqa"
     assert first.meta["aspect"] == "character"
-    assert len(first.chunks) == 7 and first.chunks[0].text == "THE KEEPER OF VELMORA" and first.chunks[0].doc_id == "B01"
+    assert (
+        len(first.chunks) == 7 and first.chunks[0].text == "THE KEEPER OF VELMORA" and first.chunks[0].doc_id == "B01"
+    )
     assert exs[2].answers == [] and exs[2].meta["answer_index"] is None  # withheld answer
     assert load_dataset(str(NOVELQA), limit=1)[0].id == "B01/Q0001"
     assert len(load_dataset(f"novelqa:{NOVELQA}")) == 3
@@ -40,13 +42,16 @@ def test_marathon_layout_takes_answers_as_text_or_letter() -> None:
     assert [c.text for c in exs[0].chunks][1] == "In Oslo she opened a workshop that sold blue bowls."
 
 
-@pytest.mark.parametrize("record, message", [
-    ({"id": "x", "context": "t", "question": "q?", "options": ["a", "b"], "answer": "E"}, "not a letter|outside"),
-    ({"id": "x", "context": "t", "question": "q?", "options": ["a", "b"], "answer": 5}, "outside the 2 options"),
-    ({"id": "x", "context": "t", "question": "q?", "options": ["only"], "answer": "A"}, "at least 2 options"),
-    ({"id": "x", "context": "t", "question": "q?", "options": "a|b", "answer": "A"}, "options must be a list"),
-    ({"id": "x", "context": "t", "options": ["a", "b"], "answer": "A"}, "missing question"),
-])
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"id": "x", "context": "t", "question": "q?", "options": ["a", "b"], "answer": "E"}, "not a letter|outside"),
+        ({"id": "x", "context": "t", "question": "q?", "options": ["a", "b"], "answer": 5}, "outside the 2 options"),
+        ({"id": "x", "context": "t", "question": "q?", "options": ["only"], "answer": "A"}, "at least 2 options"),
+        ({"id": "x", "context": "t", "question": "q?", "options": "a|b", "answer": "A"}, "options must be a list"),
+        ({"id": "x", "context": "t", "options": ["a", "b"], "answer": "A"}, "missing question"),
+    ],
+)
 def test_bad_records_are_refused_with_their_line(tmp_path: Path, record: dict[str, Any], message: str) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(record) + "\n")
@@ -63,10 +68,22 @@ def test_novelqa_questions_without_their_book_are_refused(tmp_path: Path) -> Non
         load_novelqa(tmp_path)
 
 
-@pytest.mark.parametrize("reply, index", [
-    ("B", 1), (" B. Orla Brandt, because", 1), ("(c) the fishermen", 2), ("Answer: D", 3), ("option (b)", 1),
-    ("\n\nA", 0), ("orla brandt founded it", 1), ("a dog barked", None), ("E.", None), ("I think so", None), ("", None),
-])
+@pytest.mark.parametrize(
+    "reply, index",
+    [
+        ("B", 1),
+        (" B. Orla Brandt, because", 1),
+        ("(c) the fishermen", 2),
+        ("Answer: D", 3),
+        ("option (b)", 1),
+        ("\n\nA", 0),
+        ("orla brandt founded it", 1),
+        ("a dog barked", None),
+        ("E.", None),
+        ("I think so", None),
+        ("", None),
+    ],
+)
 def test_parse_choice(reply: str, index: int | None) -> None:
     assert parse_choice(reply, ["Jory", "Orla Brandt", "The fishermen", "The mayor"]) == index
 
@@ -101,10 +118,18 @@ def test_sage_end_to_end_on_novelqa_fixture_through_the_runner(tmp_path: Path) -
 
     llm = ScriptedLLM(respond)
     exs = load_novelqa(NOVELQA)
-    summary = evaluate(exs, ["sage[voter_num=3,n_perturb=1]", "top-k@2"], output_dir=tmp_path, scorer=_NoScorer(),
-                       progress=False, reader=Reader(llm, "multiple-choice"),
-                       )
-    rows = {(r["example_id"], r["method"]): r for r in map(json.loads, (tmp_path / "results.jsonl").read_text().splitlines())}
+    summary = evaluate(
+        exs,
+        ["sage[voter_num=3,n_perturb=1]", "top-k@2"],
+        output_dir=tmp_path,
+        scorer=_NoScorer(),
+        progress=False,
+        reader=Reader(llm, "multiple-choice"),
+    )
+    rows = {
+        (r["example_id"], r["method"]): r
+        for r in map(json.loads, (tmp_path / "results.jsonl").read_text().splitlines())
+    }
     sage_rows = [rows[(e.id, "sage[voter_num=3,n_perturb=1]")] for e in exs]
     assert [r["answer"] for r in sage_rows] == ["B. Orla Brandt", "B. 4", "C. 1911"]
     assert [r["score"] for r in sage_rows] == [1.0, 1.0, None]
@@ -113,8 +138,10 @@ def test_sage_end_to_end_on_novelqa_fixture_through_the_runner(tmp_path: Path) -
     # the reader saw the options for the non-SAGE method too
     top = rows[(exs[0].id, "top-k@2")]
     assert top["llm_calls"] == 1 and top["answer"].startswith("B")
-    assert any(p.startswith("QUERY_WITH_OPTIONS: Who founded the lighthouse guild?\nOptions:\nA. Jory\nB. Orla Brandt")
-               for p, _ in llm.calls)
+    assert any(
+        p.startswith("QUERY_WITH_OPTIONS: Who founded the lighthouse guild?\nOptions:\nA. Jory\nB. Orla Brandt")
+        for p, _ in llm.calls
+    )
     assert summary["sage[voter_num=3,n_perturb=1]"]["score"] == 1.0
 
 
@@ -124,8 +151,17 @@ def test_recall_counts_a_paragraph_found_when_any_of_its_sentences_is_gathered(t
     from ctxsel.types import Example
 
     ex = Example("e", "Who founded the lighthouse guild?", DOC, gold_ids=["p1", "p3"], answers=["Orla Brandt"])
-    llm = ScriptedLLM(lambda p, **kw: {"is-counting": "NO", "keys": "guild", "sufficient": "YES"}.get(kind_of(p), "Orla Brandt"))
-    summary = evaluate([ex], ["sage[recall_index=1,neighbor_num=0,n_perturb=0]"], output_dir=tmp_path, scorer=_NoScorer(), progress=False, reader=Reader(llm))
+    llm = ScriptedLLM(
+        lambda p, **kw: {"is-counting": "NO", "keys": "guild", "sufficient": "YES"}.get(kind_of(p), "Orla Brandt")
+    )
+    summary = evaluate(
+        [ex],
+        ["sage[recall_index=1,neighbor_num=0,n_perturb=0]"],
+        output_dir=tmp_path,
+        scorer=_NoScorer(),
+        progress=False,
+        reader=Reader(llm),
+    )
     row = json.loads((tmp_path / "results.jsonl").read_text())
     assert row["ids"] == ["p1#s0"] and row["recall"] == 0.5 and row["precision"] == 1.0 and row["score"] == 1.0
     assert summary

@@ -103,8 +103,11 @@ def test_bad_specs(spec: str, message: str) -> None:
         ("threshold@0.3", ScoreThreshold, {"threshold": 0.3}),
         ("autocut@2", Autocut, {"jumps": 2}),
         ("adaptive-k", AdaptiveK, {"strategy": "largest_gap", "buffer": 5}),
-        ("adaptive-k[strategy=moving_avg,window=4,buffer=0]", AdaptiveK,
-         {"strategy": "moving_avg", "window": 4, "buffer": 0}),
+        (
+            "adaptive-k[strategy=moving_avg,window=4,buffer=0]",
+            AdaptiveK,
+            {"strategy": "moving_avg", "window": 4, "buffer": 0},
+        ),
         ("full", FullContext, {}),
     ],
 )

@@ -42,8 +42,9 @@ def ctxsel_command() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "ctxsel.cli.main"]
 
 
-def run_cli(args: list[str], env: dict[str, str] | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: list[str], env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     return subprocess.run([*ctxsel_command(), *args], capture_output=True, text=True, env=env, timeout=timeout)
 
@@ -76,7 +77,9 @@ def garbage_middle(path: Path) -> None:
 
 
 CORRUPTIONS: dict[str, Callable[[Path], None]] = {
-    "garbage header": garbage_header, "truncated": truncated, "garbage middle": garbage_middle,
+    "garbage header": garbage_header,
+    "truncated": truncated,
+    "garbage middle": garbage_middle,
 }
 
 
@@ -200,8 +203,13 @@ def test_disk_full_while_caching_is_one_warning_and_the_scores_are_right(tmp_pat
         plain = _fake_dense(False).score(QUESTION, chunks)
         print(json.dumps([cached.tolist(), plain.tolist()]))
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr
     assert out.stderr.count("write failed") == 1, out.stderr  # once, not once per batch
@@ -251,8 +259,9 @@ def _example_chunks() -> list[Chunk]:
 
 
 @pytest.fixture
-def corrupt_cache_dir(request: pytest.FixtureRequest, healthy_cache: Path, tmp_path: Path,
-                      monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def corrupt_cache_dir(
+    request: pytest.FixtureRequest, healthy_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     """A cache folder (CTXSEL_CACHE_DIR) whose embeddings.sqlite is damaged as ``request.param`` says."""
     folder = tmp_path / "cache"
     folder.mkdir()
@@ -280,8 +289,7 @@ def test_python_select_on_a_corrupt_cache(corrupt_cache_dir: Path, caplog: Any) 
 @pytest.mark.slow
 @pytest.mark.parametrize("corrupt_cache_dir", list(CORRUPTIONS), indirect=True)
 def test_cli_select_on_a_corrupt_cache(corrupt_cache_dir: Path) -> None:
-    out = run_cli(["select", "--document", str(EXAMPLE_MD), "--question", QUESTION, "--method", "top-k@2",
-                   "--json"])
+    out = run_cli(["select", "--document", str(EXAMPLE_MD), "--question", QUESTION, "--method", "top-k@2", "--json"])
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr and "DatabaseError" not in out.stderr
     assert _warned_corrupt([out.stderr]), out.stderr
@@ -322,22 +330,22 @@ def test_http_select_on_a_corrupt_cache(corrupt_cache_dir: Path) -> None:
 BATCH = 8
 N_TEXTS = 400
 
-EMBED_SCRIPT = """
+EMBED_SCRIPT = f"""
 import sys
 from ctxsel.scoring.dense import DenseScorer
 from ctxsel.types import Chunk
-sc = DenseScorer(cache=sys.argv[1], batch_size={batch}, num_threads=1)
+sc = DenseScorer(cache=sys.argv[1], batch_size={BATCH}, num_threads=1)
 encode = sc.model.encode
 def counted(texts, *a, **k):
     vecs = encode(texts, *a, **k)
     print(len(texts), flush=True)  # this many texts embedded (not yet stored)
     return vecs
 sc.model.encode = counted
-texts = [f"paragraph {{i}}: the museum's meteorite, item {{i * 7919 % 1000}}" for i in range({n})]
+texts = [f"paragraph {{i}}: the museum's meteorite, item {{i * 7919 % 1000}}" for i in range({N_TEXTS})]
 chunks = [Chunk(id=str(i), text=t) for i, t in enumerate(texts)]
 scores = sc.score("How heavy is the meteorite?", chunks)
 print("done", float(scores.sum()), flush=True)
-""".format(batch=BATCH, n=N_TEXTS)
+"""
 
 
 def _rows(path: Path) -> int:
@@ -356,8 +364,13 @@ def _rows(path: Path) -> int:
 def test_kill_during_a_cold_embedding_loses_at_most_one_batch(tmp_path: Path) -> None:
     cache = tmp_path / "embeddings.sqlite"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    victim = subprocess.Popen([sys.executable, "-c", EMBED_SCRIPT, str(cache)], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True, env=env)
+    victim = subprocess.Popen(
+        [sys.executable, "-c", EMBED_SCRIPT, str(cache)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
     deadline = time.monotonic() + 240
     while _rows(cache) < 1 + 5 * BATCH:  # the question, then five batches stored
         assert victim.poll() is None, "the embedding finished or failed before it could be killed"
@@ -370,8 +383,9 @@ def test_kill_during_a_cold_embedding_loses_at_most_one_batch(tmp_path: Path) ->
     assert survived < 1 + N_TEXTS, "the embedding finished before the kill"
     assert embedded - survived <= BATCH, f"{embedded} texts embedded, {survived} stored: more than a batch lost"
 
-    rerun = subprocess.run([sys.executable, "-c", EMBED_SCRIPT, str(cache)], capture_output=True, text=True,
-                           env=env, timeout=300)
+    rerun = subprocess.run(
+        [sys.executable, "-c", EMBED_SCRIPT, str(cache)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert rerun.returncode == 0, rerun.stderr
     lines = rerun.stdout.split()
     assert sum(int(x) for x in lines if x.isdigit()) == 1 + N_TEXTS - survived  # only the rest is embedded
@@ -385,18 +399,52 @@ N_EXAMPLES = 40
 
 def _dataset(path: Path, n: int = N_EXAMPLES, chunks: int = 400) -> Path:
     rng = random.Random(1)
-    vocab = "alpha beta gamma delta river mountain castle dragon meteorite museum comet lake".split()
+    vocab = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "river",
+        "mountain",
+        "castle",
+        "dragon",
+        "meteorite",
+        "museum",
+        "comet",
+        "lake",
+    ]
     with path.open("w", encoding="utf-8") as f:
         for i in range(n):
             texts = [" ".join(rng.choice(vocab) for _ in range(6)) for _ in range(chunks)]
-            f.write(json.dumps({"id": f"ex{i:02d}", "question": " ".join(rng.sample(vocab, 3)), "chunks": texts,
-                                "gold_ids": [str(rng.randrange(chunks))], "answers": ["x"]}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"ex{i:02d}",
+                        "question": " ".join(rng.sample(vocab, 3)),
+                        "chunks": texts,
+                        "gold_ids": [str(rng.randrange(chunks))],
+                        "answers": ["x"],
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
 def _eval_args(data: Path, out: Path, *extra: str) -> list[str]:
-    return ["eval", "--dataset", str(data), "--output", str(out), "--scorer", "keywords",
-            "--methods", "top-k@1,adaptive-k", "--no-progress", *extra]
+    return [
+        "eval",
+        "--dataset",
+        str(data),
+        "--output",
+        str(out),
+        "--scorer",
+        "keywords",
+        "--methods",
+        "top-k@1,adaptive-k",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def _keys(results: Path) -> list[tuple[str, str]]:
@@ -407,8 +455,13 @@ def _keys(results: Path) -> list[tuple[str, str]]:
 def test_two_evals_into_one_folder_the_second_fails_at_once(tmp_path: Path) -> None:
     data, out = _dataset(tmp_path / "data.jsonl"), tmp_path / "out"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    first = subprocess.Popen([*ctxsel_command(), *_eval_args(data, out)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, env=env)
+    first = subprocess.Popen(
+        [*ctxsel_command(), *_eval_args(data, out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     deadline = time.monotonic() + 120
     while not (out / "results.jsonl").is_file() or not (out / "results.jsonl").read_text(encoding="utf-8"):
         assert first.poll() is None, first.stderr.read()  # type: ignore[union-attr]
@@ -430,18 +483,34 @@ def test_two_evals_into_one_folder_the_second_fails_at_once(tmp_path: Path) -> N
 def _hold_lock(folder: Path) -> subprocess.Popen[str]:
     """Another process holding ``folder``'s lock (as a running eval does) until it is killed."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom ctxsel.eval.lock import OutputLock\n"
-                               "lock = OutputLock(sys.argv[1])\nlock.acquire()\n"
-                               "print('held', flush=True)\ntime.sleep(600)",
-         str(folder)], stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom ctxsel.eval.lock import OutputLock\n"
+            "lock = OutputLock(sys.argv[1])\nlock.acquire()\n"
+            "print('held', flush=True)\ntime.sleep(600)",
+            str(folder),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder
 
 
 def _examples(n: int = 3) -> list[Example]:
-    return [Example(id=f"e{i}", question="meteorite museum",
-                    chunks=[Chunk(id=f"c{j}", text="meteorite museum" if j == i else f"banana {j}", position=j,
-                                  n_tokens=5) for j in range(4)], gold_ids=[f"c{i}"]) for i in range(n)]
+    return [
+        Example(
+            id=f"e{i}",
+            question="meteorite museum",
+            chunks=[
+                Chunk(id=f"c{j}", text="meteorite museum" if j == i else f"banana {j}", position=j, n_tokens=5)
+                for j in range(4)
+            ],
+            gold_ids=[f"c{i}"],
+        )
+        for i in range(n)
+    ]
 
 
 @pytest.fixture
@@ -451,8 +520,9 @@ def no_plots(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _evaluate(out: Path, **kw: Any) -> dict[str, Any]:
-    return evaluate(_examples(), ["top-k@1", "full"], output_dir=out, scorer="keywords", dataset_name="mini",
-                    progress=False, **kw)
+    return evaluate(
+        _examples(), ["top-k@1", "full"], output_dir=out, scorer="keywords", dataset_name="mini", progress=False, **kw
+    )
 
 
 def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path: Path, no_plots: None) -> None:
@@ -466,8 +536,9 @@ def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path: Path, no_plots: Non
     assert len(_keys(tmp_path / "results.jsonl")) == 6
 
 
-def test_overwrite_while_another_run_holds_the_folder_deletes_nothing(tmp_path: Path, capsys: Any,
-                                                                       no_plots: None) -> None:
+def test_overwrite_while_another_run_holds_the_folder_deletes_nothing(
+    tmp_path: Path, capsys: Any, no_plots: None
+) -> None:
     data, out = _dataset(tmp_path / "data.jsonl", n=3, chunks=10), tmp_path / "out"
     assert cli_main(_eval_args(data, out)) == 0
     before = (out / "results.jsonl").read_bytes()
@@ -495,9 +566,8 @@ def test_the_summary_counts_each_pair_once_whatever_the_file_holds(tmp_path: Pat
 
 
 def test_lock_in_process_names_this_pid(tmp_path: Path) -> None:
-    with OutputLock(tmp_path):
-        with pytest.raises(OutputFolderBusy, match=f"pid {os.getpid()}"):
-            OutputLock(tmp_path).acquire()
+    with OutputLock(tmp_path), pytest.raises(OutputFolderBusy, match=f"pid {os.getpid()}"):
+        OutputLock(tmp_path).acquire()
     OutputLock(tmp_path).acquire()  # released on exit
 
 
@@ -510,8 +580,16 @@ def _row(i: int) -> str:
 
 def test_bad_lines_in_the_middle_keep_every_valid_row(tmp_path: Path, caplog: Any) -> None:
     path = tmp_path / "results.jsonl"
-    middle = [_row(0), "\x00\x01garbage\n", _row(1), '{"example_id": "e9", "meth\n', '[1, 2]\n',
-              '{"example_id": "e8"}\n', _row(2), _row(3)]
+    middle = [
+        _row(0),
+        "\x00\x01garbage\n",
+        _row(1),
+        '{"example_id": "e9", "meth\n',
+        "[1, 2]\n",
+        '{"example_id": "e8"}\n',
+        _row(2),
+        _row(3),
+    ]
     path.write_text("".join(middle), encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="ctxsel.eval.results"), ResultLog(path) as log:
         assert [r["k"] for r in log.rows] == [0, 1, 2, 3]
@@ -617,8 +695,9 @@ def test_config_mismatch_on_resume_is_a_clear_error(tmp_path: Path, capsys: Any,
 
 @pytest.mark.model
 @pytest.mark.slow
-def test_http_cache_corrupted_while_the_server_runs(healthy_cache: Path, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_http_cache_corrupted_while_the_server_runs(
+    healthy_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = tmp_path / "cache"
     folder.mkdir()
     (folder / "onnx").symlink_to(healthy_cache.parent / "onnx")
@@ -626,8 +705,9 @@ def test_http_cache_corrupted_while_the_server_runs(healthy_cache: Path, tmp_pat
     monkeypatch.setenv("CTXSEL_CACHE_DIR", str(folder))
     chunks = [c.text for c in _example_chunks()]
     with _server() as srv:
-        status, _, sel = srv.request("POST", "/select", {"question": QUESTION, "chunks": chunks, "method": "top-k@2"},
-                                     timeout=240)
+        status, _, sel = srv.request(
+            "POST", "/select", {"question": QUESTION, "chunks": chunks, "method": "top-k@2"}, timeout=240
+        )
         assert status == 200 and sel["ids"] == EXPECTED_TOP2
         path = folder / "embeddings.sqlite"
         path.write_bytes(random.Random(2).randbytes(path.stat().st_size))  # the whole file goes bad
@@ -635,8 +715,9 @@ def test_http_cache_corrupted_while_the_server_runs(healthy_cache: Path, tmp_pat
             p.unlink()
         for i in range(3):  # texts the server has not seen: they must be read from (and written to) the cache
             new = [f"{t} (copy {i})" for t in chunks]
-            status, _, sel = srv.request("POST", "/select", {"question": f"{QUESTION} ({i})", "chunks": new,
-                                                             "method": "top-k@2"}, timeout=240)
+            status, _, sel = srv.request(
+                "POST", "/select", {"question": f"{QUESTION} ({i})", "chunks": new, "method": "top-k@2"}, timeout=240
+            )
             assert status == 200, sel
             assert sel["ids"] == EXPECTED_TOP2
         status, _, health = srv.request("GET", "/health", auth=False)
@@ -646,8 +727,9 @@ def test_http_cache_corrupted_while_the_server_runs(healthy_cache: Path, tmp_pat
     # one it opened before keeps reading its own consistent pages (the right scores, as asserted above)
     # and does not notice, and then the next process to open the file finds it
     with _server() as srv:
-        status, _, sel = srv.request("POST", "/select", {"question": QUESTION, "chunks": chunks, "method": "top-k@2"},
-                                     timeout=240)
+        status, _, sel = srv.request(
+            "POST", "/select", {"question": QUESTION, "chunks": chunks, "method": "top-k@2"}, timeout=240
+        )
         assert status == 200 and sel["ids"] == EXPECTED_TOP2
         lines += srv.log_lines()
     events = [x.get("event", "") for x in lines if x.get("logger") == "ctxsel.scoring"]

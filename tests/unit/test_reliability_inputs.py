@@ -152,8 +152,9 @@ def test_i5_truncated_question_is_reported(dense: object) -> None:
 @pytest.mark.model
 def test_i5b_cli_long_chunks_flag(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     p = tmp_path / "long.txt"
-    p.write_text("Tickets cost 8 euros.\n\n" + LONG_RELEVANT + "\n\nParking is limited near the museum.\n",
-                 encoding="utf-8")
+    p.write_text(
+        "Tickets cost 8 euros.\n\n" + LONG_RELEVANT + "\n\nParking is limited near the museum.\n", encoding="utf-8"
+    )
     base = ["select", "--document", str(p), "--question", QUESTION, "--method", "top-k@1", "--json"]
     rc, out, err = cli(capsys, *base)
     assert rc == 0 and json.loads(out)["truncated"]["chunks"] == 1
@@ -192,7 +193,9 @@ def test_i7_unknown_long_chunks_option_is_named() -> None:
 
 def _giant_line(n_words: int) -> str:
     rng = np.random.default_rng(0)
-    words = np.array("the quick brown fox jumps over a lazy dog near the old museum".split())
+    words = np.array(
+        ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "near", "the", "old", "museum"]
+    )
     out = " ".join(words[rng.integers(0, len(words), n_words)])
     return out.replace(" old ", " old. The ")  # some sentence ends
 
@@ -225,8 +228,9 @@ def test_i10_max_chunk_tokens_is_checked_and_can_be_turned_off() -> None:
 def test_i11_cli_max_chunk_tokens(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     p = tmp_path / "giant.txt"
     p.write_text(_giant_line(2_000), encoding="utf-8")
-    rc, out, _ = cli(capsys, *select_cmd(p, "--question", "fox", "--method", "full", "--max-chunk-tokens", "50",
-                                         "--json"))
+    rc, out, _ = cli(
+        capsys, *select_cmd(p, "--question", "fox", "--method", "full", "--max-chunk-tokens", "50", "--json")
+    )
     assert rc == 0
     obj = json.loads(out)
     assert len(obj["chunks"]) > 10 and max(c["n_tokens"] for c in obj["chunks"]) <= 50
@@ -238,15 +242,26 @@ def test_i11_cli_max_chunk_tokens(capsys: pytest.CaptureFixture[str], tmp_path: 
 
 @pytest.mark.parametrize("limit", ["-3", "0", "three"])
 def test_i12_eval_limit_must_be_positive(capsys: pytest.CaptureFixture[str], tmp_path: Path, limit: str) -> None:
-    err = usage_error(capsys, "eval", "--dataset", "example", "--output", str(tmp_path / "o"), "--limit", limit,
-                      "--scorer", "keywords")
+    err = usage_error(
+        capsys,
+        "eval",
+        "--dataset",
+        "example",
+        "--output",
+        str(tmp_path / "o"),
+        "--limit",
+        limit,
+        "--scorer",
+        "keywords",
+    )
     assert "--limit" in err and ("must be at least 1" in err or "expected an integer" in err)
     assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("question", ["", "   \n\t "])
-def test_i13_empty_question_is_rejected_everywhere(capsys: pytest.CaptureFixture[str], doc: Path,
-                                                   question: str) -> None:
+def test_i13_empty_question_is_rejected_everywhere(
+    capsys: pytest.CaptureFixture[str], doc: Path, question: str
+) -> None:
     with pytest.raises(ValueError, match=r"question is empty \(or only whitespace\)"):
         ctxsel.select(question, CHUNKS, "top-k@1", scores=[1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="question is empty"):  # the selector itself: the service's and eval's path
@@ -345,18 +360,21 @@ def test_i24_scores_file(capsys: pytest.CaptureFixture[str], doc: Path, tmp_path
     as_json.write_text("[0.1, 0.9, 0.5]", encoding="utf-8")
     as_lines.write_text("0.1\n0.9\n\n0.5\n", encoding="utf-8")
     for f in (as_json, as_lines):
-        rc, out, _ = cli(capsys, *select_cmd(doc, "--question", QUESTION, "--method", "top-k@2", "--scores", str(f),
-                                             "--json"))
+        rc, out, _ = cli(
+            capsys, *select_cmd(doc, "--question", QUESTION, "--method", "top-k@2", "--scores", str(f), "--json")
+        )
         obj = json.loads(out)
         assert rc == 0 and [c["id"] for c in obj["chunks"]] == ["1", "2"] and obj["chunks"][0]["score"] == 0.9
     short = tmp_path / "short.txt"
     short.write_text("0.1\n0.2\n", encoding="utf-8")
-    assert "has 2 scores for 3 chunks" in usage_error(capsys, *select_cmd(doc, "--question", "q", "--scores",
-                                                                          str(short)))
+    assert "has 2 scores for 3 chunks" in usage_error(
+        capsys, *select_cmd(doc, "--question", "q", "--scores", str(short))
+    )
     bad = tmp_path / "bad.txt"
     bad.write_text("0.1\nhigh\n0.3\n", encoding="utf-8")
-    assert "bad.txt:2: 'high' is not a number" in usage_error(capsys, *select_cmd(doc, "--question", "q", "--scores",
-                                                                                 str(bad)))
+    assert "bad.txt:2: 'high' is not a number" in usage_error(
+        capsys, *select_cmd(doc, "--question", "q", "--scores", str(bad))
+    )
     nan = tmp_path / "nan.json"
     nan.write_text("[0.1, NaN, 0.3]", encoding="utf-8")
     assert "scores must be finite" in usage_error(capsys, *select_cmd(doc, "--question", "q", "--scores", str(nan)))
@@ -376,8 +394,11 @@ def _all_actions(parser: argparse.ArgumentParser, name: str = "ctxsel") -> list[
 def test_i25_every_flag_of_every_subcommand_has_help() -> None:
     actions = _all_actions(build_parser())
     assert len(actions) > 150
-    missing = [f"{cmd} {'/'.join(a.option_strings) or a.dest}" for cmd, a in actions
-               if not a.help or a.help == argparse.SUPPRESS or not a.help.strip()]
+    missing = [
+        f"{cmd} {'/'.join(a.option_strings) or a.dest}"
+        for cmd, a in actions
+        if not a.help or a.help == argparse.SUPPRESS or not a.help.strip()
+    ]
     assert missing == []
 
 
@@ -436,8 +457,9 @@ def test_a3_unbalanced_brackets_in_a_spec() -> None:
 def test_a4_unknown_method_suggests_the_closest(capsys: pytest.CaptureFixture[str], doc: Path) -> None:
     with pytest.raises(ValueError, match=r"unknown method 'topk' \(did you mean 'top-k'\?\)"):
         get_selector("topk@3")
-    assert "did you mean 'adaptive-k'" in usage_error(capsys, *select_cmd(doc, "--question", "q", "--method",
-                                                                          "adaptiv-k"))
+    assert "did you mean 'adaptive-k'" in usage_error(
+        capsys, *select_cmd(doc, "--question", "q", "--method", "adaptiv-k")
+    )
 
 
 def test_a5_unknown_chunking(capsys: pytest.CaptureFixture[str], doc: Path) -> None:
@@ -476,12 +498,16 @@ def test_a10_utf8_with_bom_is_read_without_it(capsys: pytest.CaptureFixture[str]
     assert rc == 0 and json.loads(out)["chunks"][0]["text"].startswith("The meteorite")
 
 
-@pytest.mark.parametrize(("payload", "words"), [
-    ("café au lait".encode("latin-1"), ["not valid UTF-8", "iconv -f cp1252"]),
-    ("hello".encode("utf-16"), ["not valid UTF-8", "UTF-16", "iconv -f utf-16"]),
-])
-def test_a11_other_encodings(capsys: pytest.CaptureFixture[str], tmp_path: Path, payload: bytes,
-                             words: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("payload", "words"),
+    [
+        ("café au lait".encode("latin-1"), ["not valid UTF-8", "iconv -f cp1252"]),
+        ("hello".encode("utf-16"), ["not valid UTF-8", "UTF-16", "iconv -f utf-16"]),
+    ],
+)
+def test_a11_other_encodings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, payload: bytes, words: list[str]
+) -> None:
     p = tmp_path / "other.txt"
     p.write_bytes(payload)
     err = usage_error(capsys, *select_cmd(p, "--question", "q"))
@@ -490,8 +516,19 @@ def test_a11_other_encodings(capsys: pytest.CaptureFixture[str], tmp_path: Path,
 
 @pytest.mark.parametrize("methods", ["", " , ,"])
 def test_a12_eval_with_no_methods(capsys: pytest.CaptureFixture[str], tmp_path: Path, methods: str) -> None:
-    err = usage_error(capsys, "eval", "--dataset", "example", "--output", str(tmp_path / "o"), "--methods", methods,
-                      "--scorer", "keywords", "--no-progress")
+    err = usage_error(
+        capsys,
+        "eval",
+        "--dataset",
+        "example",
+        "--output",
+        str(tmp_path / "o"),
+        "--methods",
+        methods,
+        "--scorer",
+        "keywords",
+        "--no-progress",
+    )
     assert "names no method" in err
 
 
@@ -500,10 +537,12 @@ def test_a13_unknown_dataset(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert "dataset 'hotpot' is neither a known name" in err
 
 
-@pytest.mark.parametrize(("flag", "value"), [("--min-k", "-1"), ("--max-tokens", "-5"), ("--max-bytes", "0"),
-                                           ("--threads", "0")])
-def test_a14_negative_numbers_are_usage_errors(capsys: pytest.CaptureFixture[str], doc: Path, flag: str,
-                                               value: str) -> None:
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--min-k", "-1"), ("--max-tokens", "-5"), ("--max-bytes", "0"), ("--threads", "0")]
+)
+def test_a14_negative_numbers_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], doc: Path, flag: str, value: str
+) -> None:
     err = usage_error(capsys, *select_cmd(doc, "--question", "q", flag, value))
     assert flag in err and "must be at least" in err
 
@@ -519,16 +558,19 @@ def test_a16_missing_document_and_jsonl_without_text(capsys: pytest.CaptureFixtu
     assert "--document: no such file" in usage_error(capsys, *select_cmd(tmp_path / "nope.md", "--question", "q"))
     p = tmp_path / "c.jsonl"
     p.write_text('{"id": "a", "text": 3}\n', encoding="utf-8")
-    assert "c.jsonl:1: expected an object with 'text' (a string)" in usage_error(capsys, *select_cmd(p, "--question",
-                                                                                                   "q"))
+    assert "c.jsonl:1: expected an object with 'text' (a string)" in usage_error(
+        capsys, *select_cmd(p, "--question", "q")
+    )
 
 
 def test_a17_bad_input_in_a_subprocess_never_shows_a_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bin.dat"
     bad.write_bytes(b"\x00\x01\x02" * 100)
-    for argv in (["select", "--document", str(bad), "--question", "q", "--scorer", "keywords"],
-                 ["select", "--document", str(tmp_path), "--question", "q", "--scorer", "keywords"],
-                 ["eval", "--dataset", "example", "--output", str(tmp_path / "o"), "--limit", "-3"]):
+    for argv in (
+        ["select", "--document", str(bad), "--question", "q", "--scorer", "keywords"],
+        ["select", "--document", str(tmp_path), "--question", "q", "--scorer", "keywords"],
+        ["eval", "--dataset", "example", "--output", str(tmp_path / "o"), "--limit", "-3"],
+    ):
         res = console(*argv)
         assert res.returncode == 2, res.stderr
         assert "Traceback" not in res.stderr and res.stdout == ""

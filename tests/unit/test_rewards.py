@@ -9,7 +9,15 @@ import pytest
 
 from ctxsel.llm.base import Completion
 from ctxsel.reader import Reader
-from ctxsel.train.ldar_rewards import CostRegularized, LabelReward, LLMCorrectnessReward, band_key, describe_reward, fbeta, label_reward
+from ctxsel.train.ldar_rewards import (
+    CostRegularized,
+    LabelReward,
+    LLMCorrectnessReward,
+    band_key,
+    describe_reward,
+    fbeta,
+    label_reward,
+)
 from ctxsel.types import Chunk, Example, LLMUsage, Selection
 
 CHUNKS = [Chunk(f"c{i}", f"text {i}", position=i, n_tokens=10 * (i + 1)) for i in range(6)]
@@ -18,14 +26,27 @@ EX = Example("q1", "Who?", CHUNKS, gold_ids=["c0", "c3"], answers=["Marlowe"])
 
 def sel(ids: list[str], **meta: Any) -> Selection:
     chunks = [c for i in ids for c in CHUNKS if c.id == i]
-    return Selection(ids=ids, scores=[None] * len(ids), chunks=chunks, method="t", config={}, explanation="",
-                     n_candidates=len(CHUNKS), meta=meta)
+    return Selection(
+        ids=ids,
+        scores=[None] * len(ids),
+        chunks=chunks,
+        method="t",
+        config={},
+        explanation="",
+        n_candidates=len(CHUNKS),
+        meta=meta,
+    )
 
 
 @pytest.mark.parametrize(
     ("r", "p", "beta", "expected"),
-    [(1.0, 2 / 7, 2.0, 2 / 3), (0.5, 0.5, 2.0, 0.5), (0.0, 0.0, 2.0, 0.0), (1.0, 0.5, 1.0, 2 / 3),
-     (1.0, 2 / 991, 2.0, 10 / 999)],
+    [
+        (1.0, 2 / 7, 2.0, 2 / 3),
+        (0.5, 0.5, 2.0, 0.5),
+        (0.0, 0.0, 2.0, 0.0),
+        (1.0, 0.5, 1.0, 2 / 3),
+        (1.0, 2 / 991, 2.0, 10 / 999),
+    ],
 )
 def test_fbeta(r, p, beta, expected) -> None:
     assert fbeta(r, p, beta) == pytest.approx(expected)

@@ -68,17 +68,29 @@ def sage(llm: Any, **kw: Any) -> SAGE:
 
 # A hand-made document: one chunk per paragraph, several sentences each.
 DOC = [
-    Chunk("p0", "The harbour town of Velmora sits on a cliff. Fishermen sell eels at dawn. The market closes at noon.",
-          position=0),
-    Chunk("p1", "Captain Orla Brandt founded the lighthouse guild. She trained twelve keepers. "
-                "The guild meets in the old chapel.", position=1),
-    Chunk("p2", "The lighthouse was rebuilt in 1911 after a storm. Its lamp burns whale oil. "
-                "Keepers climb 214 steps each night.", position=2),
+    Chunk(
+        "p0",
+        "The harbour town of Velmora sits on a cliff. Fishermen sell eels at dawn. The market closes at noon.",
+        position=0,
+    ),
+    Chunk(
+        "p1",
+        "Captain Orla Brandt founded the lighthouse guild. She trained twelve keepers. "
+        "The guild meets in the old chapel.",
+        position=1,
+    ),
+    Chunk(
+        "p2",
+        "The lighthouse was rebuilt in 1911 after a storm. Its lamp burns whale oil. "
+        "Keepers climb 214 steps each night.",
+        position=2,
+    ),
     Chunk("p3", "Velmora exports salt and rope. Rope makers use hemp from the valley.", position=3),
 ]
 
 
 # -- noise ------------------------------------------------------------------------
+
 
 def _changed_share(lam: float, n: int = 4000, seed: int = 0) -> float:
     rng = np.random.default_rng(seed)
@@ -115,6 +127,7 @@ def test_every_noise_kind_changes_words_and_lambda_range() -> None:
 
 
 # -- the sentence graph -----------------------------------------------------------
+
 
 def test_sentence_vertices_keep_parents_and_document_order() -> None:
     shuffled = [DOC[2], DOC[0], DOC[3], DOC[1]]
@@ -155,6 +168,7 @@ def test_count_mentions_merges_overlapping_variants() -> None:
 
 # -- parsing helpers --------------------------------------------------------------
 
+
 def test_parse_keys_verdict_and_numbers() -> None:
     assert parse_keys("1. lighthouse\n2. Orla Brandt; the; guild, guild") == ["lighthouse", "Orla Brandt", "guild"]
     assert parse_keys("%%% ### the of") == []
@@ -164,6 +178,7 @@ def test_parse_keys_verdict_and_numbers() -> None:
 
 
 # -- the loop ---------------------------------------------------------------------
+
 
 def loop_llm(verdicts: list[str], keys: str = "lighthouse, guild") -> ScriptedLLM:
     state = {"v": 0}
@@ -185,7 +200,8 @@ def loop_llm(verdicts: list[str], keys: str = "lighthouse, guild") -> ScriptedLL
 def test_loop_stops_on_yes_and_records_each_round() -> None:
     llm = loop_llm([" NO", " YES"])
     sel = sage(llm, iter_max=5, recall_index=2, neighbor_num=2, n_seeds=1, n_perturb=2).select(
-        "Who founded the lighthouse guild?", DOC)
+        "Who founded the lighthouse guild?", DOC
+    )
     rounds = [s for s in sel.trace if s["step"] == "round"]
     assert [r["sufficient"] for r in rounds] == [False, True]
     assert rounds[0]["keys"] == ["lighthouse", "guild"] and rounds[0]["retrieved"] == ["p1#s0", "p1#s2"]
@@ -259,8 +275,9 @@ def test_counting_question_is_answered_by_enumeration_not_the_llm() -> None:
 
 
 def test_counting_multiple_choice_picks_the_nearest_number() -> None:
-    sel = sage(counting_llm()).select("How many times is a keeper mentioned?", COUNT_DOC,
-                                      choices=["Two", "4 times", "six", "10"])
+    sel = sage(counting_llm()).select(
+        "How many times is a keeper mentioned?", COUNT_DOC, choices=["Two", "4 times", "six", "10"]
+    )
     assert sel.meta["answer"] == "B. 4 times"  # |4-5| = |6-5|: the first wins
 
 
@@ -271,6 +288,7 @@ def test_counting_with_no_numeric_option_explores_instead() -> None:
 
 
 # -- multiple choice voting -------------------------------------------------------
+
 
 def test_voters_sample_with_distinct_seeds_and_the_majority_wins() -> None:
     replies = iter(["B. because", "(c)", "B", "A", "I think"])
@@ -292,6 +310,7 @@ def test_voters_sample_with_distinct_seeds_and_the_majority_wins() -> None:
 
 
 # -- robustness -------------------------------------------------------------------
+
 
 def test_nonsense_llm_still_yields_an_answer_and_recorded_failures() -> None:
     llm = ScriptedLLM(lambda prompt, **kw: "%%% ### !!!")

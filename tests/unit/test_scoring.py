@@ -194,8 +194,9 @@ class TestEmbeddingCache:
         cache.put_many({"good": np.ones(4, np.float32)})
         con = sqlite3.connect(path)
         with con:
-            con.execute("INSERT INTO emb (key, dim, vec) VALUES (?, ?, ?)",
-                        ("torn", 4, np.ones(3, np.float32).tobytes()))
+            con.execute(
+                "INSERT INTO emb (key, dim, vec) VALUES (?, ?, ?)", ("torn", 4, np.ones(3, np.float32).tobytes())
+            )
         con.close()
         got = cache.get_many(["good", "torn"])
         assert set(got) == {"good"}
@@ -243,8 +244,11 @@ class TestDenseScorerFromCache:
         DenseScorer, model_id = dense_cls
         cache = EmbeddingCache(tmp_path / "e.sqlite")
         q = np.array([1.0, 0.0, 0.0], np.float32)
-        docs = {"alpha": np.array([0.6, 0.8, 0.0], np.float32), "beta": np.array([0.0, 0.0, 1.0], np.float32),
-                "gamma": np.array([-1.0, 0.0, 0.0], np.float32)}
+        docs = {
+            "alpha": np.array([0.6, 0.8, 0.0], np.float32),
+            "beta": np.array([0.0, 0.0, 1.0], np.float32),
+            "gamma": np.array([-1.0, 0.0, 0.0], np.float32),
+        }
         cache.put_many({text_key(model_id, "query: what?"): q})
         cache.put_many({text_key(model_id, t): v for t, v in docs.items()})
         scorer = DenseScorer(cache=cache, query_prefix="query: ")
@@ -286,7 +290,9 @@ class TestDenseScorerWarmPath:
 
         cache = EmbeddingCache(tmp_path / "e.sqlite")
         rng = np.random.default_rng(0)
-        docs = {f"text {i}": (v / np.linalg.norm(v)).astype(np.float32) for i, v in enumerate(rng.standard_normal((50, 8)))}
+        docs = {
+            f"text {i}": (v / np.linalg.norm(v)).astype(np.float32) for i, v in enumerate(rng.standard_normal((50, 8)))
+        }
         cache.put_many({text_key(model, t): v for t, v in docs.items()})
         q = np.eye(8, dtype=np.float32)[0]
         cache.put_many({text_key(model, "q?"): q, text_key(model, "other?"): q[::-1].copy()})
@@ -328,4 +334,5 @@ class TestDenseScorerWarmPath:
         assert scorer._n_rows == 8  # 3 and 4 were there already
         clone = pickle.loads(pickle.dumps(scorer))
         assert clone._n_rows == 0 and clone.score("q?", [Chunk(id="a", text=texts[0], n_tokens=1)]).tolist() == [
-            float(np.float32(docs[texts[0]] @ q))]
+            float(np.float32(docs[texts[0]] @ q))
+        ]

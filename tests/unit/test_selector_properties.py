@@ -72,8 +72,9 @@ def test_every_known_method_is_registered_and_covered() -> None:
     assert set(KNOWN_SPECS) <= covered
 
 
-SETTINGS = settings(max_examples=100, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -146,8 +147,11 @@ def test_nan_policy_last_never_picks_non_finite_when_finite_exist(spec: str, sco
         chosen_bad = [i for i in sel.ids if not math.isfinite(scores[int(i[2:])])]
         assert chosen_bad == [] or spec == "full"
         # the finite chunks form the head of the ranking
-        finite_rank = [f"id{i}" for i in ranking([s if math.isfinite(s) else -math.inf for s in scores])
-                       if math.isfinite(scores[i])]
+        finite_rank = [
+            f"id{i}"
+            for i in ranking([s if math.isfinite(s) else -math.inf for s in scores])
+            if math.isfinite(scores[i])
+        ]
         assert sel.ids[: min(sel.k, n_finite)] == finite_rank[: min(sel.k, n_finite)]
         if spec != "full":
             # non-finite scores take no part in the cut: same result as without those chunks

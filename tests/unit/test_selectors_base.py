@@ -13,8 +13,15 @@ from ctxsel.selectors.base import Selector, rank
 from ctxsel.types import Chunk
 
 SPECS = [
-    "top-k@3", "top-n-tokens@50", "threshold@0.2", "autocut@1", "autocut@2",
-    "adaptive-k@largest_gap", "adaptive-k@moving_avg", "adaptive-k@2diff_spike", "full",
+    "top-k@3",
+    "top-n-tokens@50",
+    "threshold@0.2",
+    "autocut@1",
+    "autocut@2",
+    "adaptive-k@largest_gap",
+    "adaptive-k@moving_avg",
+    "adaptive-k@2diff_spike",
+    "full",
 ]
 
 
@@ -106,8 +113,9 @@ class TestNonFinite:
     def test_minus_inf_is_never_the_largest_gap(self) -> None:
         # finite sorted [0.9, 0.5, 0.45]: N=3, tail=floor(2*0.1)=0, gaps [0.4, 0.05] -> i=0, k=1 (B=0).
         # Were -inf part of the curve, the gap 0.45 - (-inf) = inf would win and k would be 4.
-        sel = ctxsel.select("q", chunks(4), "adaptive-k[buffer=0]", scores=[0.45, 0.9, -math.inf, 0.5],
-                            nan_policy="last")
+        sel = ctxsel.select(
+            "q", chunks(4), "adaptive-k[buffer=0]", scores=[0.45, 0.9, -math.inf, 0.5], nan_policy="last"
+        )
         assert sel.ids == ["c1"]
         assert sel.meta["cut_index"] == 0
         assert sel.meta["gap"] == pytest.approx(0.4)
@@ -117,8 +125,13 @@ class TestNonFinite:
     def test_adaptive_k_ignores_non_finite(self, strategy: str, bad: float) -> None:
         finite = [0.9, 0.88, 0.86, 0.84, 0.5, 0.48, 0.46]
         ref = ctxsel.select("q", chunks(7), f"adaptive-k[strategy={strategy},buffer=0,window=2]", scores=finite)
-        sel = ctxsel.select("q", chunks(9), f"adaptive-k[strategy={strategy},buffer=0,window=2]",
-                            scores=[bad, *finite, bad], nan_policy="last")
+        sel = ctxsel.select(
+            "q",
+            chunks(9),
+            f"adaptive-k[strategy={strategy},buffer=0,window=2]",
+            scores=[bad, *finite, bad],
+            nan_policy="last",
+        )
         # same cut, ids shifted by one position
         assert sel.ids == [f"c{int(i[1:]) + 1}" for i in ref.ids]
         assert 1 <= ref.k < 7  # a real cut, not "keep all"
@@ -216,8 +229,11 @@ class TestMaxTokens:
     def test_prefix_not_knapsack(self) -> None:
         # the kept set is a prefix of the ranking: a later small chunk is not
         # taken in place of a big one that does not fit
-        cs = [Chunk(id="a", text="x", n_tokens=5), Chunk(id="b", text="x", n_tokens=50),
-              Chunk(id="c", text="x", n_tokens=1)]
+        cs = [
+            Chunk(id="a", text="x", n_tokens=5),
+            Chunk(id="b", text="x", n_tokens=50),
+            Chunk(id="c", text="x", n_tokens=1),
+        ]
         sel = ctxsel.select("q", cs, "full", scores=[0.9, 0.8, 0.7], max_tokens=10)
         assert sel.ids == ["a"]
 

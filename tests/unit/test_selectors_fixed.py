@@ -71,9 +71,9 @@ class TestTopNTokens:
     @pytest.mark.parametrize(
         ("budget", "expected_k", "expected_tokens"),
         [
-            (20, 1, 20),    # exactly the first chunk
-            (59, 1, 20),    # 20 + 40 = 60 > 59
-            (60, 2, 60),    # exactly two
+            (20, 1, 20),  # exactly the first chunk
+            (59, 1, 20),  # 20 + 40 = 60 > 59
+            (60, 2, 60),  # exactly two
             (95, 3, 90),
             (100, 4, 100),
             (149, 4, 100),
@@ -145,8 +145,7 @@ class TestFullContext:
             ctxsel.get_selector("full@3")
 
     def test_full_with_nan_policy_last_keeps_every_chunk(self) -> None:
-        sel = ctxsel.select("q", chunks(TOKENS), "full", scores=[0.2, math.nan, 0.5, -math.inf, 0.1],
-                            nan_policy="last")
+        sel = ctxsel.select("q", chunks(TOKENS), "full", scores=[0.2, math.nan, 0.5, -math.inf, 0.1], nan_policy="last")
         # finite ones first by score, then the non-finite ones in position order
         assert sel.ids == ["c2", "c0", "c4", "c1", "c3"]
 
@@ -155,7 +154,7 @@ class TestScoreThreshold:
     @pytest.mark.parametrize(
         ("threshold", "expected"),
         [
-            (0.9, ["c1", "c3"]),            # >= is inclusive
+            (0.9, ["c1", "c3"]),  # >= is inclusive
             (0.5, ["c1", "c3", "c2"]),
             (0.2, ["c1", "c3", "c2", "c0"]),
             (0.15, ["c1", "c3", "c2", "c0"]),

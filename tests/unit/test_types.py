@@ -50,7 +50,11 @@ class TestChunk:
 
     def test_to_dict_drops_empty_meta(self) -> None:
         assert Chunk(id="a", text="t", doc_id="d", position=3, n_tokens=1).to_dict() == {
-            "id": "a", "text": "t", "doc_id": "d", "position": 3, "n_tokens": 1,
+            "id": "a",
+            "text": "t",
+            "doc_id": "d",
+            "position": 3,
+            "n_tokens": 1,
         }
         assert Chunk(id="a", text="t", n_tokens=1, meta={"k": "v"}).to_dict()["meta"] == {"k": "v"}
 
@@ -96,8 +100,13 @@ def _selection() -> Selection:
     c2 = Chunk(id="a", text="first para", doc_id="d", position=0, n_tokens=2)
     c3 = Chunk(id="z", text="other doc", doc_id="c", position=5, n_tokens=4)
     return Selection(
-        ids=["b", "a", "z"], scores=[0.9, 0.5, None], chunks=[c1, c2, c3], method="top-k",
-        config={"k": 3}, explanation="why", n_candidates=10,
+        ids=["b", "a", "z"],
+        scores=[0.9, 0.5, None],
+        chunks=[c1, c2, c3],
+        method="top-k",
+        config={"k": 3},
+        explanation="why",
+        n_candidates=10,
     )
 
 
@@ -121,7 +130,9 @@ class TestSelection:
         assert d["ids"] == ["b", "a", "z"]
         assert d["reading_order"] == ["z", "a", "b"]
         assert [(c["id"], c["rank"], c["score"], c["n_tokens"]) for c in d["chunks"]] == [
-            ("b", 1, 0.9, 3), ("a", 2, 0.5, 2), ("z", 3, None, 4),
+            ("b", 1, 0.9, 3),
+            ("a", 2, 0.5, 2),
+            ("z", 3, None, 4),
         ]
         assert d["chunks"][0]["text"] == "second para"
         assert d["usage"] == {"calls": 0, "tokens_in": 0, "tokens_out": 0, "tokens_reused": 0}

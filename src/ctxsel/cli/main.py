@@ -18,21 +18,25 @@ from contextlib import contextmanager
 from typing import Any
 
 from ctxsel._version import __version__
-from ctxsel.errors import CtxselError
 from ctxsel.cli import answer_cmd, env_cmd, eval_cmd, make_holo_cmd, mine_cmd, select_cmd, serve_cmd, train_cmd
+from ctxsel.errors import CtxselError
 
 SUBCOMMANDS = (select_cmd, answer_cmd, eval_cmd, train_cmd, mine_cmd, env_cmd, make_holo_cmd, serve_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ctxsel", description="Decide how much of a long context an LLM should read.",
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="ctxsel",
+        description="Decide how much of a long context an LLM should read.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"ctxsel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for mod in SUBCOMMANDS:
         # the raw formatter keeps the usage examples in each module docstring as lines
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            mod.NAME, help=mod.HELP, description=mod.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
         mod.add_arguments(p)
         p.set_defaults(run=mod.run)
     return parser
@@ -72,8 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # anything else is a bug in ctxsel (or a library), not the user's input
         if os.environ.get("CTXSEL_DEBUG"):
             raise
-        print(f"ctxsel {args.command}: internal error: {type(e).__name__}: {e}\n"
-              "this is a bug: rerun with CTXSEL_DEBUG=1 to see the traceback, and please report it", file=sys.stderr)
+        print(
+            f"ctxsel {args.command}: internal error: {type(e).__name__}: {e}\n"
+            "this is a bug: rerun with CTXSEL_DEBUG=1 to see the traceback, and please report it",
+            file=sys.stderr,
+        )
         return 1
     finally:  # a caller in the same process (a test, a notebook) keeps its environment
         if tqdm_disable is None:

@@ -14,12 +14,12 @@ with them, printed and, with --report, written as Markdown.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import argparse
 import sys
 from pathlib import Path
 
 from ctxsel.cli.common import add_llm_arguments, make_llm, positive_int
+from ctxsel.errors import InputError
 
 NAME = "mine"
 HELP = "mine Context-Picker's minimal sufficient evidence sets (leave-one-out) into JSONL"
@@ -32,9 +32,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", required=True, help="JSONL file of mined sets (rerun to resume)")
     p.add_argument("--k", type=int, default=5, help="BM25 candidates per question, S_cand (default 5)")
     p.add_argument("--rewrites", type=int, default=0, help="query rewrites per kept question (the paper: 5)")
-    p.add_argument("--constrained-rewrites", action="store_true",
-                   help="ask for the rewrites as JSON under its schema (llama.cpp grammar / response_format); "
-                        "off by default, so the mined data shows what the model writes unaided")
+    p.add_argument(
+        "--constrained-rewrites",
+        action="store_true",
+        help="ask for the rewrites as JSON under its schema (llama.cpp grammar / response_format); "
+        "off by default, so the mined data shows what the model writes unaided",
+    )
     p.add_argument("--report", default=None, help="also write the comparison with the gold chunks here (Markdown)")
     p.add_argument("--overwrite", action="store_true", help="discard an earlier run in --output")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -79,14 +82,30 @@ def run(args: argparse.Namespace) -> int:
             out = rewrite_query(llm, rec["question"], args.rewrites, constrained=args.constrained_rewrites)
             return {**rec, "rewrites": out["rewrites"], "rewrite_errors": out["errors"]}
 
-    settings = {"dataset": args.dataset, "generator": llm.model_id, "template": generator.template.key,
-                "judge": judge_id, "rewrites": args.rewrites,
-                **({"constrained_rewrites": True} if args.constrained_rewrites else {})}
-    records = mine(examples, generator, args.output, judge=judge, k=args.k, settings=settings,
-                   overwrite=args.overwrite, progress=not args.no_progress, augment=augment)
+    settings = {
+        "dataset": args.dataset,
+        "generator": llm.model_id,
+        "template": generator.template.key,
+        "judge": judge_id,
+        "rewrites": args.rewrites,
+        **({"constrained_rewrites": True} if args.constrained_rewrites else {}),
+    }
+    records = mine(
+        examples,
+        generator,
+        args.output,
+        judge=judge,
+        k=args.k,
+        settings=settings,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+        augment=augment,
+    )
     cmp = compare_with_supporting_facts(records)
-    title = (f"Mined evidence sets vs the gold chunks: {args.dataset}, first {len(records)} questions, "
-             f"k={args.k}, generator {llm.model_id}, judge {judge_id}")
+    title = (
+        f"Mined evidence sets vs the gold chunks: {args.dataset}, first {len(records)} questions, "
+        f"k={args.k}, generator {llm.model_id}, judge {judge_id}"
+    )
     md = comparison_markdown(cmp, f"### {title}")
     print(md)
     if args.report:

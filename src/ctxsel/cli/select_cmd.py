@@ -35,13 +35,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_question_arguments(p)
     p.add_argument("--method", default="adaptive-k", help="method spec, e.g. adaptive-k, top-k@5, top-n-tokens@5k")
     add_chunking_arguments(p)
-    p.add_argument("--min-k", type=non_negative_int, default=None, metavar="N",
-                   help="keep at least N chunks whatever the method decides (default 1; capped at the chunks there "
-                        "are)")
-    p.add_argument("--max-tokens", type=non_negative_int, default=None, metavar="N",
-                   help="hard token budget (cl100k): the kept chunks never exceed it")
-    p.add_argument("--choice", action="append", dest="choices", default=None, metavar="TEXT",
-                   help="an answer option of a multiple-choice question (repeat per option; SAGE reads them)")
+    p.add_argument(
+        "--min-k",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="keep at least N chunks whatever the method decides (default 1; capped at the chunks there are)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="hard token budget (cl100k): the kept chunks never exceed it",
+    )
+    p.add_argument(
+        "--choice",
+        action="append",
+        dest="choices",
+        default=None,
+        metavar="TEXT",
+        help="an answer option of a multiple-choice question (repeat per option; SAGE reads them)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (--json implies it)")
     add_scores_argument(p)
@@ -63,14 +78,18 @@ def run(args: argparse.Namespace) -> int:
     progress = not (args.json or args.no_progress)
     # given --scores, a scorer is needed only for a second hop (expansion re-scores the widened question)
     scorer = make_scorer(args, progress=progress, expand="") if scores is None or args.expand else None
-    sel = select(question, chunks, args.method, scores, scorer=scorer, expand=args.expand, choices=args.choices,
-                 **options)
+    sel = select(
+        question, chunks, args.method, scores, scorer=scorer, expand=args.expand, choices=args.choices, **options
+    )
     truncated = sel.meta.get("truncated")  # the scorer's TruncationWarning has told the user already
     if args.json:
         d = sel.to_dict()
         keys = ("method", "k", "n_tokens", "explanation", "chunks", "reading_order", "config")
-        print(json.dumps({**{key: d[key] for key in keys}, **({"truncated": truncated} if truncated else {})},
-                         ensure_ascii=False))
+        print(
+            json.dumps(
+                {**{key: d[key] for key in keys}, **({"truncated": truncated} if truncated else {})}, ensure_ascii=False
+            )
+        )
         return 0
     total = sum(c.n_tokens for c in chunks)
     print(f"{sel.method}: kept {sel.k} of {len(chunks)} chunks, {sel.n_tokens:,} of {total:,} tokens")

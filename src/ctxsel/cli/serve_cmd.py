@@ -20,25 +20,51 @@ HELP = "run the HTTP service (POST /select, /answer)"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port (0: any free one; the 'listening' log line says which)")
-    p.add_argument("--token-env", default="CTXSEL_SERVE_TOKEN",
-                   help="environment variable holding the bearer token; unset or empty: no token required")
+    p.add_argument(
+        "--token-env",
+        default="CTXSEL_SERVE_TOKEN",
+        help="environment variable holding the bearer token; unset or empty: no token required",
+    )
     p.add_argument("--max-body-bytes", type=int, default=32 * 1024 * 1024, help="413 above this (default 32 MiB)")
-    p.add_argument("--max-chunks", type=int, default=10_000,
-                   help="413 for a request with more chunks than this, counted after chunking a document "
-                        "(default 10,000)")
-    p.add_argument("--max-chars", type=int, default=4_000_000,
-                   help="413 for a request with more characters of question and chunk text (default 4,000,000)")
-    p.add_argument("--deadline", type=float, default=30.0,
-                   help="seconds per request before 504; the request's work is stopped (default 30)")
-    p.add_argument("--max-concurrency", type=int, default=4,
-                   help="/select and /answer requests in flight at once; one more gets 503 (default 4)")
-    p.add_argument("--scorer", default="dense", choices=["dense", "bm25", "keywords", "hybrid"],
-                   help="scores requests that bring neither scores nor embeddings (default: dense MiniLM)")
+    p.add_argument(
+        "--max-chunks",
+        type=int,
+        default=10_000,
+        help="413 for a request with more chunks than this, counted after chunking a document (default 10,000)",
+    )
+    p.add_argument(
+        "--max-chars",
+        type=int,
+        default=4_000_000,
+        help="413 for a request with more characters of question and chunk text (default 4,000,000)",
+    )
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=30.0,
+        help="seconds per request before 504; the request's work is stopped (default 30)",
+    )
+    p.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=4,
+        help="/select and /answer requests in flight at once; one more gets 503 (default 4)",
+    )
+    p.add_argument(
+        "--scorer",
+        default="dense",
+        choices=["dense", "bm25", "keywords", "hybrid"],
+        help="scores requests that bring neither scores nor embeddings (default: dense MiniLM)",
+    )
     p.add_argument("--model", default=None, help="embedding model for --scorer dense (default: bundled MiniLM)")
     p.add_argument("--threads", type=int, default=None, help="torch threads for embedding")
     p.add_argument("--ldar-policy", default=None, help="LDAR checkpoint for method 'ldar'")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
-                   help="the least severe log lines written to stderr (default info: one line per request)")
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="the least severe log lines written to stderr (default info: one line per request)",
+    )
     add_llm_arguments(p)
 
 
@@ -48,10 +74,17 @@ def run(args: argparse.Namespace) -> int:
     token = os.environ.get(args.token_env) or None
     reader = make_llm(args) if args.reader else None
     settings = ServiceSettings(
-        token=token, max_body_bytes=args.max_body_bytes, max_chunks=args.max_chunks, max_chars=args.max_chars,
+        token=token,
+        max_body_bytes=args.max_body_bytes,
+        max_chunks=args.max_chunks,
+        max_chars=args.max_chars,
         deadline_s=args.deadline,
-        max_concurrency=args.max_concurrency, scorer=args.scorer, model=args.model, threads=args.threads,
-        reader=reader, reader_name=getattr(reader, "model_id", None),
+        max_concurrency=args.max_concurrency,
+        scorer=args.scorer,
+        model=args.model,
+        threads=args.threads,
+        reader=reader,
+        reader_name=getattr(reader, "model_id", None),
         ldar_policy=args.ldar_policy,
     )
     run_server(settings, args.host, args.port, log_level=args.log_level)

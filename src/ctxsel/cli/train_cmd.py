@@ -14,13 +14,13 @@ test questions into OUTPUT/eval (as `ctxsel eval` would).
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import argparse
 import json
 import sys
 from pathlib import Path
 
 from ctxsel.cli.common import add_llm_arguments, make_llm
+from ctxsel.errors import InputError
 
 NAME = "train"
 HELP = "train a learned selector (LDAR with REINFORCE; Context-Picker with two-stage GRPO: `ctxsel train picker`)"
@@ -35,52 +35,98 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
     p.add_argument("--output", required=True, help="output folder (rerun to resume)")
     r = p.add_argument_group("reward")
-    r.add_argument("--reward", choices=["label", "llm"], default="label",
-                   help="label: F-beta of gold-chunk recall/precision (no LLM); llm: the reader's answer is "
-                        "correct (the paper's reward; needs --reader)")
+    r.add_argument(
+        "--reward",
+        choices=["label", "llm"],
+        default="label",
+        help="label: F-beta of gold-chunk recall/precision (no LLM); llm: the reader's answer is "
+        "correct (the paper's reward; needs --reader)",
+    )
     r.add_argument("--beta", type=float, default=2.0, help="beta of the label reward's F-beta (default 2)")
-    r.add_argument("--cost-weight", type=float, default=0.0,
-                   help="App. D.5 cost regularisation: subtract this times the fraction of full-context tokens")
+    r.add_argument(
+        "--cost-weight",
+        type=float,
+        default=0.0,
+        help="App. D.5 cost regularisation: subtract this times the fraction of full-context tokens",
+    )
     n = p.add_argument_group("network (the defaults are the paper's LDAR; the others are its ablations)")
-    n.add_argument("--head", choices=["band", "bernoulli"], default="band",
-                   help="band: a quantile band (LDAR); bernoulli: one keep/drop decision per chunk")
-    n.add_argument("--encoder", choices=["transformer", "mlp", "summary"], default="transformer",
-                   help="transformer (LDAR), a mean-pooling MLP (Deep Sets), or summary: the same transformer "
-                        "over at most 128 weighted summary points of the scores (linear cost, for large N)")
-    n.add_argument("--embedding", choices=["periodic", "linear"], default="periodic",
-                   help="periodic numeric embedding (LDAR) or a learnable linear one")
-    n.add_argument("--no-snap-top", action="store_true",
-                   help="use Algorithm 1's upper rank literally (the most similar chunk then needs q_U == 1)")
+    n.add_argument(
+        "--head",
+        choices=["band", "bernoulli"],
+        default="band",
+        help="band: a quantile band (LDAR); bernoulli: one keep/drop decision per chunk",
+    )
+    n.add_argument(
+        "--encoder",
+        choices=["transformer", "mlp", "summary"],
+        default="transformer",
+        help="transformer (LDAR), a mean-pooling MLP (Deep Sets), or summary: the same transformer "
+        "over at most 128 weighted summary points of the scores (linear cost, for large N)",
+    )
+    n.add_argument(
+        "--embedding",
+        choices=["periodic", "linear"],
+        default="periodic",
+        help="periodic numeric embedding (LDAR) or a learnable linear one",
+    )
+    n.add_argument(
+        "--no-snap-top",
+        action="store_true",
+        help="use Algorithm 1's upper rank literally (the most similar chunk then needs q_U == 1)",
+    )
     t = p.add_argument_group("training (defaults: the paper's Table 4)")
     t.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"REINFORCE steps (default {DEFAULT_STEPS})")
     t.add_argument("--batch-size", type=int, default=32, help="questions per REINFORCE step (default 32)")
     t.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate (default 3e-4)")
-    t.add_argument("--init-policy", default=None,
-                   help="start from this trained policy's weights (e.g. a label-trained one before --reward llm)")
+    t.add_argument(
+        "--init-policy",
+        default=None,
+        help="start from this trained policy's weights (e.g. a label-trained one before --reward llm)",
+    )
     t.add_argument("--seed", type=int, default=0, help="seed of the network's initialisation and the sampling")
     t.add_argument("--threads", type=int, default=1, help="torch threads for training and embedding (default 1)")
-    t.add_argument("--checkpoint-every", type=int, default=10,
-                   help="write a resumable checkpoint every N steps (default 10)")
-    t.add_argument("--eval-every", type=int, default=10,
-                   help="score the deterministic policy on the training questions every N steps, at the start and "
-                        "the end (0: never; with --reward llm each evaluation costs one LLM call per question)")
-    t.add_argument("--train-fraction", type=float, default=0.8,
-                   help="share of the questions trained on; the rest are held out (default 0.8)")
+    t.add_argument(
+        "--checkpoint-every", type=int, default=10, help="write a resumable checkpoint every N steps (default 10)"
+    )
+    t.add_argument(
+        "--eval-every",
+        type=int,
+        default=10,
+        help="score the deterministic policy on the training questions every N steps, at the start and "
+        "the end (0: never; with --reward llm each evaluation costs one LLM call per question)",
+    )
+    t.add_argument(
+        "--train-fraction",
+        type=float,
+        default=0.8,
+        help="share of the questions trained on; the rest are held out (default 0.8)",
+    )
     t.add_argument("--split-seed", type=int, default=0, help="seed of the train/test split (default 0)")
     t.add_argument("--overwrite", action="store_true", help="discard an earlier run in --output")
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
     e = p.add_argument_group("evaluation on the held-out questions")
-    e.add_argument("--eval-methods", default=DEFAULT_EVAL_METHODS,
-                   help=f"baselines evaluated beside the policy (default {DEFAULT_EVAL_METHODS})")
+    e.add_argument(
+        "--eval-methods",
+        default=DEFAULT_EVAL_METHODS,
+        help=f"baselines evaluated beside the policy (default {DEFAULT_EVAL_METHODS})",
+    )
     e.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation after training")
     s = p.add_argument_group("scoring")
-    s.add_argument("--scorer", default="dense", choices=["dense", "bm25", "keywords", "hybrid"],
-                   help="how chunks are scored for the policy's input (default: dense)")
+    s.add_argument(
+        "--scorer",
+        default="dense",
+        choices=["dense", "bm25", "keywords", "hybrid"],
+        help="how chunks are scored for the policy's input (default: dense)",
+    )
     s.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
     g = p.add_argument_group("reader for --reward llm")
     add_llm_arguments(g)
-    g.add_argument("--template", default="auto", choices=["auto", "factoid-qa", "holobench-qa"],
-                   help="reader prompt; auto: holobench-qa for HoloBench-style data, else factoid-qa")
+    g.add_argument(
+        "--template",
+        default="auto",
+        choices=["auto", "factoid-qa", "holobench-qa"],
+        help="reader prompt; auto: holobench-qa for HoloBench-style data, else factoid-qa",
+    )
     add_llm_arguments(g, "--judge")
     from ctxsel.cli import train_picker
 
@@ -99,10 +145,10 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.eval.report import markdown_table
     from ctxsel.eval.results import write_atomic
     from ctxsel.eval.runner import _scorer_id, evaluate
-    from ctxsel.train.ldar_rewards import CostRegularized, LabelReward, LLMCorrectnessReward, describe_reward
     from ctxsel.scoring import get_scorer
     from ctxsel.selectors import split_specs
     from ctxsel.selectors.ldar.policy import PolicyConfig
+    from ctxsel.train.ldar_rewards import CostRegularized, LabelReward, LLMCorrectnessReward, describe_reward
     from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem
 
     if args.reward == "llm" and not args.reader:
@@ -115,8 +161,13 @@ def run(args: argparse.Namespace) -> int:
     train_ids, test_ids = split_ids([e.id for e in examples], args.train_fraction, args.split_seed)
     train = split_examples(examples, "train", args.train_fraction, args.split_seed)
     test = split_examples(examples, "test", args.train_fraction, args.split_seed)
-    split = {"dataset": args.dataset, "train_fraction": args.train_fraction, "seed": args.split_seed,
-             "train": train_ids, "test": test_ids}
+    split = {
+        "dataset": args.dataset,
+        "train_fraction": args.train_fraction,
+        "seed": args.split_seed,
+        "train": train_ids,
+        "test": test_ids,
+    }
     write_atomic(out / "split.json", json.dumps(split, indent=1) + "\n")
 
     if args.scorer == "dense":
@@ -137,39 +188,77 @@ def run(args: argparse.Namespace) -> int:
             template = "holobench-qa" if is_aggregation(examples[0]) else "factoid-qa"
         reader = Reader(make_llm(args), template)
         judge = LLMJudge(make_llm(args, "judge")) if args.judge else None
-        reward = LLMCorrectnessReward(reader, judge, cache_path=out / "llm_rewards.jsonl",
-                                      namespace=f"{args.dataset}|{_scorer_id(scorer)}|snap_top={snap_top}")
+        reward = LLMCorrectnessReward(
+            reader,
+            judge,
+            cache_path=out / "llm_rewards.jsonl",
+            namespace=f"{args.dataset}|{_scorer_id(scorer)}|snap_top={snap_top}",
+        )
     if args.cost_weight:
         reward = CostRegularized(reward, args.cost_weight)
 
     policy_config = PolicyConfig(head=args.head, encoder=args.encoder, embedding=args.embedding)
-    train_config = TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                               snap_top=snap_top, threads=args.threads, checkpoint_every=args.checkpoint_every,
-                               eval_every=args.eval_every, random_reference=args.reward == "label")
-    info = {"dataset": args.dataset, "scorer": _scorer_id(scorer),
-            "split": {k: v for k, v in split.items() if k not in ("train", "test")},
-            "command": " ".join(["ctxsel", *sys.argv[1:]]) if sys.argv else None}
-    trainer = Trainer(items, reward, out, policy_config, train_config, info,
-                      progress=not args.no_progress, overwrite=args.overwrite, init_policy=args.init_policy)
+    train_config = TrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        snap_top=snap_top,
+        threads=args.threads,
+        checkpoint_every=args.checkpoint_every,
+        eval_every=args.eval_every,
+        random_reference=args.reward == "label",
+    )
+    info = {
+        "dataset": args.dataset,
+        "scorer": _scorer_id(scorer),
+        "split": {k: v for k, v in split.items() if k not in ("train", "test")},
+        "command": " ".join(["ctxsel", *sys.argv[1:]]) if sys.argv else None,
+    }
+    trainer = Trainer(
+        items,
+        reward,
+        out,
+        policy_config,
+        train_config,
+        info,
+        progress=not args.no_progress,
+        overwrite=args.overwrite,
+        init_policy=args.init_policy,
+    )
     if trainer.step:
         print(f"resuming {out} at step {trainer.step} of {args.steps}", file=sys.stderr)
     summary = trainer.train()
     what = describe_reward(reward)
     det = summary["final_train_deterministic"]
-    print(f"trained LDAR ({policy_config.variant}) for {summary['steps']} steps with the {what['name']} reward "
-          f"({what.get('metric', '')})" + ("" if not det else
-          f"; deterministic reward on the {len(train)} training questions: "
-          f"{summary['reference']['initial']['reward']:.3f} at step 0 -> {det['reward']:.3f}"))
+    print(
+        f"trained LDAR ({policy_config.variant}) for {summary['steps']} steps with the {what['name']} reward "
+        f"({what.get('metric', '')})"
+        + (
+            ""
+            if not det
+            else f"; deterministic reward on the {len(train)} training questions: "
+            f"{summary['reference']['initial']['reward']:.3f} at step 0 -> {det['reward']:.3f}"
+        )
+    )
     llm_reward = getattr(reward, "base", reward)
     if isinstance(llm_reward, LLMCorrectnessReward):
-        print(f"LLM reward: {llm_reward.calls} reader calls, {llm_reward.hits} served from the band cache, "
-              f"{llm_reward.overflows} bands longer than the reader's window (reward 0)")
+        print(
+            f"LLM reward: {llm_reward.calls} reader calls, {llm_reward.hits} served from the band cache, "
+            f"{llm_reward.overflows} bands longer than the reader's window (reward 0)"
+        )
     result = {"training": summary, "split": {"n_train": len(train), "n_test": len(test)}}
     if not args.no_eval:
         methods = [f"ldar[policy={out / 'policy'}]", *split_specs(args.eval_methods)]
-        ev = evaluate(test, methods, output_dir=out / "eval", scorer=scorer,
-                      dataset_name=f"{args.dataset} (test split: {len(test)} questions)", overwrite=True,
-                      progress=not args.no_progress)
+        ev = evaluate(
+            test,
+            methods,
+            output_dir=out / "eval",
+            scorer=scorer,
+            dataset_name=f"{args.dataset} (test split: {len(test)} questions)",
+            overwrite=True,
+            progress=not args.no_progress,
+        )
         result["eval"] = ev
         print(f"\nheld-out questions ({len(test)}); LDAR trained with the {what['name']} reward:\n")
         print(markdown_table(ev), end="")

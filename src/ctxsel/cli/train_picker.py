@@ -15,28 +15,40 @@ the random test model.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import argparse
 import json
 import sys
 from pathlib import Path
 
+from ctxsel.errors import InputError
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("context-picker (ctxsel train picker)")
     g.add_argument("--mined", default=None, help="JSONL from `ctxsel mine` (required for picker)")
-    g.add_argument("--base", default="gemma-270m-gguf",
-                   help="gemma-270m-gguf (bundled, default), tiny (random test model) or a transformers model folder")
-    g.add_argument("--stage1-max-steps", type=int, default=300, help="stage 1 stops earlier when the validation reward plateaus")
+    g.add_argument(
+        "--base",
+        default="gemma-270m-gguf",
+        help="gemma-270m-gguf (bundled, default), tiny (random test model) or a transformers model folder",
+    )
+    g.add_argument(
+        "--stage1-max-steps", type=int, default=300, help="stage 1 stops earlier when the validation reward plateaus"
+    )
     g.add_argument("--stage2-steps", type=int, default=150, help="GRPO steps of stage 2 (default 150)")
     g.add_argument("--group-size", type=int, default=8, help="GRPO group size K (samples per question)")
     g.add_argument("--prompts-per-step", type=int, default=2, help="questions per GRPO step (default 2)")
     g.add_argument("--picker-lr", type=float, default=1e-4, help="learning rate of the LoRA adapter (default 1e-4)")
     g.add_argument("--kl-beta", type=float, default=0.0, help="KL weight (default 0, DAPO-style decoupled clipping)")
-    g.add_argument("--warmup-steps", type=int, default=0, help="supervised format warm-up steps before GRPO (not in the paper)")
+    g.add_argument(
+        "--warmup-steps", type=int, default=0, help="supervised format warm-up steps before GRPO (not in the paper)"
+    )
     g.add_argument("--picker-tokens", type=int, default=2000, help="candidate pool budget B in tokens (default 2000)")
-    g.add_argument("--max-candidates", type=int, default=20,
-                   help="at most this many candidate chunks in the picker's prompt (default 20)")
+    g.add_argument(
+        "--max-candidates",
+        type=int,
+        default=20,
+        help="at most this many candidate chunks in the picker's prompt (default 20)",
+    )
     g.add_argument("--eval-every-picker", type=int, default=10, help="validation reward every N GRPO steps")
 
 
@@ -55,29 +67,57 @@ def run(args: argparse.Namespace) -> int:
     examples = {e.id: e for e in load_dataset(args.dataset, hotpotqa_path=args.hotpotqa)}
     unknown = [r["id"] for r in records if r["id"] not in examples]
     if unknown:
-        raise InputError(f"{len(unknown)} mined ids are not in {args.dataset!r} (e.g. {unknown[0]!r}): wrong --dataset?")
+        raise InputError(
+            f"{len(unknown)} mined ids are not in {args.dataset!r} (e.g. {unknown[0]!r}): wrong --dataset?"
+        )
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     kept_ids = [r["id"] for r in records if r["kept"]]
     train_ids, test_ids = split_ids(kept_ids, args.train_fraction, args.split_seed)
-    write_atomic(out / "split.json", json.dumps({"mined": args.mined, "train": train_ids, "test": test_ids}, indent=1) + "\n")
+    write_atomic(
+        out / "split.json", json.dumps({"mined": args.mined, "train": train_ids, "test": test_ids}, indent=1) + "\n"
+    )
     args.model = getattr(args, "model", None)
     scorer = make_scorer(args, progress=not args.no_progress)
-    cfg = PickerTrainConfig(base=args.base, stage1_max_steps=args.stage1_max_steps, stage2_steps=args.stage2_steps,
-                            num_generations=args.group_size, prompts_per_step=args.prompts_per_step, lr=args.picker_lr,
-                            beta=args.kl_beta, warmup_steps=args.warmup_steps, n_tokens=args.picker_tokens,
-                            max_candidates=args.max_candidates, eval_every=args.eval_every_picker, seed=args.seed,
-                            threads=args.threads)
-    rows, stats = picker_rows(split_records(records, "train", args.train_fraction, args.split_seed), examples, scorer,
-                              cfg.n_tokens, cfg.max_candidates)
+    cfg = PickerTrainConfig(
+        base=args.base,
+        stage1_max_steps=args.stage1_max_steps,
+        stage2_steps=args.stage2_steps,
+        num_generations=args.group_size,
+        prompts_per_step=args.prompts_per_step,
+        lr=args.picker_lr,
+        beta=args.kl_beta,
+        warmup_steps=args.warmup_steps,
+        n_tokens=args.picker_tokens,
+        max_candidates=args.max_candidates,
+        eval_every=args.eval_every_picker,
+        seed=args.seed,
+        threads=args.threads,
+    )
+    rows, stats = picker_rows(
+        split_records(records, "train", args.train_fraction, args.split_seed),
+        examples,
+        scorer,
+        cfg.n_tokens,
+        cfg.max_candidates,
+    )
     train_rows, val_rows = split_train_val(rows, 0.2, args.split_seed)
     print(f"{len(train_rows)} training rows, {len(val_rows)} validation questions ({stats})", file=sys.stderr)
-    info = {"dataset": args.dataset, "mined": args.mined, "rows": stats,
-            "command": " ".join(["ctxsel", *sys.argv[1:]]) if sys.argv else None}
+    info = {
+        "dataset": args.dataset,
+        "mined": args.mined,
+        "rows": stats,
+        "command": " ".join(["ctxsel", *sys.argv[1:]]) if sys.argv else None,
+    }
     res = train_picker(train_rows, val_rows, out, cfg, info)
     for k, c in res["curves"].items():
         first, last = (c["val"][0]["reward"], c["val"][-1]["reward"]) if c["val"] else (None, None)
-        print(f"{k}: {c['steps']} steps; validation reward {first} -> {last}" + (f" ({c['stopped']})" if c.get("stopped") else ""))
-    print(f"wrote {out}/stage1, stage2 (adapters), reward_curves.png/.json, train_summary.json; use "
-          f"--method \"context-picker[adapter={out}/stage2]\"; held-out questions: --split test of the same split")
+        print(
+            f"{k}: {c['steps']} steps; validation reward {first} -> {last}"
+            + (f" ({c['stopped']})" if c.get("stopped") else "")
+        )
+    print(
+        f"wrote {out}/stage1, stage2 (adapters), reward_curves.png/.json, train_summary.json; use "
+        f'--method "context-picker[adapter={out}/stage2]"; held-out questions: --split test of the same split'
+    )
     return 0

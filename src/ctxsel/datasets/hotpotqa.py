@@ -12,13 +12,13 @@ with ctxsel: pass its path, or set ``CTXSEL_HOTPOTQA``.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import json
 import os
 import random
 from pathlib import Path
 from typing import Any
 
+from ctxsel.errors import InputError
 from ctxsel.types import Chunk, Example
 
 FILENAME = "hotpot_dev_distractor_100.json"

@@ -15,13 +15,13 @@ and ``ctxs: [{"id", "title", "text", ...}]``; gold chunks are those marked
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ctxsel.chunking import Method, chunk_text
+from ctxsel.errors import InputError
 from ctxsel.types import Chunk, Example, check_unique_ids
 
 
@@ -65,8 +65,12 @@ def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "pa
             if "text" not in c:
                 raise InputError(f"{where}: chunk {i} has no 'text'")
             chunks.append(
-                Chunk(id=str(c.get("id", i)), text=c["text"], doc_id=str(c.get("doc_id", eid)),
-                      position=int(c.get("position", i)))
+                Chunk(
+                    id=str(c.get("id", i)),
+                    text=c["text"],
+                    doc_id=str(c.get("doc_id", eid)),
+                    position=int(c.get("position", i)),
+                )
             )
         check_unique_ids(chunks)
     elif "document" in obj:
@@ -78,9 +82,15 @@ def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "pa
     unknown = [g for g in gold if g not in ids]
     if unknown:
         raise InputError(f"{where}: gold ids not among the chunks: {unknown[:5]}")
-    return Example(id=eid, question=obj["question"], chunks=chunks, gold_ids=gold,
-                   answers=_answers(obj), choices=[str(o) for o in obj.get("choices", obj.get("options", []))],
-                   meta=obj.get("meta", {}))
+    return Example(
+        id=eid,
+        question=obj["question"],
+        chunks=chunks,
+        gold_ids=gold,
+        answers=_answers(obj),
+        choices=[str(o) for o in obj.get("choices", obj.get("options", []))],
+        meta=obj.get("meta", {}),
+    )
 
 
 def example_from_helmet(obj: dict[str, Any], where: str) -> Example:
@@ -102,8 +112,9 @@ def example_from_helmet(obj: dict[str, Any], where: str) -> Example:
     unknown = sorted(set(gold) - {c.id for c in chunks})
     if unknown:
         raise InputError(f"{where}: gold ids not among the chunks: {unknown[:5]}")
-    return Example(id=str(obj.get("id", where)), question=obj["question"], chunks=chunks,
-                   gold_ids=gold, answers=_answers(obj))
+    return Example(
+        id=str(obj.get("id", where)), question=obj["question"], chunks=chunks, gold_ids=gold, answers=_answers(obj)
+    )
 
 
 def load_jsonl(path: str | Path, chunking: Method = "paragraphs", limit: int | None = None) -> list[Example]:

@@ -22,7 +22,6 @@ Keys are matched case-insensitively.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel.chunking import chunk_text
+from ctxsel.errors import InputError
 from ctxsel.types import Example
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -44,8 +44,11 @@ def question_with_options(question: str, options: Sequence[str]) -> str:
     return f"{question}\nOptions:\n{format_options(options)}" if options else question
 
 
-_HEAD_LETTER = re.compile(r"^[\s*#>\-\"']*(?:(?:the\s+)?(?:answer|option|choice)\s*(?:is)?\s*[:\-]?\s*)?"
-                          r"([(\[]?)([A-Z])([)\].:,]|\s|$)", re.IGNORECASE)
+_HEAD_LETTER = re.compile(
+    r"^[\s*#>\-\"']*(?:(?:the\s+)?(?:answer|option|choice)\s*(?:is)?\s*[:\-]?\s*)?"
+    r"([(\[]?)([A-Z])([)\].:,]|\s|$)",
+    re.IGNORECASE,
+)
 
 
 def parse_choice(reply: str, options: Sequence[str]) -> int | None:
@@ -102,16 +105,28 @@ def _answer_index(raw: Any, options: Sequence[str], where: str) -> int | None:
     return idx
 
 
-def make_example(qid: str, document: str, question: str, options: list[str], answer: Any,
-                 where: str, benchmark: str, doc_id: str, meta: dict[str, Any] | None = None) -> Example:
+def make_example(
+    qid: str,
+    document: str,
+    question: str,
+    options: list[str],
+    answer: Any,
+    where: str,
+    benchmark: str,
+    doc_id: str,
+    meta: dict[str, Any] | None = None,
+) -> Example:
     if not question or not isinstance(question, str):
         raise InputError(f"{where}: missing question")
     if len(options) < 2:
         raise InputError(f"{where}: a multiple-choice question needs at least 2 options, got {len(options)}")
     idx = _answer_index(answer, options, where)
     return Example(
-        id=qid, question=question, chunks=chunk_text(document, "paragraphs", doc_id=doc_id),
-        answers=[] if idx is None else [LETTERS[idx]], choices=options,
+        id=qid,
+        question=question,
+        chunks=chunk_text(document, "paragraphs", doc_id=doc_id),
+        answers=[] if idx is None else [LETTERS[idx]],
+        choices=options,
         meta={"benchmark": benchmark, "answer_index": idx, **(meta or {})},
     )
 
@@ -130,9 +145,19 @@ def load_novelqa(root: str | Path, limit: int | None = None) -> list[Example]:
         for qid, q in items:
             where = f"{qfile}:{qid}"
             opts = _options(_get(q, "Options", "options"), where)
-            out.append(make_example(f"{book}/{qid}", text, _get(q, "Question", "question"), opts,
-                                    _get(q, "Answer", "answer", "Gold"), where, "novelqa", book,
-                                    {k: v for k, v in (("aspect", _get(q, "Aspect")), ("complexity", _get(q, "Complexity"))) if v}))
+            out.append(
+                make_example(
+                    f"{book}/{qid}",
+                    text,
+                    _get(q, "Question", "question"),
+                    opts,
+                    _get(q, "Answer", "answer", "Gold"),
+                    where,
+                    "novelqa",
+                    book,
+                    {k: v for k, v in (("aspect", _get(q, "Aspect")), ("complexity", _get(q, "Complexity"))) if v},
+                )
+            )
             if limit is not None and len(out) >= limit:
                 return out
     if not out:
@@ -153,9 +178,19 @@ def load_marathon(path: str | Path, limit: int | None = None) -> list[Example]:
     for i, r in enumerate(records):
         where = f"{path}:{i + 1}"
         qid = str(_get(r, "id", "_id", default=i))
-        out.append(make_example(qid, str(_get(r, "context", default="")), _get(r, "question"),
-                                _options(_get(r, "options", "choices"), where), _get(r, "answer", "label"),
-                                where, "marathon", qid, {"type": _get(r, "type")} if _get(r, "type") else None))
+        out.append(
+            make_example(
+                qid,
+                str(_get(r, "context", default="")),
+                _get(r, "question"),
+                _options(_get(r, "options", "choices"), where),
+                _get(r, "answer", "label"),
+                where,
+                "marathon",
+                qid,
+                {"type": _get(r, "type")} if _get(r, "type") else None,
+            )
+        )
         if limit is not None and len(out) >= limit:
             break
     return out
@@ -169,5 +204,12 @@ def score_choice(example: Example, prediction: str) -> float | None:
     return float(parse_choice(prediction, example.choices) == gold)
 
 
-__all__ = ["LETTERS", "format_options", "load_marathon", "load_novelqa", "parse_choice",
-           "question_with_options", "score_choice"]
+__all__ = [
+    "LETTERS",
+    "format_options",
+    "load_marathon",
+    "load_novelqa",
+    "parse_choice",
+    "question_with_options",
+    "score_choice",
+]

@@ -9,19 +9,20 @@ questions" of hotpotqa-long are the same everywhere.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import random
 from collections.abc import Sequence
 from typing import Literal
 
+from ctxsel.errors import InputError
 from ctxsel.types import Example
 
 DEFAULT_TRAIN_FRACTION = 0.8
 DEFAULT_SEED = 0
 
 
-def split_ids(ids: Sequence[str], train_fraction: float = DEFAULT_TRAIN_FRACTION,
-              seed: int = DEFAULT_SEED) -> tuple[list[str], list[str]]:
+def split_ids(
+    ids: Sequence[str], train_fraction: float = DEFAULT_TRAIN_FRACTION, seed: int = DEFAULT_SEED
+) -> tuple[list[str], list[str]]:
     """(train ids, test ids), each in sorted order."""
     if not 0 < train_fraction < 1:
         raise InputError(f"train fraction must be in (0, 1), got {train_fraction}")
@@ -35,8 +36,12 @@ def split_ids(ids: Sequence[str], train_fraction: float = DEFAULT_TRAIN_FRACTION
     return sorted(order[:n_train]), sorted(order[n_train:])
 
 
-def split_examples(examples: Sequence[Example], part: Literal["train", "test"],
-                   train_fraction: float = DEFAULT_TRAIN_FRACTION, seed: int = DEFAULT_SEED) -> list[Example]:
+def split_examples(
+    examples: Sequence[Example],
+    part: Literal["train", "test"],
+    train_fraction: float = DEFAULT_TRAIN_FRACTION,
+    seed: int = DEFAULT_SEED,
+) -> list[Example]:
     """The examples of one part, in their original order."""
     if part not in ("train", "test"):
         raise InputError(f"split part must be 'train' or 'test', got {part!r}")

@@ -12,7 +12,6 @@ overwritten. Platforms without ``fcntl`` (Windows) run without the lock.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import logging
 import os
 import socket
@@ -20,6 +19,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 from typing import IO
+
+from ctxsel.errors import InputError
 
 log = logging.getLogger(__name__)
 

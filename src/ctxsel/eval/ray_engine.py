@@ -31,7 +31,6 @@ Where it runs:
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, MissingExtraError
 import json
 import os
 import time
@@ -41,11 +40,19 @@ from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import InputError, MissingExtraError
 from ctxsel.scoring.base import Scorer
 from ctxsel.types import Example
 
 #: Environment variables handed to the workers (caches, offline mode, threads, the LLM key named below).
-FORWARDED_ENV_PREFIXES = ("CTXSEL_", "HF_", "TRANSFORMERS_", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM")
+FORWARDED_ENV_PREFIXES = (
+    "CTXSEL_",
+    "HF_",
+    "TRANSFORMERS_",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "TOKENIZERS_PARALLELISM",
+)
 
 
 @dataclass
@@ -85,12 +92,10 @@ class RayRunInfo:
     address: str = ""
 
 
-
-
 def _import_ray() -> Any:
     try:
         import ray
-        import ray.data  # noqa: F401
+        import ray.data
     except ImportError as e:
         raise MissingExtraError("--engine ray needs Ray Data: pip install 'ctxsel[ray]'") from e
     return ray
@@ -123,8 +128,13 @@ def connect(options: RayOptions) -> tuple[Any, bool, float]:
             raise
     else:
         # address="local": a new cluster of our own, never one a `ray start` left on this machine
-        ray.init(address="local", num_cpus=options.num_cpus or os.cpu_count() or 1, include_dashboard=False,
-                 runtime_env=runtime_env, log_to_driver=True)
+        ray.init(
+            address="local",
+            num_cpus=options.num_cpus or os.cpu_count() or 1,
+            include_dashboard=False,
+            runtime_env=runtime_env,
+            log_to_driver=True,
+        )
     return ray, True, time.perf_counter() - t0
 
 
@@ -166,8 +176,16 @@ class EvalWorker:
         out = []
         for i in idx:
             ex = self.examples[i]
-            rows = list(self.rows(ex, self.scorer, self.selectors, self.reader, self.judge,
-                                     skip=lambda ex_id, m: m in self.done.get(ex_id, ())))
+            rows = list(
+                self.rows(
+                    ex,
+                    self.scorer,
+                    self.selectors,
+                    self.reader,
+                    self.judge,
+                    skip=lambda ex_id, m: m in self.done.get(ex_id, ()),
+                )
+            )
             out.append(json.dumps(rows, ensure_ascii=False))
         return {"idx": np.asarray(idx, dtype=np.int64), "rows": np.asarray(out, dtype=object)}
 
@@ -259,7 +277,7 @@ def _check_picklable(*objs: Any) -> None:
             continue
         try:
             cloudpickle.dumps(obj)
-        except Exception as e:  # noqa: BLE001 - any pickling failure means the same thing here
+        except Exception as e:
             raise InputError(
                 f"the {type(obj).__name__} cannot be sent to Ray workers ({e}); pass "
                 "RayOptions(reader_factory=...) that builds (reader, judge) inside each worker"

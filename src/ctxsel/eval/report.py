@@ -17,8 +17,20 @@ METRICS = ("recall", "precision", "k", "diff_k", "diff_k_authors", "n_tokens", "
 #: Added by a reader (``ctxsel eval --reader``): answer score and LLM cost per example.
 #: ``subem``/``em``/``f1``: factoid answers (HotpotQA's official EM and F1);
 #: ``cut``: share of rows whose selection was cut to the reader's window, ``tokens_cut``: tokens dropped per row.
-READER_METRICS = ("score", "subem", "em", "f1", "llm_calls", "tokens_in", "tokens_reused", "tokens_out", "answer_tokens_in", "wall_s",
-                  "cut", "tokens_cut")
+READER_METRICS = (
+    "score",
+    "subem",
+    "em",
+    "f1",
+    "llm_calls",
+    "tokens_in",
+    "tokens_reused",
+    "tokens_out",
+    "answer_tokens_in",
+    "wall_s",
+    "cut",
+    "tokens_cut",
+)
 #: The paper's Tables 7-16 columns (Score, Context recall, Reduction %, n_in, n_out), then the
 #: reader's window (rows cut, tokens dropped) and the rows that failed.
 READER_COLUMNS = (
@@ -43,6 +55,7 @@ def reader_columns(summary: Mapping[str, Mapping[str, Any]]) -> tuple[tuple[str,
     if any(e.get("subem") is not None for e in summary.values()):
         return FACTOID_COLUMNS + READER_COLUMNS[1:]
     return READER_COLUMNS
+
 
 #: LLM selectors that parse a reply: Context-Picker's share of invalid replies and of fallbacks,
 #: SAGE's share of unreadable YES/NO verdicts.
@@ -72,7 +85,11 @@ def summarize(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> dict
             continue
         # n counts every row; errors, the rows that failed; means skip the metrics a row lacks
         entry: dict[str, Any] = {"n": len(mine), "errors": sum(1 for r in mine if r.get("error"))}
-        keys = list(METRICS) + [k for k in READER_METRICS if any(k in r for r in mine)] + sorted({k for r in mine for k in r.get("extra_metrics", {})})
+        keys = (
+            list(METRICS)
+            + [k for k in READER_METRICS if any(k in r for r in mine)]
+            + sorted({k for r in mine for k in r.get("extra_metrics", {})})
+        )
         for key in keys:
             vals = [r.get(key, r.get("extra_metrics", {}).get(key)) for r in mine]
             entry[key] = _mean(vals)
@@ -80,7 +97,9 @@ def summarize(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> dict
     return out
 
 
-def markdown_table(summary: Mapping[str, Mapping[str, Any]], columns: Sequence[tuple[str, str, str]] | None = None) -> str:
+def markdown_table(
+    summary: Mapping[str, Mapping[str, Any]], columns: Sequence[tuple[str, str, str]] | None = None
+) -> str:
     """columns: (key, header, format) -- recall/precision shown as percentages."""
     if columns is None:
         columns = (
@@ -110,7 +129,9 @@ def markdown_table(summary: Mapping[str, Mapping[str, Any]], columns: Sequence[t
     return "\n".join(lines) + "\n"
 
 
-def write_reports(out: Path, summary: dict[str, Any], rows: Sequence[Mapping[str, Any]], config: dict[str, Any]) -> None:
+def write_reports(
+    out: Path, summary: dict[str, Any], rows: Sequence[Mapping[str, Any]], config: dict[str, Any]
+) -> None:
     write_atomic(out / "summary.json", json.dumps({"config": config, "methods": summary}, indent=2))
     n = max((e["n"] for e in summary.values()), default=0)
     md = f"# ctxsel eval: {config.get('dataset') or 'dataset'}\n\n{n} examples, scorer `{config.get('scorer')}`.\n\n"
@@ -142,7 +163,9 @@ def _save(fig: Any, path: Path) -> None:
     tmp.replace(path)
 
 
-def plot_tradeoff(folder: Path, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], metric: str = "recall") -> None:
+def plot_tradeoff(
+    folder: Path, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], metric: str = "recall"
+) -> None:
     """One PNG with every method's mean (metric vs tokens), and one per method
     with its per-example points."""
     plt = _plt()

@@ -67,8 +67,11 @@ class ResultLog:
         cut = good_end < len(data)
         log.warning(
             "%s: skipped %d line(s) that are not result rows (line %s)%s; the %d valid row(s) are kept",
-            self.path, len(bad), _ranges(bad),
-            " and cut the unfinished end of the file" if cut else "", len(self.rows),
+            self.path,
+            len(bad),
+            _ranges(bad),
+            " and cut the unfinished end of the file" if cut else "",
+            len(self.rows),
         )
         if cut:
             with self.path.open("r+b") as f:

@@ -5,7 +5,8 @@ methods. With a ``reader``, each selection is also read by the LLM and the
 answer scored (SubEM, or the LLM judge / set overlap for aggregation data);
 the row then carries the answer, its score, LLM calls, tokens in and out and
 wall time. A resumed run skips finished (example, method) rows, and a cached
-reader (``CachedClient``) serves any call finished before a kill. Results go to ``results.jsonl`` as they are made (resumable, see
+reader (``CachedClient``) serves any call finished before a kill. Results go
+to ``results.jsonl`` as they are made (resumable, see
 results.py); ``summary.json`` / ``summary.md`` and the plots are rewritten
 atomically at the end from all lines, so a resumed run reports the same as
 an uninterrupted one.
@@ -34,7 +35,6 @@ does not fit is cut (``ctxsel.reader.fit_to_window``); the row says so in
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import json
 import logging
 import platform
@@ -48,13 +48,14 @@ import numpy as np
 from ctxsel import metrics
 from ctxsel._version import __version__
 from ctxsel.datasets.multiple_choice import question_with_options
-from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, write_reports
+from ctxsel.errors import InputError
 from ctxsel.eval.lock import OutputLock
+from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, write_reports
 from ctxsel.eval.results import ResultLog, write_atomic
-from ctxsel.scoring import Scorer, get_scorer
 from ctxsel.judge import LLMJudge, score_answer
 from ctxsel.pipeline import Pipeline, Scored
 from ctxsel.reader import Reader
+from ctxsel.scoring import Scorer, get_scorer
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
 from ctxsel.types import Example
 
@@ -161,9 +162,14 @@ def evaluate(
             "scorer": scorer_id,
             "seed": seed,
             "engine": engine,
-            "reader": None if reader is None else {"model": reader.client.model_id, "template": reader.template.key,
-                                                   "max_answer_tokens": reader.max_answer_tokens,
-                                                   **_window_config(reader)},
+            "reader": None
+            if reader is None
+            else {
+                "model": reader.client.model_id,
+                "template": reader.template.key,
+                "max_answer_tokens": reader.max_answer_tokens,
+                **_window_config(reader),
+            },
             "judge": None if judge is None else judge.model_id,
             "ctxsel_version": __version__,
             "python": platform.python_version(),
@@ -178,8 +184,18 @@ def evaluate(
             if engine == "ray" and todo:
                 from ctxsel.eval.ray_engine import run_on_ray
 
-                info = run_on_ray(todo, selectors, sc, log, reader=reader, judge=judge, options=ray_options,
-                                  progress=progress, make_selector=_make_selector, rows=example_rows)
+                info = run_on_ray(
+                    todo,
+                    selectors,
+                    sc,
+                    log,
+                    reader=reader,
+                    judge=judge,
+                    options=ray_options,
+                    progress=progress,
+                    make_selector=_make_selector,
+                    rows=example_rows,
+                )
                 if on_ray_run is not None:
                     on_ray_run(info)
             else:
@@ -250,8 +266,9 @@ def example_rows(
         true_k = got.true_k
         t0 = time.perf_counter()
         try:  # the example's shared scores: the pipeline scores nothing again
-            sel = Pipeline(selector).select(ex.question, ex.chunks, scored=got.scored, choices=ex.choices,
-                                            gold_ids=ex.gold_ids)
+            sel = Pipeline(selector).select(
+                ex.question, ex.chunks, scored=got.scored, choices=ex.choices, gold_ids=ex.gold_ids
+            )
         except Exception as e:  # one example's failure is its row's error, not the run's end
             yield _error_row(ex, m, "select", e, full_tokens, true_k, time.perf_counter() - t0)
             continue
@@ -271,16 +288,30 @@ def _error_fields(stage: str, e: BaseException) -> dict[str, Any]:
 
 
 def _warn(ex: Example, method: str, stage: str, e: BaseException) -> None:
-    logger.warning("example %s, method %s: %s failed (%s: %s); recorded as the row's error, the run goes on",
-                ex.id, method, stage, type(e).__name__, e)
+    logger.warning(
+        "example %s, method %s: %s failed (%s: %s); recorded as the row's error, the run goes on",
+        ex.id,
+        method,
+        stage,
+        type(e).__name__,
+        e,
+    )
 
 
-def _error_row(ex: Example, method: str, stage: str, e: BaseException, full_tokens: int, true_k: int | None,
-               latency: float) -> dict[str, Any]:
+def _error_row(
+    ex: Example, method: str, stage: str, e: BaseException, full_tokens: int, true_k: int | None, latency: float
+) -> dict[str, Any]:
     """The row of an (example, method) whose scoring or selection failed: no metrics, the error."""
     _warn(ex, method, stage, e)
-    return {"example_id": ex.id, "method": method, "full_tokens": full_tokens, "true_k": true_k,
-            "gold_ids": ex.gold_ids, "select_ms": round(latency * 1000, 3), **_error_fields(stage, e)}
+    return {
+        "example_id": ex.id,
+        "method": method,
+        "full_tokens": full_tokens,
+        "true_k": true_k,
+        "gold_ids": ex.gold_ids,
+        "select_ms": round(latency * 1000, 3),
+        **_error_fields(stage, e),
+    }
 
 
 def _window_config(reader: Reader) -> dict[str, Any]:
@@ -369,4 +400,3 @@ def _check_config(path: Path, new: dict[str, Any], resuming: bool) -> None:
     for m in set(old.get("method_configs", {})) & set(new["method_configs"]):
         if old["method_configs"][m] != new["method_configs"][m]:
             raise InputError(f"method {m!r} changed its config since the results in {path.parent}; pass --overwrite")
-

@@ -40,7 +40,6 @@ or ``second hop``. The explanation ends with a short form of the same.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, SpecError
 import re
 import time
 from collections.abc import Sequence
@@ -49,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import InputError, SpecError
 from ctxsel.expansion.links import KEY_SOURCES, mention_graph
 from ctxsel.scoring import parse_options
 from ctxsel.scoring.base import Scorer
@@ -132,8 +132,10 @@ def parse_expansion(spec: str | Expansion | None) -> Expansion | None:
     for part in _split_plus(spec):
         m = _STAGE.match(part)
         if m is None or m.group("name") not in ("hop", "links"):
-            raise SpecError(f"bad expansion stage {part!r} in {spec!r}: use hop, links, hop[m=1,weight=0.7] "
-                             "or links[m=1,boost=0.3], joined by +")
+            raise SpecError(
+                f"bad expansion stage {part!r} in {spec!r}: use hop, links, hop[m=1,weight=0.7] "
+                "or links[m=1,boost=0.3], joined by +"
+            )
         name = m.group("name")
         if name in stages:
             raise SpecError(f"expansion {spec!r} names {name} twice")
@@ -172,8 +174,13 @@ class Expanded:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def expand(question: str, chunks: Sequence[Chunk], scores: Sequence[float] | np.ndarray, scorer: Scorer | None,
-           expansion: Expansion) -> Expanded:
+def expand(
+    question: str,
+    chunks: Sequence[Chunk],
+    scores: Sequence[float] | np.ndarray,
+    scorer: Scorer | None,
+    expansion: Expansion,
+) -> Expanded:
     """Apply ``expansion`` to first-hop ``scores`` (see the module docstring).
 
     ``scorer`` is needed for the second hop (it scores the widened question).
@@ -269,6 +276,7 @@ def annotate(selection: Selection, chunks: Sequence[Chunk], expanded: Expanded, 
         "ms": round(expanded.seconds.get("total", 0.0) * 1000, 3),
     }
     if came_in:
+
         def short(cid: str, how: dict[str, Any]) -> str:
             src = ", ".join(repr(s) if s != "question" else "the question" for s in how.get("linked_from", [])[:2])
             return f"{cid!r} ({'linked from ' + src if how['by'] == 'link' else how['by']})"
@@ -306,5 +314,13 @@ class ExpandingScorer:
         return self.score_expanded(question, chunks).scores
 
 
-__all__ = ["Expanded", "Expansion", "ExpandingScorer", "MentionLinks", "SecondHop", "annotate", "expand",
-           "parse_expansion"]
+__all__ = [
+    "Expanded",
+    "ExpandingScorer",
+    "Expansion",
+    "MentionLinks",
+    "SecondHop",
+    "annotate",
+    "expand",
+    "parse_expansion",
+]

@@ -26,7 +26,6 @@ chunks' ids, texts and titles), so a pool queried many times builds it once.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import hashlib
 import re
 import threading
@@ -35,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ctxsel.errors import InputError
 from ctxsel.scoring.keywords import STOPWORDS
 from ctxsel.types import Chunk
 

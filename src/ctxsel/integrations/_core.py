@@ -9,7 +9,6 @@ the three adapters only translate their framework's document type.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, InputTypeError, MissingExtraError
 import json
 import math
 import threading
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import InputError, InputTypeError, MissingExtraError
 from ctxsel.inputs import check_chunk_sequence, check_question
 from ctxsel.pipeline import Pipeline
 from ctxsel.scoring.base import Scorer
@@ -130,8 +130,9 @@ def check_documents(documents: Any, kind: str) -> None:
     """The adapters' entry check: a list of ``kind`` objects, never one string (which would
     otherwise be read one character at a time, or fail deep inside with an AttributeError)."""
     if isinstance(documents, (str, bytes)) or documents is None or not hasattr(documents, "__iter__"):
-        what = f"a single {type(documents).__name__}" + (f" of {len(documents):,} characters"
-                                                          if isinstance(documents, str) else "")
+        what = f"a single {type(documents).__name__}" + (
+            f" of {len(documents):,} characters" if isinstance(documents, str) else ""
+        )
         raise InputTypeError(f"documents must be a list of {kind} objects, got {what}: wrap each text in a {kind}")
     for i, d in enumerate(documents):
         if isinstance(d, (str, bytes)):
@@ -175,8 +176,10 @@ def select_positions(
     """
     check_question(query)
     check_chunk_sequence(texts, "documents")
-    chunks = [Chunk(id=str(i), text=t if isinstance(t, str) else str(t), doc_id="input", position=i)
-              for i, t in enumerate(texts)]
+    chunks = [
+        Chunk(id=str(i), text=t if isinstance(t, str) else str(t), doc_id="input", position=i)
+        for i, t in enumerate(texts)
+    ]
     n = len(chunks)
     scores_from = "input"
     arr: np.ndarray | None = None

@@ -26,9 +26,10 @@ Needs ``pip install 'ctxsel[haystack]'``.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, InputTypeError
 import dataclasses
 from typing import Any
+
+from ctxsel.errors import InputError, InputTypeError
 
 try:
     from haystack import Document, component, default_from_dict, default_to_dict
@@ -117,7 +118,8 @@ class CtxselSelector:
         choices: list[str] | None = None,
     ) -> dict[str, Any]:
         """Select from ``documents`` for ``query``; the other arguments override the init settings
-        for this run only; ``choices`` are a multiple-choice question's answer options (SAGE reads them). ``selector_options``, when given, replaces the init ones; when not, the
+        for this run only; ``choices`` are a multiple-choice question's answer options (SAGE reads them).
+        ``selector_options``, when given, replaces the init ones; when not, the
         init ones go to a per-run ``method`` too (so pass ``{}`` to drop options it does not take)."""
         check_documents(documents, "haystack Document")
         options = self.selector_options if selector_options is None else selector_options
@@ -138,7 +140,12 @@ class CtxselSelector:
             self.warm_up()
             scorer = self._scorer
         out = select_positions(
-            query, [d.content or "" for d in documents], selector, scorer, scores=scores, allow_empty=empty_ok,
+            query,
+            [d.content or "" for d in documents],
+            selector,
+            scorer,
+            scores=scores,
+            allow_empty=empty_ok,
             choices=choices,
         )
         kept = []

@@ -21,9 +21,10 @@ Needs ``pip install 'ctxsel[langchain]'``.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 from collections.abc import Sequence
 from typing import Any
+
+from ctxsel.errors import InputError
 
 try:
     from langchain_core.callbacks import Callbacks
@@ -88,7 +89,12 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
             scores = given_scores([d.metadata.get(self.score_key) for d in docs])
         scorer = self._get_scorer() if scores is None and selector.needs_scores and docs else None
         out = select_positions(
-            query, [d.page_content for d in docs], selector, scorer, scores=scores, allow_empty=self.allow_empty,
+            query,
+            [d.page_content for d in docs],
+            selector,
+            scorer,
+            scores=scores,
+            allow_empty=self.allow_empty,
             choices=self.choices,
         )
         kept = [

@@ -24,8 +24,9 @@ Needs ``pip install 'ctxsel[llamaindex]'``.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 from typing import Any
+
+from ctxsel.errors import InputError
 
 try:
     from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -53,15 +54,20 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
     non-empty input.
     """
 
-    method: Any = Field(default="adaptive-k", description="ctxsel method spec, e.g. 'adaptive-k', 'top-k@5', or a Selector")
-    selector_options: dict[str, Any] = Field(default_factory=dict, description="options for the selector (min_k, max_tokens...)")
+    method: Any = Field(
+        default="adaptive-k", description="ctxsel method spec, e.g. 'adaptive-k', 'top-k@5', or a Selector"
+    )
+    selector_options: dict[str, Any] = Field(
+        default_factory=dict, description="options for the selector (min_k, max_tokens...)"
+    )
     scorer: Any = Field(default="dense", description="'dense', 'bm25', 'keywords' or a ctxsel Scorer")
     scorer_options: dict[str, Any] = Field(default_factory=dict, description="options for a scorer given by name")
     use_node_scores: bool = Field(default=False, description="rank by the retriever's scores when every node has one")
     allow_empty: bool = Field(default=False, description="allow an empty result for a non-empty input")
     llm: Any = Field(default=None, exclude=True, description="ctxsel LLM client for methods that call one")
     choices: list[str] | None = Field(
-        default=None, description="a multiple-choice question's answer options (SAGE reads them)")
+        default=None, description="a multiple-choice question's answer options (SAGE reads them)"
+    )
 
     _selector: Selector | None = PrivateAttr(default=None)
     _scorer: Scorer | None = PrivateAttr(default=None)
@@ -90,7 +96,12 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
         scorer = self._get_scorer() if scores is None and selector.needs_scores else None
         texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
         out: Outcome = select_positions(
-            query_bundle.query_str, texts, selector, scorer, scores=scores, allow_empty=self.allow_empty,
+            query_bundle.query_str,
+            texts,
+            selector,
+            scorer,
+            scores=scores,
+            allow_empty=self.allow_empty,
             choices=self.choices,
         )
         self._last_report = out.report()

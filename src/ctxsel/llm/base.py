@@ -19,11 +19,11 @@ This module uses the standard library only.
 
 from __future__ import annotations
 
-from ctxsel.errors import CtxselError, InputError, InputTypeError
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ctxsel.errors import CtxselError, InputError, InputTypeError
 from ctxsel.types import LLMUsage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: A chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
 Message = dict[str, Any]
 #: What ``complete`` accepts: a plain prompt or a list of chat messages.
-Prompt = Union[str, list[Message]]
+Prompt = str | list[Message]
 
 #: How many characters of a server reply an error message quotes.
 BODY_EXCERPT_CHARS = 500
@@ -87,8 +87,12 @@ class Completion:
         u = d.get("usage") or {}
         return cls(
             text=str(d.get("text", "")),
-            usage=LLMUsage(int(u.get("calls", 0)), int(u.get("tokens_in", 0)), int(u.get("tokens_out", 0)),
-                           int(u.get("tokens_reused", 0))),
+            usage=LLMUsage(
+                int(u.get("calls", 0)),
+                int(u.get("tokens_in", 0)),
+                int(u.get("tokens_out", 0)),
+                int(u.get("tokens_reused", 0)),
+            ),
             finish_reason=d.get("finish_reason"),
             model=str(d.get("model", "")),
             raw=dict(d.get("raw") or {}),
@@ -260,7 +264,7 @@ class LLMError(CtxselError, RuntimeError):
         )
 
 
-def _rebuild_error(cls, what, status_code, body, attempts, url, model, hint):  # noqa: ANN001, ANN202
+def _rebuild_error(cls, what, status_code, body, attempts, url, model, hint):
     return cls(what, status_code=status_code, body=body, attempts=attempts, url=url, model=model, hint=hint)
 
 

@@ -30,7 +30,6 @@ warning; a cache problem never fails the model call it serves.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputTypeError
 import hashlib
 import json
 import logging
@@ -41,6 +40,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctxsel.errors import InputTypeError
 from ctxsel.llm.base import Completion, LLMClient, Prompt, normalize_prompt
 from ctxsel.paths import default_cache_dir
 from ctxsel.sqlite_store import SQLiteStore
@@ -132,8 +132,10 @@ class ResponseCache:
             ) from e
         self._db = SQLiteStore(
             self.path,
-            schema=["CREATE TABLE IF NOT EXISTS responses ("
-                    " key TEXT PRIMARY KEY, model_id TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"],
+            schema=[
+                "CREATE TABLE IF NOT EXISTS responses ("
+                " key TEXT PRIMARY KEY, model_id TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"
+            ],
             label="LLM response cache",
             lost="Cached replies are lost; they will be fetched again from the model.",
             log=log,
@@ -191,9 +193,11 @@ class ResponseCache:
             log.warning("LLM response cache %s: write failed (%s); the reply was not cached", self.path, e)
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._run(
-            "read", lambda c: c.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone()
-        ) is not None
+        return (
+            isinstance(key, str)
+            and self._run("read", lambda c: c.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone())
+            is not None
+        )
 
     def __len__(self) -> int:
         return int(self._run("count", lambda c: c.execute("SELECT COUNT(*) FROM responses").fetchone()[0]))

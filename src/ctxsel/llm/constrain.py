@@ -39,13 +39,14 @@ llama-cpp-python when called.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, InputTypeError, MissingExtraError
 import hashlib
 import json
 import re
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from ctxsel.errors import InputError, InputTypeError, MissingExtraError
 
 #: Longest reply :meth:`ReplyFormat.parse` reads (characters), unless the format says otherwise.
 DEFAULT_MAX_CHARS = 20_000
@@ -130,8 +131,9 @@ def validate(value: Any, schema: Mapping[str, Any], path: str = "") -> None:
             raise ReplyFormatError(" or ".join(errors))
     if isinstance(value, str):
         if len(value) < schema.get("minLength", 0):
-            raise ReplyFormatError(f"{where} is shorter than {schema['minLength']} characters" if value
-                                   else f"{where} is empty")
+            raise ReplyFormatError(
+                f"{where} is shorter than {schema['minLength']} characters" if value else f"{where} is empty"
+            )
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             raise ReplyFormatError(f"{where} has {len(value):,} characters, over the {schema['maxLength']:,} allowed")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -149,8 +151,11 @@ def _validate_array(value: list[Any], schema: Mapping[str, Any], path: str) -> N
     where = path or "the reply"
     n = len(value)
     if n < schema.get("minItems", 0):
-        raise ReplyFormatError(f"{where} is empty" if n == 0 else
-                               f"{where} has {n:,} items, fewer than the {schema['minItems']:,} required")
+        raise ReplyFormatError(
+            f"{where} is empty"
+            if n == 0
+            else f"{where} has {n:,} items, fewer than the {schema['minItems']:,} required"
+        )
     if "maxItems" in schema and n > schema["maxItems"]:
         raise ReplyFormatError(f"{where} has {n:,} items, over the {schema['maxItems']:,} allowed")
     prefix = schema.get("prefixItems") or []
@@ -234,10 +239,17 @@ class ReplyFormat:
     with each other (benchmarks/results/verdict_formats.md).
     """
 
-    __slots__ = ("name", "schema", "convert", "max_chars", "key", "words")
+    __slots__ = ("convert", "key", "max_chars", "name", "schema", "words")
 
-    def __init__(self, name: str, schema: Mapping[str, Any], convert: Callable[[Any], Any] | None = None,
-                 *, max_chars: int = DEFAULT_MAX_CHARS, words: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        schema: Mapping[str, Any],
+        convert: Callable[[Any], Any] | None = None,
+        *,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        words: Mapping[str, Any] | None = None,
+    ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise InputError(f"a reply format's name must be 1-64 letters, digits, '_' or '-', got {name!r}")
         if not isinstance(schema, Mapping):
@@ -297,19 +309,26 @@ def _field(key: str) -> Callable[[Any], Any]:
 
 def yes_no_format(name: str = "yes-no", key: str = "verdict") -> ReplyFormat:
     """``YES`` or ``NO`` (a server: ``{"verdict": "YES" | "NO"}``); parses to True (YES) or False (NO)."""
-    return ReplyFormat(name, _object({key: {"type": "string", "enum": ["YES", "NO"]}}),
-                       lambda obj: obj[key] == "YES", max_chars=200, words={"YES": True, "NO": False})
+    return ReplyFormat(
+        name,
+        _object({key: {"type": "string", "enum": ["YES", "NO"]}}),
+        lambda obj: obj[key] == "YES",
+        max_chars=200,
+        words={"YES": True, "NO": False},
+    )
 
 
-def string_list_format(name: str, key: str, *, max_items: int, max_chars: int = 40,
-                       min_items: int = 1) -> ReplyFormat:
+def string_list_format(name: str, key: str, *, max_items: int, max_chars: int = 40, min_items: int = 1) -> ReplyFormat:
     """``{key: ["...", ...]}``: ``min_items``..``max_items`` non-empty strings of at most
     ``max_chars``; parses to the list."""
     if max_items < max(min_items, 1):
         raise InputError(f"max_items must be >= {max(min_items, 1)}, got {max_items}")
     item = {"type": "string", "minLength": 1, "maxLength": int(max_chars)}
-    return ReplyFormat(name, _object({key: {"type": "array", "items": item, "minItems": int(min_items),
-                                            "maxItems": int(max_items)}}), _field(key))
+    return ReplyFormat(
+        name,
+        _object({key: {"type": "array", "items": item, "minItems": int(min_items), "maxItems": int(max_items)}}),
+        _field(key),
+    )
 
 
 def option_vote_format(n_options: int, *, max_reason_chars: int = 100, name: str = "option-vote") -> ReplyFormat:
@@ -324,8 +343,12 @@ def option_vote_format(n_options: int, *, max_reason_chars: int = 100, name: str
     if not 1 <= n_options <= 26:
         raise InputError(f"a vote needs 1 to 26 options, got {n_options}")
     letters = list(ascii_uppercase[:n_options])
-    schema = _object({"option": {"type": "string", "enum": letters},
-                      "reason": {"type": "string", "maxLength": int(max_reason_chars)}})
+    schema = _object(
+        {
+            "option": {"type": "string", "enum": letters},
+            "reason": {"type": "string", "maxLength": int(max_reason_chars)},
+        }
+    )
     return ReplyFormat(name, schema, lambda obj: f"{obj['option']}. {obj['reason']}".strip())
 
 

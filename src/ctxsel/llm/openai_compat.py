@@ -45,7 +45,6 @@ client connects to ``base_url`` directly, as a local server needs).
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import email.utils
 import http.client
 import json
@@ -63,6 +62,7 @@ from datetime import timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ctxsel.errors import InputError
 from ctxsel.llm.base import (
     Completion,
     LLMAuthError,
@@ -231,8 +231,9 @@ class OpenAICompatClient:
         sleep: Callable[[float], Any] = time.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int)
-                                           or context_window <= 0):
+        if context_window is not None and (
+            isinstance(context_window, bool) or not isinstance(context_window, int) or context_window <= 0
+        ):
             raise InputError(f"context_window must be a positive number of tokens or None, got {context_window!r}")
         if mode not in ("chat", "completions"):
             raise InputError(f"mode must be 'chat' or 'completions', got {mode!r}")
@@ -335,8 +336,13 @@ class OpenAICompatClient:
         """One completion; with ``reply_format``, asked for as ``response_format`` (see the class doc)."""
         use_format = reply_format is not None and not self.response_format_refused
         payload = self.build_payload(
-            prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed,
-            reply_format=reply_format if use_format else None, **extra,
+            prompt,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=stop,
+            seed=seed,
+            reply_format=reply_format if use_format else None,
+            **extra,
         )
         try:
             out = self._post(payload)
@@ -368,9 +374,16 @@ class OpenAICompatClient:
         out = [first]
         for choice in (first.raw.get("choices") or [])[1:n]:
             text = (choice.get("message") or {}).get("content") if self.mode == "chat" else choice.get("text")
-            out.append(Completion(text=text if isinstance(text, str) else "", usage=LLMUsage(0, 0, 0),
-                                  finish_reason=choice.get("finish_reason"), model=first.model,
-                                  constrained=first.constrained, attempts=0))
+            out.append(
+                Completion(
+                    text=text if isinstance(text, str) else "",
+                    usage=LLMUsage(0, 0, 0),
+                    finish_reason=choice.get("finish_reason"),
+                    model=first.model,
+                    constrained=first.constrained,
+                    attempts=0,
+                )
+            )
         for i in range(len(out), n):
             out.append(self.complete(prompt, seed=None if seed is None else seed + i, **kw))
         return out
@@ -482,7 +495,7 @@ class OpenAICompatClient:
             return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
         except _TransportError:
             raise
-        except (TimeoutError, socket.timeout) as e:
+        except TimeoutError as e:
             raise _TransportError(True, timed_out) from e
         except (OSError, http.client.HTTPException) as e:
             if expired.is_set():
@@ -534,9 +547,7 @@ class OpenAICompatClient:
         try:
             payload = json.loads(data.decode("utf-8", "replace"))
         except ValueError:
-            raise LLMInvalidResponse(
-                "the LLM server's reply is not JSON", body=body_excerpt(data, 200), **kw
-            ) from None
+            raise LLMInvalidResponse("the LLM server's reply is not JSON", body=body_excerpt(data, 200), **kw) from None
         if not isinstance(payload, dict):
             raise LLMInvalidResponse("the LLM server's reply is not a JSON object", body=body_excerpt(data, 200), **kw)
         choices = payload.get("choices")
@@ -566,8 +577,9 @@ class OpenAICompatClient:
         usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
         return Completion(
             text=text,
-            usage=LLMUsage(1, _as_int(usage.get("prompt_tokens")), _as_int(usage.get("completion_tokens")),
-                           _cached_tokens(usage)),
+            usage=LLMUsage(
+                1, _as_int(usage.get("prompt_tokens")), _as_int(usage.get("completion_tokens")), _cached_tokens(usage)
+            ),
             finish_reason=choice.get("finish_reason"),
             model=str(payload.get("model") or self.model),
             raw=payload,
@@ -620,5 +632,11 @@ def _parse_base_url(base_url: str) -> tuple[str, str, str, int, str, str]:
     return f"{scheme}://{netloc}{path}", scheme, host, port, path, parts.query
 
 
-__all__ = ["NEVER_RETRY", "RETRY_STATUSES", "OpenAICompatClient", "is_context_length_error", "parse_retry_after",
-           "refuses_response_format"]
+__all__ = [
+    "NEVER_RETRY",
+    "RETRY_STATUSES",
+    "OpenAICompatClient",
+    "is_context_length_error",
+    "parse_retry_after",
+    "refuses_response_format",
+]

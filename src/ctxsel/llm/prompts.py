@@ -29,10 +29,11 @@ bundled base model's first token is a newline, i.e. an empty answer.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from ctxsel.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ Output: [{"id": 0, "label": "Exact Match"}, {"id": 1, "label": "Exact Match"}, {
 Question: What is the average price of the diamonds with an Ideal cut?
 Assistant's Response: Answer: about 3,460 dollars
 Ground Truth: [{"id": 0, "item": "3457.54"}]
-Output: [{"id": 0, "label": "Partial Match"}]"""
+Output: [{"id": 0, "label": "Partial Match"}]"""  # noqa: E501 - the judge prompt, verbatim (a change would change every cached judgement)
 
 _JUDGE_FORMAT = (
     'A JSON list, nothing else: [{"id": <ground-truth id>, "label": "Exact Match" | "Partial Match" | "No Match"}, ...]'
@@ -192,8 +193,20 @@ def render_judge(question: str, prediction: str, gold: Sequence[str]) -> str:
     )
 
 
-TEMPLATES = {t.name: t for t in (FACTOID_QA, HOLOBENCH_QA, SELF_ROUTE, JUDGE, MULTIPLE_CHOICE, SAGE_KEYS,
-                                  SAGE_SUFFICIENT, SAGE_IS_COUNTING, SAGE_COUNT_TARGETS)}
+TEMPLATES = {
+    t.name: t
+    for t in (
+        FACTOID_QA,
+        HOLOBENCH_QA,
+        SELF_ROUTE,
+        JUDGE,
+        MULTIPLE_CHOICE,
+        SAGE_KEYS,
+        SAGE_SUFFICIENT,
+        SAGE_IS_COUNTING,
+        SAGE_COUNT_TARGETS,
+    )
+}
 
 
 def get_template(name: str) -> PromptTemplate:

@@ -6,10 +6,10 @@ that kind is built.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, SpecError
 import re
 from typing import Any
 
+from ctxsel.errors import InputError, SpecError
 from ctxsel.scoring.base import Scorer
 from ctxsel.specs import spec_value
 

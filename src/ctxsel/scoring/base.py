@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ctxsel.errors import InputError
 from ctxsel.types import Chunk
 
 

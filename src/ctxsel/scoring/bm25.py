@@ -3,13 +3,13 @@ kept for the next question on the same chunks (one pool, many questions)."""
 
 from __future__ import annotations
 
-from ctxsel.errors import MissingExtraError
 import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import MissingExtraError
 from ctxsel.types import Chunk
 
 

@@ -71,7 +71,8 @@ class EmbeddingCache:
                 "open",
                 "embedding cache %s cannot be used (%s); scoring goes on without it (same scores, every text is "
                 "embedded again). Make its folder writable or set CTXSEL_CACHE_DIR to a writable folder.",
-                self.path, e,
+                self.path,
+                e,
             )
 
     def __repr__(self) -> str:
@@ -118,8 +119,12 @@ class EmbeddingCache:
         try:
             self._db.run("write", write)
         except (sqlite3.Error, OSError) as e:
-            self._warn_once("write", "embedding cache %s: write failed (%s); vectors are not being cached "
-                            "(the scores are unaffected)", self.path, e)
+            self._warn_once(
+                "write",
+                "embedding cache %s: write failed (%s); vectors are not being cached (the scores are unaffected)",
+                self.path,
+                e,
+            )
 
     def __len__(self) -> int:
         if self._db is None:

@@ -26,7 +26,6 @@ explained at ``DEFAULT_BACKEND``. The ONNX code lives in
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, MissingExtraError
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ctxsel.errors import InputError, MissingExtraError
 from ctxsel.scoring.cache import EmbeddingCache, text_key
 from ctxsel.scoring.windows import LONG_CHUNKS, ModelWindow, truncation_note, warn_truncation
 from ctxsel.types import Chunk
@@ -134,8 +134,13 @@ class TorchBackend:
         return getattr(self.st.tokenizer, "backend_tokenizer", None)
 
     def encode(self, texts: list[str], batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
-        vecs = self.st.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                              show_progress_bar=show_progress)
+        vecs = self.st.encode(
+            texts,
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=show_progress,
+        )
         return np.asarray(vecs, dtype=np.float32)
 
 
@@ -157,8 +162,9 @@ def resolve_backend(backend: str | None, model: str | None = None, device: str =
     return name
 
 
-def load_backend(backend: str, model_path: str, *, device: str = "cpu",
-                 num_threads: int | None = None) -> EmbeddingBackend:
+def load_backend(
+    backend: str, model_path: str, *, device: str = "cpu", num_threads: int | None = None
+) -> EmbeddingBackend:
     if backend == "torch":
         return TorchBackend(model_path, device=device, num_threads=num_threads)
     if device != "cpu":
@@ -223,7 +229,7 @@ class DenseScorer:
         else:
             self.cache = EmbeddingCache(cache)
         self._model: Any = None
-        self._window: ModelWindow | None | bool = False  # False: not looked up yet
+        self._window: ModelWindow | bool | None = False  # False: not looked up yet
         self._warned: set[str] = set()  # what kinds of truncation this scorer has warned about
         self.query_cache_size = query_cache_size
         self._clear_memory()
@@ -263,13 +269,13 @@ class DenseScorer:
     def model(self) -> EmbeddingBackend:
         """The loaded backend (loads on first use): ``encode(texts, batch_size) -> normalised vectors``."""
         if self._model is None:
-            self._model = load_backend(self.backend, self.model_path, device=self.device,
-                                       num_threads=self.num_threads)
+            self._model = load_backend(self.backend, self.model_path, device=self.device, num_threads=self.num_threads)
         return self._model
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        vecs = self.model.encode(texts, batch_size=self.batch_size,
-                                 show_progress=self.show_progress and len(texts) > self.batch_size)
+        vecs = self.model.encode(
+            texts, batch_size=self.batch_size, show_progress=self.show_progress and len(texts) > self.batch_size
+        )
         return np.asarray(vecs, dtype=np.float32)
 
     def _lookup(self, full: list[str]) -> dict[str, np.ndarray]:
@@ -316,7 +322,9 @@ class DenseScorer:
         n, dim = self._n_rows, block.shape[1]
         if self._matrix.shape[1] != dim:
             if n:
-                raise InputError(f"model {self.model_id!r} returned {dim}-d vectors after {self._matrix.shape[1]}-d ones")
+                raise InputError(
+                    f"model {self.model_id!r} returned {dim}-d vectors after {self._matrix.shape[1]}-d ones"
+                )
             self._matrix = np.zeros((0, dim), dtype=np.float32)
         if n + len(texts) > self._matrix.shape[0]:  # grow by doubling: appends stay amortised O(1)
             grown = np.zeros((max(2 * self._matrix.shape[0], n + len(texts), 256), dim), dtype=np.float32)

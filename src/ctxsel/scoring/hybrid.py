@@ -23,12 +23,12 @@ kept for the next question on the same pool.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import InputError
 from ctxsel.scoring.base import Scorer
 from ctxsel.types import Chunk
 
@@ -99,7 +99,8 @@ class HybridScorer:
         dense_id = getattr(dense_scorer, "model_id", "") if dense_scorer is not None else ""
         #: what result files record: the dense model and every setting that changes the scores
         self.model_id = f"{dense_id}|dense={self.w_dense:g},bm25={self.w_bm25:g},fusion={fusion}" + (
-            f",rrf_k={self.rrf_k:g}" if fusion == "rrf" else "")
+            f",rrf_k={self.rrf_k:g}" if fusion == "rrf" else ""
+        )
 
     def parts(self, question: str, chunks: Sequence[Chunk]) -> dict[str, np.ndarray]:
         """The raw score of each part with a positive weight (``dense``, ``bm25``)."""

@@ -24,7 +24,6 @@ padded tokens a batch), so a batch pads only to its own longest text.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, MissingExtraError
 import contextlib
 import hashlib
 import json
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import InputError, MissingExtraError
 from ctxsel.paths import default_cache_dir
 
 EXPORT_VERSION = 1  # bump when the exported graph or the quantisation settings change
@@ -56,8 +56,7 @@ def require_onnxruntime() -> Any:
         import onnxruntime
     except ImportError as e:
         raise MissingExtraError(
-            "the dense scorer's ONNX backend needs onnxruntime: pip install 'ctxsel[onnx]' "
-            "(or use backend='torch')"
+            "the dense scorer's ONNX backend needs onnxruntime: pip install 'ctxsel[onnx]' (or use backend='torch')"
         ) from e
     return onnxruntime
 
@@ -90,18 +89,24 @@ def check_model_folder(model_path: str | Path) -> dict[str, Any]:
         raise InputError(f"{folder} has no tokenizer.json (a fast tokenizer); use backend='torch'")
     modules = _read_json(folder / "modules.json")
     kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules] if isinstance(modules, list) else []
-    pooling_path = next((folder / m["path"] for m in modules if str(m.get("type", "")).endswith("Pooling")), None) \
-        if isinstance(modules, list) else None
+    pooling_path = (
+        next((folder / m["path"] for m in modules if str(m.get("type", "")).endswith("Pooling")), None)
+        if isinstance(modules, list)
+        else None
+    )
     pooling = _read_json(pooling_path / "config.json") if pooling_path else {}
     if kinds and set(kinds) - {"Transformer", "Pooling", "Normalize"}:
         raise InputError(f"{folder}: modules {kinds} are not supported by the ONNX backend; use backend='torch'")
-    if pooling and not pooling.get("pooling_mode_mean_tokens") or any(
+    if (pooling and not pooling.get("pooling_mode_mean_tokens")) or any(
         pooling.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_lasttoken")
     ):
         raise InputError(f"{folder}: only mean pooling is supported by the ONNX backend; use backend='torch'")
     st_config = _read_json(folder / "sentence_bert_config.json")
-    return {"folder": folder, "max_seq_length": int(st_config.get("max_seq_length") or 512),
-            "do_lower_case": bool(st_config.get("do_lower_case", False))}
+    return {
+        "folder": folder,
+        "max_seq_length": int(st_config.get("max_seq_length") or 512),
+        "do_lower_case": bool(st_config.get("do_lower_case", False)),
+    }
 
 
 def _weights_file(folder: Path) -> Path:
@@ -160,8 +165,7 @@ def export_onnx(model_path: str | Path, dest: Path) -> Path:
         from transformers import AutoModel
     except ImportError as e:
         raise MissingExtraError(
-            "exporting the model to ONNX (once) needs torch, transformers and onnx: "
-            "pip install 'ctxsel[embed,onnx]'"
+            "exporting the model to ONNX (once) needs torch, transformers and onnx: pip install 'ctxsel[embed,onnx]'"
         ) from e
     from tokenizers import Tokenizer
 
@@ -182,8 +186,9 @@ def export_onnx(model_path: str | Path, dest: Path) -> Path:
             self.enc = enc
 
         def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            hidden = self.enc(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+            hidden = self.enc(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
@@ -196,22 +201,35 @@ def export_onnx(model_path: str | Path, dest: Path) -> Path:
     try:
         with _quiet(), torch.no_grad():
             torch.onnx.export(
-                MeanPoolNormalize(encoder), args, str(raw),
+                MeanPoolNormalize(encoder),
+                args,
+                str(raw),
                 input_names=["input_ids", "attention_mask", "token_type_ids"],
                 output_names=["sentence_embedding"],
-                dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
-                              "token_type_ids": {0: "batch", 1: "seq"}, "sentence_embedding": {0: "batch"}},
-                opset_version=OPSET, do_constant_folding=True, dynamo=False,
+                dynamic_axes={
+                    "input_ids": {0: "batch", 1: "seq"},
+                    "attention_mask": {0: "batch", 1: "seq"},
+                    "token_type_ids": {0: "batch", 1: "seq"},
+                    "sentence_embedding": {0: "batch"},
+                },
+                opset_version=OPSET,
+                do_constant_folding=True,
+                dynamo=False,
             )
         cfg = encoder.config
         try:
             from onnxruntime.transformers.optimizer import optimize_model
 
             with _quiet():
-                fused = optimize_model(str(raw), model_type="bert", num_heads=int(cfg.num_attention_heads),
-                                       hidden_size=int(cfg.hidden_size), opt_level=0)
+                fused = optimize_model(
+                    str(raw),
+                    model_type="bert",
+                    num_heads=int(cfg.num_attention_heads),
+                    hidden_size=int(cfg.hidden_size),
+                    opt_level=0,
+                )
                 fused.save_model_to_file(str(tmp))
-        except Exception:  # noqa: BLE001 - the fusion is an optimisation; the plain trace is correct
+        except Exception:
             os.replace(raw, tmp)
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
@@ -233,8 +251,13 @@ def quantize_int8(src: Path, dest: Path) -> Path:
     tmp = _atomic_target(dest)
     try:
         with _quiet():
-            quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
-                             extra_options={"DefaultTensorType": 1})  # 1 = FLOAT, for the fused ops' outputs
+            quantize_dynamic(
+                str(src),
+                str(tmp),
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                extra_options={"DefaultTensorType": 1},
+            )  # 1 = FLOAT, for the fused ops' outputs
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
     finally:
@@ -282,8 +305,15 @@ def _pad(encodings: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class OnnxBackend:
     """Texts -> normalised float32 vectors with ONNX Runtime on the CPU."""
 
-    def __init__(self, model_path: str | Path, *, quantize: bool = False, num_threads: int | None = None,
-                 allow_spinning: bool = False, max_batch_tokens: int = MAX_BATCH_TOKENS) -> None:
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        quantize: bool = False,
+        num_threads: int | None = None,
+        allow_spinning: bool = False,
+        max_batch_tokens: int = MAX_BATCH_TOKENS,
+    ) -> None:
         ort = require_onnxruntime()
         from tokenizers import Tokenizer
 
@@ -311,8 +341,11 @@ class OnnxBackend:
         start = 0
         while start < len(order):
             end = start + 1
-            while (end < len(order) and end - start < batch_size
-                   and (end - start + 1) * lengths[end] <= self.max_batch_tokens):
+            while (
+                end < len(order)
+                and end - start < batch_size
+                and (end - start + 1) * lengths[end] <= self.max_batch_tokens
+            ):
                 end += 1
             yield order[start:end]
             start = end
@@ -346,5 +379,12 @@ class OnnxBackend:
         return out
 
 
-__all__ = ["INT8_ID", "OnnxBackend", "default_threads", "ensure_onnx_model", "export_onnx", "quantize_int8",
-           "require_onnxruntime"]
+__all__ = [
+    "INT8_ID",
+    "OnnxBackend",
+    "default_threads",
+    "ensure_onnx_model",
+    "export_onnx",
+    "quantize_int8",
+    "require_onnxruntime",
+]

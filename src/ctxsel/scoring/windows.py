@@ -101,8 +101,12 @@ class ModelWindow:
 
 def truncation_note(question: bool, n_truncated: int, n_windowed: int, window: ModelWindow) -> dict[str, Any]:
     """The ``Selection.meta["truncated"]`` record."""
-    return {"question": question, "chunks": n_truncated, "windowed_chunks": n_windowed,
-            "window_tokens": window.max_seq_length}
+    return {
+        "question": question,
+        "chunks": n_truncated,
+        "windowed_chunks": n_windowed,
+        "window_tokens": window.max_seq_length,
+    }
 
 
 def _caller_stacklevel() -> int:
@@ -131,7 +135,10 @@ def warn_truncation(note: dict[str, Any], model_id: str, already: set[str]) -> N
     already.update(k for k in ("question", "chunks") if note[k])
     advice = ("shorten the question; " if note["question"] else "") + (
         "score long chunks by their best window with dense[long_chunks=max_window] (CLI: --long-chunks max_window) "
-        "or chunk smaller" if note["chunks"] else "")
+        "or chunk smaller"
+        if note["chunks"]
+        else ""
+    )
     warnings.warn(
         f"{' and '.join(parts)} longer than {model_id}'s {note['window_tokens']}-token window: only the start was "
         f"read ({advice.rstrip('; ')}; this scorer warns once, Selection.meta['truncated'] counts every call)",

@@ -13,7 +13,6 @@ Methods register by import path, so listing them imports nothing heavy.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, InputTypeError, SpecError
 import difflib
 import importlib
 import inspect
@@ -21,9 +20,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ctxsel.errors import InputError, InputTypeError, SpecError
 from ctxsel.inputs import MissingLLMError
-from ctxsel.specs import spec_value
 from ctxsel.selectors.base import ScoreCutSelector, Selector
+from ctxsel.specs import spec_value
 
 
 @dataclass(frozen=True)
@@ -49,32 +49,71 @@ def register(name: str, target: str | type[Selector], main_param: str | None = N
     if not _NAME.match(name):
         raise InputError(f"method name {name!r} must be letters, digits, '-' or '_'")
     if not isinstance(target, str) and not (isinstance(target, type) and issubclass(target, Selector)):
-        raise InputTypeError(f"register({name!r}, ...): target must be 'module:Class' or a Selector subclass, got {target!r}")
+        raise InputTypeError(
+            f"register({name!r}, ...): target must be 'module:Class' or a Selector subclass, got {target!r}"
+        )
     _REGISTRY[name] = MethodInfo(name, target, main_param, summary)
 
 
-register("adaptive-k", "ctxsel.selectors.adaptive_k:AdaptiveK", "strategy",
-         "cut at the largest gap in sorted similarities, plus a buffer (Taguchi et al. 2025)")
-register("autocut", "ctxsel.selectors.autocut:Autocut", "jumps",
-         "Weaviate's autocut: cut before the N-th jump of the normalised score curve")
+register(
+    "adaptive-k",
+    "ctxsel.selectors.adaptive_k:AdaptiveK",
+    "strategy",
+    "cut at the largest gap in sorted similarities, plus a buffer (Taguchi et al. 2025)",
+)
+register(
+    "autocut",
+    "ctxsel.selectors.autocut:Autocut",
+    "jumps",
+    "Weaviate's autocut: cut before the N-th jump of the normalised score curve",
+)
 register("top-k", "ctxsel.selectors.fixed:TopK", "k", "the k best-scoring chunks")
-register("top-n-tokens", "ctxsel.selectors.fixed:TopNTokens", "n_tokens",
-         "best-scoring chunks up to a token budget (the paper's fixed-n)")
+register(
+    "top-n-tokens",
+    "ctxsel.selectors.fixed:TopNTokens",
+    "n_tokens",
+    "best-scoring chunks up to a token budget (the paper's fixed-n)",
+)
 register("full", "ctxsel.selectors.fixed:FullContext", None, "the whole context")
-register("self-route", "ctxsel.selectors.self_route:SelfRoute", "n_tokens",
-         "the LLM reads the top 5k tokens; if it says unanswerable, the full context (Li et al. 2024)")
-register("ldar", "ctxsel.selectors.ldar.selector:LDAR", "policy",
-         "a trained policy reads the similarity distribution and picks a quantile band (LDAR); needs policy=PATH")
-register("sage", "ctxsel.selectors.sage.selector:SAGE", "iter_max",
-         "an LLM explores sentences by keywords and neighbours until the evidence suffices (SAGE); no index")
-register("context-picker", "ctxsel.selectors.context_picker.picker:ContextPicker", "n_tokens",
-         "an LLM names a minimal sufficient set of candidate chunk ids (Context-Picker); adapter=PATH for a trained one")
-register("closed-book", "ctxsel.selectors.reference:ClosedBook", None,
-         "no context: the reader answers from the question alone (a reference row: the floor)")
-register("oracle", "ctxsel.selectors.reference:Oracle", None,
-         "exactly the example's gold chunks, in reading order (a reference row: needs gold ids)")
-register("threshold", "ctxsel.selectors.fixed:ScoreThreshold", "threshold",
-         "every chunk scoring at least the threshold")
+register(
+    "self-route",
+    "ctxsel.selectors.self_route:SelfRoute",
+    "n_tokens",
+    "the LLM reads the top 5k tokens; if it says unanswerable, the full context (Li et al. 2024)",
+)
+register(
+    "ldar",
+    "ctxsel.selectors.ldar.selector:LDAR",
+    "policy",
+    "a trained policy reads the similarity distribution and picks a quantile band (LDAR); needs policy=PATH",
+)
+register(
+    "sage",
+    "ctxsel.selectors.sage.selector:SAGE",
+    "iter_max",
+    "an LLM explores sentences by keywords and neighbours until the evidence suffices (SAGE); no index",
+)
+register(
+    "context-picker",
+    "ctxsel.selectors.context_picker.picker:ContextPicker",
+    "n_tokens",
+    "an LLM names a minimal sufficient set of candidate chunk ids (Context-Picker); adapter=PATH for a trained one",
+)
+register(
+    "closed-book",
+    "ctxsel.selectors.reference:ClosedBook",
+    None,
+    "no context: the reader answers from the question alone (a reference row: the floor)",
+)
+register(
+    "oracle",
+    "ctxsel.selectors.reference:Oracle",
+    None,
+    "exactly the example's gold chunks, in reading order (a reference row: needs gold ids)",
+)
+register(
+    "threshold", "ctxsel.selectors.fixed:ScoreThreshold", "threshold", "every chunk scoring at least the threshold"
+)
 
 
 def available_methods() -> dict[str, MethodInfo]:
@@ -192,7 +231,15 @@ def unknown_option_message(name: str, cls: type[Selector], option: str) -> str:
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"bad options for method {name!r}: no option {option!r}{hint}; its options are: {', '.join(valid)}"
 
+
 __all__ = [
-    "ScoreCutSelector", "Selector", "available_methods", "get_selector", "get_selector_class", "option_names", "parse_spec", "register",
+    "ScoreCutSelector",
+    "Selector",
+    "available_methods",
+    "get_selector",
+    "get_selector_class",
+    "option_names",
+    "parse_spec",
+    "register",
     "split_specs",
 ]

@@ -50,7 +50,7 @@ def nonfinite_error(finite: np.ndarray) -> ValueError:
 class RankView:
     """One score vector and cached, exact pieces of its ranking."""
 
-    __slots__ = ("scores", "x", "xf", "n", "n_finite", "_order", "_prefix", "_sample", "_min", "_max")
+    __slots__ = ("_max", "_min", "_order", "_prefix", "_sample", "n", "n_finite", "scores", "x", "xf")
 
     def __init__(self, scores: np.ndarray, nan_policy: str = "raise") -> None:
         self.scores = scores

@@ -9,12 +9,12 @@ Not used by ctxsel itself.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import math
 from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import InputError
 from ctxsel.selectors.base import NanPolicy
 
 
@@ -66,7 +66,9 @@ def moving_avg_index(s: np.ndarray, window: int, head_fraction: float = 0.0, tai
     return head + int(np.argmax(win))
 
 
-def second_diff_spike_index(s: np.ndarray, head_fraction: float = 0.0, tail_fraction: float = 0.1) -> tuple[int | None, bool]:
+def second_diff_spike_index(
+    s: np.ndarray, head_fraction: float = 0.0, tail_fraction: float = 0.1
+) -> tuple[int | None, bool]:
     n = len(s)
     if n < 2:
         return None, True
@@ -108,8 +110,11 @@ def adaptive_k_cut(sel: Any, s: np.ndarray) -> tuple[int, str, dict[str, Any] | 
             what = f"largest moving-average (w={sel.window}) drop after rank {i + 1}"
         elif sel.strategy == "2diff_spike" and not note:
             what = f"second-difference spike after rank {i + 1}"
-    return (k, f"{what}{note}; kept {i + 1} + buffer {sel.buffer} = {k} of {n}",
-            {"cut_index": i, "gap": gap, "strategy": sel.strategy})
+    return (
+        k,
+        f"{what}{note}; kept {i + 1} + buffer {sel.buffer} = {k} of {n}",
+        {"cut_index": i, "gap": gap, "strategy": sel.strategy},
+    )
 
 
 def autocut_k(sorted_scores: np.ndarray, jumps: int = 1) -> int:

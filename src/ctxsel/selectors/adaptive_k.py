@@ -29,12 +29,12 @@ the scores carried no signal); an empty search window keeps all chunks.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import math
 from typing import Any, Literal
 
 import numpy as np
 
+from ctxsel.errors import InputError
 from ctxsel.selectors._fastcut import SMALL_N, RankView, largest_gap
 from ctxsel.selectors.base import Cut, ScoreCutSelector, as_int
 
@@ -61,9 +61,7 @@ def largest_gap_index(s: np.ndarray, head_fraction: float = 0.0, tail_fraction: 
     return head + int(np.argmax(window))
 
 
-def moving_avg_index(
-    s: np.ndarray, window: int, head_fraction: float = 0.0, tail_fraction: float = 0.1
-) -> int | None:
+def moving_avg_index(s: np.ndarray, window: int, head_fraction: float = 0.0, tail_fraction: float = 0.1) -> int | None:
     n = len(s)
     if n < window + 1:
         return None

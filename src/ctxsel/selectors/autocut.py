@@ -12,11 +12,11 @@ which reads two predecessors, is skipped.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import InputError
 from ctxsel.selectors._fastcut import SMALL_N, RankView
 from ctxsel.selectors.base import Cut, ScoreCutSelector, as_int
 

@@ -26,7 +26,6 @@ every method obeys the same conventions:
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, InputTypeError
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from ctxsel.errors import InputError, InputTypeError
 from ctxsel.inputs import check_question
 from ctxsel.selectors._fastcut import SMALL_N, RankView, nonfinite_error
 from ctxsel.types import Chunk, Selection, as_chunks
@@ -235,7 +235,7 @@ class Decision:
     so a cut costs O(N) plus a sort of what it keeps.
     """
 
-    __slots__ = ("_order", "_view", "_top", "k", "explanation", "meta")
+    __slots__ = ("_order", "_top", "_view", "explanation", "k", "meta")
 
     def __init__(
         self,

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import InputError
 from ctxsel.selectors._fastcut import RankView
 from ctxsel.selectors.base import Cut, Decision, ScoreCutSelector, as_float, as_int, rank
 
@@ -99,7 +99,9 @@ class FullContext(ScoreCutSelector):
         k, explanation = self._apply_limits(n, f"full context: all {n} chunks", n_tokens[order], n)
         return Decision(order, k, explanation, {})
 
-    def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:  # pragma: no cover - decide() keeps all
+    def _cut(
+        self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray
+    ) -> Cut:  # pragma: no cover - decide() keeps all
         return Cut(len(sorted_scores), "full context")
 
 

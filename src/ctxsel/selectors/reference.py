@@ -27,12 +27,12 @@ the reader (:meth:`ctxsel.reader.Reader.fit`), which records it.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
+from ctxsel.errors import InputError
 from ctxsel.inputs import check_question
 from ctxsel.selectors.base import Selector, _as_float
 from ctxsel.types import Chunk, Selection, as_chunks
@@ -58,8 +58,15 @@ class ClosedBook(_Reference):
         del scores, choices
         check_question(question)
         n = len(as_chunks(chunks))
-        return Selection(ids=[], scores=[], chunks=[], method=self.name, config=self.config(),
-                         explanation=f"closed book: none of the {n} chunks is read", n_candidates=n)
+        return Selection(
+            ids=[],
+            scores=[],
+            chunks=[],
+            method=self.name,
+            config=self.config(),
+            explanation=f"closed book: none of the {n} chunks is read",
+            n_candidates=n,
+        )
 
 
 class Oracle(_Reference):
@@ -92,7 +99,8 @@ class Oracle(_Reference):
         if missing:
             shown = ", ".join(repr(g) for g in missing[:5]) + (" ..." if len(missing) > 5 else "")
             raise InputError(
-                f"method 'oracle': gold id(s) {shown} are not among the example's {len(chunk_list)} chunks")
+                f"method 'oracle': gold id(s) {shown} are not among the example's {len(chunk_list)} chunks"
+            )
         if scores is not None and len(scores) != len(chunk_list):
             raise InputError(f"got {len(scores)} scores for {len(chunk_list)} chunks; they must match")
         picked = sorted((where[g] for g in gold), key=lambda i: (chunk_list[i].doc_id, chunk_list[i].position, i))

@@ -34,13 +34,13 @@ read as above.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import InputError
 from ctxsel.inputs import MissingLLMError
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.constrain import ReplyFormatError, answer_format
@@ -99,8 +99,12 @@ class SelfRoute(CommonOptions, Selector):
         }
 
     def select(
-        self, question: str, chunks: Sequence[Chunk | str], scores: Sequence[float] | np.ndarray | None = None,
-        *, choices: Sequence[str] | None = None,
+        self,
+        question: str,
+        chunks: Sequence[Chunk | str],
+        scores: Sequence[float] | np.ndarray | None = None,
+        *,
+        choices: Sequence[str] | None = None,
     ) -> Selection:
         """Route, then read. ``choices`` are not read: the paper's route prompt is for open questions."""
         del choices
@@ -109,8 +113,11 @@ class SelfRoute(CommonOptions, Selector):
         if not rag.chunks:
             return self._finish(rag, "empty context: nothing to route", route="none", answer="", raw="", t0=t0)
         rag_read, route_cut = fit_to_window(
-            rag, lambda s: SELF_ROUTE.render(datatype=self.datatype, context=s.text("\n\n"), question=question),
-            self.reader.window, self.max_answer_tokens + (24 if self.constrained else 0))
+            rag,
+            lambda s: SELF_ROUTE.render(datatype=self.datatype, context=s.text("\n\n"), question=question),
+            self.reader.window,
+            self.max_answer_tokens + (24 if self.constrained else 0),
+        )
         extra: dict[str, Any] = {"reply_format": ROUTE_FORMAT} if self.constrained else {}
         first = self.route_client.complete(
             SELF_ROUTE.render(datatype=self.datatype, context=rag_read.text("\n\n"), question=question),
@@ -132,8 +139,15 @@ class SelfRoute(CommonOptions, Selector):
             rag.usage = rag.usage + first.usage
             if route_cut:
                 rag.meta = {**rag.meta, "cut": route_cut}
-            return self._finish(rag, f"answerable from top chunks ({rag.explanation})", "rag",
-                                clean_answer(answer, SELF_ROUTE), first.text, t0, first.usage.tokens_in)
+            return self._finish(
+                rag,
+                f"answerable from top chunks ({rag.explanation})",
+                "rag",
+                clean_answer(answer, SELF_ROUTE),
+                first.text,
+                t0,
+                first.usage.tokens_in,
+            )
         long = self.fallback.select(question, chunks, scores)
         if unreadable is not None:
             long.meta["route_reply_unreadable"] = unreadable
@@ -143,18 +157,36 @@ class SelfRoute(CommonOptions, Selector):
         long.usage = reply.usage
         if reply.meta.get("cut"):
             long.meta = {**long.meta, "cut": reply.meta["cut"]}
-        what = "full context" if self.fallback_max_tokens is None else f"best chunks up to {self.fallback_max_tokens:,} tokens (full context does not fit the reader)"
+        what = (
+            "full context"
+            if self.fallback_max_tokens is None
+            else f"best chunks up to {self.fallback_max_tokens:,} tokens (full context does not fit the reader)"
+        )
         how = "unreadable route reply" if unreadable is not None else "unanswerable"
-        return self._finish(long, f"{how} from top {self.retrieve.n_tokens:,} tokens; fell back to {what}",
-                            "long-context", reply.text, reply.raw, t0, read)
+        return self._finish(
+            long,
+            f"{how} from top {self.retrieve.n_tokens:,} tokens; fell back to {what}",
+            "long-context",
+            reply.text,
+            reply.raw,
+            t0,
+            read,
+        )
 
-    def _finish(self, sel: Selection, why: str, route: str, answer: str, raw: str, t0: float,
-                answer_tokens_in: int = 0) -> Selection:
+    def _finish(
+        self, sel: Selection, why: str, route: str, answer: str, raw: str, t0: float, answer_tokens_in: int = 0
+    ) -> Selection:
         sel.method = self.name
         sel.config = self.config()
         sel.explanation = why
-        sel.meta = {**sel.meta, "route": route, "answer": answer, "raw_answer": raw,
-                    "seconds": time.perf_counter() - t0, "template": self.reader.template.key,
-                    "answer_tokens_in": answer_tokens_in}
+        sel.meta = {
+            **sel.meta,
+            "route": route,
+            "answer": answer,
+            "raw_answer": raw,
+            "seconds": time.perf_counter() - t0,
+            "template": self.reader.template.key,
+            "answer_tokens_in": answer_tokens_in,
+        }
         sel.trace.append({"step": "route", "route": route})
         return sel

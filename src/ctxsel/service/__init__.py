@@ -10,9 +10,9 @@ fastapi and uvicorn).
 
 from __future__ import annotations
 
-from ctxsel.errors import MissingExtraError
 from typing import Any
 
+from ctxsel.errors import MissingExtraError
 from ctxsel.service.settings import LIMITED_PATHS, PUBLIC_PATHS, ServiceSettings
 
 

@@ -40,6 +40,7 @@ from ctxsel.pipeline import Pipeline
 from ctxsel.scoring.base import cosine_scores
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
 from ctxsel.service.cancel import CancellableLLM, Cancelled, CancelToken, score_in_batches
+from ctxsel.service.memory import trim_heap
 from ctxsel.service.middleware import (
     BearerAuthMiddleware,
     BodySizeLimitMiddleware,
@@ -53,9 +54,8 @@ from ctxsel.service.middleware import (
     log,
     request_id,
 )
-from ctxsel.service.memory import trim_heap
-from ctxsel.service.options import check_options
 from ctxsel.service.models import AnswerOut, AnswerRequest, ErrorOut, HealthOut, SelectionOut, SelectRequest
+from ctxsel.service.options import check_options
 from ctxsel.service.settings import LIMITED_PATHS, PUBLIC_PATHS, ServiceSettings
 from ctxsel.types import Chunk, Selection, as_chunks
 
@@ -64,7 +64,7 @@ T = TypeVar("T")
 _ERRORS = {
     401: "missing or wrong bearer token",
     413: "request body over the server's limit (--max-body-bytes), or more chunks or text than it takes "
-         "in one request (--max-chunks, --max-chars)",
+    "in one request (--max-chunks, --max-chars)",
     422: "malformed body, or input the method cannot use (the message says which)",
     500: "internal error (the log line with this request id has the traceback)",
     503: "already handling --max-concurrency requests, or still loading its scorer; retry after Retry-After seconds",
@@ -122,8 +122,9 @@ def _plain(x: Any) -> Any:
     return x
 
 
-def _error_response(request: Request, status: int, error: str, message: str,
-                    headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+def _error_response(
+    request: Request, status: int, error: str, message: str, headers: dict[str, str] | None = None, **extra: Any
+) -> JSONResponse:
     rid = request_id(request.scope)
     return JSONResponse(status_code=status, headers=headers, content=error_dict(status, error, message, rid, **extra))
 
@@ -168,8 +169,15 @@ class FastJSONRoute(APIRoute):
         return with_fast_json
 
 
-_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false",
-               type(None): "null", bytes: "bytes that are not JSON"}
+_JSON_KINDS = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+    type(None): "null",
+    bytes: "bytes that are not JSON",
+}
 
 
 def _validation_message(errors: list[dict[str, Any]]) -> str:
@@ -216,8 +224,9 @@ class Service:
             from ctxsel.scoring import get_scorer
 
             s = self.settings
-            opts: dict[str, Any] = ({"model": s.model, "num_threads": s.threads} if s.scorer in ("dense", "hybrid")
-                                    else {})
+            opts: dict[str, Any] = (
+                {"model": s.model, "num_threads": s.threads} if s.scorer in ("dense", "hybrid") else {}
+            )
             self._scorer = get_scorer(s.scorer, **opts)
         return self._scorer
 
@@ -250,10 +259,15 @@ class Service:
         items = req.chunks or []
         self.check_size(req.question, [item if isinstance(item, str) else item.text for item in items], "chunks")
         return as_chunks(  # strings get ids "0", "1", ...; ids must be unique
-            item if isinstance(item, str) else Chunk(
-                id=item.id, text=item.text, doc_id=item.doc_id,
+            item
+            if isinstance(item, str)
+            else Chunk(
+                id=item.id,
+                text=item.text,
+                doc_id=item.doc_id,
                 position=i if item.position is None else item.position,
-                n_tokens=-1 if item.n_tokens is None else item.n_tokens, meta=item.meta,
+                n_tokens=-1 if item.n_tokens is None else item.n_tokens,
+                meta=item.meta,
             )
             for i, item in enumerate(items)
         )
@@ -335,7 +349,8 @@ class Service:
                 rid = request_id(request.scope)
                 asyncio.get_running_loop().call_later(self.settings.release_grace_s, self._release_late, hold, rid)
             raise ServiceError(
-                504, "deadline_exceeded",
+                504,
+                "deadline_exceeded",
                 f"the request took longer than the server's {self.settings.deadline_s:g}-second deadline "
                 "(--deadline); its work was stopped. Send fewer chunks, precomputed scores, or a cheaper method",
             ) from None
@@ -346,22 +361,26 @@ class Service:
         except LLMError as e:
             raise ServiceError(502, "llm_error", str(e)) from None
         except MissingExtraError as e:  # the server lacks an extra: its operator's to fix, not the client's
-            log.error("missing dependency",
-                      extra={"fields": {"request_id": request_id(request.scope), "error": str(e)}})
+            log.error(
+                "missing dependency", extra={"fields": {"request_id": request_id(request.scope), "error": str(e)}}
+            )
             raise ServiceError(500, "server_misconfigured", str(e)) from None
         except CtxselError as e:
             raise ServiceError(422, "invalid_input", str(e) or type(e).__name__) from None
         except Exception:  # a bug: 500 with the request id, the traceback in the server's log
             rid = request_id(request.scope)
             log.exception("unhandled error", extra={"fields": {"request_id": rid}})
-            raise ServiceError(500, "internal_error",
-                               f"internal error; the server log has the details (request id {rid})") from None
+            raise ServiceError(
+                500, "internal_error", f"internal error; the server log has the details (request id {rid})"
+            ) from None
 
     @staticmethod
     def _release_late(hold: Hold, rid: str | None) -> None:
         if hold.release():
-            log.warning("work past its deadline is still running; its concurrency slot is freed",
-                        extra={"fields": {"request_id": rid}})
+            log.warning(
+                "work past its deadline is still running; its concurrency slot is freed",
+                extra={"fields": {"request_id": rid}},
+            )
 
     # -- start-up -----------------------------------------------------------------
 
@@ -371,8 +390,9 @@ class Service:
         "starting" and /select and /answer answer 503 with Retry-After."""
         scorer = self.scorer()
         self.status, self.status_message = "starting", "loading and warming the scorer"
-        self._warm_up_thread = threading.Thread(target=self._warm_up, args=(scorer,), name="ctxsel-warm-up",
-                                                daemon=True)
+        self._warm_up_thread = threading.Thread(
+            target=self._warm_up, args=(scorer,), name="ctxsel-warm-up", daemon=True
+        )
         self._warm_up_thread.start()
 
     def wait_for_warm_up(self, timeout: float = 60.0) -> None:
@@ -392,14 +412,18 @@ class Service:
                 scorer.score("Which scorer is this?", [Chunk(id="warm-up", text="ctxsel warms its scorer.")])
         except Exception as e:
             self.status, self.status_message = "failed", f"the scorer failed to load: {type(e).__name__}: {e}"
-            log.error("scorer failed to load", exc_info=log.isEnabledFor(logging.DEBUG),
-                      extra={"fields": {"scorer": self.settings.scorer, "error": self.status_message}})
+            log.error(
+                "scorer failed to load",
+                exc_info=log.isEnabledFor(logging.DEBUG),
+                extra={"fields": {"scorer": self.settings.scorer, "error": self.status_message}},
+            )
             if self.on_warm_up_failure is not None:
                 self.on_warm_up_failure()
             return
         self.status, self.status_message = "ok", None
-        log.info("ready", extra={"fields": {"scorer": self.settings.scorer,
-                                            "warm_up_s": round(time.perf_counter() - t0, 2)}})
+        log.info(
+            "ready", extra={"fields": {"scorer": self.settings.scorer, "warm_up_s": round(time.perf_counter() - t0, 2)}}
+        )
 
     def refusal(self) -> tuple[str, str] | None:
         """(error code, message) while the server cannot take work, else None."""
@@ -449,10 +473,12 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
         if exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI could not decode the body
             cause = exc.__cause__
             what = "not UTF-8" if isinstance(cause, UnicodeDecodeError) else type(cause).__name__
-            return _error_response(request, 422, "invalid_body",
-                                   f"the body could not be read as JSON ({what}: {cause}); send UTF-8 JSON")
-        error = getattr(exc, "error", None) or {404: "not_found", 405: "method_not_allowed",
-                                                413: "body_too_large"}.get(exc.status_code, "http_error")
+            return _error_response(
+                request, 422, "invalid_body", f"the body could not be read as JSON ({what}: {cause}); send UTF-8 JSON"
+            )
+        error = getattr(exc, "error", None) or {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}.get(
+            exc.status_code, "http_error"
+        )
         message = str(exc.detail)
         if exc.status_code == 404 and error == "not_found":
             message = f"no such path: {request.method} {request.url.path}; the service has {_ROUTES}"
@@ -464,55 +490,83 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         raw = list(exc.errors())
-        errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-                  for e in raw]
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in raw
+        ]
         content_type = request.headers.get("content-type")
         encoding = request.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
-            message = (f"Content-Encoding: {encoding} is not supported: send the JSON body uncompressed "
-                       "(Content-Type: application/json)")
+            message = (
+                f"Content-Encoding: {encoding} is not supported: send the JSON body uncompressed "
+                "(Content-Type: application/json)"
+            )
         elif not _is_json(content_type) and any(tuple(e.get("loc", ())) == ("body",) for e in raw):
             given = f"Content-Type: {content_type}" if content_type else "no Content-Type"
-            message = (f"the body must be a JSON object sent with Content-Type: application/json "
-                       f"(got {given})")
+            message = f"the body must be a JSON object sent with Content-Type: application/json (got {given})"
         else:
             message = _validation_message(raw)
         return _error_response(request, 422, "invalid_body", message, detail=errors)
 
-    @app.get("/health", response_model=HealthOut, responses={503: {"model": HealthOut, "description":
-             "still loading the scorer (status 'starting'), or it failed to load (status 'failed')"}},
-             tags=["service"])
+    @app.get(
+        "/health",
+        response_model=HealthOut,
+        responses={
+            503: {
+                "model": HealthOut,
+                "description": "still loading the scorer (status 'starting'), or it failed to load (status 'failed')",
+            }
+        },
+        tags=["service"],
+    )
     async def health() -> Any:
         """Readiness and load: never needs the token, never counts against the limit.
         200 with status "ok" once the scorer is loaded and warm; 503 before."""
-        out = HealthOut(status=service.status, version=__version__, reader=settings.reader_name,  # type: ignore
-                        scorer=settings.scorer, in_flight=service.limiter.in_flight,
-                        max_concurrency=settings.max_concurrency, message=service.status_message)
+        out = HealthOut(
+            status=service.status,
+            version=__version__,
+            reader=settings.reader_name,  # type: ignore
+            scorer=settings.scorer,
+            in_flight=service.limiter.in_flight,
+            max_concurrency=settings.max_concurrency,
+            message=service.status_message,
+        )
         if service.status == "ok":
             return out
         return JSONResponse(status_code=503, content=out.model_dump(), headers={"Retry-After": "2"})
 
-    @app.post("/select", response_model=SelectionOut, responses=_responses(_ERRORS), dependencies=bearer,
-              tags=["selection"])
+    @app.post(
+        "/select", response_model=SelectionOut, responses=_responses(_ERRORS), dependencies=bearer, tags=["selection"]
+    )
     async def select(req: SelectRequest, request: Request) -> Any:
         """Select the chunks a reader should see: the Selection as JSON."""
         return await service.run(
-            request, lambda token: _plain(service.select(req, token).to_dict(with_text=req.with_text)))
+            request, lambda token: _plain(service.select(req, token).to_dict(with_text=req.with_text))
+        )
 
-    @app.post("/answer", response_model=AnswerOut, responses=_responses(_ANSWER_ERRORS), dependencies=bearer,
-              tags=["selection"])
+    @app.post(
+        "/answer",
+        response_model=AnswerOut,
+        responses=_responses(_ANSWER_ERRORS),
+        dependencies=bearer,
+        tags=["selection"],
+    )
     async def answer(req: AnswerRequest, request: Request) -> Any:
         """Select, then answer with the server's reader LLM (``--reader``)."""
         if settings.reader is None:
-            raise ServiceError(501, "no_reader", "this server has no reader: start it with "
-                               "`ctxsel serve --reader local` or `--reader URL --reader-model NAME`")
+            raise ServiceError(
+                501,
+                "no_reader",
+                "this server has no reader: start it with "
+                "`ctxsel serve --reader local` or `--reader URL --reader-model NAME`",
+            )
 
         def work(token: CancelToken) -> dict[str, Any]:
             from ctxsel.reader import Reader
 
             sel = service.select(req, token)
-            reader = Reader(CancellableLLM(settings.reader, token), req.template,
-                            max_answer_tokens=req.max_answer_tokens)
+            reader = Reader(
+                CancellableLLM(settings.reader, token), req.template, max_answer_tokens=req.max_answer_tokens
+            )
             question = question_with_options(req.question, req.choices or [])  # the reader sees the options too
             return _plain(reader.answer(question, sel).to_dict(with_text=req.with_text))
 

@@ -57,8 +57,14 @@ BATCHABLE_SCORERS = frozenset({"dense"})
 
 
 def score_in_batches(
-    scorer: Any, question: str, chunks: Sequence[Chunk], token: CancelToken,
-    *, first_batch: int = 8, max_batch: int = 256, target_s: float = 0.3,
+    scorer: Any,
+    question: str,
+    chunks: Sequence[Chunk],
+    token: CancelToken,
+    *,
+    first_batch: int = 8,
+    max_batch: int = 256,
+    target_s: float = 0.3,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """``score_with_notes(scorer, question, chunks)``, a batch at a time,
     checking ``token`` before each: the scores, and the scorer's notes for
@@ -77,7 +83,7 @@ def score_in_batches(
     while start < len(chunks):
         token.check()
         t0 = time.perf_counter()
-        scores, batch_notes = score_with_notes(scorer, question, chunks[start:start + size])
+        scores, batch_notes = score_with_notes(scorer, question, chunks[start : start + size])
         out.append(np.asarray(scores, dtype=np.float32))
         notes = _merge_notes(notes, batch_notes)
         start += size
@@ -96,8 +102,14 @@ def _merge_notes(total: dict[str, Any], batch: dict[str, Any]) -> dict[str, Any]
     for key, value in batch.items():
         before = merged.get(key)
         if isinstance(value, dict) and isinstance(before, dict):
-            merged[key] = {k: (before.get(k, 0) + v if isinstance(v, int) and not isinstance(v, bool)
-                               and k != "window_tokens" else v) for k, v in value.items()}
+            merged[key] = {
+                k: (
+                    before.get(k, 0) + v
+                    if isinstance(v, int) and not isinstance(v, bool) and k != "window_tokens"
+                    else v
+                )
+                for k, v in value.items()
+            }
         else:
             merged[key] = value
     return merged

@@ -41,8 +41,14 @@ def error_dict(status: int, error: str, message: str, request_id: str | None, **
 
 
 async def send_error(
-    scope: Scope, send: Send, status: int, error: str, message: str, headers: dict[str, str] | None = None,
-    *, more_body: bool = False,
+    scope: Scope,
+    send: Send,
+    status: int,
+    error: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+    *,
+    more_body: bool = False,
 ) -> None:
     """Answer with the service's JSON error shape, straight from middleware
     (``more_body``: the caller ends the response later, with an empty body message)."""
@@ -190,8 +196,14 @@ class BodySizeLimitMiddleware:
     100-continue`` has sent no body, so nothing is drained.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, drain_bytes: int = 64 * 1024 * 1024,
-                 drain_idle_s: float = 1.0, drain_total_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        drain_bytes: int = 64 * 1024 * 1024,
+        drain_idle_s: float = 1.0,
+        drain_total_s: float = 30.0,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.drain_bytes = drain_bytes
@@ -237,8 +249,9 @@ class BodySizeLimitMiddleware:
 
     async def _refuse(self, scope: Scope, send: Send, exc: BodyTooLarge, drain: Receive | None) -> None:
         """The 413, then (with ``drain``) the unread body read and dropped before the response ends."""
-        await send_error(scope, send, 413, "body_too_large", exc.detail, {"Connection": "close"},
-                         more_body=drain is not None)
+        await send_error(
+            scope, send, 413, "body_too_large", exc.detail, {"Connection": "close"}, more_body=drain is not None
+        )
         if drain is None:
             return
         dropped = 0
@@ -362,7 +375,10 @@ class ConcurrencyLimitMiddleware:
         slot = self.limiter.try_acquire()
         if slot is None:
             await send_error(
-                scope, send, 503, "overloaded",
+                scope,
+                send,
+                503,
+                "overloaded",
                 f"the server is already handling {self.limiter.limit} requests (its --max-concurrency); retry shortly",
                 {"Retry-After": "1"},
             )

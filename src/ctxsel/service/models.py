@@ -3,12 +3,13 @@ OpenAPI schema at /openapi.json describes exactly what is accepted)."""
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-JSONScalar = Union[str, int, float, bool, None]
+from ctxsel.errors import InputError
+
+JSONScalar = str | int | float | bool | None
 
 
 class ChunkIn(BaseModel):
@@ -19,8 +20,8 @@ class ChunkIn(BaseModel):
     id: str = Field(min_length=1, max_length=1024)
     text: str
     doc_id: str = "doc"
-    position: Optional[int] = Field(None, description="order in its document (default: its index in the list)")
-    n_tokens: Optional[int] = Field(None, ge=0, description="cl100k token count (default: counted by the server)")
+    position: int | None = Field(None, description="order in its document (default: its index in the list)")
+    n_tokens: int | None = Field(None, ge=0, description="cl100k token count (default: counted by the server)")
     meta: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -36,26 +37,30 @@ class SelectRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: str = Field(max_length=100_000)
-    chunks: Optional[list[Union[str, ChunkIn]]] = Field(
+    chunks: list[str | ChunkIn] | None = Field(
         None, description="strings (ids '0', '1', ...) or {id, text, doc_id?, position?, n_tokens?, meta?} objects"
     )
-    document: Optional[str] = Field(None, description="a text the server splits with `chunking`")
+    document: str | None = Field(None, description="a text the server splits with `chunking`")
     chunking: Literal["paragraphs", "sentences", "tokens"] = "paragraphs"
     method: str = Field("adaptive-k", max_length=1000, description="a method spec: adaptive-k, top-k@5, autocut@2, ...")
     options: dict[str, JSONScalar] = Field(
         default_factory=dict, description="selector options: min_k, max_tokens, buffer, nan_policy, ..."
     )
-    scores: Optional[list[float]] = Field(None, description="precomputed relevance, one per chunk")
-    embeddings: Optional[list[list[float]]] = Field(
+    scores: list[float] | None = Field(None, description="precomputed relevance, one per chunk")
+    embeddings: list[list[float]] | None = Field(
         None, description="precomputed chunk embeddings, one row per chunk (needs query_embedding)"
     )
-    query_embedding: Optional[list[float]] = Field(None, description="the question's embedding, same dimension")
-    expand: Optional[str] = Field(
-        None, max_length=1000,
-        description="re-rank before the cut: hop, links or hop+links (ctxsel.expansion); meta.expansion says what came in",
+    query_embedding: list[float] | None = Field(None, description="the question's embedding, same dimension")
+    expand: str | None = Field(
+        None,
+        max_length=1000,
+        description="re-rank before the cut: hop, links or hop+links (ctxsel.expansion); "
+        "meta.expansion says what came in",
     )
-    choices: Optional[list[str]] = Field(
-        None, max_length=26, description="a multiple-choice question's answer options, in letter order (SAGE reads them)"
+    choices: list[str] | None = Field(
+        None,
+        max_length=26,
+        description="a multiple-choice question's answer options, in letter order (SAGE reads them)",
     )
     with_text: bool = Field(True, description="return the selected chunks' text")
 
@@ -74,13 +79,13 @@ class AnswerRequest(SelectRequest):
     """A selection, then the server's reader answers from it."""
 
     template: Literal["factoid-qa", "holobench-qa"] = "factoid-qa"
-    max_answer_tokens: Optional[int] = Field(None, ge=1, le=4096)
+    max_answer_tokens: int | None = Field(None, ge=1, le=4096)
 
 
 class ChunkOut(BaseModel):
     id: str
-    text: Optional[str] = None
-    score: Optional[float]
+    text: str | None = None
+    score: float | None
     rank: int
     n_tokens: int
 
@@ -124,11 +129,11 @@ class HealthOut(BaseModel):
 
     status: Literal["ok", "starting", "failed"]
     version: str
-    reader: Optional[str]
+    reader: str | None
     scorer: str
     in_flight: int
     max_concurrency: int
-    message: Optional[str] = None
+    message: str | None = None
 
 
 class ErrorOut(BaseModel):
@@ -137,5 +142,5 @@ class ErrorOut(BaseModel):
     error: str
     message: str
     status: int
-    request_id: Optional[str]
-    detail: Optional[list[dict[str, Any]]] = Field(None, description="validation errors (422 only)")
+    request_id: str | None
+    detail: list[dict[str, Any]] | None = Field(None, description="validation errors (422 only)")

@@ -13,11 +13,12 @@ left to the selector's own checks.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import inspect
 import types
 import typing
 from typing import Any, Literal, Union
+
+from ctxsel.errors import InputError
 
 
 def declared_options(cls: type) -> dict[str, Any]:
@@ -45,8 +46,9 @@ def _describe(tp: Any) -> str:
         return "one of " + ", ".join(repr(a) for a in args)
     if origin in (Union, types.UnionType):
         return " or ".join(_describe(a) for a in args)
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string",
-            type(None): "null"}.get(tp, getattr(tp, "__name__", str(tp)))
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string", type(None): "null"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
 
 
 def _matches(tp: Any, value: Any) -> bool | None:

@@ -9,12 +9,12 @@ follows when it is done (until then /health says "starting").
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, MissingExtraError
 import logging
 import socket
 import sys
 from typing import Any
 
+from ctxsel.errors import InputError, MissingExtraError
 from ctxsel.service.middleware import JsonLogFormatter, log
 from ctxsel.service.settings import ServiceSettings
 
@@ -42,7 +42,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        raise InputError(f"cannot listen on {host}:{port}: {e.strerror}; pick another --port (0: any free one)") from None
+        raise InputError(
+            f"cannot listen on {host}:{port}: {e.strerror}; pick another --port (0: any free one)"
+        ) from None
     sock.set_inheritable(True)
     return sock
 
@@ -72,19 +74,37 @@ def run_server(
     sock = bind_socket(host, port)
     actual = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    log.info("listening", extra={"fields": {
-        "host": host, "port": actual, "url": f"http://{shown}:{actual}",
-        "auth": settings.token is not None, "max_body_bytes": settings.max_body_bytes,
-        "deadline_s": settings.deadline_s, "max_concurrency": settings.max_concurrency,
-        "max_chunks": settings.max_chunks, "max_chars": settings.max_chars,
-        "scorer": settings.scorer, "reader": settings.reader_name,
-    }})
+    log.info(
+        "listening",
+        extra={
+            "fields": {
+                "host": host,
+                "port": actual,
+                "url": f"http://{shown}:{actual}",
+                "auth": settings.token is not None,
+                "max_body_bytes": settings.max_body_bytes,
+                "deadline_s": settings.deadline_s,
+                "max_concurrency": settings.max_concurrency,
+                "max_chunks": settings.max_chunks,
+                "max_chars": settings.max_chars,
+                "scorer": settings.scorer,
+                "reader": settings.reader_name,
+            }
+        },
+    )
     if settings.token is None and host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("no bearer token and not loopback-only: anyone who can reach the port can use the server",
-                    extra={"fields": {"host": host}})
+        log.warning(
+            "no bearer token and not loopback-only: anyone who can reach the port can use the server",
+            extra={"fields": {"host": host}},
+        )
     config = uvicorn.Config(
-        app, log_config=None, access_log=False, log_level=log_level, lifespan="on",
-        timeout_keep_alive=timeout_keep_alive, server_header=False,
+        app,
+        log_config=None,
+        access_log=False,
+        log_level=log_level,
+        lifespan="on",
+        timeout_keep_alive=timeout_keep_alive,
+        server_header=False,
     )
     server = uvicorn.Server(config)
     service = app.state.service

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import math
 from dataclasses import dataclass
 from typing import Any
+
+from ctxsel.errors import InputError
 
 #: Paths anyone may call without the bearer token: liveness and the API description.
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
@@ -70,7 +71,11 @@ class ServiceSettings:
             raise InputError(f"deadline_s must be a positive number of seconds, got {self.deadline_s!r}")
         if not (isinstance(self.release_grace_s, (int, float)) and 0 <= self.release_grace_s <= 60):
             raise InputError(f"release_grace_s must be between 0 and 60 seconds, got {self.release_grace_s!r}")
-        if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
+        if (
+            isinstance(self.max_concurrency, bool)
+            or not isinstance(self.max_concurrency, int)
+            or self.max_concurrency < 1
+        ):
             raise InputError(f"max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
         if self.scorer not in ("dense", "bm25", "keywords", "hybrid"):
             raise InputError(f"scorer must be dense, bm25 or keywords (or hybrid: dense + BM25), got {self.scorer!r}")

@@ -34,7 +34,6 @@ policy.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import hashlib
 import json
 import os
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel import metrics
+from ctxsel.errors import InputError
 from ctxsel.llm.base import LLMContextLengthError
 from ctxsel.types import Example, Selection
 
@@ -93,8 +93,9 @@ class LabelReward:
         return out
 
 
-def label_reward(examples: Sequence[Example], selections: Sequence[Selection], *, beta: float = 2.0,
-                 **kw: Any) -> list[float]:
+def label_reward(
+    examples: Sequence[Example], selections: Sequence[Selection], *, beta: float = 2.0, **kw: Any
+) -> list[float]:
     """Functional form of :class:`LabelReward`."""
     return LabelReward(beta)(examples, selections)
 
@@ -117,8 +118,15 @@ class LLMCorrectnessReward:
     added here -- so a cache file is never reused for a different setup.
     """
 
-    def __init__(self, reader: Any, judge: Any = None, *, cache_path: str | Path | None = None,
-                 namespace: str = "", overflow: str = "zero") -> None:
+    def __init__(
+        self,
+        reader: Any,
+        judge: Any = None,
+        *,
+        cache_path: str | Path | None = None,
+        namespace: str = "",
+        overflow: str = "zero",
+    ) -> None:
         if overflow not in ("zero", "raise"):
             raise InputError(f"overflow must be 'zero' or 'raise', got {overflow!r}")
         self.overflow = overflow
@@ -209,8 +217,11 @@ class CostRegularized:
         self.__name__ = f"{getattr(base, '__name__', 'reward')}_cost{self.weight:g}"
 
     def describe(self) -> dict[str, Any]:
-        return {**describe_reward(self.base), "cost_weight": self.weight,
-                "cost": "weight * selected tokens / full-context tokens"}
+        return {
+            **describe_reward(self.base),
+            "cost_weight": self.weight,
+            "cost": "weight * selected tokens / full-context tokens",
+        }
 
     def _full_tokens(self, ex: Example) -> int:
         if ex.id not in self._full:
@@ -219,9 +230,19 @@ class CostRegularized:
 
     def __call__(self, examples: Sequence[Example], selections: Sequence[Selection], **kw: Any) -> list[float]:
         base = self.base(examples, selections, **kw)
-        return [r - self.weight * (sel.n_tokens / max(1, self._full_tokens(ex)))
-                for r, ex, sel in zip(base, examples, selections)]
+        return [
+            r - self.weight * (sel.n_tokens / max(1, self._full_tokens(ex)))
+            for r, ex, sel in zip(base, examples, selections)
+        ]
 
 
-__all__ = ["CostRegularized", "LLMCorrectnessReward", "LabelReward", "RewardFn", "band_key", "describe_reward",
-           "fbeta", "label_reward"]
+__all__ = [
+    "CostRegularized",
+    "LLMCorrectnessReward",
+    "LabelReward",
+    "RewardFn",
+    "band_key",
+    "describe_reward",
+    "fbeta",
+    "label_reward",
+]

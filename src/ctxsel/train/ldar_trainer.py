@@ -36,9 +36,7 @@ uninterrupted one. The reward curve is written as JSON and PNG.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import json
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -48,7 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ctxsel.train.ldar_rewards import describe_reward
+from ctxsel.errors import InputError
 from ctxsel.selectors.base import rank
 from ctxsel.selectors.ldar.band import band_ranks, select_band
 from ctxsel.selectors.ldar.checkpoint import (
@@ -58,6 +56,7 @@ from ctxsel.selectors.ldar.checkpoint import (
     save_training_state,
 )
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, upper_quantile
+from ctxsel.train.ldar_rewards import describe_reward
 from ctxsel.types import Example, Selection
 
 
@@ -143,7 +142,7 @@ def picks_selection(item: TrainItem, picks: np.ndarray) -> Selection:
     """Bernoulli picks over ascending positions -> chunks, most similar first."""
     asc = np.flatnonzero(picks[: item.n])
     idx = item.order[item.n - 1 - asc[::-1]] if len(asc) else np.zeros(0, dtype=np.int64)
-    return selection_from(item, idx, {"n_picked": int(len(asc))})
+    return selection_from(item, idx, {"n_picked": len(asc)})
 
 
 class Trainer:
@@ -174,8 +173,9 @@ class Trainer:
         torch.set_num_threads(self.config.threads)
         torch.manual_seed(self.config.seed)
         self.policy = LDARPolicy(self.policy_config)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=self.config.lr,
-                                          betas=self.config.adam_betas, eps=self.config.adam_eps)
+        self.optimizer = torch.optim.Adam(
+            self.policy.parameters(), lr=self.config.lr, betas=self.config.adam_betas, eps=self.config.adam_eps
+        )
         self.rng = np.random.default_rng(self.config.seed)
         self.step = 0
         self.baseline: float | None = None
@@ -207,8 +207,10 @@ class Trainer:
 
         start, _ = load_policy(path)
         if start.config != self.policy_config:
-            raise InputError(f"--init-policy {path} is a {start.config.variant} network with other sizes; "
-                             f"this run trains {self.policy_config.variant} {self.policy_config.to_dict()}")
+            raise InputError(
+                f"--init-policy {path} is a {start.config.variant} network with other sizes; "
+                f"this run trains {self.policy_config.variant} {self.policy_config.to_dict()}"
+            )
         self.policy.load_state_dict(start.state_dict())
 
     def _identity(self) -> dict[str, Any]:
@@ -237,15 +239,20 @@ class Trainer:
         self.reference = doc["reference"]
 
     def _checkpoint(self) -> None:
-        save_training_state(self.ckpt_dir, self.policy, self.optimizer, {
-            "identity": self._identity(),
-            "step": self.step,
-            "baseline": self.baseline,
-            "numpy_rng": self.rng.bit_generator.state,
-            "curve": self.curve,
-            "evals": self.evals,
-            "reference": self.reference,
-        })
+        save_training_state(
+            self.ckpt_dir,
+            self.policy,
+            self.optimizer,
+            {
+                "identity": self._identity(),
+                "step": self.step,
+                "baseline": self.baseline,
+                "numpy_rng": self.rng.bit_generator.state,
+                "curve": self.curve,
+                "evals": self.evals,
+                "reference": self.reference,
+            },
+        )
         self.save_policy()
 
     def training_info(self) -> dict[str, Any]:
@@ -270,7 +277,9 @@ class Trainer:
 
     # -- acting ------------------------------------------------------------------------
 
-    def _act(self, batch: Sequence[TrainItem], deterministic: bool) -> tuple[list[Selection], torch.Tensor | None, dict]:
+    def _act(
+        self, batch: Sequence[TrainItem], deterministic: bool
+    ) -> tuple[list[Selection], torch.Tensor | None, dict]:
         x, mask = pad_batch([it.ascending for it in batch])
         out = self.policy.infer(x, mask) if deterministic else self.policy(x, mask)
         if self.is_band:
@@ -279,8 +288,10 @@ class Trainer:
             logp = None if deterministic else out.band_log_prob(q_l, q_d)
             ql, qd = q_l.double().numpy(), q_d.double().numpy()
             sels = [band_selection(it, float(a), float(b), self.config.snap_top) for it, a, b in zip(batch, ql, qd)]
-            stats = {"q_L": float(ql.mean()), "q_U": float(upper_quantile(torch.from_numpy(ql),
-                                                                          torch.from_numpy(qd)).mean())}
+            stats = {
+                "q_L": float(ql.mean()),
+                "q_U": float(upper_quantile(torch.from_numpy(ql), torch.from_numpy(qd)).mean()),
+            }
         else:
             assert out.logits is not None
             with torch.no_grad():
@@ -308,8 +319,9 @@ class Trainer:
         rng = np.random.default_rng(self.config.seed + 1)
         rewards, ks = [], []
         for _ in range(draws):
-            sels = [band_selection(it, float(rng.random()), float(rng.random()), self.config.snap_top)
-                    for it in self.items]
+            sels = [
+                band_selection(it, float(rng.random()), float(rng.random()), self.config.snap_top) for it in self.items
+            ]
             rewards += self.reward_fn([it.example for it in self.items], sels)
             ks += [s.k for s in sels]
         return {"reward": float(np.mean(rewards)), "k": float(np.mean(ks)), "draws": draws}
@@ -362,8 +374,14 @@ class Trainer:
             if not self.evals:
                 self.evals.append(self.reference["initial"])
         total = self.config.steps
-        bar = tqdm(total=total, initial=min(self.step, total), desc="ldar reinforce", unit="step",
-                   disable=not self.progress, dynamic_ncols=True)
+        bar = tqdm(
+            total=total,
+            initial=min(self.step, total),
+            desc="ldar reinforce",
+            unit="step",
+            disable=not self.progress,
+            dynamic_ncols=True,
+        )
         try:
             while self.step < total:
                 row = self.train_step()
@@ -396,9 +414,14 @@ class Trainer:
     # -- the curve ---------------------------------------------------------------------
 
     def write_curve(self) -> tuple[Path, Path | None]:
-        doc = {"reward": describe_reward(self.reward_fn), "variant": self.policy_config.variant,
-               "reference": self.reference, "steps": self.curve, "deterministic_train": self.evals,
-               "config": self.training_info()}
+        doc = {
+            "reward": describe_reward(self.reward_fn),
+            "variant": self.policy_config.variant,
+            "reference": self.reference,
+            "steps": self.curve,
+            "deterministic_train": self.evals,
+            "config": self.training_info(),
+        }
         js = self.out / "reward_curve.json"
         atomic_write_text(js, json.dumps(doc, indent=1) + "\n")
         try:
@@ -432,14 +455,23 @@ def plot_curve(path: Path, doc: dict[str, Any]) -> Path:
         ax.plot(steps, moving_average(rewards, 10), lw=1.8, color="tab:blue", label="moving average (10 steps)")
     ev = doc.get("deterministic_train") or []
     if ev:
-        ax.plot([e["step"] for e in ev], [e["reward"] for e in ev], "o-", color="tab:green", ms=4,
-                label="Beta-mean policy, training questions")
+        ax.plot(
+            [e["step"] for e in ev],
+            [e["reward"] for e in ev],
+            "o-",
+            color="tab:green",
+            ms=4,
+            label="Beta-mean policy, training questions",
+        )
     rb = doc.get("reference", {}).get("random_band")
     if rb:
         ax.axhline(rb["reward"], color="gray", ls="--", lw=1, label=f"uniform random band ({rb['reward']:.3f})")
     reward = doc.get("reward", {})
-    ax.set_title(f"LDAR {doc.get('variant', '')}: reward = {reward.get('name')} "
-                 + (f"(beta={reward['beta']:g})" if "beta" in reward else ""), fontsize=9)
+    ax.set_title(
+        f"LDAR {doc.get('variant', '')}: reward = {reward.get('name')} "
+        + (f"(beta={reward['beta']:g})" if "beta" in reward else ""),
+        fontsize=9,
+    )
     ax.set_xlabel("REINFORCE step")
     ax.set_ylabel("reward")
     ax.grid(alpha=0.3)
@@ -447,8 +479,14 @@ def plot_curve(path: Path, doc: dict[str, Any]) -> Path:
     if steps:
         ax2.plot(steps, [max(r["k"], 0.5) for r in doc["steps"]], color="tab:orange", lw=1, label="sampled")
     if ev:
-        ax2.plot([e["step"] for e in ev], [max(e["k"], 0.5) for e in ev], "o-", color="tab:green", ms=4,
-                 label="Beta-mean policy")
+        ax2.plot(
+            [e["step"] for e in ev],
+            [max(e["k"], 0.5) for e in ev],
+            "o-",
+            color="tab:green",
+            ms=4,
+            label="Beta-mean policy",
+        )
     ax2.set_yscale("log")
     ax2.set_xlabel("REINFORCE step")
     ax2.set_ylabel("chunks selected (mean k)")

@@ -31,7 +31,6 @@ made; a rerun with the same settings skips finished examples
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -41,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ctxsel import metrics
+from ctxsel.errors import InputError
 from ctxsel.reader import Reader
 from ctxsel.types import Chunk, Example, LLMUsage, Selection
 
@@ -80,12 +80,20 @@ def bm25_candidates(example: Example, k: int = DEFAULT_K, scorer: Any = None) ->
 
 
 def _as_selection(chunks: Sequence[Chunk]) -> Selection:
-    return Selection(ids=[c.id for c in chunks], scores=[None] * len(chunks), chunks=list(chunks),
-                     method="mining", config={}, explanation="", n_candidates=len(chunks))
+    return Selection(
+        ids=[c.id for c in chunks],
+        scores=[None] * len(chunks),
+        chunks=list(chunks),
+        method="mining",
+        config={},
+        explanation="",
+        n_candidates=len(chunks),
+    )
 
 
-def mine_example(example: Example, generator: Reader, judge: Judge = subem_judge, k: int = DEFAULT_K,
-                 scorer: Any = None) -> dict[str, Any]:
+def mine_example(
+    example: Example, generator: Reader, judge: Judge = subem_judge, k: int = DEFAULT_K, scorer: Any = None
+) -> dict[str, Any]:
     """Algorithm 1 on one example: a JSON-ready record with S_cand, S_gold (or ``kept: False``) and the steps."""
     if not example.answers:
         raise InputError(f"example {example.id!r} has no gold answer: mining needs (q, a)")
@@ -134,10 +142,18 @@ def mine_example(example: Example, generator: Reader, judge: Judge = subem_judge
     }
 
 
-def mine(examples: Sequence[Example], generator: Reader, out_path: str | Path, *, judge: Judge = subem_judge,
-         k: int = DEFAULT_K, settings: dict[str, Any] | None = None, overwrite: bool = False,
-         progress: bool = True, augment: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-         ) -> list[dict[str, Any]]:
+def mine(
+    examples: Sequence[Example],
+    generator: Reader,
+    out_path: str | Path,
+    *,
+    judge: Judge = subem_judge,
+    k: int = DEFAULT_K,
+    settings: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+    augment: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """Mine every example into ``out_path`` (JSONL), resuming a killed run; returns all records.
 
     ``augment`` (e.g. query rewriting) edits each record before it is written.
@@ -204,10 +220,14 @@ def compare_with_supporting_facts(records: Iterable[dict[str, Any]]) -> dict[str
         "contains_one_supporting": share(lambda r: bool(set(r["supporting"]) & set(r["s_gold"]))),
         "no_supporting": share(lambda r: not set(r["supporting"]) & set(r["s_gold"])),
         "s_gold_inside_supporting": share(lambda r: set(r["s_gold"]) <= set(r["supporting"])),
-        "s_cand_recall_all": float(np.mean([metrics.context_recall(r["s_cand"], r["supporting"]) or 0.0
-                                            for r in recs])) if recs else None,
-        "s_cand_recall_kept": float(np.mean([metrics.context_recall(r["s_cand"], r["supporting"]) or 0.0
-                                             for r in kept])) if n else None,
+        "s_cand_recall_all": float(np.mean([metrics.context_recall(r["s_cand"], r["supporting"]) or 0.0 for r in recs]))
+        if recs
+        else None,
+        "s_cand_recall_kept": float(
+            np.mean([metrics.context_recall(r["s_cand"], r["supporting"]) or 0.0 for r in kept])
+        )
+        if n
+        else None,
         "mean_llm_calls": float(np.mean([r["llm_calls"] for r in recs])) if recs else None,
     }
 
@@ -225,13 +245,24 @@ def comparison_markdown(cmp: dict[str, Any], title: str = "") -> str:
         ("S_gold contains at least one", f"{pct(cmp['contains_one_supporting'])} %"),
         ("S_gold contains none", f"{pct(cmp['no_supporting'])} %"),
         ("S_gold inside the supporting paragraphs", f"{pct(cmp['s_gold_inside_supporting'])} %"),
-        ("S_cand (BM25 on q + a) recall of supporting, all / kept",
-         f"{pct(cmp['s_cand_recall_all'])} / {pct(cmp['s_cand_recall_kept'])} %"),
+        (
+            "S_cand (BM25 on q + a) recall of supporting, all / kept",
+            f"{pct(cmp['s_cand_recall_all'])} / {pct(cmp['s_cand_recall_kept'])} %",
+        ),
         ("generator calls per question", "-" if cmp["mean_llm_calls"] is None else f"{cmp['mean_llm_calls']:.2f}"),
     ]
     head = f"{title}\n\n" if title else ""
     return head + "| | |\n|---|---:|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows) + "\n"
 
 
-__all__ = ["DEFAULT_K", "LLMJudgeAdapter", "bm25_candidates", "compare_with_supporting_facts",
-           "comparison_markdown", "mine", "mine_example", "read_mined", "subem_judge"]
+__all__ = [
+    "DEFAULT_K",
+    "LLMJudgeAdapter",
+    "bm25_candidates",
+    "compare_with_supporting_facts",
+    "comparison_markdown",
+    "mine",
+    "mine_example",
+    "read_mined",
+    "subem_judge",
+]

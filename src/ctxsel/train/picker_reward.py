@@ -30,11 +30,11 @@ valid but wrong pick is always better than a malformed one.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ctxsel.errors import InputError
 from ctxsel.types import Example, Selection
 
 INVALID_REWARD = -1.0
@@ -90,9 +90,12 @@ class PickerReward:
         self.__name__ = f"picker_stage{self.stage.stage}"
 
     def describe(self) -> dict[str, Any]:
-        return {"name": "context-picker", "invalid": INVALID_REWARD,
-                "rule": "invalid: -1; |S| > |S_gold| + red: 0; else Cov - alpha * max(0, |S| - |S_gold|)",
-                **asdict(self.stage)}
+        return {
+            "name": "context-picker",
+            "invalid": INVALID_REWARD,
+            "rule": "invalid: -1; |S| > |S_gold| + red: 0; else Cov - alpha * max(0, |S| - |S_gold|)",
+            **asdict(self.stage),
+        }
 
     def __call__(self, examples: Sequence[Example], selections: Sequence[Selection], **kw: Any) -> list[float]:
         if len(examples) != len(selections):

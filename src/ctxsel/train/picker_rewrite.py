@@ -26,12 +26,12 @@ other).
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from ctxsel.datasets.splits import DEFAULT_SEED, DEFAULT_TRAIN_FRACTION, split_ids
+from ctxsel.errors import InputError
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError
 from ctxsel.llm.prompts import PromptTemplate
@@ -76,9 +76,12 @@ def rewrites_format(n: int = N_REWRITES) -> ReplyFormat:
     if n < 1:
         raise InputError(f"n must be >= 1, got {n}")
     item = {"type": "string", "minLength": 1, "maxLength": MAX_REWRITE_CHARS}
-    schema = {"type": "object",
-              "properties": {"rewrites": {"type": "array", "items": item, "minItems": n, "maxItems": n}},
-              "required": ["rewrites"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"rewrites": {"type": "array", "items": item, "minItems": n, "maxItems": n}},
+        "required": ["rewrites"],
+        "additionalProperties": False,
+    }
     return ReplyFormat("query_rewrites", schema, lambda obj: obj["rewrites"])
 
 
@@ -125,8 +128,15 @@ def parse_rewrites(text: str, question: str, n: int = N_REWRITES) -> list[str]:
     return check_rewrites(rewrites, question, n)
 
 
-def rewrite_query(llm: LLMClient, question: str, n: int = N_REWRITES, retries: int = 1,
-                  temperature: float = 0.0, *, constrained: bool = False) -> dict[str, Any]:
+def rewrite_query(
+    llm: LLMClient,
+    question: str,
+    n: int = N_REWRITES,
+    retries: int = 1,
+    temperature: float = 0.0,
+    *,
+    constrained: bool = False,
+) -> dict[str, Any]:
     """``{"rewrites": [...], "errors": [...], "calls": int}``; rewrites is empty after ``1 + retries`` invalid replies.
 
     ``constrained=True`` asks for the JSON reply under its schema (see the module doc).
@@ -138,13 +148,21 @@ def rewrite_query(llm: LLMClient, question: str, n: int = N_REWRITES, retries: i
     for _ in range(1 + retries):
         retry = f"\nYour previous reply was rejected: {errors[-1]}." if errors else ""
         if constrained:
-            reply = client.complete(REWRITE_JSON.render(n=str(n), question=q, retry=retry),
-                                    max_tokens=(MAX_REWRITE_CHARS // 3 + 4) * n + 8, temperature=temperature,
-                                    stop=list(REWRITE_JSON.stop), reply_format=rewrites_format(n))
+            reply = client.complete(
+                REWRITE_JSON.render(n=str(n), question=q, retry=retry),
+                max_tokens=(MAX_REWRITE_CHARS // 3 + 4) * n + 8,
+                temperature=temperature,
+                stop=list(REWRITE_JSON.stop),
+                reply_format=rewrites_format(n),
+            )
             parse = parse_rewrites_json  # the prompt asked for JSON, whether or not the server enforced it
         else:
-            reply = client.complete(REWRITE.render(n=str(n), question=q, retry=retry), max_tokens=40 * n,
-                                    temperature=temperature, stop=[*REWRITE.stop, f"\n{n + 1}."])
+            reply = client.complete(
+                REWRITE.render(n=str(n), question=q, retry=retry),
+                max_tokens=40 * n,
+                temperature=temperature,
+                stop=[*REWRITE.stop, f"\n{n + 1}."],
+            )
             parse = parse_rewrites
         try:
             return {"rewrites": parse(reply.text, question, n), "errors": errors, "calls": len(errors) + 1}
@@ -153,8 +171,12 @@ def rewrite_query(llm: LLMClient, question: str, n: int = N_REWRITES, retries: i
     return {"rewrites": [], "errors": errors, "calls": len(errors)}
 
 
-def split_records(records: Sequence[dict[str, Any]], part: str, train_fraction: float = DEFAULT_TRAIN_FRACTION,
-                  seed: int = DEFAULT_SEED) -> list[dict[str, Any]]:
+def split_records(
+    records: Sequence[dict[str, Any]],
+    part: str,
+    train_fraction: float = DEFAULT_TRAIN_FRACTION,
+    seed: int = DEFAULT_SEED,
+) -> list[dict[str, Any]]:
     """One side of the split, each kept record expanded into the original question plus its rewrites.
 
     The split is over the original ids (the same function ``ctxsel train``
@@ -177,5 +199,16 @@ def split_records(records: Sequence[dict[str, Any]], part: str, train_fraction: 
     return out
 
 
-__all__ = ["MAX_REWRITE_CHARS", "N_REWRITES", "REWRITE", "REWRITE_JSON", "InvalidRewrites", "check_rewrites",
-           "parse_rewrites", "parse_rewrites_json", "rewrite_query", "rewrites_format", "split_records"]
+__all__ = [
+    "MAX_REWRITE_CHARS",
+    "N_REWRITES",
+    "REWRITE",
+    "REWRITE_JSON",
+    "InvalidRewrites",
+    "check_rewrites",
+    "parse_rewrites",
+    "parse_rewrites_json",
+    "rewrite_query",
+    "rewrites_format",
+    "split_records",
+]

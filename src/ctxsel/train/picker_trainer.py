@@ -40,7 +40,6 @@ Choices where the paper is silent (all in :class:`PickerTrainConfig`):
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import json
 import math
 import os
@@ -50,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxsel.errors import InputError
 from ctxsel.llm.hf_client import GEMMA_GGUF, load_base
 from ctxsel.selectors.context_picker.picker import candidate_pool
 from ctxsel.selectors.context_picker.prompt import InvalidReply, parse_reply, render_prompt
@@ -91,8 +91,13 @@ class PickerTrainConfig:
 # -- data -----------------------------------------------------------------------------------------
 
 
-def picker_rows(records: Sequence[dict[str, Any]], examples: dict[str, Example], scorer: Any,
-                n_tokens: int = 2000, max_candidates: int = 20) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def picker_rows(
+    records: Sequence[dict[str, Any]],
+    examples: dict[str, Example],
+    scorer: Any,
+    n_tokens: int = 2000,
+    max_candidates: int = 20,
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Training rows ``{query_id, question, passages, gold}`` (gold: 1-based numbers in the pool).
 
     ``records`` are mined records, already expanded with rewrites
@@ -113,16 +118,25 @@ def picker_rows(records: Sequence[dict[str, Any]], examples: dict[str, Example],
             skipped += 1
             continue
         trimmed += len(gold) < len(r["s_gold"])
-        rows.append({"query_id": qid, "question": r["question"],
-                     "passages": [c.text for c in pool.chunks], "gold": gold})
+        rows.append(
+            {"query_id": qid, "question": r["question"], "passages": [c.text for c in pool.chunks], "gold": gold}
+        )
     return rows, {"rows": len(rows), "skipped_no_gold_in_pool": skipped, "gold_partly_outside_pool": trimmed}
 
 
 def _dataset(rows: Sequence[dict[str, Any]], stage: int) -> Any:
     from datasets import Dataset
 
-    return Dataset.from_list([{"prompt": render_prompt(r["question"], r["passages"], stage), "gold": r["gold"],
-                               "n_candidates": len(r["passages"])} for r in rows])
+    return Dataset.from_list(
+        [
+            {
+                "prompt": render_prompt(r["question"], r["passages"], stage),
+                "gold": r["gold"],
+                "n_candidates": len(r["passages"]),
+            }
+            for r in rows
+        ]
+    )
 
 
 # -- reward for TRL -------------------------------------------------------------------------------
@@ -144,15 +158,17 @@ def score_reply(text: str, gold: Sequence[int], n_candidates: int, stage: int) -
 
 
 class TRLPickerReward:
-    """The stage reward in TRL's reward-function shape: ``(prompts, completions, gold, n_candidates) -> list[float]``."""
+    """The stage reward in TRL's reward-function shape:
+    ``(prompts, completions, gold, n_candidates) -> list[float]``."""
 
     def __init__(self, stage: int) -> None:
         self.stage = stage
         self.__name__ = f"picker_stage{stage}"
         self.valid: list[float] = []  # share of valid replies per call (one call per generation batch)
 
-    def __call__(self, prompts: list[Any], completions: list[Any], gold: list[list[int]], n_candidates: list[int],
-                 **kw: Any) -> list[float]:
+    def __call__(
+        self, prompts: list[Any], completions: list[Any], gold: list[list[int]], n_candidates: list[int], **kw: Any
+    ) -> list[float]:
         scored = [score_reply(c, g, n, self.stage) for c, g, n in zip(completions, gold, n_candidates)]
         self.valid.append(sum(v for _, v in scored) / max(1, len(scored)))
         return [r for r, _ in scored]
@@ -175,9 +191,18 @@ def make_tiny_model(seed: int = 0) -> tuple[Any, Any]:
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tk.decoder = decoders.ByteLevel()
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>")
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     torch.manual_seed(seed)
     return LlamaForCausalLM(config), tok
 
@@ -201,8 +226,9 @@ def _target(gold: Sequence[int]) -> str:
     return WARMUP_RATIONALE + '", "ids": ' + json.dumps(list(gold)) + "}\n"
 
 
-def format_warmup(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], steps: int, lr: float,
-                  seed: int = 0) -> list[float]:
+def format_warmup(
+    model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], steps: int, lr: float, seed: int = 0
+) -> list[float]:
     """Supervised steps on ``prompt -> {rationale, S_gold}`` (loss on the reply only); returns the losses.
 
     Each step takes a random row and a random stage's prompt, so both
@@ -233,8 +259,9 @@ def format_warmup(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], st
     return losses
 
 
-def validation_reward(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], stage: int,
-                      max_new_tokens: int) -> dict[str, float]:
+def validation_reward(
+    model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], stage: int, max_new_tokens: int
+) -> dict[str, float]:
     """Mean reward and share of valid replies of greedy replies on ``rows``."""
     import torch
 
@@ -246,9 +273,10 @@ def validation_reward(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]]
     with torch.no_grad():
         for r in rows:
             enc = tokenizer(render_prompt(r["question"], r["passages"], stage), return_tensors="pt")
-            out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                                 pad_token_id=tokenizer.pad_token_id)
-            text = tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            out = model.generate(
+                **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+            )
+            text = tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
             rew, ok = score_reply(text, r["gold"], len(r["passages"]), stage)
             rewards.append(rew)
             valid.append(float(ok))
@@ -260,8 +288,14 @@ def validation_reward(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]]
 # -- the stages -------------------------------------------------------------------------------------
 
 
-def _callback(stage: int, val_rows: Sequence[dict[str, Any]], tokenizer: Any, cfg: PickerTrainConfig,
-              curve: dict[str, Any], stop_on_plateau: bool) -> Any:
+def _callback(
+    stage: int,
+    val_rows: Sequence[dict[str, Any]],
+    tokenizer: Any,
+    cfg: PickerTrainConfig,
+    curve: dict[str, Any],
+    stop_on_plateau: bool,
+) -> Any:
     from transformers import TrainerCallback
 
     class StageCallback(TrainerCallback):
@@ -281,8 +315,11 @@ def _callback(stage: int, val_rows: Sequence[dict[str, Any]], tokenizer: Any, cf
                 self.best = v["reward"]
 
         def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
-            sq = sum(float(p.grad.detach().pow(2).sum()) for p in model.parameters()
-                     if p.requires_grad and p.grad is not None)
+            sq = sum(
+                float(p.grad.detach().pow(2).sum())
+                for p in model.parameters()
+                if p.requires_grad and p.grad is not None
+            )
             curve["grad_norm"].append({"step": state.global_step + 1, "grad_norm": math.sqrt(sq)})
 
         def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
@@ -300,9 +337,18 @@ def _callback(stage: int, val_rows: Sequence[dict[str, Any]], tokenizer: Any, cf
     return StageCallback()
 
 
-def run_stage(model: Any, tokenizer: Any, stage: int, train_rows: Sequence[dict[str, Any]],
-              val_rows: Sequence[dict[str, Any]], steps: int, cfg: PickerTrainConfig, out: Path,
-              peft_config: Any = None, stop_on_plateau: bool = False) -> tuple[Any, dict[str, Any]]:
+def run_stage(
+    model: Any,
+    tokenizer: Any,
+    stage: int,
+    train_rows: Sequence[dict[str, Any]],
+    val_rows: Sequence[dict[str, Any]],
+    steps: int,
+    cfg: PickerTrainConfig,
+    out: Path,
+    peft_config: Any = None,
+    stop_on_plateau: bool = False,
+) -> tuple[Any, dict[str, Any]]:
     """One GRPO stage with TRL's GRPOTrainer; returns (the trained peft model, its curve)."""
     import torch
     from trl import GRPOConfig, GRPOTrainer
@@ -335,14 +381,25 @@ def run_stage(model: Any, tokenizer: Any, stage: int, train_rows: Sequence[dict[
         dataloader_num_workers=0,
         disable_tqdm=os.environ.get("TQDM_DISABLE") == "1",  # what `ctxsel train --no-progress` sets
     )
-    trainer = GRPOTrainer(model=model, reward_funcs=[reward_fn], args=args, train_dataset=_dataset(train_rows, stage),
-                          processing_class=tokenizer, peft_config=peft_config,
-                          callbacks=[_callback(stage, val_rows, tokenizer, cfg, curve, stop_on_plateau)])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward_fn],
+        args=args,
+        train_dataset=_dataset(train_rows, stage),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=[_callback(stage, val_rows, tokenizer, cfg, curve, stop_on_plateau)],
+    )
     trainer.train()
     for i, log in enumerate(h for h in trainer.state.log_history if "reward" in h):
-        curve["train"].append({"step": int(log.get("step", i + 1)), "reward": float(log["reward"]),
-                               "reward_std": float(log.get("reward_std", math.nan)),
-                               "valid": reward_fn.valid[i] if i < len(reward_fn.valid) else None})
+        curve["train"].append(
+            {
+                "step": int(log.get("step", i + 1)),
+                "reward": float(log["reward"]),
+                "reward_std": float(log.get("reward_std", math.nan)),
+                "valid": reward_fn.valid[i] if i < len(reward_fn.valid) else None,
+            }
+        )
     curve["steps"] = int(trainer.state.global_step)
     return trainer.model, curve
 
@@ -355,8 +412,14 @@ def _save_stage(model: Any, out: Path, stage: int, base_ref: str, cfg: PickerTra
     h = hashlib.sha256()
     for f in sorted((folder / "adapter").glob("*")):
         h.update(f.read_bytes())
-    meta = {"base": base_ref, "stage": stage, "reward": PickerReward(stage).describe(), "config": asdict(cfg),
-            "adapter_sha": h.hexdigest()[:16], **info}
+    meta = {
+        "base": base_ref,
+        "stage": stage,
+        "reward": PickerReward(stage).describe(),
+        "config": asdict(cfg),
+        "adapter_sha": h.hexdigest()[:16],
+        **info,
+    }
     (folder / "picker.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return folder
 
@@ -373,7 +436,9 @@ def plot_curves(path: Path, curves: dict[str, Any]) -> None:
         if c["train"]:
             ax.plot([p["step"] for p in c["train"]], [p["reward"] for p in c["train"]], lw=1, label="train (sampled)")
         if c["val"]:
-            ax.plot([p["step"] for p in c["val"]], [p["reward"] for p in c["val"]], "o-", ms=4, label="validation (greedy)")
+            ax.plot(
+                [p["step"] for p in c["val"]], [p["reward"] for p in c["val"]], "o-", ms=4, label="validation (greedy)"
+            )
         r = c["reward"]
         ax.set_title(f"stage {c['stage']}: red={r['red']}, alpha={r['alpha']}", fontsize=9)
         ax.set_xlabel("GRPO step")
@@ -386,9 +451,14 @@ def plot_curves(path: Path, curves: dict[str, Any]) -> None:
     plt.close(fig)
 
 
-def train_picker(train_rows: Sequence[dict[str, Any]], val_rows: Sequence[dict[str, Any]], out: str | Path,
-                 cfg: PickerTrainConfig | None = None, info: dict[str, Any] | None = None,
-                 model_and_tokenizer: tuple[Any, Any] | None = None) -> dict[str, Any]:
+def train_picker(
+    train_rows: Sequence[dict[str, Any]],
+    val_rows: Sequence[dict[str, Any]],
+    out: str | Path,
+    cfg: PickerTrainConfig | None = None,
+    info: dict[str, Any] | None = None,
+    model_and_tokenizer: tuple[Any, Any] | None = None,
+) -> dict[str, Any]:
     """Algorithm 2: stage 1 until the validation reward plateaus, then stage 2 from its adapters."""
     import torch
     from peft import LoraConfig
@@ -410,33 +480,50 @@ def train_picker(train_rows: Sequence[dict[str, Any]], val_rows: Sequence[dict[s
         model, tok = load_base(cfg.base)
         rel_base = cfg.base if cfg.base == GEMMA_GGUF else str(Path(cfg.base).resolve())
     newline_ends_replies(model, tok)
-    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=list(cfg.target_modules), task_type="CAUSAL_LM")
-    summary: dict[str, Any] = {"config": asdict(cfg), "n_train_rows": len(train_rows), "n_val_rows": len(val_rows),
-                               **(info or {})}
+    lora = LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=list(cfg.target_modules),
+        task_type="CAUSAL_LM",
+    )
+    summary: dict[str, Any] = {
+        "config": asdict(cfg),
+        "n_train_rows": len(train_rows),
+        "n_val_rows": len(val_rows),
+        **(info or {}),
+    }
     if cfg.warmup_steps:
         from peft import get_peft_model
 
         model = get_peft_model(model, lora)
         lora = None
         summary["warmup_loss"] = format_warmup(model, tok, train_rows, cfg.warmup_steps, cfg.warmup_lr, cfg.seed)
-    model, c1 = run_stage(model, tok, 1, train_rows, val_rows, cfg.stage1_max_steps, cfg, out, peft_config=lora,
-                          stop_on_plateau=True)
+    model, c1 = run_stage(
+        model, tok, 1, train_rows, val_rows, cfg.stage1_max_steps, cfg, out, peft_config=lora, stop_on_plateau=True
+    )
     _save_stage(model, out, 1, rel_base, cfg, info or {})
     model, c2 = run_stage(model, tok, 2, train_rows, val_rows, cfg.stage2_steps, cfg, out)
     _save_stage(model, out, 2, rel_base, cfg, info or {})
     curves = {"stage1": c1, "stage2": c2}
     (out / "reward_curves.json").write_text(json.dumps(curves, indent=1) + "\n", encoding="utf-8")
     plot_curves(out / "reward_curves.png", curves)
-    summary["curves"] = {k: {"steps": v["steps"], "stopped": v.get("stopped"),
-                             "val_first": v["val"][0] if v["val"] else None,
-                             "val_last": v["val"][-1] if v["val"] else None} for k, v in curves.items()}
+    summary["curves"] = {
+        k: {
+            "steps": v["steps"],
+            "stopped": v.get("stopped"),
+            "val_first": v["val"][0] if v["val"] else None,
+            "val_last": v["val"][-1] if v["val"] else None,
+        }
+        for k, v in curves.items()
+    }
     (out / "train_summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n", encoding="utf-8")
     return {"summary": summary, "curves": curves, "model": model, "tokenizer": tok}
 
 
-def split_train_val(rows: Sequence[dict[str, Any]], val_fraction: float = 0.2,
-                    seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def split_train_val(
+    rows: Sequence[dict[str, Any]], val_fraction: float = 0.2, seed: int = 0
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Validation rows for the plateau check: whole questions (all their rewrites) held out of training."""
     qids = sorted({r["query_id"] for r in rows})
     if len(qids) < 2:
@@ -444,9 +531,23 @@ def split_train_val(rows: Sequence[dict[str, Any]], val_fraction: float = 0.2,
     random.Random(seed).shuffle(qids)
     n_val = max(1, round(val_fraction * len(qids)))
     val = set(qids[:n_val])
-    return [r for r in rows if r["query_id"] not in val], [r for r in rows if r["query_id"] in val and r.get("variant", 0) == 0]
+    return [r for r in rows if r["query_id"] not in val], [
+        r for r in rows if r["query_id"] in val and r.get("variant", 0) == 0
+    ]
 
 
-__all__ = ["PickerTrainConfig", "TINY", "TRLPickerReward", "format_warmup", "make_tiny_model", "newline_ends_replies",
-           "picker_rows", "plot_curves", "run_stage", "score_reply", "split_train_val", "train_picker",
-           "validation_reward"]
+__all__ = [
+    "TINY",
+    "PickerTrainConfig",
+    "TRLPickerReward",
+    "format_warmup",
+    "make_tiny_model",
+    "newline_ends_replies",
+    "picker_rows",
+    "plot_curves",
+    "run_stage",
+    "score_reply",
+    "split_train_val",
+    "train_picker",
+    "validation_reward",
+]

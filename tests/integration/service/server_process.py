@@ -26,8 +26,9 @@ def ctxsel_command() -> list[str]:
 
 
 class ServerProcess:
-    def __init__(self, args: list[str], token: str | None = None, start_timeout: float = 60.0,
-                 wait_ready: bool = True) -> None:
+    def __init__(
+        self, args: list[str], token: str | None = None, start_timeout: float = 60.0, wait_ready: bool = True
+    ) -> None:
         """``wait_ready``: ``start`` returns once /health says the server is ready
         (200); False: once /health answers at all (it may say "starting")."""
         self.args = args
@@ -54,7 +55,9 @@ class ServerProcess:
             env["CTXSEL_SERVE_TOKEN"] = self.token
         self.proc = subprocess.Popen(
             [*ctxsel_command(), "serve", "--host", "127.0.0.1", "--port", "0", *self.args],
-            stdout=subprocess.DEVNULL, stderr=self._log, env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+            env=env,
         )
         end = time.monotonic() + self.start_timeout
         while time.monotonic() < end:
@@ -126,8 +129,15 @@ class ServerProcess:
         return h
 
     def request(
-        self, method: str, path: str, body: Any = None, *, auth: bool | str = True, raw: bytes | None = None,
-        timeout: float = 30.0, **headers: str,
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        auth: bool | str = True,
+        raw: bytes | None = None,
+        timeout: float = 30.0,
+        **headers: str,
     ) -> tuple[int, dict[str, str], Any]:
         """One request on a fresh connection: (status, lower-cased headers, parsed JSON or text)."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)

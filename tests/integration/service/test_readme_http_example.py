@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from server_process import ServerProcess  # noqa: E402
+from server_process import ServerProcess
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 
@@ -22,7 +22,7 @@ def http_section() -> str:
     text = README.read_text(encoding="utf-8")
     start = text.index("\n## HTTP service\n")
     end = text.find("\n## ", start + 1)
-    return text[start: end if end != -1 else None]
+    return text[start : end if end != -1 else None]
 
 
 def code_blocks(section: str, lang: str) -> list[str]:
@@ -34,7 +34,7 @@ def test_the_readme_example_prints_what_it_says() -> None:
     start_line = next(line for line in code_blocks(section, "bash")[0].splitlines() if "ctxsel serve" in line)
     words = shlex.split(start_line)
     token = words[0].split("=", 1)[1]
-    args = words[words.index("serve") + 1:]
+    args = words[words.index("serve") + 1 :]
     port = args[args.index("--port") + 1]
     args[args.index("--port") + 1] = "0"  # any free port instead of the README's
     code = code_blocks(section, "python")[0]
@@ -45,5 +45,5 @@ def test_the_readme_example_prints_what_it_says() -> None:
         assert live != code, "the example should call the address the server command listens on"
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            exec(compile(live, str(README), "exec"), {})  # noqa: S102 - our own README
+            exec(compile(live, str(README), "exec"), {})
         assert out.getvalue().splitlines() == expected

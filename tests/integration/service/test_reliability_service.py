@@ -29,8 +29,8 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "llm"))
-from fake_server import FakeOpenAIServer, completion_reply  # noqa: E402
-from server_process import ServerProcess, ctxsel_command  # noqa: E402
+from fake_server import FakeOpenAIServer, completion_reply
+from server_process import ServerProcess, ctxsel_command
 
 MAX_BODY = 1_000_000
 MAX_CHUNKS = 10_000
@@ -46,8 +46,20 @@ DENSE_PEAK_RSS_BOUND_MIB = 1536
 @pytest.fixture(scope="module")
 def srv() -> Any:
     """A keyword-scoring server without a reader and with small limits."""
-    args = ["--scorer", "keywords", "--max-body-bytes", str(MAX_BODY), "--max-chunks", str(MAX_CHUNKS),
-            "--max-chars", str(MAX_CHARS), "--max-concurrency", "2", "--deadline", "10"]
+    args = [
+        "--scorer",
+        "keywords",
+        "--max-body-bytes",
+        str(MAX_BODY),
+        "--max-chunks",
+        str(MAX_CHUNKS),
+        "--max-chars",
+        str(MAX_CHARS),
+        "--max-concurrency",
+        "2",
+        "--deadline",
+        "10",
+    ]
     with ServerProcess(args) as server:
         yield server
 
@@ -73,14 +85,23 @@ def assert_still_serving(srv: ServerProcess) -> None:
 class TestLimits:
     def test_too_many_chunks_is_413_naming_the_limit_and_the_setting(self, srv: ServerProcess) -> None:
         status, _, body = srv.request("POST", "/select", {**SELECT, "chunks": ["x"] * (MAX_CHUNKS + 1)})
-        assert_clean_error(status, body, 413, "too_many_chunks", "10,001 chunks", "at most 10,000",
-                           "--max-chunks", "ServiceSettings.max_chunks")
+        assert_clean_error(
+            status,
+            body,
+            413,
+            "too_many_chunks",
+            "10,001 chunks",
+            "at most 10,000",
+            "--max-chunks",
+            "ServiceSettings.max_chunks",
+        )
         assert_still_serving(srv)
 
     def test_too_much_text_is_413_naming_the_limit_and_the_setting(self, srv: ServerProcess) -> None:
         status, _, body = srv.request("POST", "/select", {**SELECT, "chunks": ["y" * (MAX_CHARS // 2)] * 2})
-        assert_clean_error(status, body, 413, "too_much_text", "at most 200,000", "--max-chars",
-                           "ServiceSettings.max_chars")
+        assert_clean_error(
+            status, body, 413, "too_much_text", "at most 200,000", "--max-chars", "ServiceSettings.max_chars"
+        )
         assert_still_serving(srv)
 
     def test_a_document_that_chunks_into_too_many_is_413(self, srv: ServerProcess) -> None:
@@ -94,23 +115,32 @@ class TestLimits:
         chunks = ["hay " * (per_chunk // 4)] * (MAX_CHUNKS - 1) + ["the needle"]
         chunks = [c[:per_chunk] for c in chunks]
         assert len(chunks) == MAX_CHUNKS and len(question) + sum(map(len, chunks)) <= MAX_CHARS
-        status, _, sel = srv.request("POST", "/select", {"question": question, "chunks": chunks,
-                                                         "method": "top-k@1", "with_text": False})
+        status, _, sel = srv.request(
+            "POST", "/select", {"question": question, "chunks": chunks, "method": "top-k@1", "with_text": False}
+        )
         assert status == 200, sel
         assert sel["ids"] == [str(MAX_CHUNKS - 1)] and sel["n_candidates"] == MAX_CHUNKS
 
     def test_ten_thousand_tiny_chunks_are_served(self, srv: ServerProcess) -> None:
-        status, _, sel = srv.request("POST", "/select", {"question": "q", "chunks": ["x"] * 10_000,
-                                                         "method": "top-k@2"})
+        status, _, sel = srv.request(
+            "POST", "/select", {"question": "q", "chunks": ["x"] * 10_000, "method": "top-k@2"}
+        )
         assert status == 200 and sel["k"] == 2 and sel["n_candidates"] == 10_000
 
-    @pytest.mark.parametrize("flag, value, message", [
-        ("--max-chunks", "0", "max_chunks must be a positive integer"),
-        ("--max-chars", "-5", "max_chars must be a positive integer"),
-    ])
+    @pytest.mark.parametrize(
+        "flag, value, message",
+        [
+            ("--max-chunks", "0", "max_chunks must be a positive integer"),
+            ("--max-chars", "-5", "max_chars must be a positive integer"),
+        ],
+    )
     def test_a_bad_limit_flag_is_a_one_line_error(self, flag: str, value: str, message: str) -> None:
-        done = subprocess.run([*ctxsel_command(), "serve", "--port", "0", "--scorer", "keywords", flag, value],
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [*ctxsel_command(), "serve", "--port", "0", "--scorer", "keywords", flag, value],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 2, done.stderr
         assert message in done.stderr and "Traceback" not in done.stderr
 
@@ -137,9 +167,22 @@ def test_an_llm_call_past_the_deadline_frees_the_slot_within_2_s() -> None:
     deadline = 2.0
     with FakeOpenAIServer() as fake:
         fake.push(completion_reply(" late\n", delay=deadline + 10))
-        args = ["--scorer", "keywords", "--max-concurrency", "1", "--deadline", str(deadline),
-                "--reader", f"{fake.base_url}/v1", "--reader-model", "fake", "--reader-mode", "completions",
-                "--llm-cache", "off"]
+        args = [
+            "--scorer",
+            "keywords",
+            "--max-concurrency",
+            "1",
+            "--deadline",
+            str(deadline),
+            "--reader",
+            f"{fake.base_url}/v1",
+            "--reader-model",
+            "fake",
+            "--reader-mode",
+            "completions",
+            "--llm-cache",
+            "off",
+        ]
         with ServerProcess(args) as srv:
             t0 = time.monotonic()
             status, _, body = srv.request("POST", "/answer", SELECT)
@@ -150,8 +193,10 @@ def test_an_llm_call_past_the_deadline_frees_the_slot_within_2_s() -> None:
             assert freed - (t0 + deadline) <= SLOT_FREED_WITHIN_S, f"slot freed {freed - t0 - deadline:.2f} s late"
             status, _, sel = srv.request("POST", "/select", SELECT)
             assert status == 200 and sel["ids"] == ["0"]
-            assert any(line.get("event") == "work past its deadline is still running; its concurrency slot is freed"
-                       for line in srv.log_lines())
+            assert any(
+                line.get("event") == "work past its deadline is still running; its concurrency slot is freed"
+                for line in srv.log_lines()
+            )
 
 
 @pytest.mark.model
@@ -170,8 +215,10 @@ def test_dense_scoring_past_the_deadline_stops_and_frees_the_slot_within_2_s() -
         assert_clean_error(status, body, 504, "deadline_exceeded", "its work was stopped")
         answered = time.monotonic()
         freed = wait_until_slot_free(srv)
-        print(f"dense, 5,000 cold chunks, {deadline:g} s deadline: 504 after {answered - t0:.2f} s, "
-              f"slot free {freed - t0 - deadline:.2f} s after the deadline")
+        print(
+            f"dense, 5,000 cold chunks, {deadline:g} s deadline: 504 after {answered - t0:.2f} s, "
+            f"slot free {freed - t0 - deadline:.2f} s after the deadline"
+        )
         assert freed - (t0 + deadline) <= SLOT_FREED_WITHIN_S, f"slot freed {freed - t0 - deadline:.2f} s late"
         time.sleep(1.0)  # the last batch, if any, ends
         cpu_before = srv.cpu_seconds()
@@ -200,16 +247,19 @@ def test_dense_server_peak_memory_at_the_limits_stays_under_the_bound() -> None:
         many = [c[: (4_000_000 - len(question)) // 10_000] for c in many]
         statuses = []
         for chunks in ([giant], many):
-            status, _, body = srv.request("POST", "/select", {"question": question, "chunks": chunks,
-                                                              "method": "top-k@1"}, timeout=120)
+            status, _, body = srv.request(
+                "POST", "/select", {"question": question, "chunks": chunks, "method": "top-k@1"}, timeout=120
+            )
             statuses.append(status)
             assert status in (200, 504), body
             wait_until_slot_free(srv, timeout=60)
         peak_mib = srv.peak_rss_kib() / 1024
         time.sleep(2.0)
         held_mib = srv.rss_kib() / 1024
-        print(f"dense server: ready {ready_mib:.0f} MiB, peak {peak_mib:.0f} MiB, after {held_mib:.0f} MiB, "
-              f"statuses {statuses}")
+        print(
+            f"dense server: ready {ready_mib:.0f} MiB, peak {peak_mib:.0f} MiB, after {held_mib:.0f} MiB, "
+            f"statuses {statuses}"
+        )
         assert peak_mib < DENSE_PEAK_RSS_BOUND_MIB, f"peak RSS {peak_mib:.0f} MiB"
         assert held_mib < ready_mib + 300, f"{held_mib - ready_mib:.0f} MiB still held after the requests"
 
@@ -242,7 +292,7 @@ def test_batched_scoring_gives_one_calls_scores_and_stops_when_cancelled() -> No
 
     import numpy as np
 
-    from ctxsel.service.cancel import CancelToken, Cancelled, score_in_batches
+    from ctxsel.service.cancel import Cancelled, CancelToken, score_in_batches
     from ctxsel.types import as_chunks
 
     chunks = as_chunks([f"chunk {'x' * (i % 13)}" for i in range(600)])
@@ -283,8 +333,12 @@ def test_a_chunk_longer_than_the_dense_window_is_counted_in_the_selection() -> N
     counts what the model's window cut, as ``ctxsel.select`` does."""
     with ServerProcess(["--scorer", "dense", "--threads", "1"], start_timeout=240) as srv:
         chunks = [f"short passage {i} about museums" for i in range(40)] + ["meteorite " * 2000]
-        status, _, sel = srv.request("POST", "/select", {"question": "meteorite?", "chunks": chunks,
-                                                         "method": "top-k@1", "with_text": False}, timeout=120)
+        status, _, sel = srv.request(
+            "POST",
+            "/select",
+            {"question": "meteorite?", "chunks": chunks, "method": "top-k@1", "with_text": False},
+            timeout=120,
+        )
         assert status == 200, sel
         assert sel["meta"]["truncated"]["chunks"] == 1 and sel["meta"]["truncated"]["question"] is False
         assert sel["meta"]["truncated"]["window_tokens"] == 256
@@ -313,7 +367,8 @@ def test_the_dense_scorers_memory_does_not_grow_with_every_new_text(tmp_path: Pa
         assert scorer.rows_in_memory == 0  # past 50: forgotten
         again = client.post("/select", json=body).json()  # from the SQLite cache
         assert again["ids"] == first["ids"] and again["chunks"][0]["score"] == pytest.approx(
-            first["chunks"][0]["score"], abs=1e-6)
+            first["chunks"][0]["score"], abs=1e-6
+        )
 
 
 # -- item 10: start-up ----------------------------------------------------------------------------------
@@ -378,16 +433,21 @@ def test_a_scorer_that_fails_to_load_is_reported_by_health_and_select() -> None:
         assert health.status_code == 503 and health.json()["status"] == "failed"
         assert "model file is truncated" in health.json()["message"]
         refused = client.post("/select", json=SELECT)
-        assert_clean_error(refused.status_code, refused.json(), 503, "scorer_failed", "model file is truncated",
-                           "restart")
+        assert_clean_error(
+            refused.status_code, refused.json(), 503, "scorer_failed", "model file is truncated", "restart"
+        )
 
 
 @pytest.mark.slow
 def test_a_model_that_cannot_load_stops_the_server_with_a_one_line_error(tmp_path: Path) -> None:
     """``ctxsel serve`` with a --model that does not exist: the warm-up fails,
     the server stops, and the command exits 2 with the reason."""
-    done = subprocess.run([*ctxsel_command(), "serve", "--port", "0", "--scorer", "dense",
-                           "--model", str(tmp_path / "no-such-model")], capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [*ctxsel_command(), "serve", "--port", "0", "--scorer", "dense", "--model", str(tmp_path / "no-such-model")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("ctxsel serve: error: the scorer failed to load"), last
@@ -455,15 +515,19 @@ class TestOversizedUploads:
 
     def test_urllib_streaming_a_chunked_body_gets_the_413(self, srv: ServerProcess, big_body: Path) -> None:
         data = big_body.read_bytes()
-        pieces = (data[i: i + 65536] for i in range(0, len(data), 65536))  # no length: sent chunked
+        pieces = (data[i : i + 65536] for i in range(0, len(data), 65536))  # no length: sent chunked
         status, body = post_with_urllib(f"{srv.base_url}/select", pieces)
         assert_clean_error(status, body, 413, "body_too_large", "1,000,000-byte limit")
         assert_still_serving(srv)
 
     def test_httpx_gets_the_413(self, srv: ServerProcess, big_body: Path) -> None:
         httpx = pytest.importorskip("httpx")
-        resp = httpx.post(f"{srv.base_url}/select", content=big_body.read_bytes(),
-                          headers={"Content-Type": "application/json"}, timeout=30)
+        resp = httpx.post(
+            f"{srv.base_url}/select",
+            content=big_body.read_bytes(),
+            headers={"Content-Type": "application/json"},
+            timeout=30,
+        )
         assert_clean_error(resp.status_code, resp.json(), 413, "body_too_large", "1,000,000-byte limit")
         assert_still_serving(srv)
 
@@ -474,9 +538,23 @@ class TestOversizedUploads:
             pytest.skip("curl is not installed")
         extra = [] if expect.startswith("100") else ["-H", "Expect:"]
         done = subprocess.run(
-            [curl, "-sS", "-X", "POST", "-H", "Content-Type: application/json", *extra,
-             "--data-binary", f"@{big_body}", "-w", "\n%{http_code}", f"{srv.base_url}/select"],
-            capture_output=True, text=True, timeout=60,
+            [
+                curl,
+                "-sS",
+                "-X",
+                "POST",
+                "-H",
+                "Content-Type: application/json",
+                *extra,
+                "--data-binary",
+                f"@{big_body}",
+                "-w",
+                "\n%{http_code}",
+                f"{srv.base_url}/select",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert done.returncode == 0, done.stderr
         body_text, _, code = done.stdout.rpartition("\n")
@@ -498,48 +576,68 @@ class TestMessages:
         assert_clean_error(status, body, 422, "invalid_input", "options.foo", "no option 'foo'", "buffer", "min_k")
 
     def test_text_plain_names_the_content_type_expected(self, srv: ServerProcess) -> None:
-        status, _, body = srv.request("POST", "/select", raw=json.dumps(SELECT).encode(),
-                                      **{"Content-Type": "text/plain"})
-        assert_clean_error(status, body, 422, "invalid_body", "Content-Type: application/json",
-                           "got Content-Type: text/plain")
+        status, _, body = srv.request(
+            "POST", "/select", raw=json.dumps(SELECT).encode(), **{"Content-Type": "text/plain"}
+        )
+        assert_clean_error(
+            status, body, 422, "invalid_body", "Content-Type: application/json", "got Content-Type: text/plain"
+        )
 
     @pytest.mark.parametrize("method", ["self-route", "sage", "context-picker"])
     def test_an_llm_method_without_a_reader_says_how_to_start_one(self, srv: ServerProcess, method: str) -> None:
         status, _, body = srv.request("POST", "/select", {**SELECT, "method": method})
-        assert_clean_error(status, body, 422, "invalid_input", f"method {method!r} calls an LLM",
-                           "ctxsel serve --reader local")
+        assert_clean_error(
+            status, body, 422, "invalid_input", f"method {method!r} calls an LLM", "ctxsel serve --reader local"
+        )
         assert "get_selector" not in body["message"] and "llm=client" not in body["message"]
 
     def test_answer_without_a_reader_says_how_to_start_one(self, srv: ServerProcess) -> None:
         status, _, body = srv.request("POST", "/answer", SELECT)
         assert_clean_error(status, body, 501, "no_reader", "ctxsel serve --reader local")
 
-    @pytest.mark.parametrize("raw, words", [
-        (b"question=q&chunks=a", ["not valid JSON"]),
-        (b"[1, 2, 3]", ["must be a JSON object like", "got an array"]),
-        (b'"just a string"', ["must be a JSON object like", "got a string"]),
-        (b'{"question": "q", "chunks": "one string"}', ["chunks: Input should be a valid list"]),
-        (b'{"question": "q", "chunks": [' + b"[" * 5000 + b"]" * 5000 + b"]}", ["not valid JSON", "recursion"]),
-        (b'{"chunks": ["a"]}', ["question: Field required"]),
-        (b'{"question": "q", "chunks": ["a"], "top_k": 3}', ["top_k: Extra inputs are not permitted"]),
-        (b'{"question": "\\ud800", "chunks": ["a"]}', ["not valid JSON", "lone UTF-16 surrogate"]),
-    ], ids=["form-encoded", "array", "string", "chunks-as-string", "deeply-nested", "no-question", "unknown-field",
-            "lone-surrogate"])
+    @pytest.mark.parametrize(
+        "raw, words",
+        [
+            (b"question=q&chunks=a", ["not valid JSON"]),
+            (b"[1, 2, 3]", ["must be a JSON object like", "got an array"]),
+            (b'"just a string"', ["must be a JSON object like", "got a string"]),
+            (b'{"question": "q", "chunks": "one string"}', ["chunks: Input should be a valid list"]),
+            (b'{"question": "q", "chunks": [' + b"[" * 5000 + b"]" * 5000 + b"]}", ["not valid JSON", "recursion"]),
+            (b'{"chunks": ["a"]}', ["question: Field required"]),
+            (b'{"question": "q", "chunks": ["a"], "top_k": 3}', ["top_k: Extra inputs are not permitted"]),
+            (b'{"question": "\\ud800", "chunks": ["a"]}', ["not valid JSON", "lone UTF-16 surrogate"]),
+        ],
+        ids=[
+            "form-encoded",
+            "array",
+            "string",
+            "chunks-as-string",
+            "deeply-nested",
+            "no-question",
+            "unknown-field",
+            "lone-surrogate",
+        ],
+    )
     def test_a_malformed_body_is_422_with_a_message(self, srv: ServerProcess, raw: bytes, words: list[str]) -> None:
         status, _, body = srv.request("POST", "/select", raw=raw)
         assert_clean_error(status, body, 422, "invalid_body", *words)
         assert_still_serving(srv)
 
-    @pytest.mark.parametrize("extra, words", [
-        ({"method": "no-such-method"}, ["unknown method 'no-such-method'", "adaptive-k"]),
-        ({"method": "top-k@-1"}, ["k must be >= 0"]),
-        ({"options": {"min_k": -3}}, ["min_k must be >= 0"]),
-        ({"method": "top-k[k=two]"}, ["k must be an integer", "'two'"]),
-        ({"method": "adaptive-k", "options": {"strategy": "best"}}, ["options.strategy", "one of 'largest_gap'"]),
-        ({"options": {"policy": "/etc/passwd"}}, ["'policy' is not an option", "cannot name a file"]),
-    ], ids=["unknown-method", "negative-k", "negative-min-k", "k-not-integer", "bad-literal", "policy-file"])
-    def test_input_the_method_cannot_use_is_422(self, srv: ServerProcess, extra: dict[str, Any],
-                                                words: list[str]) -> None:
+    @pytest.mark.parametrize(
+        "extra, words",
+        [
+            ({"method": "no-such-method"}, ["unknown method 'no-such-method'", "adaptive-k"]),
+            ({"method": "top-k@-1"}, ["k must be >= 0"]),
+            ({"options": {"min_k": -3}}, ["min_k must be >= 0"]),
+            ({"method": "top-k[k=two]"}, ["k must be an integer", "'two'"]),
+            ({"method": "adaptive-k", "options": {"strategy": "best"}}, ["options.strategy", "one of 'largest_gap'"]),
+            ({"options": {"policy": "/etc/passwd"}}, ["'policy' is not an option", "cannot name a file"]),
+        ],
+        ids=["unknown-method", "negative-k", "negative-min-k", "k-not-integer", "bad-literal", "policy-file"],
+    )
+    def test_input_the_method_cannot_use_is_422(
+        self, srv: ServerProcess, extra: dict[str, Any], words: list[str]
+    ) -> None:
         status, _, body = srv.request("POST", "/select", {**SELECT, **extra})
         assert_clean_error(status, body, 422, "invalid_input", *words)
 
@@ -550,10 +648,10 @@ class TestMessages:
     def test_a_gzip_body_says_to_send_it_uncompressed(self, srv: ServerProcess) -> None:
         import gzip
 
-        status, _, body = srv.request("POST", "/select", raw=gzip.compress(json.dumps(SELECT).encode()),
-                                      **{"Content-Encoding": "gzip"})
-        assert_clean_error(status, body, 422, "invalid_body", "Content-Encoding: gzip is not supported",
-                           "uncompressed")
+        status, _, body = srv.request(
+            "POST", "/select", raw=gzip.compress(json.dumps(SELECT).encode()), **{"Content-Encoding": "gzip"}
+        )
+        assert_clean_error(status, body, 422, "invalid_body", "Content-Encoding: gzip is not supported", "uncompressed")
 
     def test_the_wrong_http_method_names_the_right_one(self, srv: ServerProcess) -> None:
         status, _, body = srv.request("GET", "/select")
@@ -568,8 +666,10 @@ class TestMessages:
         import socket
 
         conn = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
-        conn.sendall(b"POST /select HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 1000\r\n\r\n{\"question\"")
+        conn.sendall(
+            b"POST /select HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 1000\r\n\r\n{"question"'
+        )
         time.sleep(0.3)
         conn.close()
         wait_until_slot_free(srv, timeout=10)
@@ -590,25 +690,61 @@ def _json_bodies() -> Any:
     surrogates = st.text(alphabet=st.characters(categories=["Cs"]), min_size=1, max_size=3)
     number = st.integers(min_value=-(10**40), max_value=10**40) | st.floats(allow_nan=False, allow_infinity=False)
     scalar = st.none() | st.booleans() | number | text
-    junk = st.recursive(scalar | surrogates,
-                        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
-                        max_leaves=12)
-    method = st.sampled_from(["adaptive-k", "top-k@2", "autocut@1", "threshold@0.5", "top-n-tokens@5k", "full",
-                              "adaptive-k[strategy=moving_avg,window=3]", "self-route", "ldar", "top-k[k=two]",
-                              "adaptive-k[buffer=-1]", f"top-k@{10**30}", "??"]) | text
-    option_key = st.sampled_from(["min_k", "max_tokens", "buffer", "k", "nan_policy", "strategy", "window",
-                                  "head_fraction"])
+    junk = st.recursive(
+        scalar | surrogates,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+        max_leaves=12,
+    )
+    method = (
+        st.sampled_from(
+            [
+                "adaptive-k",
+                "top-k@2",
+                "autocut@1",
+                "threshold@0.5",
+                "top-n-tokens@5k",
+                "full",
+                "adaptive-k[strategy=moving_avg,window=3]",
+                "self-route",
+                "ldar",
+                "top-k[k=two]",
+                "adaptive-k[buffer=-1]",
+                f"top-k@{10**30}",
+                "??",
+            ]
+        )
+        | text
+    )
+    option_key = st.sampled_from(
+        ["min_k", "max_tokens", "buffer", "k", "nan_policy", "strategy", "window", "head_fraction"]
+    )
     chunks = st.lists(text | st.fixed_dictionaries({"id": text, "text": text}), min_size=1, max_size=8)
     well_formed = st.builds(
-        lambda q, cs, m, o, with_scores, sc: {"question": q, "chunks": cs, "method": m, "options": o,
-                                              **({"scores": (sc * len(cs))[: len(cs)]} if with_scores else {})},
-        text, chunks, method | st.just("adaptive-k"), st.dictionaries(option_key, scalar, max_size=2), st.booleans(),
+        lambda q, cs, m, o, with_scores, sc: {
+            "question": q,
+            "chunks": cs,
+            "method": m,
+            "options": o,
+            **({"scores": (sc * len(cs))[: len(cs)]} if with_scores else {}),
+        },
+        text,
+        chunks,
+        method | st.just("adaptive-k"),
+        st.dictionaries(option_key, scalar, max_size=2),
+        st.booleans(),
         st.lists(number, min_size=1, max_size=3),
     )
     junk_body = st.fixed_dictionaries(
         {"question": text | junk},
-        optional={"chunks": junk, "document": text | junk, "method": method | junk, "options": junk,
-                  "scores": junk, "with_text": junk, "surprise": junk},
+        optional={
+            "chunks": junk,
+            "document": text | junk,
+            "method": method | junk,
+            "options": junk,
+            "scores": junk,
+            "with_text": junk,
+            "surprise": junk,
+        },
     )
     return well_formed | well_formed | well_formed | junk_body | junk
 

@@ -23,8 +23,8 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "llm"))
-from fake_server import FakeOpenAIServer, completion_reply  # noqa: E402
-from server_process import ServerProcess  # noqa: E402
+from fake_server import FakeOpenAIServer, completion_reply
+from server_process import ServerProcess
 
 TOKEN = "test-token-9f8e7d"
 LIMIT = 1_000_000  # --max-body-bytes
@@ -47,9 +47,22 @@ def fake() -> Any:
 @pytest.fixture(scope="module")
 def srv(fake: FakeOpenAIServer) -> Any:
     args = [
-        "--scorer", "keywords", "--max-body-bytes", str(LIMIT), "--max-concurrency", "2",
-        "--deadline", str(DEADLINE), "--reader", f"{fake.base_url}/v1", "--reader-model", "fake",
-        "--reader-mode", "completions", "--llm-cache", "off",
+        "--scorer",
+        "keywords",
+        "--max-body-bytes",
+        str(LIMIT),
+        "--max-concurrency",
+        "2",
+        "--deadline",
+        str(DEADLINE),
+        "--reader",
+        f"{fake.base_url}/v1",
+        "--reader-model",
+        "fake",
+        "--reader-mode",
+        "completions",
+        "--llm-cache",
+        "off",
     ]
     with ServerProcess(args, token=TOKEN) as server:
         yield server
@@ -70,8 +83,15 @@ class TestHealthAndSelect:
     def test_health_is_public_and_reports_the_settings(self, srv: ServerProcess) -> None:
         status, headers, body = srv.request("GET", "/health", auth=False)
         assert status == 200
-        assert body == {"status": "ok", "version": body["version"], "reader": "fake", "scorer": "keywords",
-                        "in_flight": 0, "max_concurrency": 2, "message": None}
+        assert body == {
+            "status": "ok",
+            "version": body["version"],
+            "reader": "fake",
+            "scorer": "keywords",
+            "in_flight": 0,
+            "max_concurrency": 2,
+            "message": None,
+        }
         assert len(headers["x-request-id"]) == 32
 
     def test_select_with_chunks_scored_by_the_server(self, srv: ServerProcess) -> None:
@@ -83,8 +103,14 @@ class TestHealthAndSelect:
         assert sel["n_tokens"] == sum(c["n_tokens"] for c in sel["chunks"])
 
     def test_select_with_precomputed_embeddings_is_cosine(self, srv: ServerProcess) -> None:
-        body = {"question": "q", "chunks": ["a", "b", "c"], "method": "top-k@3", "with_text": False,
-                "embeddings": [[2.0, 0.0], [0.0, 1.0], [3.0, 4.0]], "query_embedding": [1.0, 0.0]}
+        body = {
+            "question": "q",
+            "chunks": ["a", "b", "c"],
+            "method": "top-k@3",
+            "with_text": False,
+            "embeddings": [[2.0, 0.0], [0.0, 1.0], [3.0, 4.0]],
+            "query_embedding": [1.0, 0.0],
+        }
         status, _, sel = srv.request("POST", "/select", body)
         assert status == 200
         assert sel["ids"] == ["0", "2", "1"]
@@ -92,8 +118,12 @@ class TestHealthAndSelect:
         assert all("text" not in c or c["text"] is None for c in sel["chunks"])
 
     def test_select_with_scores_and_chunk_objects(self, srv: ServerProcess) -> None:
-        body = {"question": "q", "method": "adaptive-k[buffer=0]", "scores": [0.9, 0.85, 0.1, 0.05],
-                "chunks": [{"id": f"p{i}", "text": f"passage {i}", "n_tokens": 10} for i in range(4)]}
+        body = {
+            "question": "q",
+            "method": "adaptive-k[buffer=0]",
+            "scores": [0.9, 0.85, 0.1, 0.05],
+            "chunks": [{"id": f"p{i}", "text": f"passage {i}", "n_tokens": 10} for i in range(4)],
+        }
         status, _, sel = srv.request("POST", "/select", body)
         assert status == 200
         assert sel["ids"] == ["p0", "p1"]
@@ -108,14 +138,17 @@ class TestHealthAndSelect:
 
 
 class TestAuth:
-    @pytest.mark.parametrize("auth, why", [
-        (False, "missing bearer token"),
-        ("Bearer wrong-token", "wrong bearer token"),
-        (f"Bearer {TOKEN[:-1]}", "wrong bearer token"),
-        (f"Bearer {TOKEN}x", "wrong bearer token"),
-        (f"Basic {TOKEN}", "must be 'Bearer <token>'"),
-        ("Bearer ", "must be 'Bearer <token>'"),
-    ])
+    @pytest.mark.parametrize(
+        "auth, why",
+        [
+            (False, "missing bearer token"),
+            ("Bearer wrong-token", "wrong bearer token"),
+            (f"Bearer {TOKEN[:-1]}", "wrong bearer token"),
+            (f"Bearer {TOKEN}x", "wrong bearer token"),
+            (f"Basic {TOKEN}", "must be 'Bearer <token>'"),
+            ("Bearer ", "must be 'Bearer <token>'"),
+        ],
+    )
     def test_missing_or_wrong_token_is_401(self, srv: ServerProcess, auth: Any, why: str) -> None:
         status, headers, body = srv.request("POST", "/select", SELECT, auth=auth)
         assert status == 401
@@ -127,8 +160,9 @@ class TestAuth:
     def test_the_token_is_checked_before_the_body_is_read(self, srv: ServerProcess) -> None:
         # a declared 1 GB body that never comes: 401 at once, not 413, not a hang
         conn = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
-        conn.sendall(b"POST /select HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 1000000000\r\n\r\n")
+        conn.sendall(
+            b"POST /select HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"
+        )
         reply = read_response(conn)
         conn.close()
         assert reply.startswith(b"HTTP/1.1 401 ")
@@ -149,8 +183,10 @@ def read_response(sock: socket.socket) -> bytes:
             return data
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
-    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"content-length:")), None)
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")),
+        None,
+    )
     while length is None or len(body) < length:
         chunk = sock.recv(65536)
         if not chunk:
@@ -189,8 +225,10 @@ def stream_chunked(port: int, head: bytes, total: int, piece: int = 64 * 1024) -
 class TestBodyLimit:
     def test_declared_content_length_over_the_limit_is_413_at_once(self, srv: ServerProcess) -> None:
         conn = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
-        conn.sendall(f"POST /select HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
-                     f"Content-Type: application/json\r\nContent-Length: {LIMIT + 1}\r\n\r\n".encode())
+        conn.sendall(
+            f"POST /select HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {LIMIT + 1}\r\n\r\n".encode()
+        )
         reply = read_response(conn)  # answered before a single body byte was sent
         conn.close()
         assert reply.startswith(b"HTTP/1.1 413 ")
@@ -201,8 +239,10 @@ class TestBodyLimit:
     def test_streamed_body_over_the_limit_is_413_without_reading_it(self, srv: ServerProcess) -> None:
         total = 64 * 1024 * 1024  # 64x the limit, ready to go
         before = srv.peak_rss_kib()
-        head = (f"POST /select HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
-                "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
+        head = (
+            f"POST /select HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ).encode()
         sent, reply = stream_chunked(srv.port, head, total)
         after = srv.peak_rss_kib()
         assert reply.startswith(b"HTTP/1.1 413 "), reply[:200]
@@ -221,8 +261,10 @@ class TestBodyLimit:
         assert len(data) == LIMIT
         status, _, sel = srv.request("POST", "/select", raw=data)  # with Content-Length
         assert status == 200 and sel["ids"] == ["0"]
-        head = (f"POST /select HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
-                "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
+        head = (
+            f"POST /select HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ).encode()
         reply = post_chunked(srv.port, head, data)  # counted as it streams
         assert reply.startswith(b"HTTP/1.1 200 "), reply[:300]
         reply = post_chunked(srv.port, head, data[:-1] + b" }")  # one byte more
@@ -237,7 +279,7 @@ def post_chunked(port: int, head: bytes, data: bytes, piece: int = 64 * 1024) ->
     try:
         sock.sendall(head)
         for i in range(0, len(data), piece):
-            part = data[i: i + piece]
+            part = data[i : i + piece]
             sock.sendall(f"{len(part):x}\r\n".encode() + part + b"\r\n")
         sock.sendall(b"0\r\n\r\n")
     except (BrokenPipeError, ConnectionResetError):
@@ -251,16 +293,19 @@ def post_chunked(port: int, head: bytes, data: bytes, piece: int = 64 * 1024) ->
 
 
 class TestMalformedBody:
-    @pytest.mark.parametrize("raw, expected", [
-        (b'{"question": "q", "chunks": [', "not valid JSON"),
-        (b'{"chunks": ["a"]}', "question: Field required"),
-        (b'{"question": "q"}', "exactly one of 'chunks'"),
-        (b'{"question": "q", "chunks": ["a"], "document": "b"}', "exactly one of 'chunks'"),
-        (b'{"question": "q", "chunks": 5}', "chunks: Input should be a valid list"),
-        (b'{"question": "q", "chunks": ["a"], "surprise": 1}', "surprise: Extra inputs are not permitted"),
-        (b'{"question": "q", "chunks": ["a"], "embeddings": [[1.0]]}', "go together"),
-        (b"[]", "must be a JSON object like"),
-    ])
+    @pytest.mark.parametrize(
+        "raw, expected",
+        [
+            (b'{"question": "q", "chunks": [', "not valid JSON"),
+            (b'{"chunks": ["a"]}', "question: Field required"),
+            (b'{"question": "q"}', "exactly one of 'chunks'"),
+            (b'{"question": "q", "chunks": ["a"], "document": "b"}', "exactly one of 'chunks'"),
+            (b'{"question": "q", "chunks": 5}', "chunks: Input should be a valid list"),
+            (b'{"question": "q", "chunks": ["a"], "surprise": 1}', "surprise: Extra inputs are not permitted"),
+            (b'{"question": "q", "chunks": ["a"], "embeddings": [[1.0]]}', "go together"),
+            (b"[]", "must be a JSON object like"),
+        ],
+    )
     def test_malformed_body_is_422_with_a_message(self, srv: ServerProcess, raw: bytes, expected: str) -> None:
         status, headers, body = srv.request("POST", "/select", raw=raw)
         assert status == 422, body
@@ -270,15 +315,18 @@ class TestMalformedBody:
         assert isinstance(body["detail"], list) and body["detail"]
         assert_still_serving(srv)
 
-    @pytest.mark.parametrize("extra, expected", [
-        ({"method": "no-such-method"}, "unknown method 'no-such-method'"),
-        ({"method": "top-k[k=two]"}, "k must be an integer"),
-        ({"scores": [0.5]}, "got 1 scores for 3 chunks"),
-        ({"embeddings": [[1.0, 0.0]] * 3, "query_embedding": [1.0]}, "dimension 2 but query_embedding has 1"),
-        ({"chunks": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}, "duplicate chunk id 'a'"),
-        ({"method": "ldar[policy=/etc/passwd]"}, "a request cannot name a file"),
-        ({"options": {"llm": "x"}}, "'llm' is not an option"),
-    ])
+    @pytest.mark.parametrize(
+        "extra, expected",
+        [
+            ({"method": "no-such-method"}, "unknown method 'no-such-method'"),
+            ({"method": "top-k[k=two]"}, "k must be an integer"),
+            ({"scores": [0.5]}, "got 1 scores for 3 chunks"),
+            ({"embeddings": [[1.0, 0.0]] * 3, "query_embedding": [1.0]}, "dimension 2 but query_embedding has 1"),
+            ({"chunks": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}, "duplicate chunk id 'a'"),
+            ({"method": "ldar[policy=/etc/passwd]"}, "a request cannot name a file"),
+            ({"options": {"llm": "x"}}, "'llm' is not an option"),
+        ],
+    )
     def test_input_the_method_cannot_use_is_422_with_a_message(
         self, srv: ServerProcess, extra: dict[str, Any], expected: str
     ) -> None:
@@ -402,20 +450,27 @@ def test_a_port_in_use_is_a_one_line_error() -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        done = subprocess.run([*ctxsel_command(), "serve", "--port", str(port), "--scorer", "keywords"],
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [*ctxsel_command(), "serve", "--port", str(port), "--scorer", "keywords"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "--port" in done.stderr
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"token": ""}, "token is empty"),
-    ({"max_body_bytes": 0}, "max_body_bytes must be a positive integer"),
-    ({"deadline_s": float("inf")}, "deadline_s must be a positive number"),
-    ({"max_concurrency": 0}, "max_concurrency must be an integer >= 1"),
-    ({"scorer": "magic"}, "scorer must be dense, bm25 or keywords"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"token": ""}, "token is empty"),
+        ({"max_body_bytes": 0}, "max_body_bytes must be a positive integer"),
+        ({"deadline_s": float("inf")}, "deadline_s must be a positive number"),
+        ({"max_concurrency": 0}, "max_concurrency must be an integer >= 1"),
+        ({"scorer": "magic"}, "scorer must be dense, bm25 or keywords"),
+    ],
+)
 def test_bad_settings_are_refused(kw: dict[str, Any], message: str) -> None:
     from ctxsel.service import ServiceSettings
 
@@ -458,8 +513,11 @@ def test_without_the_serve_extra_the_error_names_it(monkeypatch: pytest.MonkeyPa
             raise ImportError(f"No module named {name!r}")
         return real_import(name, *args, **kwargs)
 
-    for mod in [m for m in sys.modules if m.startswith("ctxsel.service.") or m.split(".")[0] in
-                ("fastapi", "starlette", "uvicorn")]:
+    for mod in [
+        m
+        for m in sys.modules
+        if m.startswith("ctxsel.service.") or m.split(".")[0] in ("fastapi", "starlette", "uvicorn")
+    ]:
         monkeypatch.delitem(sys.modules, mod)
     monkeypatch.setattr(builtins, "__import__", no_web_framework)
     with pytest.raises(ImportError, match=r"pip install 'ctxsel\[serve\]'"):

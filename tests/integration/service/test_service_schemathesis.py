@@ -34,9 +34,24 @@ def live_server() -> Any:
     with FakeOpenAIServer() as fake:
         fake.push(*[completion_reply(" an answer\n") for _ in range(10 * MAX_EXAMPLES)])
         # a body limit above what the generator writes: an over-long invalid body must get its 422, not a 413
-        args = ["--scorer", "keywords", "--max-body-bytes", "5000000", "--max-concurrency", "8", "--deadline", "10",
-                "--reader", f"{fake.base_url}/v1", "--reader-model", "fake", "--reader-mode", "completions",
-                "--llm-cache", "off"]
+        args = [
+            "--scorer",
+            "keywords",
+            "--max-body-bytes",
+            "5000000",
+            "--max-concurrency",
+            "8",
+            "--deadline",
+            "10",
+            "--reader",
+            f"{fake.base_url}/v1",
+            "--reader-model",
+            "fake",
+            "--reader-mode",
+            "completions",
+            "--llm-cache",
+            "off",
+        ]
         with ServerProcess(args, token=TOKEN) as srv:
             yield srv
 
@@ -65,8 +80,12 @@ def test_the_server_serves_this_schema(live_server: ServerProcess) -> None:
 
 
 @schema.parametrize()
-@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture],
+)
 def test_every_response_matches_the_schema(case: Any, live_server: ServerProcess) -> None:
     # Every check but positive_data_acceptance: a body can match the schema and still
     # be unusable (an unknown method name, 2 scores for 3 chunks, both 'scores' and

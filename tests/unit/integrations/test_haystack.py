@@ -6,13 +6,13 @@ import pytest
 
 pytest.importorskip("haystack")
 
-from haystack import Document, Pipeline  # noqa: E402
-from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
-from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
+from haystack import Document, Pipeline
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from museum import QUERY, TEXTS
 
-from ctxsel.integrations._core import META_KEYS  # noqa: E402
-from ctxsel.integrations.haystack import CtxselSelector  # noqa: E402
-from museum import QUERY, TEXTS  # noqa: E402
+from ctxsel.integrations._core import META_KEYS
+from ctxsel.integrations.haystack import CtxselSelector
 
 ALLOWED = ["ctxsel.integrations.haystack"]
 
@@ -52,30 +52,45 @@ def test_in_pipeline_with_per_run_overrides() -> None:
     assert [d.id for d in res["selector"]["documents"]] == ["d1", "d3"]
     assert res["selector"]["report"]["scores_from"] == "scorer:keywords"
     # one run with another method and the retriever's BM25 scores; the next run is back to the init settings
-    res = pipe.run({"retriever": {"query": QUERY},
-                    "selector": {"query": QUERY, "method": "top-k@1", "use_document_scores": True}})
+    res = pipe.run(
+        {"retriever": {"query": QUERY}, "selector": {"query": QUERY, "method": "top-k@1", "use_document_scores": True}}
+    )
     sel = res["selector"]
     assert len(sel["documents"]) == 1 and sel["report"]["scores_from"] == "input"
     assert sel["report"]["method"] == "top-k" and sel["report"]["config"]["k"] == 1
     res = pipe.run({"retriever": {"query": QUERY}, "selector": {"query": QUERY}})
     assert len(res["selector"]["documents"]) == 2
     # selector_options and allow_empty per run
-    res = pipe.run({"retriever": {"query": QUERY},
-                    "selector": {"query": QUERY, "selector_options": {"max_tokens": 1}}})
+    res = pipe.run({"retriever": {"query": QUERY}, "selector": {"query": QUERY, "selector_options": {"max_tokens": 1}}})
     assert len(res["selector"]["documents"]) == 1 and res["selector"]["report"]["allow_empty_fallback"]
-    res = pipe.run({"retriever": {"query": QUERY},
-                    "selector": {"query": QUERY, "selector_options": {"max_tokens": 1}, "allow_empty": True}})
+    res = pipe.run(
+        {
+            "retriever": {"query": QUERY},
+            "selector": {"query": QUERY, "selector_options": {"max_tokens": 1}, "allow_empty": True},
+        }
+    )
     assert res["selector"]["documents"] == []
 
 
 def test_to_dict_from_dict_round_trip() -> None:
-    comp = CtxselSelector(method="adaptive-k[strategy=moving_avg]", selector_options={"min_k": 2},
-                          scorer="bm25", use_document_scores=True, allow_empty=True)
+    comp = CtxselSelector(
+        method="adaptive-k[strategy=moving_avg]",
+        selector_options={"min_k": 2},
+        scorer="bm25",
+        use_document_scores=True,
+        allow_empty=True,
+    )
     data = comp.to_dict()
     assert data == {
         "type": "ctxsel.integrations.haystack.CtxselSelector",
-        "init_parameters": {"method": "adaptive-k[strategy=moving_avg]", "selector_options": {"min_k": 2},
-                            "scorer": "bm25", "scorer_options": {}, "use_document_scores": True, "allow_empty": True},
+        "init_parameters": {
+            "method": "adaptive-k[strategy=moving_avg]",
+            "selector_options": {"min_k": 2},
+            "scorer": "bm25",
+            "scorer_options": {},
+            "use_document_scores": True,
+            "allow_empty": True,
+        },
     }
     back = CtxselSelector.from_dict(data)
     assert back.to_dict() == data

@@ -7,16 +7,16 @@ import pytest
 pytest.importorskip("langchain_core")
 pytest.importorskip("langchain_classic")
 
-from langchain_classic.retrievers import ContextualCompressionRetriever  # noqa: E402
-from langchain_classic.retrievers.document_compressors import DocumentCompressorPipeline  # noqa: E402
-from langchain_core.callbacks import CallbackManagerForRetrieverRun  # noqa: E402
-from langchain_core.documents import BaseDocumentCompressor, Document  # noqa: E402
-from langchain_core.retrievers import BaseRetriever  # noqa: E402
-from langchain_core.runnables import RunnableLambda  # noqa: E402
+from langchain_classic.retrievers import ContextualCompressionRetriever
+from langchain_classic.retrievers.document_compressors import DocumentCompressorPipeline
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import BaseDocumentCompressor, Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
+from museum import QUERY, TEXTS
 
-from ctxsel.integrations._core import META_KEYS  # noqa: E402
-from ctxsel.integrations.langchain import CtxselCompressor, select_documents  # noqa: E402
-from museum import QUERY, TEXTS  # noqa: E402
+from ctxsel.integrations._core import META_KEYS
+from ctxsel.integrations.langchain import CtxselCompressor, select_documents
 
 
 class ListRetriever(BaseRetriever):
@@ -110,12 +110,16 @@ def test_uses_retriever_scores_from_metadata_when_all_present() -> None:
     d = docs()
     for doc, s in zip(d, [0.1, 0.2, 0.9, 0.3, 0.05]):
         doc.metadata["relevance_score"] = s
-    out = CtxselCompressor(method="top-k@1", score_key="relevance_score", scorer="keywords").compress_documents(d, QUERY)
+    out = CtxselCompressor(method="top-k@1", score_key="relevance_score", scorer="keywords").compress_documents(
+        d, QUERY
+    )
     assert [x.id for x in out] == ["d2"]
     assert out[0].metadata["ctxsel_scores_from"] == "input"
     # one missing score: every document is rescored with the scorer instead
     del d[2].metadata["relevance_score"]
-    out = CtxselCompressor(method="top-k@1", score_key="relevance_score", scorer="keywords").compress_documents(d, QUERY)
+    out = CtxselCompressor(method="top-k@1", score_key="relevance_score", scorer="keywords").compress_documents(
+        d, QUERY
+    )
     assert [x.id for x in out] == ["d1"]
     assert out[0].metadata["ctxsel_scores_from"] == "scorer:keywords"
 

@@ -7,21 +7,23 @@ import pytest
 
 pytest.importorskip("llama_index.core")
 
-from llama_index.core import Document, VectorStoreIndex  # noqa: E402
-from llama_index.core.embeddings import MockEmbedding  # noqa: E402
-from llama_index.core.llms import MockLLM  # noqa: E402
-from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode  # noqa: E402
+from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.llms import MockLLM
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from museum import QUERY, TEXTS
 
-from ctxsel.integrations._core import META_KEYS  # noqa: E402
-from ctxsel.integrations.llamaindex import CtxselPostprocessor  # noqa: E402
-from museum import QUERY, TEXTS  # noqa: E402
+from ctxsel.integrations._core import META_KEYS
+from ctxsel.integrations.llamaindex import CtxselPostprocessor
 
 
 def nodes(scores: list[float | None] | None = None) -> list[NodeWithScore]:
     scores = scores or [None] * len(TEXTS)
-    return [NodeWithScore(node=TextNode(text=t, id_=f"n{i}", metadata={"page": i}), score=s)
-            for i, (t, s) in enumerate(zip(TEXTS, scores))]
+    return [
+        NodeWithScore(node=TextNode(text=t, id_=f"n{i}", metadata={"page": i}), score=s)
+        for i, (t, s) in enumerate(zip(TEXTS, scores))
+    ]
 
 
 def test_nodes_with_score_none_and_bundle_without_embedding() -> None:

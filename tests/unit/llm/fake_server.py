@@ -135,7 +135,7 @@ class FakeOpenAIServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
             def setup(self) -> None:
@@ -150,13 +150,11 @@ class FakeOpenAIServer:
                     with server._lock:
                         server.open_connections -= 1
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 with server._lock:
-                    server.requests.append(
-                        Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                    )
+                    server.requests.append(Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                     reply = server.queue.popleft() if server.queue else Reply(500, {"error": "no scripted reply"})
                 self.close_connection = True
                 if reply.silent:
@@ -194,7 +192,7 @@ class FakeOpenAIServer:
                     try:
                         if self.connection.recv(1024) == b"":
                             break
-                    except socket.timeout:
+                    except TimeoutError:
                         continue
                     except OSError:
                         break

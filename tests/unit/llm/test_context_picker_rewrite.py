@@ -11,8 +11,10 @@ from ctxsel.llm import OpenAICompatClient
 from ctxsel.train.picker_rewrite import InvalidRewrites, parse_rewrites, rewrite_query, split_records
 
 Q = "Who wrote Animorphs?"
-GOOD = " Which author wrote Animorphs?\n2. Animorphs was written by whom?\n3. Who is the writer of Animorphs?\n" \
-       "4. Who authored the Animorphs books?\n5. Whose pen produced Animorphs?"
+GOOD = (
+    " Which author wrote Animorphs?\n2. Animorphs was written by whom?\n3. Who is the writer of Animorphs?\n"
+    "4. Who authored the Animorphs books?\n5. Whose pen produced Animorphs?"
+)
 
 
 def test_parse_five_rewrites():
@@ -20,15 +22,18 @@ def test_parse_five_rewrites():
     assert out[0] == "Which author wrote Animorphs?" and len(out) == 5
 
 
-@pytest.mark.parametrize("reply, message", [
-    (" A?\n2. B?", "expected 5 numbered lines, got 2"),
-    (GOOD + "\n6. One more?", "got 6"),
-    (GOOD.replace("3. Who is", "7. Who is"), "line 3 does not start"),
-    (GOOD.replace("Whose pen produced Animorphs?", "who  wrote animorphs?"), "repeats the question"),
-    (GOOD.replace("Whose pen produced Animorphs?", "Which author wrote Animorphs?"), "repeats"),
-    (GOOD.replace("Whose pen produced Animorphs?", "It is a book series."), "not a question"),
-    (GOOD.replace(" Which author wrote Animorphs?", ""), "rewrite 1 is empty"),
-])
+@pytest.mark.parametrize(
+    "reply, message",
+    [
+        (" A?\n2. B?", "expected 5 numbered lines, got 2"),
+        (GOOD + "\n6. One more?", "got 6"),
+        (GOOD.replace("3. Who is", "7. Who is"), "line 3 does not start"),
+        (GOOD.replace("Whose pen produced Animorphs?", "who  wrote animorphs?"), "repeats the question"),
+        (GOOD.replace("Whose pen produced Animorphs?", "Which author wrote Animorphs?"), "repeats"),
+        (GOOD.replace("Whose pen produced Animorphs?", "It is a book series."), "not a question"),
+        (GOOD.replace(" Which author wrote Animorphs?", ""), "rewrite 1 is empty"),
+    ],
+)
 def test_invalid_rewrites(reply, message):
     with pytest.raises(InvalidRewrites, match=message):
         parse_rewrites(reply, Q)
@@ -48,8 +53,16 @@ def test_rewrite_query_retries_once_then_gives_up():
 
 
 def test_all_rewrites_of_a_question_stay_on_its_side_of_the_split():
-    recs = [{"id": f"q{i}", "question": f"Q{i}?", "kept": True, "s_gold": ["a"],
-             "rewrites": [f"Q{i} v{j}?" for j in range(5)]} for i in range(10)]
+    recs = [
+        {
+            "id": f"q{i}",
+            "question": f"Q{i}?",
+            "kept": True,
+            "s_gold": ["a"],
+            "rewrites": [f"Q{i} v{j}?" for j in range(5)],
+        }
+        for i in range(10)
+    ]
     recs.append({"id": "dropped", "question": "D?", "kept": False, "s_gold": []})
     train, test = split_records(recs, "train"), split_records(recs, "test")
     train_ids, test_ids = split_ids([f"q{i}" for i in range(10)])

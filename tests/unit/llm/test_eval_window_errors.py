@@ -7,10 +7,9 @@ OpenAI-compatible server for the HTTP path."""
 from __future__ import annotations
 
 import json
-
-import numpy as np
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fake_server import FakeOpenAIServer, completion_reply
 
@@ -131,7 +130,8 @@ def test_http_reader_with_a_window_counts_with_cl100k_and_cuts(server) -> None:
     assert 1 <= expect_k < 4
     server.push(completion_reply("cherry"))
     ans = Reader(http_client(server, context_window=window)).answer(
-        "q?", get_selector("top-k@4").select("q?", CHUNKS, SCORES))
+        "q?", get_selector("top-k@4").select("q?", CHUNKS, SCORES)
+    )
     sent = server.requests[0].json["prompt"]
     kept = ["c", "a", "d", "b"][:expect_k]
     assert [c.id for c in CHUNKS if c.text in sent] == [c.id for c in CHUNKS if c.id in kept]  # reading order
@@ -171,9 +171,13 @@ class FixedScorer:
 
 def examples(n: int = 3) -> list[Example]:
     return [
-        Example(f"e{i}", f"question {i}?",
-                [Chunk(f"{i}{c.id}", c.text, position=c.position) for c in CHUNKS],
-                gold_ids=[f"{i}a", f"{i}c"], answers=["cherry"])
+        Example(
+            f"e{i}",
+            f"question {i}?",
+            [Chunk(f"{i}{c.id}", c.text, position=c.position) for c in CHUNKS],
+            gold_ids=[f"{i}a", f"{i}c"],
+            answers=["cherry"],
+        )
         for i in range(n)
     ]
 
@@ -186,8 +190,9 @@ def test_eval_rows_record_the_cut_and_the_summary_counts_it(tmp_path: Path) -> N
     exs = examples(2)
     exs[1].chunks = exs[1].chunks[:1]  # e1: one chunk, always fits
     client = WindowClient(window_for("question 0?", 2) + 10)
-    summary = evaluate(exs, ["top-k@4"], output_dir=tmp_path, scorer=FixedScorer(), progress=False,
-                       reader=Reader(client))
+    summary = evaluate(
+        exs, ["top-k@4"], output_dir=tmp_path, scorer=FixedScorer(), progress=False, reader=Reader(client)
+    )
     by = {r["example_id"]: r for r in rows_of(tmp_path)}
     assert by["e0"]["k"] == 4 and by["e0"]["cut"] == 1.0
     assert by["e0"]["tokens_cut"] == CHUNKS[1].n_tokens + CHUNKS[3].n_tokens
@@ -207,8 +212,7 @@ def test_reference_rows_in_an_eval(tmp_path: Path) -> None:
     exs[1].gold_ids = []  # the oracle cannot run here: that row's error, not the run's end
     client = WindowClient(10_000, replies=["no idea", "Cherry", "the cherry", "x", "y", "z"])
     methods = ["closed-book", "oracle", "top-k@1"]
-    summary = evaluate(exs, methods, output_dir=tmp_path, scorer=FixedScorer(), progress=False,
-                       reader=Reader(client))
+    summary = evaluate(exs, methods, output_dir=tmp_path, scorer=FixedScorer(), progress=False, reader=Reader(client))
     # e0: closed-book, oracle, top-k; e1: closed-book, (oracle fails before any call), top-k
     assert len(client.prompts) == 5
     assert client.prompts[0] == FACTOID_QA.render(question="question 0?", context="")
@@ -231,14 +235,25 @@ def test_reference_rows_in_an_eval(tmp_path: Path) -> None:
 def test_one_failing_example_leaves_the_others_scored_and_is_retried_on_resume(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path / "llm.sqlite")
     failing = WindowClient(10_000, fail_on="question 1?")
-    summary = evaluate(examples(3), ["top-k@1", "top-k@2"], output_dir=tmp_path / "run", scorer=FixedScorer(),
-                       progress=False, reader=Reader(CachedClient(failing, cache)))
+    summary = evaluate(
+        examples(3),
+        ["top-k@1", "top-k@2"],
+        output_dir=tmp_path / "run",
+        scorer=FixedScorer(),
+        progress=False,
+        reader=Reader(CachedClient(failing, cache)),
+    )
     rows = rows_of(tmp_path / "run")
     assert len(rows) == 6
     errored = [r for r in rows if r.get("error")]
     assert [(r["example_id"], r["method"]) for r in errored] == [("e1", "top-k@1"), ("e1", "top-k@2")]
-    assert all(r["error_stage"] == "read" and r["error"].startswith("LLMServerError: scripted failure")
-               and "score" not in r and "answer" not in r for r in errored)
+    assert all(
+        r["error_stage"] == "read"
+        and r["error"].startswith("LLMServerError: scripted failure")
+        and "score" not in r
+        and "answer" not in r
+        for r in errored
+    )
     assert [r["recall"] for r in errored] == [0.5, 1.0]  # the selection was measured before the reading failed
     assert all(r["score"] == 1.0 for r in rows if not r.get("error"))
     assert summary["top-k@1"]["errors"] == 1 and summary["top-k@1"]["n"] == 3
@@ -249,13 +264,26 @@ def test_one_failing_example_leaves_the_others_scored_and_is_retried_on_resume(t
 
     # resume without retrying: nothing is asked, the error stays
     kept = WindowClient(10_000)
-    summary = evaluate(examples(3), ["top-k@1", "top-k@2"], output_dir=tmp_path / "run", scorer=FixedScorer(),
-                       progress=False, reader=Reader(CachedClient(kept, cache)), retry_errors=False)
+    summary = evaluate(
+        examples(3),
+        ["top-k@1", "top-k@2"],
+        output_dir=tmp_path / "run",
+        scorer=FixedScorer(),
+        progress=False,
+        reader=Reader(CachedClient(kept, cache)),
+        retry_errors=False,
+    )
     assert kept.prompts == [] and summary["top-k@1"]["errors"] == 1
     # resume (default): only the failed rows run again, the rest come from results.jsonl
     healthy = WindowClient(10_000)
-    summary = evaluate(examples(3), ["top-k@1", "top-k@2"], output_dir=tmp_path / "run", scorer=FixedScorer(),
-                       progress=False, reader=Reader(CachedClient(healthy, cache)))
+    summary = evaluate(
+        examples(3),
+        ["top-k@1", "top-k@2"],
+        output_dir=tmp_path / "run",
+        scorer=FixedScorer(),
+        progress=False,
+        reader=Reader(CachedClient(healthy, cache)),
+    )
     assert len(healthy.prompts) == 2 and all("question 1?" in p for p in healthy.prompts)
     assert summary["top-k@1"]["errors"] == 0 and summary["top-k@1"]["n"] == 3 and summary["top-k@1"]["score"] == 1.0
     assert len(rows_of(tmp_path / "run")) == 8  # append-only: the errored lines stay, the new ones win
@@ -265,10 +293,32 @@ def test_cli_eval_runs_the_reference_rows(server, tmp_path: Path, capsys) -> Non
     from ctxsel.cli.main import main
 
     server.push(*[completion_reply(" Kestrel Optical Works") for _ in range(6)])
-    rc = main(["eval", "--dataset", "example", "--limit", "2", "--methods", "closed-book,oracle,top-k@1",
-               "--scorer", "bm25", "--reader", server.base_url, "--reader-model", "fake", "--reader-mode",
-               "completions", "--reader-window", "4096", "--llm-cache", "off", "--output", str(tmp_path / "run"),
-               "--no-progress"])
+    rc = main(
+        [
+            "eval",
+            "--dataset",
+            "example",
+            "--limit",
+            "2",
+            "--methods",
+            "closed-book,oracle,top-k@1",
+            "--scorer",
+            "bm25",
+            "--reader",
+            server.base_url,
+            "--reader-model",
+            "fake",
+            "--reader-mode",
+            "completions",
+            "--reader-window",
+            "4096",
+            "--llm-cache",
+            "off",
+            "--output",
+            str(tmp_path / "run"),
+            "--no-progress",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and server.calls == 6
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())["methods"]
@@ -279,7 +329,8 @@ def test_cli_eval_runs_the_reference_rows(server, tmp_path: Path, capsys) -> Non
     assert "SubEM %" in out and "| closed-book |" in out
     first = server.requests[0].json["prompt"]
     assert "Kestrel" not in first and first == FACTOID_QA.render(
-        question="Who built the main telescope of the observatory?", context="")
+        question="Who built the main telescope of the observatory?", context=""
+    )
 
 
 def test_an_example_that_cannot_be_scored_is_that_examples_error(tmp_path: Path) -> None:
@@ -293,7 +344,9 @@ def test_an_example_that_cannot_be_scored_is_that_examples_error(tmp_path: Path)
     rows = rows_of(tmp_path)
     bad = [r for r in rows if r.get("error")]
     assert [(r["example_id"], r["method"], r["error_stage"]) for r in bad] == [
-        ("e1", "top-k@1", "score"), ("e1", "closed-book", "score")]
+        ("e1", "top-k@1", "score"),
+        ("e1", "closed-book", "score"),
+    ]
     assert bad[0]["error"] == "RuntimeError: scorer broke"
     assert summary["top-k@1"]["errors"] == 1 and summary["top-k@1"]["recall"] == 0.5  # over e0 and e2
 
@@ -302,10 +355,12 @@ def test_sage_answers_from_its_most_relevant_evidence_that_fits_the_window() -> 
     from ctxsel.selectors.sage.selector import SAGE
 
     # four paragraphs of one long sentence each; the keys hit "cherry" (2 words shared) and "apple" (1)
-    doc = [Chunk("p0", "apple cherry " + "apple " * 60 + "end.", position=0),
-           Chunk("p1", "banana " * 60 + "end.", position=1),
-           Chunk("p2", "cherry cherry " + "cherry " * 60 + "end.", position=2),
-           Chunk("p3", "date " * 60 + "end.", position=3)]
+    doc = [
+        Chunk("p0", "apple cherry " + "apple " * 60 + "end.", position=0),
+        Chunk("p1", "banana " * 60 + "end.", position=1),
+        Chunk("p2", "cherry cherry " + "cherry " * 60 + "end.", position=2),
+        Chunk("p3", "date " * 60 + "end.", position=3),
+    ]
 
     class Client(WindowClient):
         def complete(self, prompt, **kw):

@@ -316,7 +316,7 @@ def test_threads_sharing_one_cache_object(tmp_path):
                 key, comp = _entry(t, j)
                 cache.put(key, comp)
                 assert cache.get(key).text == comp.text
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=run, args=(t,)) for t in range(8)]

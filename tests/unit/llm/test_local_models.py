@@ -32,9 +32,18 @@ def fake_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     root = tmp_path / "site"
     names = _fake_parts(root, pieces)
     monkeypatch.syspath_prepend(str(root))
-    model = LocalModel(name="fake", title="Fake 1B", file_name="fake.gguf", part_modules=names, pip="fake-parts",
-                       sha256=hashlib.sha256(whole).hexdigest(), size=len(whole), chat=True, n_ctx_train=4096,
-                       license="none")
+    model = LocalModel(
+        name="fake",
+        title="Fake 1B",
+        file_name="fake.gguf",
+        part_modules=names,
+        pip="fake-parts",
+        sha256=hashlib.sha256(whole).hexdigest(),
+        size=len(whole),
+        chat=True,
+        n_ctx_train=4096,
+        license="none",
+    )
     monkeypatch.setitem(MODELS, "fake", model)
     monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path / "cache"))
     return model, whole

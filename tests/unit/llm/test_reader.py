@@ -57,7 +57,9 @@ def test_self_route_answerable_makes_one_call_and_keeps_the_top_5k(server):
     assert server.calls == 1
     assert sel.ids == ["b"]  # 3000 tokens fit 5k, 6000 do not
     assert sel.meta["route"] == "rag" and sel.meta["answer"] == "Berlin"
-    assert server.requests[0].json["prompt"] == SELF_ROUTE.render(datatype="documents", context=CHUNKS[1].text, question="q?")
+    assert server.requests[0].json["prompt"] == SELF_ROUTE.render(
+        datatype="documents", context=CHUNKS[1].text, question="q?"
+    )
     ans = Reader(client(server)).answer("q?", sel)  # the reader does not ask again
     assert server.calls == 1 and ans.text == "Berlin" and ans.usage.calls == 1
 
@@ -93,8 +95,13 @@ class _FixedScorer:
 
 def _examples():
     return [
-        Example(f"e{i}", f"question {i}?", [Chunk(f"{i}-{j}", f"fact {i} {j} " * (j + 1), position=j) for j in range(4)],
-                gold_ids=[f"{i}-1"], answers=[f"ans{i}"])
+        Example(
+            f"e{i}",
+            f"question {i}?",
+            [Chunk(f"{i}-{j}", f"fact {i} {j} " * (j + 1), position=j) for j in range(4)],
+            gold_ids=[f"{i}-1"],
+            answers=[f"ans{i}"],
+        )
         for i in range(3)
     ]
 
@@ -108,26 +115,43 @@ def test_reader_eval_whose_server_fails_resumes_without_repeating_finished_calls
     methods = ["top-k@1", "self-route"]
     # e0: top-k, self-route (answerable); e1: top-k, self-route's first call, then the server fails
     # (self-route's first reply is constrained by default: {"answer": ...})
-    server.push(completion_reply("ans0"), completion_reply('{"answer": "ans0"}'), completion_reply("wrong"),
-                completion_reply('{"answer": "unanswerable"}'))
-    summary = evaluate(_examples(), methods, output_dir=tmp_path / "run", scorer=_FixedScorer(), progress=False,
-                       reader=reader)
+    server.push(
+        completion_reply("ans0"),
+        completion_reply('{"answer": "ans0"}'),
+        completion_reply("wrong"),
+        completion_reply('{"answer": "unanswerable"}'),
+    )
+    summary = evaluate(
+        _examples(), methods, output_dir=tmp_path / "run", scorer=_FixedScorer(), progress=False, reader=reader
+    )
     assert server.calls == 7  # e1's fallback, e2's two calls: each fails once (no retries)
     rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert [(r["example_id"], r["method"], bool(r.get("error"))) for r in rows] == [
-        ("e0", "top-k@1", False), ("e0", "self-route", False), ("e1", "top-k@1", False),
-        ("e1", "self-route", True), ("e2", "top-k@1", True), ("e2", "self-route", True)]
+        ("e0", "top-k@1", False),
+        ("e0", "self-route", False),
+        ("e1", "top-k@1", False),
+        ("e1", "self-route", True),
+        ("e2", "top-k@1", True),
+        ("e2", "self-route", True),
+    ]
     assert all("HTTP 500" in r["error"] for r in rows if r.get("error"))
     assert summary["top-k@1"]["errors"] == 1 and summary["self-route"]["errors"] == 2
 
     # rerun: e1's self-route fallback call, then e2's two methods (answerable) -- nothing else
     server.push(completion_reply("ans1"), completion_reply("ans2"), completion_reply('{"answer": "ans2"}'))
-    summary = evaluate(_examples(), methods, output_dir=tmp_path / "run", scorer=_FixedScorer(), progress=False,
-                       reader=Reader(CachedClient(client(server), ResponseCache(tmp_path / "llm.sqlite"))))
+    summary = evaluate(
+        _examples(),
+        methods,
+        output_dir=tmp_path / "run",
+        scorer=_FixedScorer(),
+        progress=False,
+        reader=Reader(CachedClient(client(server), ResponseCache(tmp_path / "llm.sqlite"))),
+    )
     assert server.calls == 10
     rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert sorted((r["example_id"], r["method"]) for r in rows if not r.get("error")) == sorted(
-        (f"e{i}", m) for i in range(3) for m in methods)
+        (f"e{i}", m) for i in range(3) for m in methods
+    )
     by = {(r["example_id"], r["method"]): r for r in rows if not r.get("error")}
     assert by[("e1", "self-route")]["route"] == "long-context" and by[("e1", "self-route")]["llm_calls"] == 2
     assert by[("e1", "top-k@1")]["score"] == 0.0 and by[("e0", "top-k@1")]["score"] == 1.0
@@ -141,8 +165,14 @@ def test_reader_config_change_is_refused_on_resume(server, tmp_path):
     ex = _examples()[:1]
     evaluate(ex, ["top-k@1"], output_dir=tmp_path, scorer=_FixedScorer(), progress=False, reader=Reader(client(server)))
     with pytest.raises(ValueError, match="reader"):
-        evaluate(ex, ["top-k@1"], output_dir=tmp_path, scorer=_FixedScorer(), progress=False,
-                 reader=Reader(client(server), "holobench-qa"))
+        evaluate(
+            ex,
+            ["top-k@1"],
+            output_dir=tmp_path,
+            scorer=_FixedScorer(),
+            progress=False,
+            reader=Reader(client(server), "holobench-qa"),
+        )
 
 
 def test_server_error_reply_is_not_an_answer(server):
@@ -164,9 +194,29 @@ def test_sigkilled_reader_eval_repeats_no_finished_call(server, tmp_path):
     n_prompts = 12  # 6 example questions x 2 methods
     server.push(*[completion_reply(f"answer {i}", delay=0.4) for i in range(2 * n_prompts)])
     cache_path = tmp_path / "llm.sqlite"
-    cmd = [sys.executable, "-m", "ctxsel.cli.main", "eval", "--dataset", "example", "--methods", "top-k@1,top-k@3",
-           "--scorer", "bm25", "--reader", server.base_url, "--reader-model", "fake", "--reader-mode", "completions",
-           "--llm-cache", str(cache_path), "--output", str(tmp_path / "run"), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ctxsel.cli.main",
+        "eval",
+        "--dataset",
+        "example",
+        "--methods",
+        "top-k@1,top-k@3",
+        "--scorer",
+        "bm25",
+        "--reader",
+        server.base_url,
+        "--reader-model",
+        "fake",
+        "--reader-mode",
+        "completions",
+        "--llm-cache",
+        str(cache_path),
+        "--output",
+        str(tmp_path / "run"),
+        "--no-progress",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     victim = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     assert server.wait_for(lambda: server.calls >= 5, timeout=60), "the eval made no LLM calls"

@@ -18,9 +18,24 @@ def test_sage_answers_through_an_http_endpoint_even_when_every_reply_is_nonsense
     with FakeOpenAIServer() as server:
         # is-counting; then twice: keys, the clean answer (importance off), the verdict
         server.push(*[completion_reply("%%% ### !!!", prompt_tokens=50 + i) for i in range(7)])
-        code = main(["answer", "--document", str(EXAMPLE), "--question", "Who built the main telescope?",
-                     "--method", "sage[n_perturb=0]", "--reader", server.base_url, "--reader-model", "fake",
-                     "--reader-mode", "completions", "--json"])
+        code = main(
+            [
+                "answer",
+                "--document",
+                str(EXAMPLE),
+                "--question",
+                "Who built the main telescope?",
+                "--method",
+                "sage[n_perturb=0]",
+                "--reader",
+                server.base_url,
+                "--reader-model",
+                "fake",
+                "--reader-mode",
+                "completions",
+                "--json",
+            ]
+        )
         # round 2 gathers nothing new, so its answer and verdict prompts repeat round 1's and
         # the CLI's response cache serves them: 7 calls made, 5 reach the server
         assert code == 0 and server.calls == 5
@@ -44,17 +59,30 @@ def test_sage_voters_share_one_request_with_n_samples() -> None:
     from ctxsel.selectors import get_selector
 
     votes = ['{"option": "B", "reason": "r"}', '{"option": "A", "reason": "r"}', '{"option": "B", "reason": "r"}']
-    multi = {"id": "chatcmpl-n", "object": "chat.completion", "model": "fake-model",
-             "choices": [{"index": i, "message": {"role": "assistant", "content": v}, "finish_reason": "stop"}
-                         for i, v in enumerate(votes)],
-             "usage": {"prompt_tokens": 50, "completion_tokens": 24, "total_tokens": 74}}
+    multi = {
+        "id": "chatcmpl-n",
+        "object": "chat.completion",
+        "model": "fake-model",
+        "choices": [
+            {"index": i, "message": {"role": "assistant", "content": v}, "finish_reason": "stop"}
+            for i, v in enumerate(votes)
+        ],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 24, "total_tokens": 74},
+    }
     with FakeOpenAIServer() as server:
         client = OpenAICompatClient(server.base_url, "m", max_retries=0)
         sage = get_selector("sage", llm=client, iter_max=1, voter_num=3, n_perturb=0, counting=False)
-        server.push(chat_reply('{"keys": ["telescope"]}'), chat_reply(votes[0]), chat_reply('{"verdict": "YES"}'),
-                    Reply(200, multi))  # keys, the round's clean answer, the verdict, the three voters
-        sel = sage.select("Who built the telescope?", ["The telescope was built by Kestrel.", "Rain fell."],
-                          choices=["Nobody", "Kestrel"])
+        server.push(
+            chat_reply('{"keys": ["telescope"]}'),
+            chat_reply(votes[0]),
+            chat_reply('{"verdict": "YES"}'),
+            Reply(200, multi),
+        )  # keys, the round's clean answer, the verdict, the three voters
+        sel = sage.select(
+            "Who built the telescope?",
+            ["The telescope was built by Kestrel.", "Rain fell."],
+            choices=["Nobody", "Kestrel"],
+        )
         vote_request = server.requests[-1].json
     assert server.calls == 4  # the three voters in one request
     assert vote_request["n"] == 3 and vote_request["temperature"] == 0.8 and vote_request["seed"] == 1

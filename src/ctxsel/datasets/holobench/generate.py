@@ -45,7 +45,6 @@ on the strategy, so strategies differ only in placement.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError, MissingExtraError
 import hashlib
 import json
 import zlib
@@ -59,6 +58,7 @@ import numpy as np
 
 from ctxsel.datasets.holobench.queries import TEMPLATES, QueryInstance, candidates
 from ctxsel.datasets.holobench.tables import TABLE_NAMES, load_tables, verbalise
+from ctxsel.errors import InputError, MissingExtraError
 
 MERGE_STRATEGIES: tuple[str, ...] = ("uniform", "begin", "end", "middle", "bimodal")
 RELEVANCE_MODES: tuple[str, ...] = ("rows", "tables")
@@ -136,7 +136,9 @@ class _DB:
         try:
             import duckdb
         except ImportError as e:
-            raise MissingExtraError("the HoloBench-style generator runs its queries with DuckDB: pip install duckdb") from e
+            raise MissingExtraError(
+                "the HoloBench-style generator runs its queries with DuckDB: pip install duckdb"
+            ) from e
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET threads TO 1")
         for name, df in frames.items():  # native tables: queries on them run faster than on views
@@ -245,8 +247,12 @@ def relevant_token_totals(corpus: Corpus, relevance: str = "rows") -> dict[str, 
             for q in candidates(corpus.tables):
                 if relevance == "rows":
                     res = db.con.execute(q.provenance_sql).fetchnumpy()
-                    out[q.key] = int(sum(corpus.tokens[t][np.unique(np.asarray(res[f"r{i}"], dtype=np.int64))].sum()
-                                         for i, t in enumerate(q.template.tables)))
+                    out[q.key] = int(
+                        sum(
+                            corpus.tokens[t][np.unique(np.asarray(res[f"r{i}"], dtype=np.int64))].sum()
+                            for i, t in enumerate(q.template.tables)
+                        )
+                    )
                 else:
                     out[q.key] = int(sum(corpus.tokens[t].sum() for t in q.template.tables))
         finally:
@@ -328,14 +334,16 @@ def build_example(
     filler, fill_tokens = _take(corpus, [(k,) for k in _round_robin(pools)], size - info_tokens)
     if info_tokens + fill_tokens < size - 500:
         raise InputError(
-            f"size {size} is more than the tables can fill for {q.template.id} "
-            f"(got {info_tokens + fill_tokens} tokens)"
+            f"size {size} is more than the tables can fill for {q.template.id} (got {info_tokens + fill_tokens} tokens)"
         )
 
     # 3. answer and gold on the rows in the context
     in_context = set(relevant) | set(filler)
-    frames = {t: df[df["_rid"].isin([r for tt, r in in_context if tt == t])] for t, df in corpus.tables.items()
-              if t in q.template.tables}
+    frames = {
+        t: df[df["_rid"].isin([r for tt, r in in_context if tt == t])]
+        for t, df in corpus.tables.items()
+        if t in q.template.tables
+    }
     db = _DB(frames)
     try:
         columns, rows = db.run(q.sql)
@@ -413,8 +421,15 @@ def make_examples(
     corpus = build_corpus(seed)
     chosen, n_eligible = select_queries(corpus, info_amount, n_queries, relevance)
     examples = [
-        build_example(corpus, q, example_id=f"holo-i{info_amount}-q{i:03d}", info_amount=info_amount, size=size,
-                      strategy=strategy, relevance=relevance)
+        build_example(
+            corpus,
+            q,
+            example_id=f"holo-i{info_amount}-q{i:03d}",
+            info_amount=info_amount,
+            size=size,
+            strategy=strategy,
+            relevance=relevance,
+        )
         for i, q in enumerate(chosen)
     ]
     return Generated(examples, n_eligible)

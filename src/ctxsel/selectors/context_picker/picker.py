@@ -35,19 +35,19 @@ at B tokens so a fallback never reads more than the picker could have.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import InputError
 from ctxsel.inputs import MissingLLMError, check_question
 from ctxsel.llm.base import LLMClient
+from ctxsel.llm.constrain import ReplyFormatError
 from ctxsel.reader import for_template
 from ctxsel.selectors.adaptive_k import AdaptiveK
 from ctxsel.selectors.base import CommonOptions, Selector, as_int
-from ctxsel.llm.constrain import ReplyFormatError
 from ctxsel.selectors.context_picker.prompt import (
     MAX_RATIONALE_CHARS,
     PICKER,
@@ -82,8 +82,10 @@ class ContextPicker(CommonOptions, Selector):
         if not isinstance(constrained, bool):
             raise InputError(f"constrained must be true or false, got {constrained!r}")
         if constrained and adapter is not None:
-            raise InputError("a trained adapter runs in transformers, which cannot enforce a reply format, and was "
-                             "trained on the plain prompt: use constrained=false (the default with adapter=)")
+            raise InputError(
+                "a trained adapter runs in transformers, which cannot enforce a reply format, and was "
+                "trained on the plain prompt: use constrained=false (the default with adapter=)"
+            )
         self.constrained = constrained
         self.n_tokens = as_int("n_tokens", n_tokens)
         self.max_candidates = as_int("max_candidates", max_candidates)
@@ -108,26 +110,40 @@ class ContextPicker(CommonOptions, Selector):
         self.fallback = AdaptiveK(max_tokens=self.n_tokens, min_k=self.min_k, nan_policy=self.nan_policy)
 
     def config(self) -> dict[str, Any]:
-        return {"n_tokens": self.n_tokens, "max_candidates": self.max_candidates, "stage": self.stage,
-                "retries": self.retries, "max_reply_tokens": self.max_reply_tokens, "template": PICKER.key,
-                "constrained": self.constrained,
-                "adapter": self.adapter, "llm": getattr(self.llm, "model_id", ""), **super().config()}
+        return {
+            "n_tokens": self.n_tokens,
+            "max_candidates": self.max_candidates,
+            "stage": self.stage,
+            "retries": self.retries,
+            "max_reply_tokens": self.max_reply_tokens,
+            "template": PICKER.key,
+            "constrained": self.constrained,
+            "adapter": self.adapter,
+            "llm": getattr(self.llm, "model_id", ""),
+            **super().config(),
+        }
 
     def candidates(self, question: str, chunks: Sequence[Chunk], scores: Any) -> Selection:
         """C_cand = TopSim(q, C; B): the best chunks within B tokens, at most max_candidates."""
         return candidate_pool(question, chunks, scores, self.n_tokens, self.max_candidates, self.nan_policy)
 
     def select(
-        self, question: str, chunks: Sequence[Chunk | str], scores: Sequence[float] | np.ndarray | None = None,
-        *, choices: Sequence[str] | None = None,
+        self,
+        question: str,
+        chunks: Sequence[Chunk | str],
+        scores: Sequence[float] | np.ndarray | None = None,
+        *,
+        choices: Sequence[str] | None = None,
     ) -> Selection:
         del choices  # the picker names evidence; the reader, not the picker, reads the answer options
         t0 = time.perf_counter()
         check_question(question)
         chunk_list = as_chunks(chunks)
         if scores is None and chunk_list:
-            raise InputError("context-picker needs similarity scores to build its candidate pool: pass scores=... "
-                             "or use ctxsel.select(..., scorer=...)")
+            raise InputError(
+                "context-picker needs similarity scores to build its candidate pool: pass scores=... "
+                "or use ctxsel.select(..., scorer=...)"
+            )
         pool = self.candidates(question, chunk_list, scores if scores is not None else [])
         usage = LLMUsage()
         replies: list[str] = []
@@ -138,37 +154,65 @@ class ContextPicker(CommonOptions, Selector):
         passages = [c.text for c in pool.chunks]
         fmt = picker_format(len(passages)) if self.constrained else None
         # a constrained reply is a whole object: room for the longest rationale and every id
-        max_tokens = self.max_reply_tokens if fmt is None else max(
-            self.max_reply_tokens, MAX_RATIONALE_CHARS // 2 + 3 * len(passages) + 16)
+        max_tokens = (
+            self.max_reply_tokens
+            if fmt is None
+            else max(self.max_reply_tokens, MAX_RATIONALE_CHARS // 2 + 3 * len(passages) + 16)
+        )
         error: str | None = None
         for _ in range(1 + self.retries):
-            reply = self.client.complete(render_prompt(question, passages, self.stage, error, prefill=fmt is None),
-                                         max_tokens=max_tokens, temperature=0.0, stop=list(PICKER.stop),
-                                         **({} if fmt is None else {"reply_format": fmt}))
+            reply = self.client.complete(
+                render_prompt(question, passages, self.stage, error, prefill=fmt is None),
+                max_tokens=max_tokens,
+                temperature=0.0,
+                stop=list(PICKER.stop),
+                **({} if fmt is None else {"reply_format": fmt}),
+            )
             usage = usage + reply.usage
             replies.append(reply.text)
             if reply.constrained:
                 n_constrained += 1
             try:
-                parsed = fmt.parse(reply.text) if fmt is not None and reply.constrained \
+                parsed = (
+                    fmt.parse(reply.text)
+                    if fmt is not None and reply.constrained
                     else parse_reply(reply.text, len(passages))
+                )
             except ReplyFormatError as e:
                 error = str(e)
                 errors.append(error)
                 continue
             idx = [i - 1 for i in parsed.ids]
-            sel = Selection(ids=[pool.ids[i] for i in idx], scores=[pool.scores[i] for i in idx],
-                            chunks=[pool.chunks[i] for i in idx], method=self.name, config={},  # _finish sets it
-                            explanation="", n_candidates=len(chunk_list))
+            sel = Selection(
+                ids=[pool.ids[i] for i in idx],
+                scores=[pool.scores[i] for i in idx],
+                chunks=[pool.chunks[i] for i in idx],
+                method=self.name,
+                config={},  # _finish sets it
+                explanation="",
+                n_candidates=len(chunk_list),
+            )
             why = f"picked {sel.k} of {pool.k} candidates: {parsed.rationale[:200]}"
             return self._finish(sel, why, usage, replies, errors, parsed.rationale, False, t0, n_constrained)
         fb = self.fallback.select(question, chunk_list, scores)
-        why = (f"{len(errors)} invalid repl{'y' if len(errors) == 1 else 'ies'} (last: {errors[-1]}); "
-               f"fell back to adaptive-k: {fb.explanation}")
+        why = (
+            f"{len(errors)} invalid repl{'y' if len(errors) == 1 else 'ies'} (last: {errors[-1]}); "
+            f"fell back to adaptive-k: {fb.explanation}"
+        )
         return self._finish(fb, why, usage, replies, errors, None, True, t0, n_constrained)
 
-    def _finish(self, sel: Selection, why: str, usage: LLMUsage, replies: list[str], errors: list[str],
-                rationale: str | None, fallback: bool, t0: float, n_constrained: int) -> Selection:
+    def _finish(
+        self,
+        sel: Selection,
+        why: str,
+        usage: LLMUsage,
+        replies: list[str],
+        errors: list[str],
+        rationale: str | None,
+        fallback: bool,
+        t0: float,
+        n_constrained: int,
+    ) -> Selection:
         sel.method = self.name
         sel.config = self.config()
         sel.explanation = why
@@ -185,22 +229,36 @@ class ContextPicker(CommonOptions, Selector):
             "constrained_replies": n_constrained,  # replies produced under the schema (0 when the server refused it)
             "seconds": time.perf_counter() - t0,
             # per-example numbers the eval averages into its invalid-share / fallback columns
-            "metrics": {"invalid_share": (len(errors) / n_replies) if n_replies else None,
-                        "fallback": float(fallback) if n_replies else None},
+            "metrics": {
+                "invalid_share": (len(errors) / n_replies) if n_replies else None,
+                "fallback": float(fallback) if n_replies else None,
+            },
         }
-        sel.trace.extend({"step": "reply", "attempt": i + 1, "text": r[:500],
-                          "error": errors[i] if i < len(errors) else None} for i, r in enumerate(replies))
+        sel.trace.extend(
+            {"step": "reply", "attempt": i + 1, "text": r[:500], "error": errors[i] if i < len(errors) else None}
+            for i, r in enumerate(replies)
+        )
         return sel
 
 
-def candidate_pool(question: str, chunks: Sequence[Chunk], scores: Any, n_tokens: int = 2000,
-                   max_candidates: int = 20, nan_policy: str = "raise") -> Selection:
+def candidate_pool(
+    question: str,
+    chunks: Sequence[Chunk],
+    scores: Any,
+    n_tokens: int = 2000,
+    max_candidates: int = 20,
+    nan_policy: str = "raise",
+) -> Selection:
     """The picker's candidate pool (shared by inference and training): the
     longest prefix of the similarity ranking within ``n_tokens``, at most
     ``max_candidates`` chunks, in rank order."""
     pool = TopNTokens(n_tokens, min_k=1, nan_policy=nan_policy).select(question, chunks, scores)  # type: ignore[arg-type]
     if pool.k > max_candidates:
-        pool.ids, pool.scores, pool.chunks = pool.ids[:max_candidates], pool.scores[:max_candidates], pool.chunks[:max_candidates]
+        pool.ids, pool.scores, pool.chunks = (
+            pool.ids[:max_candidates],
+            pool.scores[:max_candidates],
+            pool.chunks[:max_candidates],
+        )
     return pool
 
 

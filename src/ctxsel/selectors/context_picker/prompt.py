@@ -47,13 +47,13 @@ grammar cannot enforce); any other reply by :func:`parse_reply`.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import functools
 import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ctxsel.errors import InputError
 from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError
 from ctxsel.llm.prompts import PromptTemplate
 
@@ -64,9 +64,9 @@ PREFILL = '{"rationale": "'
 
 STAGE_INSTRUCTIONS = {
     1: "Keep every passage that may belong to the chain of reasoning: an extra passage is acceptable, "
-       "a missing one is not.",
+    "a missing one is not.",
     2: "Keep only the passages that are strictly necessary: drop any passage that repeats another or "
-       "only loosely relates to the question.",
+    "only loosely relates to the question.",
 }
 
 PICKER = PromptTemplate(
@@ -101,8 +101,9 @@ def one_line(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
-def render_prompt(question: str, passages: Sequence[str], stage: int = 2, error: str | None = None,
-                  *, prefill: bool = True) -> str:
+def render_prompt(
+    question: str, passages: Sequence[str], stage: int = 2, error: str | None = None, *, prefill: bool = True
+) -> str:
     """The observation ``<p_stage, q, C>``; ``error`` adds the retry note; ``prefill=False``
     ends at ``Reply:`` (for constrained replies, which write the whole object)."""
     if stage not in STAGE_INSTRUCTIONS:
@@ -111,8 +112,14 @@ def render_prompt(question: str, passages: Sequence[str], stage: int = 2, error:
     retry = ""
     if error:
         retry = f"\nYour previous reply was rejected: {one_line(error)}. Follow the format exactly."
-    return PICKER.render(instruction=STAGE_INSTRUCTIONS[stage], passages=body, question=one_line(question),
-                         n=str(len(passages)), retry=retry, prefill=PREFILL if prefill else "").rstrip(" ")
+    return PICKER.render(
+        instruction=STAGE_INSTRUCTIONS[stage],
+        passages=body,
+        question=one_line(question),
+        n=str(len(passages)),
+        retry=retry,
+        prefill=PREFILL if prefill else "",
+    ).rstrip(" ")
 
 
 @functools.lru_cache(maxsize=128)
@@ -124,8 +131,13 @@ def picker_format(n_candidates: int, max_rationale_chars: int = MAX_RATIONALE_CH
         "type": "object",
         "properties": {
             "rationale": {"type": "string", "minLength": 1, "maxLength": int(max_rationale_chars)},
-            "ids": {"type": "array", "items": {"type": "integer", "enum": list(range(1, n_candidates + 1))},
-                    "minItems": 1, "maxItems": n_candidates, "uniqueItems": True},
+            "ids": {
+                "type": "array",
+                "items": {"type": "integer", "enum": list(range(1, n_candidates + 1))},
+                "minItems": 1,
+                "maxItems": n_candidates,
+                "uniqueItems": True,
+            },
         },
         "required": ["rationale", "ids"],
         "additionalProperties": False,
@@ -183,5 +195,16 @@ def parse_reply(text: str, n_candidates: int) -> PickerReply:
     return PickerReply(rationale.strip(), list(ids))
 
 
-__all__ = ["MAX_RATIONALE_CHARS", "MAX_REPLY_CHARS", "PICKER", "PREFILL", "STAGE_INSTRUCTIONS", "InvalidReply",
-           "PickerReply", "one_line", "parse_reply", "picker_format", "render_prompt"]
+__all__ = [
+    "MAX_RATIONALE_CHARS",
+    "MAX_REPLY_CHARS",
+    "PICKER",
+    "PREFILL",
+    "STAGE_INSTRUCTIONS",
+    "InvalidReply",
+    "PickerReply",
+    "one_line",
+    "parse_reply",
+    "picker_format",
+    "render_prompt",
+]

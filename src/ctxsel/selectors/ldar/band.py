@@ -28,10 +28,11 @@ Where the rule and ctxsel's conventions meet (the paper is silent):
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import math
 
 import numpy as np
+
+from ctxsel.errors import InputError
 
 
 def band_ranks(n: int, q_l: float, q_u: float, *, snap_top: bool = True) -> tuple[int, int]:

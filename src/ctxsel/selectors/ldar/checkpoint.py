@@ -14,7 +14,6 @@ previous checkpoint intact.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import json
 import os
 import shutil
@@ -24,6 +23,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from ctxsel.errors import InputError
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig
 
 FORMAT = "ctxsel-ldar-policy"
@@ -100,11 +100,13 @@ def read_policy_config(path: str | Path) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise InputError(f"{p / CONFIG_NAME} is not valid JSON ({e.msg})") from None
     if config.get("format") != FORMAT:
-        raise InputError(f"{p / CONFIG_NAME} is not an LDAR policy (format {config.get('format')!r}, "
-                         f"expected {FORMAT!r})")
+        raise InputError(
+            f"{p / CONFIG_NAME} is not an LDAR policy (format {config.get('format')!r}, expected {FORMAT!r})"
+        )
     if config.get("version") != VERSION:
-        raise InputError(f"{p} is LDAR policy format version {config.get('version')!r}; this ctxsel "
-                         f"reads version {VERSION}")
+        raise InputError(
+            f"{p} is LDAR policy format version {config.get('version')!r}; this ctxsel reads version {VERSION}"
+        )
     return config
 
 
@@ -169,17 +171,16 @@ def save_training_state(
     return final
 
 
-def load_training_state(
-    path: str | Path, policy: LDARPolicy, optimizer: torch.optim.Optimizer
-) -> dict[str, Any]:
+def load_training_state(path: str | Path, policy: LDARPolicy, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """Restore weights, Adam and torch's RNG in place; return the JSON state."""
     p = Path(path)
     doc = json.loads((p / "state.json").read_text(encoding="utf-8"))
     if doc.get("format") != STATE_FORMAT or doc.get("version") != VERSION:
         raise InputError(f"{p} is not an LDAR training state of version {VERSION}")
     if doc["policy"] != policy.config.to_dict():
-        raise InputError(f"{p} was trained with a different network ({doc['policy']}); use another --output "
-                         "or --overwrite")
+        raise InputError(
+            f"{p} was trained with a different network ({doc['policy']}); use another --output or --overwrite"
+        )
     _load_weights(policy, p / WEIGHTS_NAME)
     tensors = load_file(str(p / "optimizer.safetensors"))
     torch.set_rng_state(tensors.pop("torch_rng_state"))
@@ -204,6 +205,12 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 __all__ = [
-    "FORMAT", "VERSION", "load_policy", "load_training_state", "read_policy_config", "resolve_policy_dir",
-    "save_policy", "save_training_state",
+    "FORMAT",
+    "VERSION",
+    "load_policy",
+    "load_training_state",
+    "read_policy_config",
+    "resolve_policy_dir",
+    "save_policy",
+    "save_training_state",
 ]

@@ -72,7 +72,6 @@ up to float rounding (about 1e-6 relative).
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
@@ -80,6 +79,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from ctxsel.errors import InputError
 
 Encoder = Literal["transformer", "mlp", "summary"]
 Embedding = Literal["periodic", "linear"]
@@ -122,8 +123,9 @@ class PolicyConfig:
             if self.dropout:
                 raise InputError("encoder='summary' needs dropout=0")
             if not 1 <= self.summary_top < self.summary_points:
-                raise InputError(f"need 1 <= summary_top < summary_points, got {self.summary_top}, "
-                                 f"{self.summary_points}")
+                raise InputError(
+                    f"need 1 <= summary_top < summary_points, got {self.summary_top}, {self.summary_points}"
+                )
         if self.embedding not in ("periodic", "linear"):
             raise InputError(f"embedding must be 'periodic' or 'linear', got {self.embedding!r}")
         if self.d_model % self.n_heads:
@@ -210,15 +212,16 @@ class PolicyOutput:
     def betas(self) -> tuple[torch.distributions.Beta, torch.distributions.Beta]:
         assert self.alpha_l is not None and self.beta_l is not None
         assert self.alpha_d is not None and self.beta_d is not None
-        return (torch.distributions.Beta(self.alpha_l, self.beta_l),
-                torch.distributions.Beta(self.alpha_d, self.beta_d))
+        return (
+            torch.distributions.Beta(self.alpha_l, self.beta_l),
+            torch.distributions.Beta(self.alpha_d, self.beta_d),
+        )
 
     def mean_band(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(q_L, q_D) at the mean of each Beta: ctxsel's deterministic policy."""
         assert self.alpha_l is not None and self.beta_l is not None
         assert self.alpha_d is not None and self.beta_d is not None
-        return (self.alpha_l / (self.alpha_l + self.beta_l),
-                self.alpha_d / (self.alpha_d + self.beta_d))
+        return (self.alpha_l / (self.alpha_l + self.beta_l), self.alpha_d / (self.alpha_d + self.beta_d))
 
     def sample_band(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(q_L, q_D) drawn from their Betas, kept 1e-6 inside (0, 1).
@@ -270,7 +273,7 @@ def summarize_scores(ascending: torch.Tensor, points: int, top: int) -> tuple[to
     descending = ascending.flip(0)
     edges = torch.from_numpy(_rank_edges(n, points, top))
     cs = torch.zeros(n + 1, dtype=torch.float64)
-    torch.cumsum(descending[top:].double(), 0, out=cs[top + 1:])
+    torch.cumsum(descending[top:].double(), 0, out=cs[top + 1 :])
     counts = edges[1:] - edges[:-1]
     means = (cs[edges[1:]] - cs[edges[:-1]]) / counts
     values = torch.cat([descending[:top], means.to(ascending.dtype)])
@@ -310,8 +313,9 @@ class LDARPolicy(nn.Module):
             self.embed = LinearEmbedding(d)
         self.embed_norm = nn.LayerNorm(d)
         if config.encoder in ("transformer", "summary"):
-            layer = nn.TransformerEncoderLayer(d, config.n_heads, dim_feedforward=config.ff_dim,
-                                               dropout=config.dropout, batch_first=True)
+            layer = nn.TransformerEncoderLayer(
+                d, config.n_heads, dim_feedforward=config.ff_dim, dropout=config.dropout, batch_first=True
+            )
             self.encoder: nn.Module = nn.TransformerEncoder(layer, config.n_layers, enable_nested_tensor=False)
             self.pool: nn.Module | None = AttentionPooling(d)
         else:
@@ -351,8 +355,9 @@ class LDARPolicy(nn.Module):
             x = layer.norm2(x + layer.linear2(F.relu(layer.linear1(x))))
         return x
 
-    def _encode_weighted(self, scores: torch.Tensor, mask: torch.Tensor,
-                         log_weights: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _encode_weighted(
+        self, scores: torch.Tensor, mask: torch.Tensor, log_weights: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``encode`` for the transformer, through ``_layers``; ``log_weights`` [B, N] (-inf on
         padding) or None (then ``mask`` pads)."""
         x = self.embed_norm(self.embed(scores))
@@ -445,5 +450,12 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-__all__ = ["LDARPolicy", "PolicyConfig", "PolicyOutput", "count_parameters", "pad_batch", "summarize_scores",
-           "upper_quantile"]
+__all__ = [
+    "LDARPolicy",
+    "PolicyConfig",
+    "PolicyOutput",
+    "count_parameters",
+    "pad_batch",
+    "summarize_scores",
+    "upper_quantile",
+]

@@ -34,13 +34,13 @@ l, u, the Beta parameters, and which reward trained the policy.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from ctxsel.errors import InputError
 from ctxsel.selectors.base import Decision, RankingSelector, rank
 from ctxsel.selectors.ldar.band import band_ranks, select_band
 from ctxsel.selectors.ldar.checkpoint import load_policy, resolve_policy_dir
@@ -115,10 +115,13 @@ class LDAR(RankingSelector):
         return {
             "q_L": ql,
             "q_D": qd,
-            "q_U": min(1.0, float(upper_quantile(torch.tensor(ql, dtype=torch.float64),
-                                                 torch.tensor(qd, dtype=torch.float64)))),
-            "alpha_L": float(out.alpha_l[0]), "beta_L": float(out.beta_l[0]),
-            "alpha_D": float(out.alpha_d[0]), "beta_D": float(out.beta_d[0]),
+            "q_U": min(
+                1.0, float(upper_quantile(torch.tensor(ql, dtype=torch.float64), torch.tensor(qd, dtype=torch.float64)))
+            ),
+            "alpha_L": float(out.alpha_l[0]),
+            "beta_L": float(out.beta_l[0]),
+            "alpha_D": float(out.alpha_d[0]),
+            "beta_D": float(out.beta_d[0]),
         }
 
     # -- the Selector contract -----------------------------------------------------------
@@ -134,8 +137,12 @@ class LDAR(RankingSelector):
         ranked = order[:n_finite]
         descending = scores[ranked]
         a = self.act(descending[::-1])  # act() makes the one float32 copy
-        meta: dict[str, Any] = {"n_ranked": n_finite, "reward": self.reward, "variant": self.policy.config.variant,
-                                "sample": self.sample}
+        meta: dict[str, Any] = {
+            "n_ranked": n_finite,
+            "reward": self.reward,
+            "variant": self.policy.config.variant,
+            "sample": self.sample,
+        }
         if self.train_max_n is not None:
             meta["beyond_training_n"] = n_finite > int(self.train_max_n)
         flat = bool(descending[0] == descending[-1])
@@ -150,8 +157,10 @@ class LDAR(RankingSelector):
             band = select_band(ranked, l, u)
             meta.update(a, l=l, u=u)
             skipped = n_finite - u
-            what = (f"LDAR band q_L={a['q_L']:.4f}, q_U={a['q_U']:.4f} -> ascending ranks {l}..{u} of {n_finite}: "
-                    f"{len(band)} chunks" + (f", skipping the {skipped} most similar" if skipped else ""))
+            what = (
+                f"LDAR band q_L={a['q_L']:.4f}, q_U={a['q_U']:.4f} -> ascending ranks {l}..{u} of {n_finite}: "
+                f"{len(band)} chunks" + (f", skipping the {skipped} most similar" if skipped else "")
+            )
         if flat and n_finite > 1:
             what += " (all scores equal: ranks follow position)"
         band = self._widen(band, ranked, scores, meta)

@@ -91,8 +91,10 @@ class SentenceGraph:
         count once: longer variants are matched first and a span already
         counted is not counted again.
         """
-        pats = [re.compile(r"(?<!\w)" + re.escape(v.strip()) + r"(?!\w)", re.IGNORECASE)
-                for v in sorted({v.strip() for v in variants if v.strip()}, key=len, reverse=True)]
+        pats = [
+            re.compile(r"(?<!\w)" + re.escape(v.strip()) + r"(?!\w)", re.IGNORECASE)
+            for v in sorted({v.strip() for v in variants if v.strip()}, key=len, reverse=True)
+        ]
         total, where = 0, []
         for i, v in enumerate(self.vertices):
             spans: list[tuple[int, int]] = []

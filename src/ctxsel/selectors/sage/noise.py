@@ -15,10 +15,11 @@ words up again.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import re
 
 import numpy as np
+
+from ctxsel.errors import InputError
 
 _ROWS = ("1234567890", "qwertyuiop", "asdfghjkl", "zxcvbnm")
 
@@ -35,12 +36,40 @@ def _keyboard_neighbours() -> dict[str, str]:
 KEYBOARD = _keyboard_neighbours()
 #: Homoglyphs and digit/letter look-alikes (one character for one).
 LOOKALIKE = {
-    "a": "@4", "b": "68", "e": "3", "g": "9q", "i": "1l!", "l": "1I|", "o": "0", "s": "5$", "t": "7+",
-    "z": "2", "0": "oO", "1": "lI", "5": "S", "8": "B", "O": "0Q", "I": "l1", "S": "5", "B": "8",
+    "a": "@4",
+    "b": "68",
+    "e": "3",
+    "g": "9q",
+    "i": "1l!",
+    "l": "1I|",
+    "o": "0",
+    "s": "5$",
+    "t": "7+",
+    "z": "2",
+    "0": "oO",
+    "1": "lI",
+    "5": "S",
+    "8": "B",
+    "O": "0Q",
+    "I": "l1",
+    "S": "5",
+    "B": "8",
 }
 #: OCR confusions: character groups a scanner reads as one another.
-OCR = (("rn", "m"), ("m", "rn"), ("cl", "d"), ("d", "cl"), ("vv", "w"), ("w", "vv"), ("li", "h"),
-       ("h", "li"), ("nn", "m"), ("ii", "u"), ("c", "e"), ("e", "c"))
+OCR = (
+    ("rn", "m"),
+    ("m", "rn"),
+    ("cl", "d"),
+    ("d", "cl"),
+    ("vv", "w"),
+    ("w", "vv"),
+    ("li", "h"),
+    ("h", "li"),
+    ("nn", "m"),
+    ("ii", "u"),
+    ("c", "e"),
+    ("e", "c"),
+)
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 KINDS = ("substitute", "insert", "delete", "transpose", "keyboard", "lookalike", "ocr")
 _WORD = re.compile(r"\S+")

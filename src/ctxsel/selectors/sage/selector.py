@@ -72,7 +72,6 @@ for the eval to average.
 
 from __future__ import annotations
 
-from ctxsel.errors import InputError
 import re
 import time
 import zlib
@@ -84,6 +83,7 @@ from typing import Any
 import numpy as np
 
 from ctxsel.datasets.multiple_choice import LETTERS, parse_choice, question_with_options
+from ctxsel.errors import InputError
 from ctxsel.inputs import MissingLLMError, check_question
 from ctxsel.llm.base import LLMClient, LLMContextLengthError, complete_n
 from ctxsel.llm.constrain import (
@@ -114,9 +114,34 @@ _YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 _KEY_SPLIT = re.compile(r"[,;\n|]")
 _TAG = re.compile(r"</?[A-Za-z][^>]*>")
 _KEY_LEAD = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022#]+)\s*")
-_NUMBER_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty".split())}
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
+    )
+}
 _NUMBER = re.compile(r"\b(\d+|" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
 
 
@@ -129,11 +154,17 @@ MAX_REASON_CHARS = 100
 SUFFICIENT_FORMAT = yes_no_format("sage_sufficient")
 COUNTING_FORMAT = yes_no_format("sage_is_counting")
 KEYS_FORMAT = string_list_format("sage_keys", "keys", max_items=MAX_CONSTRAINED_KEYS, max_chars=MAX_KEY_CHARS)
-TARGETS_FORMAT = string_list_format("sage_count_targets", "targets", max_items=MAX_CONSTRAINED_KEYS,
-                                    max_chars=MAX_KEY_CHARS)
+TARGETS_FORMAT = string_list_format(
+    "sage_count_targets", "targets", max_items=MAX_CONSTRAINED_KEYS, max_chars=MAX_KEY_CHARS
+)
 #: max_tokens for a constrained reply of each template (the JSON's own tokens on top of the free reply's).
-CONSTRAINED_MAX_TOKENS = {"sage-sufficient": 16, "sage-is-counting": 16, "sage-keys": 128,
-                          "sage-count-targets": 128, "multiple-choice": 64}
+CONSTRAINED_MAX_TOKENS = {
+    "sage-sufficient": 16,
+    "sage-is-counting": 16,
+    "sage-keys": 128,
+    "sage-count-targets": 128,
+    "multiple-choice": 64,
+}
 
 
 def vote_format(n_options: int) -> ReplyFormat:
@@ -217,9 +248,15 @@ class SAGE(CommonOptions, Selector):
         if not isinstance(constrained, bool):
             raise InputError(f"constrained must be true or false, got {constrained!r}")
         self.constrained = constrained
-        for name, value, low in (("iter_max", iter_max, 1), ("recall_index", recall_index, 1),
-                                 ("neighbor_num", neighbor_num, 0), ("n_seeds", n_seeds, 1),
-                                 ("voter_num", voter_num, 1), ("n_perturb", n_perturb, 0), ("max_keys", max_keys, 1)):
+        for name, value, low in (
+            ("iter_max", iter_max, 1),
+            ("recall_index", recall_index, 1),
+            ("neighbor_num", neighbor_num, 0),
+            ("n_seeds", n_seeds, 1),
+            ("voter_num", voter_num, 1),
+            ("n_perturb", n_perturb, 0),
+            ("max_keys", max_keys, 1),
+        ):
             if as_int(name, value) < low:
                 raise InputError(f"{name} must be >= {low}, got {value}")
         if not 0.0 <= lambda_low <= 1.0:
@@ -237,29 +274,53 @@ class SAGE(CommonOptions, Selector):
 
     def config(self) -> dict[str, Any]:
         return {
-            "iter_max": self.iter_max, "recall_index": self.recall_index, "neighbor_num": self.neighbor_num,
-            "n_seeds": self.n_seeds, "voter_num": self.voter_num, "n_perturb": self.n_perturb,
-            "lambda_low": self.lambda_low, "voter_temperature": self.voter_temperature, "counting": self.counting,
-            "seed": self.seed, "answer_template": self.answer_template.key, "constrained": self.constrained,
-            "templates": [t.key for t in (SAGE_KEYS, SAGE_SUFFICIENT, MULTIPLE_CHOICE, SAGE_IS_COUNTING,
-                                          SAGE_COUNT_TARGETS)],
+            "iter_max": self.iter_max,
+            "recall_index": self.recall_index,
+            "neighbor_num": self.neighbor_num,
+            "n_seeds": self.n_seeds,
+            "voter_num": self.voter_num,
+            "n_perturb": self.n_perturb,
+            "lambda_low": self.lambda_low,
+            "voter_temperature": self.voter_temperature,
+            "counting": self.counting,
+            "seed": self.seed,
+            "answer_template": self.answer_template.key,
+            "constrained": self.constrained,
+            "templates": [
+                t.key for t in (SAGE_KEYS, SAGE_SUFFICIENT, MULTIPLE_CHOICE, SAGE_IS_COUNTING, SAGE_COUNT_TARGETS)
+            ],
             "llm": getattr(self.llm, "model_id", ""),
             **super().config(),
         }
 
     # -- LLM calls ---------------------------------------------------------------
 
-    def _ask(self, run: _Run, template: PromptTemplate, prompt: str, max_tokens: int,
-             temperature: float = 0.0, seed: int | None = None,
-             fmt: ReplyFormat | None = None) -> tuple[str, LLMUsage, bool] | None:
+    def _ask(
+        self,
+        run: _Run,
+        template: PromptTemplate,
+        prompt: str,
+        max_tokens: int,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        fmt: ReplyFormat | None = None,
+    ) -> tuple[str, LLMUsage, bool] | None:
         """One call, counted: (text, usage, produced under ``fmt``); None (and a recorded
         failure) when the prompt exceeds the window. ``fmt`` is sent only when constrained."""
         got = self._ask_n(run, template, prompt, max_tokens, 1, temperature, seed, fmt)
         return None if got is None else got[0]
 
-    def _ask_n(self, run: _Run, template: PromptTemplate, prompt: str, max_tokens: int, n: int,
-               temperature: float = 0.0, seed: int | None = None,
-               fmt: ReplyFormat | None = None) -> list[tuple[str, LLMUsage, bool]] | None:
+    def _ask_n(
+        self,
+        run: _Run,
+        template: PromptTemplate,
+        prompt: str,
+        max_tokens: int,
+        n: int,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        fmt: ReplyFormat | None = None,
+    ) -> list[tuple[str, LLMUsage, bool]] | None:
         """``n`` replies to one prompt, the prompt paid for once (:func:`~ctxsel.llm.base.complete_n`)."""
         if template.key not in self._clients:
             self._clients[template.key] = for_template(self.llm, template)
@@ -268,8 +329,16 @@ class SAGE(CommonOptions, Selector):
             extra["reply_format"] = fmt
             max_tokens = max(max_tokens, CONSTRAINED_MAX_TOKENS.get(template.name, max_tokens))
         try:
-            replies = complete_n(self._clients[template.key], prompt, n, max_tokens=max_tokens,
-                                 temperature=temperature, stop=list(template.stop) or None, seed=seed, **extra)
+            replies = complete_n(
+                self._clients[template.key],
+                prompt,
+                n,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                stop=list(template.stop) or None,
+                seed=seed,
+                **extra,
+            )
         except LLMContextLengthError as e:
             run.failures.append(f"{template.name}: prompt exceeds the model's window ({e})")
             run.out_of_window = True
@@ -305,14 +374,29 @@ class SAGE(CommonOptions, Selector):
         keys = self._read(got, fmt, lambda text: parse_keys(text, self.max_keys))
         return [] if keys is None else clean_keys(keys, self.max_keys)
 
-    def _infer(self, run: _Run, question: str, options: Sequence[str], context: str,
-               temperature: float = 0.0, seed: int | None = None) -> tuple[str, str, LLMUsage] | None:
+    def _infer(
+        self,
+        run: _Run,
+        question: str,
+        options: Sequence[str],
+        context: str,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> tuple[str, str, LLMUsage] | None:
         """(answer, raw reply, usage) from ``context``: Prompt 3 with options, else the answer template."""
         got = self._infer_n(run, question, options, context, temperature, seed, 1)
         return None if got is None else got[0]
 
-    def _infer_n(self, run: _Run, question: str, options: Sequence[str], context: str,
-                 temperature: float = 0.0, seed: int | None = None, n: int = 1) -> list[tuple[str, str, LLMUsage]] | None:
+    def _infer_n(
+        self,
+        run: _Run,
+        question: str,
+        options: Sequence[str],
+        context: str,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        n: int = 1,
+    ) -> list[tuple[str, str, LLMUsage]] | None:
         """``n`` (answer, raw reply, usage) from ``context``: Prompt 3 with options, else the answer template."""
         fmt = None
         if options:
@@ -341,8 +425,9 @@ class SAGE(CommonOptions, Selector):
         v = np.asarray(self._embed(texts), dtype=np.float64)
         return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
 
-    def importance(self, run: _Run, question: str, options: Sequence[str], context: str,
-                   rng: np.random.Generator) -> tuple[float | None, tuple[str, str, LLMUsage] | None, list[float]]:
+    def importance(
+        self, run: _Run, question: str, options: Sequence[str], context: str, rng: np.random.Generator
+    ) -> tuple[float | None, tuple[str, str, LLMUsage] | None, list[float]]:
         """Algorithm 2: 1 - mean cos(emb(a), emb(a')) over ``n_perturb`` perturbed contexts.
 
         Returns (importance or None, the clean answer, the lambdas drawn).
@@ -380,8 +465,9 @@ class SAGE(CommonOptions, Selector):
         rng = np.random.default_rng([self.seed, zlib.crc32(question.encode("utf-8"))])
         if len(graph) == 0:
             got = self._infer(run, question, options, "")
-            return self._finish(graph, {}, run, options, got, None, "empty context: answered without evidence",
-                                "empty", t0)
+            return self._finish(
+                graph, {}, run, options, got, None, "empty context: answered without evidence", "empty", t0
+            )
         if self.counting:
             counted = self._count(run, graph, question, options, t0)
             if counted is not None:
@@ -406,7 +492,12 @@ class SAGE(CommonOptions, Selector):
             run.failures.append("counting question but no target could be read: explored instead")
             return None
         count, where = graph.count_mentions(variants)
-        step = {"step": "counting", "variants": variants, "count": count, "sentences": [graph.vertices[i].id for i in where]}
+        step = {
+            "step": "counting",
+            "variants": variants,
+            "count": count,
+            "sentences": [graph.vertices[i].id for i in where],
+        }
         if options:
             numbers = [option_number(o) for o in options]
             if all(n is None for n in numbers):
@@ -418,28 +509,35 @@ class SAGE(CommonOptions, Selector):
         else:
             answer = str(count)
         run.trace.append({**step, "used": True})
-        why = f"counting question: {variants[0]!r} ({len(variants)} variants) occurs {count} times in {len(where)} sentences"
-        return self._finish(graph, dict.fromkeys(where), run, options, (answer, answer, LLMUsage()), None, why,
-                            "counting", t0)
+        why = (
+            f"counting question: {variants[0]!r} ({len(variants)} variants) occurs {count} times "
+            f"in {len(where)} sentences"
+        )
+        return self._finish(
+            graph, dict.fromkeys(where), run, options, (answer, answer, LLMUsage()), None, why, "counting", t0
+        )
 
-    def _explore(self, run: _Run, graph: SentenceGraph, question: str, options: list[str],
-                 rng: np.random.Generator, t0: float) -> Selection:
+    def _explore(
+        self, run: _Run, graph: SentenceGraph, question: str, options: list[str], rng: np.random.Generator, t0: float
+    ) -> Selection:
         """Algorithm 1 (ITE-QA) with Algorithm 2 feeding Prompt 2."""
         evidence: dict[int, float | None] = {}  # vertex -> best relevance seen (None: neighbour only)
         q = question_with_options(question, options)
         clean = None
         why = f"no YES verdict within iter_max={self.iter_max} rounds"
         for r in range(1, self.iter_max + 1):
-            got = self._ask(run, SAGE_KEYS, SAGE_KEYS.render(query=q, retrieved=self._text(graph, evidence)), 64,
-                            fmt=KEYS_FORMAT)
+            got = self._ask(
+                run, SAGE_KEYS, SAGE_KEYS.render(query=q, retrieved=self._text(graph, evidence)), 64, fmt=KEYS_FORMAT
+            )
             if got is None:
                 why = f"stopped in round {r}: the keys prompt exceeds the model's window"
                 break
             keys, source = self._key_list(got, KEYS_FORMAT), "llm"
             hits, rel = graph.retrieve(keys, self.recall_index) if keys else ([], None)
             if not hits:
-                run.failures.append(f"round {r}: keys {keys[:5]!r} from {got[0][:60]!r} matched no sentence; "
-                                    "used the question's words")
+                run.failures.append(
+                    f"round {r}: keys {keys[:5]!r} from {got[0][:60]!r} matched no sentence; used the question's words"
+                )
                 keys, source = [question, *options], "question (fallback)"
                 hits, rel = graph.retrieve(keys, self.recall_index)
             neigh = graph.neighbours(hits[: self.n_seeds], self.neighbor_num)
@@ -449,19 +547,34 @@ class SAGE(CommonOptions, Selector):
             for i in neigh:
                 evidence.setdefault(i, None)
             step: dict[str, Any] = {
-                "step": "round", "round": r, "keys": keys, "keys_from": source,
-                "retrieved": [graph.vertices[i].id for i in hits], "relevance": [int(rel[i]) for i in hits],
-                "neighbours": [graph.vertices[i].id for i in neigh], "new_sentences": len(evidence) - before,
+                "step": "round",
+                "round": r,
+                "keys": keys,
+                "keys_from": source,
+                "retrieved": [graph.vertices[i].id for i in hits],
+                "relevance": [int(rel[i]) for i in hits],
+                "neighbours": [graph.vertices[i].id for i in neigh],
+                "new_sentences": len(evidence) - before,
             }
             context = self._text(graph, evidence)
             # the answers behind the importance read what the final answer would: the evidence that fits
             imp, clean, lambdas = self.importance(
-                run, question, options, self._fit_evidence(run, graph, evidence, question, options, context), rng)
+                run, question, options, self._fit_evidence(run, graph, evidence, question, options, context), rng
+            )
             step.update(importance=None if imp is None else round(imp, 4), lambdas=lambdas)
-            got = None if run.out_of_window else self._ask(
-                run, SAGE_SUFFICIENT, SAGE_SUFFICIENT.render(
-                    query=q, retrieved=context, importance="not computed" if imp is None else f"{imp:.3f}"), 8,
-                fmt=SUFFICIENT_FORMAT)
+            got = (
+                None
+                if run.out_of_window
+                else self._ask(
+                    run,
+                    SAGE_SUFFICIENT,
+                    SAGE_SUFFICIENT.render(
+                        query=q, retrieved=context, importance="not computed" if imp is None else f"{imp:.3f}"
+                    ),
+                    8,
+                    fmt=SUFFICIENT_FORMAT,
+                )
+            )
             verdict = None if got is None else self._verdict(run, got, SUFFICIENT_FORMAT)
             if got is not None and verdict is None:
                 run.failures.append(f"round {r}: sufficiency verdict unreadable ({got[0][:80]!r}): treated as NO")
@@ -482,9 +595,18 @@ class SAGE(CommonOptions, Selector):
         raws: list[str] = []
         last: LLMUsage | None = None
         sampled = self.voter_num > 1  # the voters read one prompt: it is evaluated once (complete_n)
-        for answer, raw, usage in self._infer_n(run, question, options, context,
-                                                self.voter_temperature if sampled else 0.0,
-                                                self.seed + 1 if sampled else None, self.voter_num) or []:
+        for answer, raw, usage in (
+            self._infer_n(
+                run,
+                question,
+                options,
+                context,
+                self.voter_temperature if sampled else 0.0,
+                self.seed + 1 if sampled else None,
+                self.voter_num,
+            )
+            or []
+        ):
             raws.append(raw)
             last = usage
             choice = parse_choice(answer, options)  # the answer: a constrained vote reads as "B. <reason>"
@@ -502,9 +624,18 @@ class SAGE(CommonOptions, Selector):
             best = next(i for i in votes if counts[i] == top)
         return f"{LETTERS[best]}. {options[best]}", raws[0], last
 
-    def _finish(self, graph: SentenceGraph, evidence: dict[int, float | None], run: _Run, options: list[str],
-                final: tuple[str, str, LLMUsage] | None, question: str | None, why: str, route: str,
-                t0: float) -> Selection:
+    def _finish(
+        self,
+        graph: SentenceGraph,
+        evidence: dict[int, float | None],
+        run: _Run,
+        options: list[str],
+        final: tuple[str, str, LLMUsage] | None,
+        question: str | None,
+        why: str,
+        route: str,
+        t0: float,
+    ) -> Selection:
         order = sorted(evidence)  # vertex indices are in document order
         context = self._text(graph, evidence)
         if final is None and question is not None:
@@ -520,23 +651,37 @@ class SAGE(CommonOptions, Selector):
             chunks=[graph.vertices[i] for i in order],
             method=self.name,
             config=self.config(),
-            explanation=f"{why}: {len(order)} sentences" + (f"; {len(run.failures)} failure(s)" if run.failures else ""),
+            explanation=f"{why}: {len(order)} sentences"
+            + (f"; {len(run.failures)} failure(s)" if run.failures else ""),
             n_candidates=len(graph),
             trace=run.trace,
             usage=run.usage,
-            meta={"answer": answer, "raw_answer": raw, "route": route, "failures": run.failures,
-                  "answer_tokens_in": answer_usage.tokens_in, "seconds": time.perf_counter() - t0,
-                  "template": (MULTIPLE_CHOICE if options else self.answer_template).key,
-                  "verdicts": run.verdicts, "unreadable_verdicts": run.unreadable_verdicts,
-                  "constrained_replies": run.constrained_replies,
-                  # per-example numbers the eval averages (None: no verdict was asked for)
-                  "metrics": {"unreadable_verdicts": (run.unreadable_verdicts / run.verdicts)
-                              if run.verdicts else None},
-                  **({"cut": run.cut} if run.cut else {})},
+            meta={
+                "answer": answer,
+                "raw_answer": raw,
+                "route": route,
+                "failures": run.failures,
+                "answer_tokens_in": answer_usage.tokens_in,
+                "seconds": time.perf_counter() - t0,
+                "template": (MULTIPLE_CHOICE if options else self.answer_template).key,
+                "verdicts": run.verdicts,
+                "unreadable_verdicts": run.unreadable_verdicts,
+                "constrained_replies": run.constrained_replies,
+                # per-example numbers the eval averages (None: no verdict was asked for)
+                "metrics": {"unreadable_verdicts": (run.unreadable_verdicts / run.verdicts) if run.verdicts else None},
+                **({"cut": run.cut} if run.cut else {}),
+            },
         )
 
-    def _fit_evidence(self, run: _Run, graph: SentenceGraph, evidence: dict[int, float | None], question: str,
-                      options: list[str], context: str) -> str:
+    def _fit_evidence(
+        self,
+        run: _Run,
+        graph: SentenceGraph,
+        evidence: dict[int, float | None],
+        question: str,
+        options: list[str],
+        context: str,
+    ) -> str:
         """The answer's context: all the evidence, or its most relevant sentences that fit the window."""
         if self._window is None or not evidence:
             return context
@@ -547,9 +692,15 @@ class SAGE(CommonOptions, Selector):
             t, n, q = self.answer_template, self.max_answer_tokens, question
         ranked = sorted(evidence, key=lambda i: (evidence[i] is None, -(evidence[i] or 0.0), i))
         index = {graph.vertices[i].id: i for i in ranked}
-        sel = Selection(ids=[graph.vertices[i].id for i in ranked], scores=[evidence[i] for i in ranked],
-                        chunks=[graph.vertices[i] for i in ranked], method=self.name, config={},
-                        explanation="evidence", n_candidates=len(graph))
+        sel = Selection(
+            ids=[graph.vertices[i].id for i in ranked],
+            scores=[evidence[i] for i in ranked],
+            chunks=[graph.vertices[i] for i in ranked],
+            method=self.name,
+            config={},
+            explanation="evidence",
+            n_candidates=len(graph),
+        )
 
         def text(s: Selection) -> str:
             return self._text(graph, {index[c.id]: None for c in s.chunks})
@@ -572,5 +723,15 @@ class SAGE(CommonOptions, Selector):
         return "\n".join(graph.vertices[i].text for i in sorted(evidence)) if evidence else "(nothing yet)"
 
 
-__all__ = ["COUNTING_FORMAT", "KEYS_FORMAT", "SAGE", "SUFFICIENT_FORMAT", "TARGETS_FORMAT", "clean_keys",
-           "option_number", "parse_keys", "parse_verdict", "vote_format"]
+__all__ = [
+    "COUNTING_FORMAT",
+    "KEYS_FORMAT",
+    "SAGE",
+    "SUFFICIENT_FORMAT",
+    "TARGETS_FORMAT",
+    "clean_keys",
+    "option_number",
+    "parse_keys",
+    "parse_verdict",
+    "vote_format",
+]
