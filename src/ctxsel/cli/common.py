@@ -288,7 +288,7 @@ def load_document_chunks(
     """A text document, or a .jsonl of {"id", "text"} chunks."""
     text = read_text_file(path, max_bytes)
     if path.endswith(".jsonl"):
-        chunks = []
+        chunks: list[Chunk] = []
         for i, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
@@ -307,7 +307,9 @@ def load_document_chunks(
     return chunks
 
 
-def add_llm_arguments(p: argparse.ArgumentParser, flag: str = "--reader", required: bool = False) -> None:
+def add_llm_arguments(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str = "--reader", required: bool = False
+) -> None:
     """``--reader local|URL`` and its settings (``--judge`` reuses the same shape)."""
     name = flag.lstrip("-")
     p.add_argument(

@@ -11,6 +11,7 @@ import importlib.metadata as md
 import json
 import os
 import platform
+from typing import Any, cast
 
 NAME = "env"
 HELP = "show installed extras and offline models"
@@ -71,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def collect() -> dict[str, object]:
     from ctxsel._version import __version__
-    from ctxsel.scoring.cache import default_cache_dir
+    from ctxsel.paths import default_cache_dir
     from ctxsel.scoring.dense import bundled_model_path
 
     pkgs = {name: _version(name) for name in PACKAGES}
@@ -119,13 +120,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"ctxsel {info['ctxsel']} on Python {info['python']} ({info['platform']}, {info['cpus']} CPUs)")
     print("packages:")
-    for name, v in info["packages"].items():  # type: ignore[union-attr]
+    for name, v in cast(dict[str, Any], info["packages"]).items():
         print(f"  {name:<24} {v or 'not installed'}")
     print("models found offline:")
-    for name, path in info["models"].items():  # type: ignore[union-attr]
+    for name, path in cast(dict[str, Any], info["models"]).items():
         print(f"  {name:<30} {path or 'not found'}")
     print("local LLMs (--reader local:NAME):")
-    for name, title in info["local_llms"].items():  # type: ignore[union-attr]
+    for name, title in cast(dict[str, Any], info["local_llms"]).items():
         print(f"  {name:<30} {title or 'not installed'}")
     r: dict[str, object] = info["reader"]  # type: ignore[assignment]
     state = (
@@ -139,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"reader (--reader local): {r['default']} = {r['model']}, {state}; or {r['other']}")
     print("extras (pip install 'ctxsel[EXTRA]'):")
-    for extra, e in info["extras"].items():  # type: ignore[union-attr]
+    for extra, e in cast(dict[str, Any], info["extras"]).items():
         status = "installed" if e["installed"] else f"missing {', '.join(e['missing'])}"
         print(f"  {extra:<12} {e['for']:<34} {status}")
     print(f"cache: {info['cache_dir']}")

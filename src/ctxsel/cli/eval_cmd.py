@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
             num_actors=args.ray_actors,
             cpus_per_actor=args.ray_cpus_per_actor,
             env_vars=env,
-            reader_factory=functools.partial(build_reader, args, template) if args.reader else None,
+            reader_factory=functools.partial(build_reader, args, str(template)) if args.reader else None,
         )
     ray_runs: list[Any] = []  # what the Ray engine reports, when it runs
     summary = evaluate(

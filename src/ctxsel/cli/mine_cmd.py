@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from ctxsel.cli.common import add_llm_arguments, make_llm, positive_int
 from ctxsel.errors import InputError
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rewrites:
         from ctxsel.train.picker_rewrite import rewrite_query
 
-        def augment(rec: dict) -> dict:
+        def augment(rec: dict[str, Any]) -> dict[str, Any]:
             if not rec["kept"]:
                 return rec
             out = rewrite_query(llm, rec["question"], args.rewrites, constrained=args.constrained_rewrites)

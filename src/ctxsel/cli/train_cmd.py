@@ -177,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
     items = [TrainItem(ex, np.asarray(scorer.score(ex.question, ex.chunks), dtype=np.float64)) for ex in train]
 
     snap_top = not args.no_snap_top
+    reward: LabelReward | LLMCorrectnessReward | CostRegularized
     if args.reward == "label":
         reward = LabelReward(args.beta)
     else:

@@ -253,8 +253,8 @@ def run_on_ray(
         next_idx = 0
         with tqdm(total=len(todo), desc=f"eval (ray, {n_actors} actors)", unit="q", disable=not progress) as bar:
             for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
-                for i, rows in zip(batch["idx"], batch["rows"]):
-                    pending[int(i)] = json.loads(rows)
+                for i, rows_json in zip(batch["idx"], batch["rows"]):
+                    pending[int(i)] = json.loads(rows_json)
                     bar.update(1)
                 while next_idx in pending:  # write in example order, whatever order results arrive in
                     for row in pending.pop(next_idx):

@@ -197,15 +197,17 @@ def plot_tradeoff(
     _save(fig, folder / f"{metric}_vs_tokens.png")
     plt.close(fig)
     for m in summary:
-        pts = [(r["n_tokens"], r.get(metric)) for r in rows if r["method"] == m and r.get(metric) is not None]
-        if not pts:
+        points: list[tuple[float, float]] = [
+            (r["n_tokens"], r[metric]) for r in rows if r["method"] == m and r.get(metric) is not None
+        ]
+        if not points:
             continue
         fig, ax = plt.subplots(figsize=(5, 3.5))
-        x = np.maximum([p[0] for p in pts], 1)
-        y = 100 * np.asarray([p[1] for p in pts], dtype=float)
-        jitter = np.random.default_rng(0).uniform(-1.5, 1.5, len(y))
-        ax.scatter(x, y + jitter, s=10, alpha=0.5)
-        ax.scatter([x.mean()], [y.mean()], s=60, marker="x", color="black", label="mean")
+        xs = np.maximum([p[0] for p in points], 1)
+        ys = 100 * np.asarray([p[1] for p in points], dtype=float)
+        jitter = np.random.default_rng(0).uniform(-1.5, 1.5, len(ys))
+        ax.scatter(xs, ys + jitter, s=10, alpha=0.5)
+        ax.scatter([xs.mean()], [ys.mean()], s=60, marker="x", color="black", label="mean")
         ax.set_xscale("log")
         ax.set_xlabel("input tokens (log)")
         ax.set_ylabel(f"{metric} (%)")

@@ -211,10 +211,12 @@ def mention_graph(chunks: Sequence[Chunk], keys: KeySource = "titles") -> Mentio
                 return graph
     key = pool_key(chunks, keys)
     with _LOCK:
-        graph = _GRAPHS.get(key)
-        if graph is not None:
+        cached = _GRAPHS.get(key)
+        if cached is not None:
             _GRAPHS.move_to_end(key)
-    if graph is None:
+    if cached is not None:
+        graph = cached
+    else:
         graph = build_graph(chunks, keys)
         with _LOCK:
             _GRAPHS[key] = graph

@@ -82,6 +82,14 @@ class LazyParts:
     as fields and ``_selector`` / ``_scorer`` as private attributes (default None).
     """
 
+    method: str | Selector
+    selector_options: dict[str, Any]
+    llm: Any
+    scorer: str | Scorer
+    scorer_options: dict[str, Any]
+    _selector: Selector | None
+    _scorer: Scorer | None
+
     def _get_selector(self) -> Selector:
         if self._selector is None:
             self._selector = make_selector(self.method, self.selector_options, self.llm)
@@ -227,7 +235,7 @@ def select_positions(
         }
         for r, s in enumerate(kept_scores, start=1)
     ]
-    all_scores = [None] * n if arr is None else [_finite(x) for x in arr]
+    all_scores: list[float | None] = [None] * n if arr is None else [_finite(x) for x in arr]
     return Outcome(kept, metadata, sel, all_scores, scores_from, fell_back)
 
 

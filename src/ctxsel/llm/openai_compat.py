@@ -574,7 +574,7 @@ class OpenAICompatClient:
                 body=body_excerpt(data, 200),
                 **kw,
             )
-        usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+        usage: dict[str, Any] = payload["usage"] if isinstance(payload.get("usage"), dict) else {}
         return Completion(
             text=text,
             usage=LLMUsage(

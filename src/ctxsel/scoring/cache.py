@@ -25,6 +25,7 @@ import hashlib
 import logging
 import sqlite3
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -97,7 +98,8 @@ class EmbeddingCache:
             for start in range(0, len(keys), 500):
                 part = list(keys[start : start + 500])
                 q = f"SELECT key, dim, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
-                for key, dim, blob in self._db.run("read", lambda c, q=q, part=part: c.execute(q, part).fetchall()):
+                rows: list[tuple[str, int, bytes]] = self._db.run("read", partial(_fetch, q, part))
+                for key, dim, blob in rows:
                     vec = np.frombuffer(blob, dtype=np.float32)
                     if vec.shape[0] == dim and np.isfinite(vec).all():  # a torn or garbled row is a miss
                         out[key] = vec
@@ -135,3 +137,8 @@ class EmbeddingCache:
         """Close this thread's connection."""
         if self._db is not None:
             self._db.close()
+
+
+def _fetch(query: str, params: list[str], con: sqlite3.Connection) -> list[tuple[str, int, bytes]]:
+    rows: list[tuple[str, int, bytes]] = con.execute(query, params).fetchall()
+    return rows

@@ -30,7 +30,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -111,7 +111,7 @@ class TorchBackend:
         try:  # the per-tensor "Loading weights" bar is noise in a CLI
             from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()
+            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it untyped
         except ImportError:  # pragma: no cover
             pass
         try:
@@ -126,7 +126,7 @@ class TorchBackend:
 
     @property
     def max_seq_length(self) -> int:
-        return int(self.st.max_seq_length)
+        return int(self.st.max_seq_length or 0)
 
     @property
     def tokenizer(self) -> Any:
@@ -270,7 +270,7 @@ class DenseScorer:
         """The loaded backend (loads on first use): ``encode(texts, batch_size) -> normalised vectors``."""
         if self._model is None:
             self._model = load_backend(self.backend, self.model_path, device=self.device, num_threads=self.num_threads)
-        return self._model
+        return cast(EmbeddingBackend, self._model)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         vecs = self.model.encode(
@@ -339,8 +339,8 @@ class DenseScorer:
         """The documents' vectors, one row each: a view when their rows are contiguous."""
         idx = self._doc_rows(texts, prefix)
         if len(idx) and idx[-1] - idx[0] == len(idx) - 1 and bool((np.diff(idx) == 1).all()):
-            return self._matrix[idx[0] : idx[-1] + 1]
-        return self._matrix[idx]
+            return cast(np.ndarray, self._matrix[idx[0] : idx[-1] + 1])
+        return cast(np.ndarray, self._matrix[idx])
 
     def embed(self, texts: Sequence[str], prefix: str = "") -> np.ndarray:
         """Normalised float32 embeddings, served from memory or the cache where possible."""
@@ -350,11 +350,11 @@ class DenseScorer:
         if not texts:
             return np.zeros((0, 0), np.float32)
         rows = self._doc_rows(texts, prefix)  # first: it may grow (replace) the matrix
-        return self._matrix[rows]
+        return cast(np.ndarray, self._matrix[rows])
 
     def embed_query(self, question: str) -> np.ndarray:
         if self.cache is None:
-            return self.embed([question], self.query_prefix)[0]
+            return cast(np.ndarray, self.embed([question], self.query_prefix)[0])
         vec = self._queries.get(question)
         if vec is not None:
             self._queries.move_to_end(question)

@@ -88,13 +88,13 @@ def check_model_folder(model_path: str | Path) -> dict[str, Any]:
     if not (folder / "tokenizer.json").is_file():
         raise InputError(f"{folder} has no tokenizer.json (a fast tokenizer); use backend='torch'")
     modules = _read_json(folder / "modules.json")
-    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules] if isinstance(modules, list) else []
+    kinds: list[str] = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules] if isinstance(modules, list) else []
     pooling_path = (
         next((folder / m["path"] for m in modules if str(m.get("type", "")).endswith("Pooling")), None)
         if isinstance(modules, list)
         else None
     )
-    pooling = _read_json(pooling_path / "config.json") if pooling_path else {}
+    pooling: dict[str, Any] = _read_json(pooling_path / "config.json") if pooling_path else {}
     if kinds and set(kinds) - {"Transformer", "Pooling", "Normalize"}:
         raise InputError(f"{folder}: modules {kinds} are not supported by the ONNX backend; use backend='torch'")
     if (pooling and not pooling.get("pooling_mode_mean_tokens")) or any(
@@ -175,7 +175,7 @@ def export_onnx(model_path: str | Path, dest: Path) -> Path:
     try:
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it untyped
     except ImportError:  # pragma: no cover
         pass
     encoder = AutoModel.from_pretrained(str(info["folder"]), attn_implementation="eager").eval()

@@ -212,7 +212,7 @@ def get_selector(method: str | Selector, *, llm: Any = None, **options: Any) -> 
     if cls.needs_llm and llm is not None:
         options["llm"] = llm
     try:
-        return cls(**{**spec_options, **options})  # type: ignore[no-any-return]
+        return cls(**{**spec_options, **options})
     except MissingLLMError:
         raise
     except TypeError as e:

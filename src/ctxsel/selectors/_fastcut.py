@@ -28,6 +28,8 @@ Everything here returns the same values as the full-sort reference
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 #: below this many scores the full stable argsort is as fast as anything here
@@ -128,7 +130,7 @@ class RankView:
             cand = np.flatnonzero(x >= v)
         xc = x[cand]
         if len(cand) <= 4 * m + 8192:
-            return cand[stable_desc(xc)]
+            return cast(np.ndarray, cand[stable_desc(xc)])
         # many scores tie at the threshold: those above the m-th value, ranked, then
         # the first of the ties by position
         v = np.partition(xc, len(xc) - m)[len(xc) - m]
@@ -152,7 +154,7 @@ class RankView:
     def sorted_values(self) -> np.ndarray:
         """The finite scores in ranking order (what ``scores[order[:n_finite]]`` was)."""
         if self._order is not None:
-            return self.scores[self._order[: self.n_finite]]
+            return cast(np.ndarray, self.scores[self._order[: self.n_finite]])
         s = np.sort(self.xf)[::-1]
         # equal values are interchangeable except 0.0 and -0.0: put their signs in position order
         lo = np.searchsorted(s[::-1], 0, side="left")

@@ -17,9 +17,9 @@ import json
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import numpy as np
@@ -123,7 +123,7 @@ def _plain(x: Any) -> Any:
 
 
 def _error_response(
-    request: Request, status: int, error: str, message: str, headers: dict[str, str] | None = None, **extra: Any
+    request: Request, status: int, error: str, message: str, headers: Mapping[str, str] | None = None, **extra: Any
 ) -> JSONResponse:
     rid = request_id(request.scope)
     return JSONResponse(status_code=status, headers=headers, content=error_dict(status, error, message, rid, **extra))
@@ -208,7 +208,7 @@ class Service:
         self._scorer = scorer
         self._scorer_lock = threading.Lock()  # one model, one SQLite cache: score one request at a time
         #: "ok", or "starting" while the scorer loads (start_warm_up), or "failed" if it could not load
-        self.status: str = "ok"
+        self.status: Literal["ok", "starting", "failed"] = "ok"
         self.status_message: str | None = None
         self._warm_up_thread: threading.Thread | None = None
         #: the dense scorer keeps every text's vector in memory; past this many it forgets them (about
@@ -524,7 +524,7 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
         out = HealthOut(
             status=service.status,
             version=__version__,
-            reader=settings.reader_name,  # type: ignore
+            reader=settings.reader_name,
             scorer=settings.scorer,
             in_flight=service.limiter.in_flight,
             max_concurrency=settings.max_concurrency,
@@ -568,7 +568,8 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
                 CancellableLLM(settings.reader, token), req.template, max_answer_tokens=req.max_answer_tokens
             )
             question = question_with_options(req.question, req.choices or [])  # the reader sees the options too
-            return _plain(reader.answer(question, sel).to_dict(with_text=req.with_text))
+            out: dict[str, Any] = _plain(reader.answer(question, sel).to_dict(with_text=req.with_text))
+            return out
 
         return await service.run(request, work)
 
@@ -592,6 +593,7 @@ class _ServerScorer:
 
     def __init__(self, service: Service, token: CancelToken) -> None:
         self.service, self.token = service, token
+        self.name = f"server:{service.settings.scorer}"
 
     def score_detailed(self, question: str, chunks: Sequence[Chunk]) -> tuple[np.ndarray, dict[str, Any]]:
         service = self.service

@@ -60,7 +60,8 @@ async def send_error(
 
 
 def request_id(scope: Scope) -> str | None:
-    return scope.get("state", {}).get("request_id")
+    rid = scope.get("state", {}).get("request_id")
+    return None if rid is None else str(rid)
 
 
 class RequestLogMiddleware:

@@ -279,7 +279,7 @@ class Trainer:
 
     def _act(
         self, batch: Sequence[TrainItem], deterministic: bool
-    ) -> tuple[list[Selection], torch.Tensor | None, dict]:
+    ) -> tuple[list[Selection], torch.Tensor | None, dict[str, Any]]:
         x, mask = pad_batch([it.ascending for it in batch])
         out = self.policy.infer(x, mask) if deterministic else self.policy(x, mask)
         if self.is_band:

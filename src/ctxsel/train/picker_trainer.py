@@ -351,7 +351,7 @@ def run_stage(
 ) -> tuple[Any, dict[str, Any]]:
     """One GRPO stage with TRL's GRPOTrainer; returns (the trained peft model, its curve)."""
     import torch
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]  # lazily exported by trl
 
     curve: dict[str, Any] = {"stage": stage, "reward": asdict(STAGES[stage]), "train": [], "val": [], "grad_norm": []}
     reward_fn = TRLPickerReward(stage)
@@ -383,7 +383,7 @@ def run_stage(
     )
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[reward_fn],
+        reward_funcs=[reward_fn],  # type: ignore[list-item]  # a callable object; TRL's hint wants a function
         args=args,
         train_dataset=_dataset(train_rows, stage),
         processing_class=tokenizer,
@@ -497,7 +497,7 @@ def train_picker(
         from peft import get_peft_model
 
         model = get_peft_model(model, lora)
-        lora = None
+        lora = None  # type: ignore[assignment]  # applied once: the stages train the same adapter
         summary["warmup_loss"] = format_warmup(model, tok, train_rows, cfg.warmup_steps, cfg.warmup_lr, cfg.seed)
     model, c1 = run_stage(
         model, tok, 1, train_rows, val_rows, cfg.stage1_max_steps, cfg, out, peft_config=lora, stop_on_plateau=True

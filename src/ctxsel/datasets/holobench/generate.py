@@ -277,7 +277,7 @@ def select_queries(
     shuffled = {}
     for tid in order:
         items = eligible[tid]
-        perm = _rng(corpus.seed, "params", tid).permutation(len(items)) if items else []
+        perm: list[int] = _rng(corpus.seed, "params", tid).permutation(len(items)).tolist() if items else []
         shuffled[tid] = [items[i] for i in perm]
     chosen: list[QueryInstance] = []
     depth = 0

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -47,7 +47,7 @@ from ctxsel.llm.base import LLMClient
 from ctxsel.llm.constrain import ReplyFormatError
 from ctxsel.reader import for_template
 from ctxsel.selectors.adaptive_k import AdaptiveK
-from ctxsel.selectors.base import CommonOptions, Selector, as_int
+from ctxsel.selectors.base import CommonOptions, NanPolicy, Selector, as_int
 from ctxsel.selectors.context_picker.prompt import (
     MAX_RATIONALE_CHARS,
     PICKER,
@@ -160,13 +160,14 @@ class ContextPicker(CommonOptions, Selector):
             else max(self.max_reply_tokens, MAX_RATIONALE_CHARS // 2 + 3 * len(passages) + 16)
         )
         error: str | None = None
+        constrained: dict[str, Any] = {} if fmt is None else {"reply_format": fmt}
         for _ in range(1 + self.retries):
             reply = self.client.complete(
                 render_prompt(question, passages, self.stage, error, prefill=fmt is None),
                 max_tokens=max_tokens,
                 temperature=0.0,
                 stop=list(PICKER.stop),
-                **({} if fmt is None else {"reply_format": fmt}),
+                **constrained,
             )
             usage = usage + reply.usage
             replies.append(reply.text)
@@ -252,7 +253,7 @@ def candidate_pool(
     """The picker's candidate pool (shared by inference and training): the
     longest prefix of the similarity ranking within ``n_tokens``, at most
     ``max_candidates`` chunks, in rank order."""
-    pool = TopNTokens(n_tokens, min_k=1, nan_policy=nan_policy).select(question, chunks, scores)  # type: ignore[arg-type]
+    pool = TopNTokens(n_tokens, min_k=1, nan_policy=cast(NanPolicy, nan_policy)).select(question, chunks, scores)
     if pool.k > max_candidates:
         pool.ids, pool.scores, pool.chunks = (
             pool.ids[:max_candidates],

@@ -52,6 +52,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ctxsel.errors import InputError
 from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError
@@ -143,7 +144,7 @@ def picker_format(n_candidates: int, max_rationale_chars: int = MAX_RATIONALE_CH
         "additionalProperties": False,
     }
 
-    def convert(obj: dict) -> PickerReply:
+    def convert(obj: dict[str, Any]) -> PickerReply:
         if not obj["rationale"].strip():
             raise InvalidReply("rationale must be a non-empty string")
         return PickerReply(obj["rationale"].strip(), list(obj["ids"]))

@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -107,7 +107,7 @@ def read_policy_config(path: str | Path) -> dict[str, Any]:
         raise InputError(
             f"{p} is LDAR policy format version {config.get('version')!r}; this ctxsel reads version {VERSION}"
         )
-    return config
+    return cast(dict[str, Any], config)
 
 
 def load_policy(path: str | Path) -> tuple[LDARPolicy, dict[str, Any]]:
@@ -195,7 +195,7 @@ def load_training_state(path: str | Path, policy: LDARPolicy, optimizer: torch.o
         if "betas" in g:
             g["betas"] = tuple(g["betas"])
     optimizer.load_state_dict({"state": state, "param_groups": groups})
-    return doc
+    return cast(dict[str, Any], doc)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -323,7 +323,7 @@ class LDARPolicy(nn.Module):
             self.pool = None
         self.mlp = nn.Sequential(nn.Linear(d, config.head_hidden), nn.ReLU())
         if config.head == "band":
-            self.heads = nn.Linear(config.head_hidden, 4)  # the four linear heads, stacked
+            self.heads: nn.Linear | None = nn.Linear(config.head_hidden, 4)  # the four linear heads, stacked
             self.token_head: nn.Module | None = None
         else:
             self.heads = None

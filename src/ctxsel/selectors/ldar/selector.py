@@ -35,7 +35,7 @@ l, u, the Beta parameters, and which reward trained the policy.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -70,7 +70,7 @@ class LDAR(RankingSelector):
         if threads is not None:
             torch.set_num_threads(int(threads))
         if isinstance(policy, LDARPolicy):
-            self.policy, self.info = policy, {"training": {}}
+            self.policy, self.info = policy, cast(dict[str, Any], {"training": {}})
             self.policy_path: str | None = None
         else:
             self.policy_path = str(resolve_policy_dir(policy))

@@ -78,7 +78,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -363,7 +363,7 @@ class SAGE(CommonOptions, Selector):
 
     def _verdict(self, run: _Run, got: tuple[str, LLMUsage, bool], fmt: ReplyFormat) -> bool | None:
         """A YES/NO verdict (counted; None when unreadable)."""
-        verdict = self._read(got, fmt, parse_verdict)
+        verdict: bool | None = self._read(got, fmt, parse_verdict)
         run.verdicts += 1
         run.unreadable_verdicts += verdict is None
         return verdict
@@ -423,7 +423,7 @@ class SAGE(CommonOptions, Selector):
 
             self._embed = DenseScorer(cache=False).embed
         v = np.asarray(self._embed(texts), dtype=np.float64)
-        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        return cast(np.ndarray, v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12))
 
     def importance(
         self, run: _Run, question: str, options: Sequence[str], context: str, rng: np.random.Generator
@@ -435,7 +435,8 @@ class SAGE(CommonOptions, Selector):
         clean = self._infer(run, question, options, context)
         if clean is None or self.n_perturb == 0:
             return None, clean, []
-        lambdas, answers = [], []
+        lambdas: list[float] = []
+        answers: list[str] = []
         for _ in range(self.n_perturb):
             lam = draw_lambda(rng, self.lambda_low)
             got = self._infer(run, question, options, disturb(context, lam, rng))
@@ -504,7 +505,8 @@ class SAGE(CommonOptions, Selector):
                 run.failures.append("counting question but no option holds a number: explored instead")
                 run.trace.append({**step, "used": False})
                 return None
-            best = min((i for i, n in enumerate(numbers) if n is not None), key=lambda i: abs(numbers[i] - count))
+            known = {i: n for i, n in enumerate(numbers) if n is not None}
+            best = min(known, key=lambda i: abs(known[i] - count))
             answer = f"{LETTERS[best]}. {options[best]}"
         else:
             answer = str(count)
@@ -533,7 +535,7 @@ class SAGE(CommonOptions, Selector):
                 why = f"stopped in round {r}: the keys prompt exceeds the model's window"
                 break
             keys, source = self._key_list(got, KEYS_FORMAT), "llm"
-            hits, rel = graph.retrieve(keys, self.recall_index) if keys else ([], None)
+            hits, rel = graph.retrieve(keys, self.recall_index) if keys else ([], np.zeros(0))
             if not hits:
                 run.failures.append(
                     f"round {r}: keys {keys[:5]!r} from {got[0][:60]!r} matched no sentence; used the question's words"
