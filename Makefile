@@ -14,7 +14,7 @@ STAMP := $(VENV)/.ctxsel-installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo check test test-fast bench clean
+.PHONY: setup demo check docs test test-fast bench clean
 
 setup: $(STAMP)
 
@@ -40,6 +40,10 @@ check: setup
 	$(VENV)/bin/ruff format --check src tests benchmarks
 	$(PY) -m mypy
 	$(PY) -m mypy --config-file tests/mypy.ini tests
+
+# The documentation site, built offline into site/ (the test suite builds it with --strict too).
+docs: setup
+	$(VENV)/bin/mkdocs build --strict
 
 # The whole suite, including tests marked `model` (real MiniLM) and `slow`.
 test: setup

@@ -1,4 +1,4 @@
-"""The README's framework examples, extracted by their ``<!-- readme-test: NAME -->``
+"""The framework examples of docs/guide/integrations.md, extracted by their ``<!-- readme-test: NAME -->``
 marker and run as written (real frameworks, the bundled MiniLM), then checked."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+README = (REPO_ROOT / "docs" / "guide" / "integrations.md").read_text(encoding="utf-8")
 
 
 def readme_block(name: str) -> str:

@@ -1,4 +1,4 @@
-"""The README's "HTTP service" example, run as written against a live server."""
+"""The HTTP service guide's example (docs/guide/service.md), run as written against a live server."""
 
 from __future__ import annotations
 
@@ -15,14 +15,11 @@ pytest.importorskip("uvicorn")
 
 from server_process import ServerProcess
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[3] / "docs" / "guide" / "service.md"
 
 
 def http_section() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("\n## HTTP service\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else None]
+    return README.read_text(encoding="utf-8")
 
 
 def code_blocks(section: str, lang: str) -> list[str]:

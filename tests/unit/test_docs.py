@@ -1,0 +1,127 @@
+"""The documentation is checked like code.
+
+- The site builds offline with ``mkdocs build --strict`` (no warning: no broken link, no missing
+  page, no docstring mkdocstrings cannot read).
+- Every fenced code block in README.md and docs/ is exercised: ``python`` blocks run as written,
+  and every ``ctxsel ...`` line in a ``bash`` block parses with the real CLI parser (its command
+  and flags exist). A block that cannot run here (it needs a GPU, hours or a server) says so in an
+  HTML comment just above it: ``<!-- not-run: the reason -->``.
+- docs/reference/cli.md is the CLI's own ``--help``: regenerate it with
+  ``python tests/unit/test_docs.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+FENCE = re.compile(r"(?:<!-- (?P<mark>[a-z-]+)(?::(?P<why>[^>]*))? -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
+#: blocks that other tests run against live servers or real frameworks (their own test names them)
+RUN_ELSEWHERE = {"readme-test"}
+
+
+def blocks(lang: str) -> list[tuple[str, str]]:
+    out = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for i, m in enumerate(FENCE.finditer(text)):
+            if m["lang"] == lang and m["mark"] != "not-run" and m["mark"] not in RUN_ELSEWHERE:
+                out.append((f"{page.relative_to(REPO)}[{i}]", m["body"]))
+    return out
+
+
+@pytest.mark.parametrize(("where", "body"), blocks("python"), ids=[w for w, _ in blocks("python")])
+def test_python_blocks_run(where: str, body: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path / "cache"))
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(body, where, "exec"), {"__name__": "__docs__"})
+
+
+def _cli_parser() -> argparse.ArgumentParser:
+    from ctxsel.cli.main import build_parser
+
+    return build_parser()
+
+
+def _command_lines(body: str) -> list[str]:
+    lines, cur = [], ""
+    for raw in body.splitlines():
+        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        cur = (cur + " " + line.rstrip("\\").strip()).strip() if cur else line.rstrip("\\").strip()
+        if line.endswith("\\"):
+            continue
+        if cur:
+            lines.append(cur)
+        cur = ""
+    return [ln for ln in lines if re.match(r"^(\S+=\S+ )*(\.venv/bin/)?ctxsel ", ln)]
+
+
+CLI_LINES = [(w, ln) for w, b in blocks("bash") for ln in _command_lines(b)]
+
+
+@pytest.mark.parametrize(("where", "line"), CLI_LINES, ids=[f"{w}:{ln[:40]}" for w, ln in CLI_LINES])
+def test_cli_lines_parse(where: str, line: str) -> None:
+    line = line.replace('"..."', '"Q"')  # a placeholder value stays a value
+    words = shlex.split(re.sub(r"\[[^\]]*\]", "", line))  # drop optional [--flag ...] parts
+    words = words[next(i for i, w in enumerate(words) if w.endswith("ctxsel")) + 1 :]
+    words = [w for w in words if w not in ("|", "...")]
+    parser = _cli_parser()
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        try:
+            parser.parse_args(words)
+        except SystemExit as e:
+            assert e.code == 0, f"{where}: `ctxsel {' '.join(words)}` does not parse: {err.getvalue()}"
+
+
+def cli_reference() -> str:
+    """docs/reference/cli.md: each command's --help, as the installed CLI prints it."""
+    env = {**os.environ, "COLUMNS": "100"}
+    parts = [
+        "# Command line\n\nEvery command's `--help`, generated from the parser "
+        "(`python tests/unit/test_docs.py` rewrites this page).\n"
+    ]
+    commands = ["", "select", "answer", "eval", "train ldar", "train picker", "mine", "env", "make-holo", "serve"]
+    for cmd in commands:
+        argv = [sys.executable, "-m", "ctxsel.cli.main", *cmd.split(), "--help"]
+        text = subprocess.run(argv, capture_output=True, text=True, env=env, check=True).stdout
+        text = text.replace(Path(sys.executable).name, "ctxsel").replace("main.py", "ctxsel")
+        parts.append(
+            f"\n## ctxsel {cmd}\n\n```text\n{text.rstrip()}\n```\n" if cmd else f"\n```text\n{text.rstrip()}\n```\n"
+        )
+    return "".join(parts)
+
+
+@pytest.mark.slow  # ten interpreters
+def test_the_cli_reference_is_the_cli_help() -> None:
+    page = REPO / "docs" / "reference" / "cli.md"
+    assert page.read_text(encoding="utf-8") == cli_reference(), "regenerate: python tests/unit/test_docs.py"
+
+
+@pytest.mark.slow  # about 5 s
+def test_the_site_builds_strict_with_no_warning(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs")
+    out = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "WARNING" not in out.stderr
+    assert (tmp_path / "site" / "reference" / "api" / "index.html").read_text(encoding="utf-8").count("Pipeline") > 3
+
+
+if __name__ == "__main__":
+    (REPO / "docs" / "reference" / "cli.md").write_text(cli_reference(), encoding="utf-8")
