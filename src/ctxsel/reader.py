@@ -6,7 +6,7 @@
     ans.text, ans.usage.tokens_in, ans.seconds
 
 A selection made by an LLM-routed method (Self-Route) already carries its
-answer in ``selection.meta["answer"]``; the reader then returns it without
+answer in ``selection.answer``; the reader then returns it without
 another call. ``Answer.usage`` always holds every LLM call behind the
 answer: the selector's and the reader's.
 
@@ -262,16 +262,17 @@ class Reader:
         )
 
     def answer(self, question: str, selection: Selection) -> Answer:
-        if selection.meta.get("answer") is not None:  # an LLM-routed selector answered already
+        routed = selection.answer
+        if routed is not None:  # an LLM-routed selector answered already
             return Answer(
-                text=selection.meta["answer"],
-                raw=selection.meta.get("raw_answer", selection.meta["answer"]),
+                text=routed.text,
+                raw=routed.raw,
                 selection=selection,
                 usage=selection.usage,
-                seconds=float(selection.meta.get("seconds", 0.0)),
-                template=selection.meta.get("template", ""),
+                seconds=routed.seconds,
+                template=routed.template,
                 meta={
-                    "route": selection.meta.get("route"),
+                    "route": routed.route,
                     **({"cut": selection.meta["cut"]} if selection.meta.get("cut") else {}),
                 },
             )

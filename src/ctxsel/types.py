@@ -91,6 +91,34 @@ class LLMUsage:
         return self.tokens_in - self.tokens_reused
 
 
+@dataclass(frozen=True, slots=True)
+class RoutedAnswer:
+    """An answer a selector gave while selecting: SAGE answers as it explores, Self-Route's reader
+    answers on the route it chose. A Reader returns it without another LLM call.
+
+    ``route`` is how it was reached (Self-Route: ``rag``, ``long-context``, ``none``; SAGE:
+    ``explore``, ``counting``, ``empty``); ``tokens_in`` the prompt tokens of the call that answered.
+    """
+
+    text: str
+    raw: str
+    route: str
+    tokens_in: int = 0
+    seconds: float = 0.0
+    template: str = ""
+
+    def to_meta(self) -> dict[str, Any]:
+        """The keys ``Selection.to_dict()["meta"]`` has carried since before this type existed."""
+        return {
+            "answer": self.text,
+            "raw_answer": self.raw,
+            "route": self.route,
+            "answer_tokens_in": self.tokens_in,
+            "seconds": self.seconds,
+            "template": self.template,
+        }
+
+
 @dataclass(slots=True)
 class Selection:
     """What a selector chose, and why.
@@ -98,6 +126,7 @@ class Selection:
     ``ids`` are in rank order (most relevant first); ``reading_order`` is the
     same set sorted by (doc_id, position) -- the order a reader should see.
     ``scores[i]`` is the score of ``ids[i]`` (None for score-free methods).
+    ``answer`` is set by methods that answer while selecting (SAGE, Self-Route).
     """
 
     ids: list[str]
@@ -110,6 +139,7 @@ class Selection:
     trace: list[dict[str, Any]] = field(default_factory=list)
     usage: LLMUsage = field(default_factory=LLMUsage)
     meta: dict[str, Any] = field(default_factory=dict)
+    answer: RoutedAnswer | None = None
 
     @property
     def k(self) -> int:
@@ -150,7 +180,7 @@ class Selection:
             ],
             "trace": self.trace,
             "usage": asdict(self.usage),
-            "meta": self.meta,
+            "meta": {**self.meta, **(self.answer.to_meta() if self.answer is not None else {})},
         }
 
 

@@ -201,8 +201,8 @@ SAGE_SPEC = "sage[voter_num=1,n_perturb=0]"
 
 def test_choices_through_the_api() -> None:
     sel = ctxsel.select(MC_QUESTION, DOC, SAGE_SPEC, llm=mc_llm(), choices=CHOICES)
-    assert sel.meta["answer"] == "B. Jory"
-    assert ctxsel.select(MC_QUESTION, DOC, SAGE_SPEC, llm=mc_llm()).meta["answer"] == "no options seen"
+    assert sel.answer.text == "B. Jory"
+    assert ctxsel.select(MC_QUESTION, DOC, SAGE_SPEC, llm=mc_llm()).answer.text == "no options seen"
 
 
 def test_choices_through_the_service() -> None:

@@ -210,11 +210,11 @@ def test_loop_stops_on_yes_and_records_each_round() -> None:
     assert sel.explanation.startswith("sufficient (YES) after round 2 of 5")
     assert sel.ids == ["p0#s2", "p1#s0", "p1#s1", "p1#s2"]  # document order
     assert sel.scores == [None, 2.0, None, 1.0]
-    assert sel.meta["answer"] == "Orla Brandt" and sel.meta["failures"] == []
+    assert sel.answer.text == "Orla Brandt" and sel.meta["failures"] == []
     # is-counting, then per round: keys, 1 + 2 importance answers, verdict; the last clean answer is reused
     assert llm.kinds() == ["is-counting"] + ["keys", "answer", "answer", "answer", "sufficient"] * 2
     assert sel.usage.calls == len(llm.calls) == 11
-    assert sel.meta["answer_tokens_in"] > 0
+    assert sel.answer.tokens_in > 0
 
 
 def test_loop_stops_at_iter_max_without_yes() -> None:
@@ -268,8 +268,8 @@ def counting_llm(answer: str = "7") -> ScriptedLLM:
 def test_counting_question_is_answered_by_enumeration_not_the_llm() -> None:
     llm = counting_llm("7")
     sel = sage(llm).select("How many times is a keeper mentioned?", COUNT_DOC)
-    assert sel.meta["answer"] == "5"  # keeper x3, Keepers, Old Jory; the LLM would have said 7
-    assert sel.meta["route"] == "counting" and llm.kinds() == ["is-counting", "targets"]
+    assert sel.answer.text == "5"  # keeper x3, Keepers, Old Jory; the LLM would have said 7
+    assert sel.answer.route == "counting" and llm.kinds() == ["is-counting", "targets"]
     assert sel.ids == ["c0#s0", "c0#s1", "c1#s0", "c1#s1"]
     assert sel.trace[-1]["count"] == 5 and sel.trace[-1]["variants"] == ["keeper", "keepers", "Old Jory"]
 
@@ -278,13 +278,13 @@ def test_counting_multiple_choice_picks_the_nearest_number() -> None:
     sel = sage(counting_llm()).select(
         "How many times is a keeper mentioned?", COUNT_DOC, choices=["Two", "4 times", "six", "10"]
     )
-    assert sel.meta["answer"] == "B. 4 times"  # |4-5| = |6-5|: the first wins
+    assert sel.answer.text == "B. 4 times"  # |4-5| = |6-5|: the first wins
 
 
 def test_counting_with_no_numeric_option_explores_instead() -> None:
     llm = counting_llm("B")
     sel = sage(llm, voter_num=3, n_perturb=0).select("How many keepers?", COUNT_DOC, choices=["few", "many"])
-    assert sel.meta["route"] == "explore" and "no option holds a number" in sel.meta["failures"][0]
+    assert sel.answer.route == "explore" and "no option holds a number" in sel.meta["failures"][0]
 
 
 # -- multiple choice voting -------------------------------------------------------
@@ -303,7 +303,7 @@ def test_voters_sample_with_distinct_seeds_and_the_majority_wins() -> None:
 
     llm = ScriptedLLM(respond)
     sel = sage(llm, voter_num=5, n_perturb=0).select("Who?", DOC, choices=["Orla", "Jory", "Velm"])
-    assert sel.meta["answer"] == "B. Jory"
+    assert sel.answer.text == "B. Jory"
     votes = [kw for p, kw in llm.calls if kw.get("temperature")]
     assert [kw["seed"] for kw in votes] == [1, 2, 3, 4, 5] and all(kw["temperature"] == 0.8 for kw in votes)
     assert sel.trace[-1] == {"step": "vote", "votes": ["B", "C", "B", "A"], "voters": 5}
@@ -315,14 +315,14 @@ def test_voters_sample_with_distinct_seeds_and_the_majority_wins() -> None:
 def test_nonsense_llm_still_yields_an_answer_and_recorded_failures() -> None:
     llm = ScriptedLLM(lambda prompt, **kw: "%%% ### !!!")
     sel = sage(llm).select("Who founded the lighthouse guild?", DOC)
-    assert sel.meta["answer"] == "%%% ### !!!"
+    assert sel.answer.text == "%%% ### !!!"
     fails = sel.meta["failures"]
     assert any("counting verdict unreadable" in f for f in fails)
     assert sum("used the question's words" in f for f in fails) == 2
     assert sum("sufficiency verdict unreadable" in f for f in fails) == 2
     assert sel.trace[1]["keys_from"] == "question (fallback)" and "p1#s0" in sel.ids
     mc = sage(llm, voter_num=3).select("Who?", DOC, choices=["Orla", "Jory"])
-    assert mc.meta["answer"] == "A. Orla" and any("no voter named an option" in f for f in mc.meta["failures"])
+    assert mc.answer.text == "A. Orla" and any("no voter named an option" in f for f in mc.meta["failures"])
 
 
 def test_a_prompt_past_the_window_ends_exploration_without_crashing() -> None:
@@ -336,7 +336,7 @@ def test_a_prompt_past_the_window_ends_exploration_without_crashing() -> None:
     sel = sage(llm, n_perturb=0, iter_max=3).select("lighthouse guild keepers?", DOC)
     assert sel.explanation.startswith("stopped in round 1: the evidence exceeds the model's window")
     assert any("sage-sufficient: prompt exceeds the model's window" in f for f in sel.meta["failures"])
-    assert sel.meta["answer"] == "Orla" and llm.kinds() == ["is-counting", "keys", "answer"]
+    assert sel.answer.text == "Orla" and llm.kinds() == ["is-counting", "keys", "answer"]
 
 
 def test_registry_spec_config_and_bad_parameters() -> None:
@@ -351,10 +351,10 @@ def test_registry_spec_config_and_bad_parameters() -> None:
         SAGE(llm, recall_index=0)
     # ctxsel.select passes multiple-choice options through, and never scores (no embedder needed)
     sel = select("Who founded the guild?", DOC, "sage[n_perturb=0,voter_num=1]", llm=llm, choices=["Orla", "Jory"])
-    assert re.match(r"^[AB]\. ", sel.meta["answer"])
+    assert re.match(r"^[AB]\. ", sel.answer.text)
 
 
 def test_empty_document_answers_without_evidence() -> None:
     llm = ScriptedLLM(lambda p, **kw: "unknown")
     sel = sage(llm).select("Who?", [])
-    assert sel.ids == [] and sel.meta["answer"] == "unknown" and sel.explanation.startswith("empty context")
+    assert sel.ids == [] and sel.answer.text == "unknown" and sel.explanation.startswith("empty context")

@@ -342,10 +342,10 @@ def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_
         # prompt tokens the backend took from its prefix cache instead of evaluating (llama.cpp's KV cache)
         "tokens_reused": ans.usage.tokens_reused,
         # what the call that wrote the answer read (all calls are in tokens_in)
-        "answer_tokens_in": sel.meta.get("answer_tokens_in", ans.usage.tokens_in - sel.usage.tokens_in),
+        "answer_tokens_in": sel.answer.tokens_in if sel.answer else ans.usage.tokens_in - sel.usage.tokens_in,
         # a routed selector's own LLM time is inside select_s; the reader's is ans.seconds
-        "wall_s": round(select_s + (0.0 if sel.meta.get("answer") is not None else ans.seconds), 3),
-        "route": sel.meta.get("route"),
+        "wall_s": round(select_s + (0.0 if sel.answer is not None else ans.seconds), 3),
+        "route": sel.answer.route if sel.answer else None,
     }
 
 

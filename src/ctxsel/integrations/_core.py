@@ -129,7 +129,7 @@ class Outcome:
             ],
             "allow_empty_fallback": self.fell_back,
             **({"truncated": sel.meta["truncated"]} if "truncated" in sel.meta else {}),
-            **({"answer": sel.meta["answer"]} if sel.meta.get("answer") is not None else {}),  # SAGE, Self-Route
+            **({"answer": sel.answer.text} if sel.answer is not None else {}),  # SAGE, Self-Route
             "usage": {"calls": sel.usage.calls, "tokens_in": sel.usage.tokens_in, "tokens_out": sel.usage.tokens_out},
         }
 

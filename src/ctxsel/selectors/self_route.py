@@ -6,7 +6,7 @@ cannot answer" prompt (LDAR Table 5). If it answers, that is the answer and
 the selection is those chunks. If it writes "unanswerable", the selection
 falls back to the full context and the reader's template (factoid by
 default) asks again. Both calls are counted in ``Selection.usage``; the
-answer goes into ``Selection.meta["answer"]``, so a
+answer goes into ``Selection.answer``, so a
 :class:`~ctxsel.reader.Reader` does not ask a third time.
 
 Where the papers are silent:
@@ -48,7 +48,7 @@ from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, get_template
 from ctxsel.reader import Reader, clean_answer, fit_to_window, for_template
 from ctxsel.selectors.base import CommonOptions, Selector
 from ctxsel.selectors.fixed import FullContext, TopNTokens
-from ctxsel.types import Chunk, Selection
+from ctxsel.types import Chunk, RoutedAnswer, Selection
 
 MAX_ROUTE_ANSWER_CHARS = 128
 #: Self-Route's first reply, constrained: the answer, or "unanswerable".
@@ -179,14 +179,13 @@ class SelfRoute(CommonOptions, Selector):
         sel.method = self.name
         sel.config = self.config()
         sel.explanation = why
-        sel.meta = {
-            **sel.meta,
-            "route": route,
-            "answer": answer,
-            "raw_answer": raw,
-            "seconds": time.perf_counter() - t0,
-            "template": self.reader.template.key,
-            "answer_tokens_in": answer_tokens_in,
-        }
+        sel.answer = RoutedAnswer(
+            answer,
+            raw,
+            route,
+            tokens_in=answer_tokens_in,
+            seconds=time.perf_counter() - t0,
+            template=self.reader.template.key,
+        )
         sel.trace.append({"step": "route", "route": route})
         return sel

@@ -282,7 +282,7 @@ def test_sage_asks_every_formatted_reply_under_its_schema_and_reads_it_strictly(
     rounds = [s for s in sel.trace if s["step"] == "round"]
     assert rounds[0]["keys"] == ["Orla Brandt", "guild"] and rounds[0]["keys_from"] == "llm"
     assert rounds[0]["sufficient"] is True and len(rounds) == 1
-    assert sel.meta["answer"] == "Orla Brandt" and sel.meta["failures"] == []
+    assert sel.answer.text == "Orla Brandt" and sel.meta["failures"] == []
     assert sel.meta["metrics"] == {"unreadable_verdicts": 0.0} and sel.meta["verdicts"] == 2
     assert sel.meta["constrained_replies"] == 3 and sel.config["constrained"] is True
 
@@ -329,7 +329,7 @@ def test_sage_votes_under_the_option_schema():
     answers = [c for c in llm.calls if c["kind"] == "answer"]  # the round's clean answer, then 3 sampled votes
     assert [c["temperature"] for c in answers] == [0.0, 0.8, 0.8, 0.8]
     assert all(c["reply_format"].schema["properties"]["option"]["enum"] == ["A", "B", "C"] for c in answers)
-    assert sel.meta["answer"] == "B. Orla Brandt"
+    assert sel.answer.text == "B. Orla Brandt"
     assert [s for s in sel.trace if s["step"] == "vote"][0]["votes"] == ["B", "B", "B"]
 
 
@@ -362,27 +362,27 @@ def test_self_route_constrained_answer_and_unanswerable(server):
     server.push(completion_reply('{"answer": "Berlin"}'))
     sel = get_selector("self-route", llm=client(server)).select("q?", RCHUNKS, [0.1, 0.9])
     assert server.requests[0].json["response_format"]["json_schema"]["schema"] == ROUTE_FORMAT.schema
-    assert sel.meta["route"] == "rag" and sel.meta["answer"] == "Berlin"
+    assert sel.answer.route == "rag" and sel.answer.text == "Berlin"
     server.push(completion_reply('{"answer": "unanswerable"}'), completion_reply(" Paris"))
     sel = get_selector("self-route", llm=client(server)).select("q?", RCHUNKS, [0.1, 0.9])
-    assert sel.meta["route"] == "long-context" and sel.meta["answer"] == "Paris"
+    assert sel.answer.route == "long-context" and sel.answer.text == "Paris"
     assert "response_format" not in server.requests[2].json  # the reader's free answer
 
 
 def test_self_route_unreadable_constrained_reply_reads_the_long_context(server):
     server.push(completion_reply('{"answer": "Berl'), completion_reply(" Paris"))
     sel = get_selector("self-route", llm=client(server)).select("q?", RCHUNKS, [0.1, 0.9])
-    assert sel.meta["route"] == "long-context" and "truncated" in sel.meta["route_reply_unreadable"]
+    assert sel.answer.route == "long-context" and "truncated" in sel.meta["route_reply_unreadable"]
     assert "unreadable route reply" in sel.explanation
 
 
 def test_self_route_unconstrained_and_on_a_refusing_server(server):
     server.push(completion_reply(" Berlin"))
     sel = get_selector("self-route[constrained=false]", llm=client(server)).select("q?", RCHUNKS, [0.1, 0.9])
-    assert "response_format" not in server.requests[0].json and sel.meta["answer"] == "Berlin"
+    assert "response_format" not in server.requests[0].json and sel.answer.text == "Berlin"
     server.push(REFUSALS[2], completion_reply(" Berlin"))
     sel = get_selector("self-route", llm=client(server)).select("q?", RCHUNKS, [0.1, 0.9])
-    assert server.calls == 3 and sel.meta["route"] == "rag" and sel.meta["answer"] == "Berlin"
+    assert server.calls == 3 and sel.answer.route == "rag" and sel.answer.text == "Berlin"
 
 
 def test_the_judge_labels_under_its_schema_and_falls_back_to_the_list_parser(server):

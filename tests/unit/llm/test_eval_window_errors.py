@@ -156,7 +156,7 @@ def test_self_route_fallback_is_cut_not_a_crash() -> None:
     for p in client.prompts:
         assert CHUNKS[0].text in p and CHUNKS[2].text in p and CHUNKS[1].text not in p and CHUNKS[3].text not in p
         assert p.index(CHUNKS[0].text) < p.index(CHUNKS[2].text)
-    assert sel.meta["route"] == "long-context" and sel.meta["answer"] == "Cherry"
+    assert sel.answer.route == "long-context" and sel.answer.text == "Cherry"
     assert sel.meta["cut"]["chunks_before"] == 4 and sel.meta["cut"]["chunks_after"] == 2
     assert sel.k == 4  # the method chose the full context; the reader read what fits
 
@@ -225,7 +225,7 @@ def test_reference_rows_in_an_eval(tmp_path: Path) -> None:
     assert (orc["subem"], orc["em"], orc["f1"]) == (1.0, 1.0, 1.0)
     assert by[("e0", "top-k@1")]["em"] == 1.0  # "the cherry": the article is dropped before comparing
     bad = by[("e1", "oracle")]
-    assert bad["error_stage"] == "select" and bad["error"].startswith("ValueError: method 'oracle' needs")
+    assert bad["error_stage"] == "select" and bad["error"].startswith("InputError: method 'oracle' needs")
     assert summary["oracle"]["n"] == 2 and summary["oracle"]["errors"] == 1 and summary["oracle"]["em"] == 1.0
     assert summary["closed-book"]["errors"] == 0 and summary["closed-book"]["n_tokens"] == 0.0
     md = (tmp_path / "summary.md").read_text()
@@ -379,5 +379,5 @@ def test_sage_answers_from_its_most_relevant_evidence_that_fits_the_window() -> 
     assert (cut["chunks_before"], cut["chunks_after"], cut["dropped"]) == (2, 1, ["p2#s0"])
     answers = [p for p in client.prompts if p.startswith("Your task is to answer")]
     assert len(answers) == 1 and "apple cherry" in answers[0] and "cherry cherry" not in answers[0]
-    assert sel.meta["answer"] == "cherry" and not sel.meta["failures"]
+    assert sel.answer.text == "cherry" and not sel.meta["failures"]
     assert [step["step"] for step in sel.trace] == ["cut", "round"]

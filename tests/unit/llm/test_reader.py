@@ -56,7 +56,7 @@ def test_self_route_answerable_makes_one_call_and_keeps_the_top_5k(server):
     sel = get_selector("self-route", llm=client(server)).select("q?", CHUNKS, SCORES)
     assert server.calls == 1
     assert sel.ids == ["b"]  # 3000 tokens fit 5k, 6000 do not
-    assert sel.meta["route"] == "rag" and sel.meta["answer"] == "Berlin"
+    assert sel.answer.route == "rag" and sel.answer.text == "Berlin"
     assert server.requests[0].json["prompt"] == SELF_ROUTE.render(
         datatype="documents", context=CHUNKS[1].text, question="q?"
     )
@@ -69,7 +69,7 @@ def test_self_route_unanswerable_falls_back_and_counts_both_calls(server, fallba
     server.push(completion_reply('{"answer": "Unanswerable."}', 40, 3), completion_reply(" Rome", 90, 2))
     sel = get_selector("self-route", llm=client(server), fallback_max_tokens=fallback).select("q?", CHUNKS, SCORES)
     assert server.calls == 2
-    assert sel.ids == ids and sel.meta["route"] == "long-context" and sel.meta["answer"] == "Rome"
+    assert sel.ids == ids and sel.answer.route == "long-context" and sel.answer.text == "Rome"
     assert (sel.usage.calls, sel.usage.tokens_in, sel.usage.tokens_out) == (2, 130, 5)
     assert server.requests[1].json["prompt"].startswith("Your task is to answer the question")
     assert "fell back to" in sel.explanation

@@ -86,6 +86,6 @@ def test_sage_voters_share_one_request_with_n_samples() -> None:
         vote_request = server.requests[-1].json
     assert server.calls == 4  # the three voters in one request
     assert vote_request["n"] == 3 and vote_request["temperature"] == 0.8 and vote_request["seed"] == 1
-    assert sel.meta["answer"] == "B. Kestrel"
+    assert sel.answer.text == "B. Kestrel"
     assert next(t for t in sel.trace if t["step"] == "vote")["votes"] == ["B", "A", "B"]
     assert sel.usage.calls == 4 and sel.usage.tokens_in == 3 * 11 + 50  # one request's prompt for three votes

@@ -20,7 +20,7 @@ No index: the document's sentences are the vertices of an implicit graph
 The Selection holds the gathered sentences in document order (ids
 ``<chunk id>#s<j>``, ``meta["parent"]`` the chunk), its trace one entry per
 round (keys, retrieved sentences, neighbours, importance, verdict), its
-``meta["answer"]`` the answer (a Reader returns it without another call),
+``answer`` the answer (a :class:`~ctxsel.types.RoutedAnswer`: a Reader returns it without another call),
 and its ``usage`` every LLM call.
 
 Where the paper is silent (each choice is a parameter):
@@ -108,7 +108,7 @@ from ctxsel.scoring.keywords import words
 from ctxsel.selectors.base import CommonOptions, Selector, as_int
 from ctxsel.selectors.sage.graph import SentenceGraph
 from ctxsel.selectors.sage.noise import disturb, draw_lambda
-from ctxsel.types import Chunk, LLMUsage, Selection, as_chunks
+from ctxsel.types import Chunk, LLMUsage, RoutedAnswer, Selection, as_chunks
 
 _YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 _KEY_SPLIT = re.compile(r"[,;\n|]")
@@ -658,14 +658,16 @@ class SAGE(CommonOptions, Selector):
             n_candidates=len(graph),
             trace=run.trace,
             usage=run.usage,
+            answer=RoutedAnswer(
+                answer,
+                raw,
+                route,
+                tokens_in=answer_usage.tokens_in,
+                seconds=time.perf_counter() - t0,
+                template=(MULTIPLE_CHOICE if options else self.answer_template).key,
+            ),
             meta={
-                "answer": answer,
-                "raw_answer": raw,
-                "route": route,
                 "failures": run.failures,
-                "answer_tokens_in": answer_usage.tokens_in,
-                "seconds": time.perf_counter() - t0,
-                "template": (MULTIPLE_CHOICE if options else self.answer_template).key,
                 "verdicts": run.verdicts,
                 "unreadable_verdicts": run.unreadable_verdicts,
                 "constrained_replies": run.constrained_replies,
