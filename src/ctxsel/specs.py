@@ -1,14 +1,121 @@
-"""The value of one ``key=value`` option in a method, scorer or expansion spec, read the same way
-everywhere: booleans, None, ``5k``/``2M`` counts, integers and floats; anything else stays a string."""
+"""The spec grammar every method, scorer and expansion spec shares, read the same way everywhere.
+
+    NAME                      top-k, dense, hop
+    NAME@VALUE                top-k@5, top-n-tokens@5k (methods only: their main parameter)
+    NAME[key=value,...]       adaptive-k[strategy=moving_avg,buffer=3], dense[backend=onnx]
+
+A value is read as a boolean (``true``/``false``), None (``none``/``null``), a count (``5k``,
+``2M``), an integer or a float, and otherwise stays text. A value that must hold ``,``, ``]``,
+``=``, ``+``, spaces or a leading quote is quoted, with ``'...'`` or ``"..."``: inside the quotes
+everything is literal except the quote itself, written twice (``'it''s'``). A quoted value is
+always text (``'5'`` is the string "5"). So any path fits:
+``ldar[policy='runs/a,b]/policy']``, ``top-k@'x'``. An unterminated quote is an error that says so.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from ctxsel.errors import SpecError
+
+QUOTES = "'\""
+_NAME = re.compile(r"[A-Za-z0-9_\-]+")
+
+
+def split_top(text: str, sep: str, where: str) -> list[str]:
+    """``text`` split at ``sep`` outside brackets and quotes (the pieces unstripped)."""
+    out: list[str] = []
+    cur: list[str] = []
+    depth, quote, i = 0, "", 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == quote and text[i + 1 : i + 2] == quote:  # a doubled quote is one literal quote
+                cur.append(ch + ch)
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in QUOTES and _value_starts(cur):
+            quote = ch
+        elif ch == sep and depth == 0:
+            out.append("".join(cur))
+            cur = []
+            i += 1
+            continue
+        elif ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        cur.append(ch)
+        i += 1
+    if quote:
+        raise SpecError(f"unterminated {quote} quote in {where}: close it, and double a quote inside a quoted value")
+    out.append("".join(cur))
+    return out
+
+
+def _value_starts(cur: list[str]) -> bool:
+    """Whether a quote here opens a value: at the start of a piece, or right after ``=`` or ``@``."""
+    before = "".join(cur).rstrip()
+    return not before or before.endswith(("=", "@", ",", "["))
+
+
+def split_spec(spec: str, where: str) -> tuple[str, str | None, str | None]:
+    """``NAME``, ``NAME@VALUE`` or ``NAME[body]`` -> (name, value or None, body or None)."""
+    s = spec.strip()
+    m = _NAME.match(s)
+    rest = s[m.end() :].strip() if m else ""
+    if m is None:
+        raise _bad(spec, where, "it must start with a name (letters, digits, '-' or '_')")
+    if not rest:
+        return m.group(0), None, None
+    if rest.startswith("@"):
+        value = rest[1:]
+        if not value.strip():
+            raise _bad(spec, where, "nothing after @")
+        if value.strip()[0] not in QUOTES and any(c in value for c in "[]"):
+            raise _bad(spec, where, "quote a value that holds [ or ], e.g. NAME@'a[1]'")
+        split_top(value, "\0", f"{where} {spec!r}")  # checks the quotes
+        return m.group(0), value, None
+    if rest.startswith("["):
+        parts = split_top(rest[1:], "]", f"{where} {spec!r}")
+        if len(parts) != 2 or parts[1].strip() or len(split_top(parts[0], "[", where)) > 1:
+            raise _bad(spec, where, "quote a value that holds [ or ]")
+        return m.group(0), None, parts[0]
+    raise _bad(spec, where)
+
+
+def _bad(spec: str, where: str, why: str = "") -> SpecError:
+    unbalanced = " (unbalanced brackets)" if spec.count("[") != spec.count("]") else ""
+    return SpecError(
+        f"bad {where} {spec!r}{unbalanced}: use NAME, NAME@VALUE or NAME[key=value,...]" + (f"; {why}" if why else "")
+    )
+
+
+def parse_options(kv: str | None, where: str) -> dict[str, Any]:
+    """``"a=1,b='x,y'"`` -> ``{"a": 1, "b": "x,y"}``; ``where`` names the spec in the error for a
+    part that is not ``key=value``. Method, scorer and expansion specs share it."""
+    options: dict[str, Any] = {}
+    for part in split_top(kv or "", ",", where):
+        if not part.strip():
+            continue
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip() or key.strip()[:1] in QUOTES:
+            raise SpecError(f"bad option {part.strip()!r} in {where}: expected key=value")
+        options[key.strip()] = spec_value(value)
+    return options
+
 
 def spec_value(value: str) -> Any:
+    """One option's value: quoted text as written, else a boolean, None, a count, a number or text."""
     v = value.strip()
+    if v and v[0] in QUOTES:
+        q = v[0]
+        if len(v) < 2 or v[-1] != q:
+            raise SpecError(f"value {value!r}: a quoted value must end with its quote ({q})")
+        return v[1:-1].replace(q + q, q)
     low = v.lower()
     if low in ("true", "false"):
         return low == "true"
@@ -23,3 +130,11 @@ def spec_value(value: str) -> Any:
         except ValueError:
             pass
     return v
+
+
+def quote_value(value: str) -> str:
+    """``value`` as it must be written in a spec: unchanged when it reads back as the same text,
+    else single-quoted (a path with ``,`` or ``]``, a value that would read as a number)."""
+    if value and not any(c in value for c in ",[]=+@'\" ") and spec_value(value) == value:
+        return value
+    return "'" + value.replace("'", "''") + "'"

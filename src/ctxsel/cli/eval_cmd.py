@@ -222,6 +222,7 @@ def build_reader(args: argparse.Namespace, template: str) -> tuple[Any, Any]:
 def with_policy(methods: list[str], policy: str | None) -> list[str]:
     """Give ``policy`` to every ``ldar`` spec that names none (``--policy``)."""
     from ctxsel.selectors import parse_spec
+    from ctxsel.specs import quote_value
 
     out = []
     for m in methods:
@@ -230,7 +231,7 @@ def with_policy(methods: list[str], policy: str | None) -> list[str]:
             if policy is None:
                 raise InputError(f"method {m!r} needs a trained policy: pass --policy PATH or ldar[policy=PATH]")
             rest = m.split("[", 1)[1].rstrip("]") if "[" in m else ""
-            m = f"ldar[policy={policy}" + (f",{rest}" if rest.strip() else "") + "]"
+            m = f"ldar[policy={quote_value(policy)}" + (f",{rest}" if rest.strip() else "") + "]"
         out.append(m)
     return out
 

@@ -40,7 +40,6 @@ or ``second hop``. The explanation ends with a short form of the same.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -50,13 +49,12 @@ import numpy as np
 
 from ctxsel.errors import InputError, SpecError
 from ctxsel.expansion.links import KEY_SOURCES, mention_graph
-from ctxsel.scoring import parse_options
 from ctxsel.scoring.base import Scorer
 from ctxsel.scoring.hybrid import minmax
+from ctxsel.specs import parse_options, split_spec, split_top
 from ctxsel.types import Chunk, Selection
 
 PIN_STEP = 1e-6
-_STAGE = re.compile(r"^\s*(?P<name>[a-z]+)\s*(?:\[(?P<kv>[^\[\]]*)\])?\s*$")
 
 
 # The defaults are the settings chosen on hotpotqa-long's 80 training questions
@@ -129,17 +127,19 @@ def parse_expansion(spec: str | Expansion | None) -> Expansion | None:
     if not spec.strip() or spec.strip().lower() == "none":
         return None
     stages: dict[str, Any] = {}
-    for part in _split_plus(spec):
-        m = _STAGE.match(part)
-        if m is None or m.group("name") not in ("hop", "links"):
+    for part in split_top(spec, "+", f"expansion {spec!r}"):
+        try:
+            name, main, body = split_spec(part, "expansion stage")
+        except SpecError:
+            name, main, body = "", None, None
+        if name not in ("hop", "links") or main is not None:
             raise SpecError(
-                f"bad expansion stage {part!r} in {spec!r}: use hop, links, hop[m=1,weight=0.7] "
+                f"bad expansion stage {part.strip()!r} in {spec!r}: use hop, links, hop[m=1,weight=0.7] "
                 "or links[m=1,boost=0.3], joined by +"
             )
-        name = m.group("name")
         if name in stages:
             raise SpecError(f"expansion {spec!r} names {name} twice")
-        options = parse_options(m.group("kv"), f"expansion {spec!r}")
+        options = parse_options(body, f"expansion {spec!r}")
         cls = SecondHop if name == "hop" else MentionLinks
         try:
             stages[name] = cls(**options)
@@ -147,19 +147,6 @@ def parse_expansion(spec: str | Expansion | None) -> Expansion | None:
             allowed = ", ".join(cls.__dataclass_fields__)
             raise SpecError(f"bad option for expansion stage {name} in {spec!r} ({e}); it takes {allowed}") from None
     return Expansion(hop=stages.get("hop"), links=stages.get("links"))
-
-
-def _split_plus(spec: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in spec:
-        depth += (ch == "[") - (ch == "]")
-        if ch == "+" and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur)
-    return [p for p in (s.strip() for s in out)]
 
 
 @dataclass

@@ -6,34 +6,19 @@ that kind is built.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ctxsel.errors import InputError, SpecError
 from ctxsel.scoring.base import Scorer
-from ctxsel.specs import spec_value
-
-_SPEC = re.compile(r"^\s*(?P<name>[A-Za-z0-9_\-]+)\s*(?:\[(?P<kv>[^\[\]]*)\])?\s*$")
+from ctxsel.specs import parse_options, split_spec
 
 
 def parse_scorer_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """``"dense[backend=onnx,batch_size=64]"`` -> ``("dense", {"backend": "onnx", "batch_size": 64})``."""
-    m = _SPEC.match(spec)
-    if not m:
+    name, main, body = split_spec(spec, "scorer spec")
+    if main is not None:
         raise SpecError(f"bad scorer spec {spec!r}: use NAME or NAME[key=value,...], e.g. dense[backend=onnx]")
-    return m.group("name"), parse_options(m.group("kv"), f"scorer spec {spec!r}")
-
-
-def parse_options(kv: str | None, where: str) -> dict[str, Any]:
-    """``"a=1,b=x"`` -> ``{"a": 1, "b": "x"}`` (booleans, None, ints and floats read as such); ``where``
-    names the spec in the error for a part that is not ``key=value``. Scorer and expansion specs share it."""
-    options: dict[str, Any] = {}
-    for part in filter(str.strip, (kv or "").split(",")):
-        if "=" not in part:
-            raise SpecError(f"bad option {part.strip()!r} in {where}: expected key=value")
-        key, value = part.split("=", 1)
-        options[key.strip()] = spec_value(value)
-    return options
+    return name, parse_options(body, f"scorer spec {spec!r}")
 
 
 #: The scorer names ``get_scorer`` knows (the CLI's ``--scorer`` choices).

@@ -23,7 +23,7 @@ from typing import Any
 from ctxsel.errors import InputError, InputTypeError, SpecError
 from ctxsel.inputs import MissingLLMError
 from ctxsel.selectors.base import ScoreCutSelector, Selector
-from ctxsel.specs import spec_value
+from ctxsel.specs import parse_options, spec_value, split_spec, split_top
 
 
 @dataclass(frozen=True)
@@ -120,57 +120,29 @@ def available_methods() -> dict[str, MethodInfo]:
     return dict(_REGISTRY)
 
 
-_SPEC = re.compile(r"^(?P<name>[A-Za-z0-9_\-]+)(?:@(?P<main>[^\[\]]+)|\[(?P<kv>[^\[\]]*)\])?$")
-
-
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """``"top-k@5"`` -> ``("top-k", {"k": 5})``."""
+    """``"top-k@5"`` -> ``("top-k", {"k": 5})`` (the grammar, quoting included: :mod:`ctxsel.specs`)."""
     if not isinstance(spec, str):
         raise InputTypeError(f"method must be a spec string such as 'top-k@5' or a Selector, got {type(spec).__name__}")
-    m = _SPEC.match(spec.strip())
-    if not m:
-        unbalanced = " (unbalanced brackets)" if spec.count("[") != spec.count("]") else ""
-        raise SpecError(
-            f"bad method spec {spec!r}{unbalanced}: use NAME, NAME@VALUE or NAME[key=value,...], e.g. top-k@5 "
-            "or adaptive-k[buffer=3]"
-        )
-    name = m.group("name")
+    try:
+        name, main, body = split_spec(spec, "method spec")
+    except SpecError as e:
+        raise SpecError(f"{e} (e.g. top-k@5 or adaptive-k[buffer=3])") from None
     info = _REGISTRY.get(name)
     if info is None:
         close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise SpecError(f"unknown method {name!r}{hint}; available: {', '.join(sorted(_REGISTRY))}")
-    options: dict[str, Any] = {}
-    if m.group("main") is not None:
+    if main is not None:
         if info.main_param is None:
             raise SpecError(f"method {name!r} takes no @value")
-        options[info.main_param] = spec_value(m.group("main"))
-    elif m.group("kv"):
-        for part in m.group("kv").split(","):
-            if "=" not in part:
-                raise SpecError(f"bad option {part!r} in {spec!r}: expected key=value")
-            key, value = part.split("=", 1)
-            options[key.strip()] = spec_value(value)
-    return name, options
+        return name, {info.main_param: spec_value(main)}
+    return name, parse_options(body, repr(spec))
 
 
 def split_specs(specs: str) -> list[str]:
-    """Split a comma-separated method list, keeping commas inside [...]."""
-    out, depth, cur = [], 0, ""
-    for ch in specs:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            if cur.strip():
-                out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
+    """Split a comma-separated method list, keeping commas inside [...] and inside quotes."""
+    return [s.strip() for s in split_top(specs, ",", f"method list {specs!r}") if s.strip()]
 
 
 def get_selector_class(name: str) -> type[Selector]:
