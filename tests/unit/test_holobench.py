@@ -234,6 +234,7 @@ def rows_file(rows_set, tmp_path_factory):
 # ------------------------------------------------------------------ tables
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_tables_are_real_modest_and_joinable(tables, corpus):
     assert set(tables) == set(tbl.TABLE_NAMES) and len(tables) >= 5
     for name, df in tables.items():
@@ -248,6 +249,7 @@ def test_tables_are_real_modest_and_joinable(tables, corpus):
     assert tables["flights"]["dest"].isin(tables["airports"]["faa"]).mean() > 0.9
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_phrasings_vary_and_depend_on_seed(corpus):
     for name in tbl.TABLE_NAMES:
         choice = tbl.template_choice(0, name, len(corpus.tables[name]))
@@ -258,6 +260,7 @@ def test_phrasings_vary_and_depend_on_seed(corpus):
     assert again == corpus.sentences["mpg"]
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_every_template_has_candidates_and_valid_sql(tables):
     by_template = {}
     for q in candidates(tables):
@@ -275,11 +278,13 @@ def test_every_template_has_candidates_and_valid_sql(tables):
 # ---------------------------------------------------------------- examples
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_set_covers_every_template(rows_set):
     assert len(rows_set.examples) == len(TEMPLATES)
     assert {e["meta"]["template"] for e in rows_set.examples} == set(TEMPLATE_BY_ID)
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_answers_recomputed_with_pandas(rows_set, tables):
     for ex in rows_set.examples:
         meta = ex["meta"]
@@ -290,6 +295,7 @@ def test_answers_recomputed_with_pandas(rows_set, tables):
         assert ex["answers"], ex["id"]
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_gold_is_exactly_the_relevant_rows_in_the_context(rows_set, tables, corpus):
     for ex in rows_set.examples:
         meta = ex["meta"]
@@ -309,6 +315,7 @@ def test_gold_is_exactly_the_relevant_rows_in_the_context(rows_set, tables, corp
         assert meta["n_relevant_full"] == len(full_relevant)
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_token_sizes(rows_set):
     for ex in rows_set.examples:
         meta = ex["meta"]
@@ -320,6 +327,7 @@ def test_token_sizes(rows_set):
         assert SIZE - SIZE_TOLERANCE < total <= SIZE, ex["id"]
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_ids_do_not_leak_relevance(rows_set):
     for ex in rows_set.examples:
         ids = [c["id"] for c in ex["chunks"]]
@@ -327,6 +335,7 @@ def test_ids_do_not_leak_relevance(rows_set):
         assert ex["gold_ids"] == sorted(ex["gold_ids"])
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_file_loads_with_the_generic_reader(rows_file, rows_set):
     examples = load_jsonl(rows_file)
     assert [e.id for e in examples] == [e["id"] for e in rows_set.examples]
@@ -336,6 +345,7 @@ def test_file_loads_with_the_generic_reader(rows_file, rows_set):
     assert ex.meta["sql"] and ex.meta["tables"] and ex.meta["strategy"] == "uniform"
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_tables_relevance_mode(tables, corpus):
     q = next(q for q in candidates(tables) if q.template.id == "flights_airlines_top")
     ex = gen.build_example(corpus, q, example_id="t", info_amount=3000, size=8000, relevance="tables")
@@ -348,6 +358,7 @@ def test_tables_relevance_mode(tables, corpus):
     assert 3000 - INFO_TOLERANCE < ex["meta"]["info_tokens"] <= 3000
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_too_large_size_is_an_error(tables, corpus):
     q = candidates(tables)[0]
     with pytest.raises(ValueError, match="more than the tables can fill"):
@@ -388,6 +399,7 @@ def test_merge_edge_cases():
         gen.merge_contexts(["m"], ["a"], "sideways")
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_strategies_place_the_relevant_sentences(tables, corpus):
     q = next(q for q in candidates(tables) if q.template.id == "diamonds_count_by_color" and q.params["p"] == 1000)
     out = {
@@ -429,12 +441,14 @@ def _fresh_bytes(seed):
     return gen.dumps_jsonl(gen.make_examples(3000, size=8000, seed=seed, n_queries=4).examples)
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_same_seed_same_bytes_different_seed_different_bytes():
     a, b, c = _fresh_bytes(0), _fresh_bytes(0), _fresh_bytes(1)
     assert _sha(a) == _sha(b)
     assert _sha(a) != _sha(c)
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_cli_same_bytes_across_processes(tmp_path, capsys):
     args = ["make-holo", "--info-amount", "3k", "--size", "8k", "--seed", "0", "--n-queries", "4"]
     assert main([*args, "--output", str(tmp_path / "a.jsonl")]) == 0
@@ -515,6 +529,7 @@ def test_score_helpers_and_determinism():
     assert json.dumps(score_answer(*args).to_dict())
 
 
+@pytest.mark.slow  # builds the module's real tables (4-7 s) or generates whole sets
 def test_score_gold_answers_of_generated_examples_score_one(rows_set):
     for ex in rows_set.examples:
         pred = "Answer:\n" + "\n".join(ex["answers"])

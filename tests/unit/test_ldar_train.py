@@ -39,6 +39,7 @@ def synthetic(m: int = 32, n: int = 40, seed: int = 0) -> list[TrainItem]:
     return items
 
 
+@pytest.mark.slow  # 200 REINFORCE steps (about 3 s)
 def test_reinforce_learns_the_known_best_band(tmp_path: Path) -> None:
     items = synthetic()
     cfg = TrainConfig(steps=150, batch_size=16, seed=0, eval_every=50, checkpoint_every=0)  # Table 4's lr

@@ -15,6 +15,8 @@ pytest.importorskip("uvicorn")
 
 from server_process import ServerProcess
 
+pytestmark = pytest.mark.slow  # each test runs a real server process (1-20 s)
+
 README = Path(__file__).resolve().parents[3] / "docs" / "guide" / "service.md"
 
 

@@ -32,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "llm"))
 from fake_server import FakeOpenAIServer, completion_reply
 from server_process import ServerProcess, ctxsel_command
 
+pytestmark = pytest.mark.slow  # each test runs a real server process (1-20 s)
+
 MAX_BODY = 1_000_000
 MAX_CHUNKS = 10_000
 MAX_CHARS = 200_000

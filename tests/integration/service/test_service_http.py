@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "llm"))
 from fake_server import FakeOpenAIServer, completion_reply
 from server_process import ServerProcess
 
+pytestmark = pytest.mark.slow  # each test runs a real server process (1-20 s)
+
 TOKEN = "test-token-9f8e7d"
 LIMIT = 1_000_000  # --max-body-bytes
 DEADLINE = 3.0

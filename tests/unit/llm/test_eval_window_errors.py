@@ -232,6 +232,7 @@ def test_reference_rows_in_an_eval(tmp_path: Path) -> None:
     assert "| oracle | 100.0 | 100.0 |" in md and "errors" in md.splitlines()[4]
 
 
+@pytest.mark.slow  # two evals against a live fake server (about 3 s)
 def test_one_failing_example_leaves_the_others_scored_and_is_retried_on_resume(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path / "llm.sqlite")
     failing = WindowClient(10_000, fail_on="question 1?")
