@@ -158,3 +158,9 @@ def test_selectors_are_inference_only() -> None:
                 f"{name} -> {n}" for n in names if n.split(".")[0] in ("trl", "peft") or n.startswith("torch.optim")
             ]
     assert offending == []
+
+
+def test_selectors_never_touch_an_optimizer() -> None:
+    """Resuming a run (an optimizer's state) is training: ctxsel.train.ldar_checkpoint, not selectors."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in (SRC / "ctxsel" / "selectors").rglob("*.py"))
+    assert "optimizer" not in text.lower().replace("optimizers", "")
