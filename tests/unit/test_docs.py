@@ -43,8 +43,11 @@ def blocks(lang: str) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(("where", "body"), blocks("python"), ids=[w for w, _ in blocks("python")])
 def test_python_blocks_run(where: str, body: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxsel import selectors
+
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(selectors, "_REGISTRY", dict(selectors._REGISTRY))  # a page's register_method stays here
     with contextlib.redirect_stdout(io.StringIO()):
         exec(compile(body, where, "exec"), {"__name__": "__docs__"})
 

@@ -20,10 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel.cli.common import add_llm_arguments, make_llm, positive_int
+from ctxsel.cli.dataclass_args import add_dataclass_arguments, from_args
 from ctxsel.errors import InputError
 
 NAME = "mine"
 HELP = "mine Context-Picker's minimal sufficient evidence sets (leave-one-out) into JSONL"
+
+
+#: The MineConfig fields ``ctxsel mine`` exposes (flags generated: ctxsel.cli.dataclass_args).
+MINE_FLAGS = ["k", "rewrites", "constrained_rewrites"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,14 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
     p.add_argument("--limit", type=positive_int, default=None, metavar="N", help="only the first N questions (N >= 1)")
     p.add_argument("--output", required=True, help="JSONL file of mined sets (rerun to resume)")
-    p.add_argument("--k", type=int, default=5, help="BM25 candidates per question, S_cand (default 5)")
-    p.add_argument("--rewrites", type=int, default=0, help="query rewrites per kept question (the paper: 5)")
-    p.add_argument(
-        "--constrained-rewrites",
-        action="store_true",
-        help="ask for the rewrites as JSON under its schema (llama.cpp grammar / response_format); "
-        "off by default, so the mined data shows what the model writes unaided",
-    )
+    from ctxsel.train.picker_mining import MineConfig
+
+    add_dataclass_arguments(p, MineConfig, MINE_FLAGS)
     p.add_argument("--report", default=None, help="also write the comparison with the gold chunks here (Markdown)")
     p.add_argument("--overwrite", action="store_true", help="discard an earlier run in --output")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -61,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.reader:
         raise InputError("ctxsel mine needs a generator: --reader local (the bundled model) or --reader URL")
-    if args.k < 1:
-        raise InputError(f"--k must be >= 1, got {args.k}")
+    from ctxsel.train.picker_mining import MineConfig
+
+    cfg = from_args(MineConfig, args, MINE_FLAGS)
     examples = load_dataset(args.dataset, limit=args.limit, hotpotqa_path=args.hotpotqa)
     llm = make_llm(args)
     generator = Reader(llm, "factoid-qa")
@@ -74,13 +75,13 @@ def run(args: argparse.Namespace) -> int:
         judge = LLMJudgeAdapter(LLMJudge(make_llm(args, "judge")))
         judge_id = f"llm-judge:{judge.model_id}"
     augment = None
-    if args.rewrites:
+    if cfg.rewrites:
         from ctxsel.train.picker_rewrite import rewrite_query
 
         def augment(rec: dict[str, Any]) -> dict[str, Any]:
             if not rec["kept"]:
                 return rec
-            out = rewrite_query(llm, rec["question"], args.rewrites, constrained=args.constrained_rewrites)
+            out = rewrite_query(llm, rec["question"], cfg.rewrites, constrained=cfg.constrained_rewrites)
             return {**rec, "rewrites": out["rewrites"], "rewrite_errors": out["errors"]}
 
     settings = {
@@ -88,15 +89,15 @@ def run(args: argparse.Namespace) -> int:
         "generator": llm.model_id,
         "template": generator.template.key,
         "judge": judge_id,
-        "rewrites": args.rewrites,
-        **({"constrained_rewrites": True} if args.constrained_rewrites else {}),
+        "rewrites": cfg.rewrites,
+        **({"constrained_rewrites": True} if cfg.constrained_rewrites else {}),
     }
     records = mine(
         examples,
         generator,
         args.output,
         judge=judge,
-        k=args.k,
+        k=cfg.k,
         settings=settings,
         overwrite=args.overwrite,
         progress=not args.no_progress,
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     cmp = compare_with_supporting_facts(records)
     title = (
         f"Mined evidence sets vs the gold chunks: {args.dataset}, first {len(records)} questions, "
-        f"k={args.k}, generator {llm.model_id}, judge {judge_id}"
+        f"k={cfg.k}, generator {llm.model_id}, judge {judge_id}"
     )
     md = comparison_markdown(cmp, f"### {title}")
     print(md)

@@ -20,13 +20,15 @@ import sys
 from pathlib import Path
 
 from ctxsel.cli.common import add_llm_arguments, make_llm
+from ctxsel.cli.dataclass_args import add_dataclass_arguments, from_args
 from ctxsel.errors import InputError
 
 NAME = "train"
 HELP = "train a learned selector (LDAR with REINFORCE; Context-Picker with two-stage GRPO: `ctxsel train picker`)"
 DEFAULT_EVAL_METHODS = "adaptive-k,top-k@5,top-k@10,full"
-#: The training length used for the README's hotpotqa-long table (see README, "LDAR").
-DEFAULT_STEPS = 100
+#: The flags generated from the config dataclasses (ctxsel.cli.dataclass_args): the network's, the trainer's.
+NETWORK_FLAGS = ["head", "encoder", "embedding"]
+TRAIN_FLAGS = ["steps", "batch_size", "lr", "seed", "snap_top", "threads", "checkpoint_every", "eval_every"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,52 +51,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0.0,
         help="App. D.5 cost regularisation: subtract this times the fraction of full-context tokens",
     )
+    from ctxsel.selectors.ldar.policy import PolicyConfig
+    from ctxsel.train.ldar_trainer import TrainConfig
+
     n = p.add_argument_group("network (the defaults are the paper's LDAR; the others are its ablations)")
-    n.add_argument(
-        "--head",
-        choices=["band", "bernoulli"],
-        default="band",
-        help="band: a quantile band (LDAR); bernoulli: one keep/drop decision per chunk",
-    )
-    n.add_argument(
-        "--encoder",
-        choices=["transformer", "mlp", "summary"],
-        default="transformer",
-        help="transformer (LDAR), a mean-pooling MLP (Deep Sets), or summary: the same transformer "
-        "over at most 128 weighted summary points of the scores (linear cost, for large N)",
-    )
-    n.add_argument(
-        "--embedding",
-        choices=["periodic", "linear"],
-        default="periodic",
-        help="periodic numeric embedding (LDAR) or a learnable linear one",
-    )
-    n.add_argument(
-        "--no-snap-top",
-        action="store_true",
-        help="use Algorithm 1's upper rank literally (the most similar chunk then needs q_U == 1)",
-    )
+    add_dataclass_arguments(n, PolicyConfig, NETWORK_FLAGS)
+    add_dataclass_arguments(n, TrainConfig, ["snap_top"])
     t = p.add_argument_group("training (defaults: the paper's Table 4)")
-    t.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"REINFORCE steps (default {DEFAULT_STEPS})")
-    t.add_argument("--batch-size", type=int, default=32, help="questions per REINFORCE step (default 32)")
-    t.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate (default 3e-4)")
+    add_dataclass_arguments(t, TrainConfig, ["steps", "batch_size", "lr"])
     t.add_argument(
         "--init-policy",
         default=None,
         help="start from this trained policy's weights (e.g. a label-trained one before --reward llm)",
     )
-    t.add_argument("--seed", type=int, default=0, help="seed of the network's initialisation and the sampling")
-    t.add_argument("--threads", type=int, default=1, help="torch threads for training and embedding (default 1)")
-    t.add_argument(
-        "--checkpoint-every", type=int, default=10, help="write a resumable checkpoint every N steps (default 10)"
-    )
-    t.add_argument(
-        "--eval-every",
-        type=int,
-        default=10,
-        help="score the deterministic policy on the training questions every N steps, at the start and "
-        "the end (0: never; with --reward llm each evaluation costs one LLM call per question)",
-    )
+    add_dataclass_arguments(t, TrainConfig, ["seed", "threads", "checkpoint_every", "eval_every"])
     t.add_argument(
         "--train-fraction",
         type=float,
@@ -176,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         scorer = get_scorer(args.scorer)
     items = [TrainItem(ex, np.asarray(scorer.score(ex.question, ex.chunks), dtype=np.float64)) for ex in train]
 
-    snap_top = not args.no_snap_top
+    snap_top = args.snap_top
     reward: LabelReward | LLMCorrectnessReward | CostRegularized
     if args.reward == "label":
         reward = LabelReward(args.beta)
@@ -198,18 +168,8 @@ def run(args: argparse.Namespace) -> int:
     if args.cost_weight:
         reward = CostRegularized(reward, args.cost_weight)
 
-    policy_config = PolicyConfig(head=args.head, encoder=args.encoder, embedding=args.embedding)
-    train_config = TrainConfig(
-        steps=args.steps,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        seed=args.seed,
-        snap_top=snap_top,
-        threads=args.threads,
-        checkpoint_every=args.checkpoint_every,
-        eval_every=args.eval_every,
-        random_reference=args.reward == "label",
-    )
+    policy_config = from_args(PolicyConfig, args, NETWORK_FLAGS)
+    train_config = from_args(TrainConfig, args, TRAIN_FLAGS, random_reference=args.reward == "label")
     info = {
         "dataset": args.dataset,
         "scorer": _scorer_id(scorer),

@@ -20,36 +20,31 @@ import json
 import sys
 from pathlib import Path
 
+from ctxsel.cli.dataclass_args import add_dataclass_arguments, from_args
 from ctxsel.errors import InputError
+
+#: The PickerTrainConfig fields ``ctxsel train picker`` exposes (flags generated: ctxsel.cli.dataclass_args).
+PICKER_FLAGS = [
+    "base",
+    "stage1_max_steps",
+    "stage2_steps",
+    "num_generations",
+    "prompts_per_step",
+    "lr",
+    "beta",
+    "warmup_steps",
+    "n_tokens",
+    "max_candidates",
+    "eval_every",
+]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ctxsel.train.picker_trainer import PickerTrainConfig
+
     g = p.add_argument_group("context-picker (ctxsel train picker)")
     g.add_argument("--mined", default=None, help="JSONL from `ctxsel mine` (required for picker)")
-    g.add_argument(
-        "--base",
-        default="gemma-270m-gguf",
-        help="gemma-270m-gguf (bundled, default), tiny (random test model) or a transformers model folder",
-    )
-    g.add_argument(
-        "--stage1-max-steps", type=int, default=300, help="stage 1 stops earlier when the validation reward plateaus"
-    )
-    g.add_argument("--stage2-steps", type=int, default=150, help="GRPO steps of stage 2 (default 150)")
-    g.add_argument("--group-size", type=int, default=8, help="GRPO group size K (samples per question)")
-    g.add_argument("--prompts-per-step", type=int, default=2, help="questions per GRPO step (default 2)")
-    g.add_argument("--picker-lr", type=float, default=1e-4, help="learning rate of the LoRA adapter (default 1e-4)")
-    g.add_argument("--kl-beta", type=float, default=0.0, help="KL weight (default 0, DAPO-style decoupled clipping)")
-    g.add_argument(
-        "--warmup-steps", type=int, default=0, help="supervised format warm-up steps before GRPO (not in the paper)"
-    )
-    g.add_argument("--picker-tokens", type=int, default=2000, help="candidate pool budget B in tokens (default 2000)")
-    g.add_argument(
-        "--max-candidates",
-        type=int,
-        default=20,
-        help="at most this many candidate chunks in the picker's prompt (default 20)",
-    )
-    g.add_argument("--eval-every-picker", type=int, default=10, help="validation reward every N GRPO steps")
+    add_dataclass_arguments(g, PickerTrainConfig, PICKER_FLAGS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,21 +74,7 @@ def run(args: argparse.Namespace) -> int:
     )
     args.model = getattr(args, "model", None)
     scorer = make_scorer(args, progress=not args.no_progress)
-    cfg = PickerTrainConfig(
-        base=args.base,
-        stage1_max_steps=args.stage1_max_steps,
-        stage2_steps=args.stage2_steps,
-        num_generations=args.group_size,
-        prompts_per_step=args.prompts_per_step,
-        lr=args.picker_lr,
-        beta=args.kl_beta,
-        warmup_steps=args.warmup_steps,
-        n_tokens=args.picker_tokens,
-        max_candidates=args.max_candidates,
-        eval_every=args.eval_every_picker,
-        seed=args.seed,
-        threads=args.threads,
-    )
+    cfg = from_args(PickerTrainConfig, args, PICKER_FLAGS, seed=args.seed, threads=args.threads)
     rows, stats = picker_rows(
         split_records(records, "train", args.train_fraction, args.split_seed),
         examples,

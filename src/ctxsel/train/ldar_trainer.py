@@ -60,17 +60,26 @@ from ctxsel.types import Example, Selection
 class TrainConfig:
     """REINFORCE settings; the defaults are the paper's Table 4."""
 
-    steps: int = 100
-    batch_size: int = 32
-    lr: float = 3e-4
+    steps: int = field(default=100, metadata={"help": "REINFORCE steps"})
+    batch_size: int = field(default=32, metadata={"help": "questions per REINFORCE step"})
+    lr: float = field(default=3e-4, metadata={"help": "Adam learning rate"})
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-8
     baseline_ema: float = 0.5
-    seed: int = 0
-    snap_top: bool = True
-    threads: int = 1
-    checkpoint_every: int = 10
-    eval_every: int = 10
+    seed: int = field(default=0, metadata={"help": "seed of the network's initialisation and the sampling"})
+    snap_top: bool = field(
+        default=True,
+        metadata={"help": "use Algorithm 1's upper rank literally (the most similar chunk then needs q_U == 1)"},
+    )
+    threads: int = field(default=1, metadata={"help": "torch threads for training and embedding"})
+    checkpoint_every: int = field(default=10, metadata={"help": "write a resumable checkpoint every N steps"})
+    eval_every: int = field(
+        default=10,
+        metadata={
+            "help": "score the deterministic policy on the training questions every N steps, at the start and "
+            "the end (0: never; with --reward llm each evaluation costs one LLM call per question)"
+        },
+    )
     random_reference: bool = True
 
     def __post_init__(self) -> None:

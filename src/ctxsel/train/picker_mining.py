@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,25 @@ def _as_selection(chunks: Sequence[Chunk]) -> Selection:
         explanation="",
         n_candidates=len(chunks),
     )
+
+
+@dataclass(frozen=True)
+class MineConfig:
+    """What ``ctxsel mine`` sets beside the data and the models (its flags are generated from this)."""
+
+    k: int = field(default=DEFAULT_K, metadata={"help": "BM25 candidates per question, S_cand"})
+    rewrites: int = field(default=0, metadata={"help": "query rewrites per kept question (the paper: 5)"})
+    constrained_rewrites: bool = field(
+        default=False,
+        metadata={
+            "help": "ask for the rewrites as JSON under its schema (llama.cpp grammar / response_format); "
+            "off by default, so the mined data shows what the model writes unaided"
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise InputError(f"--k must be >= 1, got {self.k}")
 
 
 def mine_example(

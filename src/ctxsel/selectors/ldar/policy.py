@@ -73,7 +73,7 @@ up to float rounding (about 1e-6 relative).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 import torch
@@ -96,9 +96,19 @@ LOGPROB_EPS = 1e-6
 class PolicyConfig:
     """Everything that shapes the network (saved with every checkpoint)."""
 
-    head: Head = "band"
-    encoder: Encoder = "transformer"
-    embedding: Embedding = "periodic"
+    head: Head = field(
+        default="band", metadata={"help": "band: a quantile band (LDAR); bernoulli: one keep/drop decision per chunk"}
+    )
+    encoder: Encoder = field(
+        default="transformer",
+        metadata={
+            "help": "transformer (LDAR), a mean-pooling MLP (Deep Sets), or summary: the same transformer "
+            "over at most 128 weighted summary points of the scores (linear cost, for large N)"
+        },
+    )
+    embedding: Embedding = field(
+        default="periodic", metadata={"help": "periodic numeric embedding (LDAR) or a learnable linear one"}
+    )
     d_model: int = 256
     n_layers: int = 2
     n_heads: int = 4
