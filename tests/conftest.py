@@ -9,9 +9,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,3 +55,24 @@ def _one_torch_thread_in_model_tests(request: pytest.FixtureRequest) -> None:
 def cache_dir() -> Path:
     """The session's cache folder (what ``CTXSEL_CACHE_DIR`` points to)."""
     return Path(os.environ["CTXSEL_CACHE_DIR"])
+
+
+@pytest.fixture
+def service_client() -> Iterator[Callable[..., Any]]:
+    """``service_client(settings)``: an in-process client of ``create_app(settings)``, returned once
+    the server says it is ready (it warms its scorer in the background first)."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from ctxsel.service import create_app
+
+    with contextlib.ExitStack() as stack:
+
+        def make(settings: Any) -> Any:
+            client = stack.enter_context(TestClient(create_app(settings)))
+            end = time.monotonic() + 60
+            while client.get("/health").json()["status"] == "starting" and time.monotonic() < end:
+                time.sleep(0.02)
+            return client
+
+        yield make

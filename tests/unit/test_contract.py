@@ -128,21 +128,19 @@ def test_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert rc == 0 and [c["text"] for c in out["chunks"]] == [TEXTS[2], TEXTS[3]]
 
 
-def test_through_the_service() -> None:
-    from fastapi.testclient import TestClient
+def test_through_the_service(service_client: Any) -> None:
+    from ctxsel.service import ServiceSettings
 
-    from ctxsel.service import ServiceSettings, create_app
-
-    with TestClient(create_app(ServiceSettings(scorer="keywords"))) as client:
-        got = client.post(
-            "/select",
-            json={"question": QUESTION, "chunks": TEXTS, "method": "toy-keep-two", "scores": [0.1, 0.9, 0.5, 0.2]},
-        )
-        assert got.status_code == 200 and got.json()["ids"] == ["1", "2"]
-        got = client.post(
-            "/select", json={"question": QUESTION, "chunks": TEXTS, "method": "toy-mentions", "choices": ["cats"]}
-        )
-        assert got.status_code == 200 and got.json()["ids"] == ["0"]
+    client = service_client(ServiceSettings(scorer="keywords"))
+    got = client.post(
+        "/select",
+        json={"question": QUESTION, "chunks": TEXTS, "method": "toy-keep-two", "scores": [0.1, 0.9, 0.5, 0.2]},
+    )
+    assert got.status_code == 200 and got.json()["ids"] == ["1", "2"]
+    got = client.post(
+        "/select", json={"question": QUESTION, "chunks": TEXTS, "method": "toy-mentions", "choices": ["cats"]}
+    )
+    assert got.status_code == 200 and got.json()["ids"] == ["0"]
 
 
 def test_through_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -205,17 +203,15 @@ def test_choices_through_the_api() -> None:
     assert ctxsel.select(MC_QUESTION, DOC, SAGE_SPEC, llm=mc_llm()).answer.text == "no options seen"
 
 
-def test_choices_through_the_service() -> None:
-    from fastapi.testclient import TestClient
+def test_choices_through_the_service(service_client: Any) -> None:
+    from ctxsel.service import ServiceSettings
 
-    from ctxsel.service import ServiceSettings, create_app
-
-    with TestClient(create_app(ServiceSettings(scorer="keywords", reader=mc_llm()))) as client:
-        got = client.post(
-            "/select", json={"question": MC_QUESTION, "chunks": MC_TEXTS, "method": SAGE_SPEC, "choices": CHOICES}
-        )
-        assert got.status_code == 200, got.text
-        assert got.json()["meta"]["answer"] == "B. Jory"
+    client = service_client(ServiceSettings(scorer="keywords", reader=mc_llm()))
+    got = client.post(
+        "/select", json={"question": MC_QUESTION, "chunks": MC_TEXTS, "method": SAGE_SPEC, "choices": CHOICES}
+    )
+    assert got.status_code == 200, got.text
+    assert got.json()["meta"]["answer"] == "B. Jory"
 
 
 def test_choices_through_langchain() -> None:

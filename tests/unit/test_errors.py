@@ -106,16 +106,16 @@ def test_cli_reports_a_bug_as_exit_1_with_a_hint(
         (TypeError("unsupported operand"), 500, "internal_error"),
     ],
 )
-def test_service_maps_errors_by_kind(exc: Exception, status: int, code: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from fastapi.testclient import TestClient
-
-    from ctxsel.service import ServiceSettings, create_app
+def test_service_maps_errors_by_kind(
+    exc: Exception, status: int, code: str, monkeypatch: pytest.MonkeyPatch, service_client: Any
+) -> None:
+    from ctxsel.service import ServiceSettings
 
     monkeypatch.setattr(TopK, "select", _boom(exc))
-    with TestClient(create_app(ServiceSettings(scorer="keywords"))) as client:
-        got = client.post(
-            "/select", json={"question": "q?", "chunks": ["a", "b"], "method": "top-k@1", "scores": [0.5, 0.1]}
-        )
+    client = service_client(ServiceSettings(scorer="keywords"))
+    got = client.post(
+        "/select", json={"question": "q?", "chunks": ["a", "b"], "method": "top-k@1", "scores": [0.5, 0.1]}
+    )
     body = got.json()
     assert got.status_code == status and body["error"] == code
     if code == "internal_error":  # the message points at the log line, never at the client's input

@@ -6,6 +6,7 @@ import json
 import math
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -374,3 +375,19 @@ def test_bad_checkpoints(tmp_path: Path) -> None:
     (path / "model.safetensors").unlink()
     with pytest.raises(FileNotFoundError, match="no model.safetensors"):
         load_policy(path)
+
+
+def test_the_service_gives_ldar_its_policy_as_a_resource(tmp_path: Path, service_client: Any) -> None:
+    """No method name is special-cased: the server's --ldar-policy goes to any method that takes a policy."""
+    from ctxsel.service import ServiceSettings
+
+    path = save_policy(tmp_path / "policy", fixed_policy(0.5, 0.5), {"reward": {"name": "label"}})
+    body = {"question": "q?", "chunks": [f"c{i}" for i in range(20)], "method": "ldar", "scores": list(range(20))}
+    client = service_client(ServiceSettings(scorer="keywords"))
+    got = client.post("/select", json=body)
+    assert got.status_code == 422 and "--ldar-policy" in got.json()["message"]
+    client = service_client(ServiceSettings(scorer="keywords", ldar_policy=str(path)))
+    got = client.post("/select", json=body)
+    assert got.status_code == 200 and got.json()["config"]["policy"] == str(path) and got.json()["k"] > 0
+    got = client.post("/select", json={**body, "method": "ldar[policy=/elsewhere]"})
+    assert got.status_code == 422 and "not an option a request can set" in got.json()["message"]

@@ -168,11 +168,15 @@ def option_names(cls: type[Selector]) -> list[str]:
     return names
 
 
-def get_selector(method: str | Selector, *, llm: Any = None, **options: Any) -> Selector:
+def get_selector(
+    method: str | Selector, *, llm: Any = None, resources: dict[str, Any] | None = None, **options: Any
+) -> Selector:
     """A Selector from a spec string (plus keyword options), or as given.
 
     ``llm`` (an LLM client) goes to methods that call one (``needs_llm``)
     and is ignored by the rest, so callers need not know which is which.
+    ``resources`` (e.g. ``{"policy": PATH}``, a server's LDAR policy) go the same
+    way: to the methods that take an option of that name, unless the spec sets it.
     An option the method does not take is an error that lists the ones it does.
     """
     if isinstance(method, Selector):
@@ -183,6 +187,10 @@ def get_selector(method: str | Selector, *, llm: Any = None, **options: Any) -> 
     cls = get_selector_class(name)
     if cls.needs_llm and llm is not None:
         options["llm"] = llm
+    takes = set(option_names(cls)) if resources else set()
+    for key, value in (resources or {}).items():
+        if key in takes and key not in spec_options and key not in options and value is not None:
+            options[key] = value
     try:
         return cls(**{**spec_options, **options})
     except MissingLLMError:
