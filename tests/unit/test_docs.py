@@ -6,8 +6,8 @@
   and every ``ctxsel ...`` line in a ``bash`` block parses with the real CLI parser (its command
   and flags exist). A block that cannot run here (it needs a GPU, hours or a server) says so in an
   HTML comment just above it: ``<!-- not-run: the reason -->``.
-- docs/reference/cli.md is the CLI's own ``--help``: regenerate it with
-  ``python tests/unit/test_docs.py``.
+- docs/reference/cli.md is the CLI's own ``--help``, docs/reference/http.md the service's OpenAPI
+  document: regenerate both with ``python tests/unit/test_docs.py``.
 """
 
 from __future__ import annotations
@@ -106,6 +106,60 @@ def cli_reference() -> str:
     return "".join(parts)
 
 
+def http_reference() -> str:
+    """docs/reference/http.md: the service's endpoints and schemas, from its own OpenAPI document."""
+    from ctxsel.service import ServiceSettings, create_app
+
+    api = create_app(ServiceSettings(scorer="keywords")).openapi()
+    schemas = api["components"]["schemas"]
+
+    def kind(prop: dict) -> str:
+        if "$ref" in prop:
+            return prop["$ref"].rsplit("/", 1)[-1]
+        if "anyOf" in prop:
+            return " or ".join(kind(p) for p in prop["anyOf"])
+        if prop.get("type") == "array":
+            return f"list of {kind(prop.get('items', {}))}"
+        if "enum" in prop:
+            return " / ".join(f"`{v}`" for v in prop["enum"])
+        if "const" in prop:
+            return f"`{prop['const']}`"
+        return str(prop.get("type", "any"))
+
+    out = [
+        "# HTTP API\n\n`ctxsel serve` answers these endpoints (generated from the server's own OpenAPI "
+        "document, which it serves at `/openapi.json`; `python tests/unit/test_docs.py` rewrites this page).\n"
+    ]
+    for path, ops in api["paths"].items():
+        for method, op in ops.items():
+            out.append(
+                f"\n## {method.upper()} {path}\n\n{(op.get('description') or op.get('summary') or '').strip()}\n"
+            )
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+            if body:
+                out.append(f"\nRequest body: `{kind(body)}`.\n")
+            out.append("\n| status | meaning |\n|---|---|\n")
+            for code, resp in op["responses"].items():
+                out.append(f"| {code} | {resp.get('description', '').replace('|', '/')} |\n")
+    for name in sorted(schemas):
+        sch = schemas[name]
+        out.append(f"\n## {name}\n\n")
+        if sch.get("description"):
+            out.append(" ".join(sch["description"].split()) + "\n\n")
+        out.append("| field | type | required | meaning |\n|---|---|---|---|\n")
+        required = set(sch.get("required", []))
+        for field, prop in sch.get("properties", {}).items():
+            desc = " ".join(str(prop.get("description", "")).split()).replace("|", "/")
+            out.append(f"| `{field}` | {kind(prop)} | {'yes' if field in required else ''} | {desc} |\n")
+    return "".join(out)
+
+
+def test_the_http_reference_is_the_servers_schema() -> None:
+    pytest.importorskip("fastapi")
+    page = REPO / "docs" / "reference" / "http.md"
+    assert page.read_text(encoding="utf-8") == http_reference(), "regenerate: python tests/unit/test_docs.py"
+
+
 @pytest.mark.slow  # ten interpreters
 def test_the_cli_reference_is_the_cli_help() -> None:
     page = REPO / "docs" / "reference" / "cli.md"
@@ -128,3 +182,4 @@ def test_the_site_builds_strict_with_no_warning(tmp_path: Path) -> None:
 
 if __name__ == "__main__":
     (REPO / "docs" / "reference" / "cli.md").write_text(cli_reference(), encoding="utf-8")
+    (REPO / "docs" / "reference" / "http.md").write_text(http_reference(), encoding="utf-8")
