@@ -53,10 +53,10 @@ def _defaults(cls: type, names: list[str]) -> dict[str, object]:
 
 
 def test_the_training_and_mining_commands_take_their_defaults_from_the_configs() -> None:
-    from ctxsel.selectors.ldar.policy import PolicyConfig
-    from ctxsel.train.ldar_trainer import TrainConfig
+    from ctxsel.selectors.ldar.config import PolicyConfig
+    from ctxsel.train.ldar_config import TrainConfig
+    from ctxsel.train.picker_config import PickerTrainConfig
     from ctxsel.train.picker_mining import MineConfig
-    from ctxsel.train.picker_trainer import PickerTrainConfig
 
     args = build_parser().parse_args(["train", "ldar", "--dataset", "example", "--output", "x"])
     assert from_args(TrainConfig, args, TRAIN_FLAGS) == TrainConfig()

@@ -164,3 +164,14 @@ def test_selectors_never_touch_an_optimizer() -> None:
     """Resuming a run (an optimizer's state) is training: ctxsel.train.ldar_checkpoint, not selectors."""
     text = "\n".join(p.read_text(encoding="utf-8") for p in (SRC / "ctxsel" / "selectors").rglob("*.py"))
     assert "optimizer" not in text.lower().replace("optimizers", "")
+
+
+def test_the_command_line_starts_without_torch() -> None:
+    """Building the parser (every ``ctxsel ...`` call, ``--help`` too) reads the training configs'
+    dataclasses, which live apart from their torch code."""
+    import subprocess
+    import sys
+
+    code = "import sys, ctxsel.cli.main as m; m.build_parser(); print(sorted(k for k in ('torch', 'trl', 'transformers') if k in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

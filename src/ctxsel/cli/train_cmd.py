@@ -51,8 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0.0,
         help="App. D.5 cost regularisation: subtract this times the fraction of full-context tokens",
     )
-    from ctxsel.selectors.ldar.policy import PolicyConfig
-    from ctxsel.train.ldar_trainer import TrainConfig
+    from ctxsel.selectors.ldar.config import PolicyConfig
+    from ctxsel.train.ldar_config import TrainConfig
 
     n = p.add_argument_group("network (the defaults are the paper's LDAR; the others are its ablations)")
     add_dataclass_arguments(n, PolicyConfig, NETWORK_FLAGS)
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.eval.runner import _scorer_id, evaluate
     from ctxsel.scoring import get_scorer
     from ctxsel.selectors import split_specs
-    from ctxsel.selectors.ldar.policy import PolicyConfig
+    from ctxsel.selectors.ldar.config import PolicyConfig
     from ctxsel.train.ldar_rewards import CostRegularized, LabelReward, LLMCorrectnessReward, describe_reward
     from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem
 

@@ -40,7 +40,7 @@ PICKER_FLAGS = [
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ctxsel.train.picker_trainer import PickerTrainConfig
+    from ctxsel.train.picker_config import PickerTrainConfig
 
     g = p.add_argument_group("context-picker (ctxsel train picker)")
     g.add_argument("--mined", default=None, help="JSONL from `ctxsel mine` (required for picker)")

@@ -52,50 +52,9 @@ from ctxsel.selectors.ldar.band import band_ranks, select_band
 from ctxsel.selectors.ldar.checkpoint import atomic_write_text, save_policy
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, upper_quantile
 from ctxsel.train.ldar_checkpoint import load_training_state, save_training_state
+from ctxsel.train.ldar_config import TrainConfig
 from ctxsel.train.ldar_rewards import describe_reward
 from ctxsel.types import Example, Selection
-
-
-@dataclass
-class TrainConfig:
-    """REINFORCE settings; the defaults are the paper's Table 4."""
-
-    steps: int = field(default=100, metadata={"help": "REINFORCE steps"})
-    batch_size: int = field(default=32, metadata={"help": "questions per REINFORCE step"})
-    lr: float = field(default=3e-4, metadata={"help": "Adam learning rate"})
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    adam_eps: float = 1e-8
-    baseline_ema: float = 0.5
-    seed: int = field(default=0, metadata={"help": "seed of the network's initialisation and the sampling"})
-    snap_top: bool = field(
-        default=True,
-        metadata={"help": "use Algorithm 1's upper rank literally (the most similar chunk then needs q_U == 1)"},
-    )
-    threads: int = field(default=1, metadata={"help": "torch threads for training and embedding"})
-    checkpoint_every: int = field(default=10, metadata={"help": "write a resumable checkpoint every N steps"})
-    eval_every: int = field(
-        default=10,
-        metadata={
-            "help": "score the deterministic policy on the training questions every N steps, at the start and "
-            "the end (0: never; with --reward llm each evaluation costs one LLM call per question)"
-        },
-    )
-    random_reference: bool = True
-
-    def __post_init__(self) -> None:
-        self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
-        if self.steps < 0 or self.batch_size < 1:
-            raise InputError(f"need steps >= 0 and batch_size >= 1, got {self.steps}, {self.batch_size}")
-        if not 0 <= self.baseline_ema < 1:
-            raise InputError(f"baseline_ema must be in [0, 1), got {self.baseline_ema}")
-
-    def identity(self) -> dict[str, Any]:
-        """The settings a resumed run must share (steps may grow, threads may change)."""
-        d = asdict(self)
-        for k in ("steps", "threads", "checkpoint_every", "eval_every"):
-            d.pop(k)
-        d["adam_betas"] = list(d["adam_betas"])
-        return d
 
 
 @dataclass

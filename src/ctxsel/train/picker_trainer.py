@@ -45,7 +45,7 @@ import math
 import os
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -53,58 +53,12 @@ from ctxsel.errors import InputError
 from ctxsel.llm.hf_client import GEMMA_GGUF, load_base
 from ctxsel.selectors.context_picker.picker import candidate_pool
 from ctxsel.selectors.context_picker.prompt import InvalidReply, parse_reply, render_prompt
+from ctxsel.train.picker_config import PickerTrainConfig
 from ctxsel.train.picker_reward import STAGES, PickerReward, picker_reward
 from ctxsel.types import Example
 
 TINY = "tiny"
 WARMUP_RATIONALE = "They hold the evidence."
-
-
-@dataclass
-class PickerTrainConfig:
-    base: str = field(
-        default=GEMMA_GGUF,
-        metadata={
-            "help": "gemma-270m-gguf (bundled, default), tiny (random test model) or a transformers model folder"
-        },
-    )
-    stage1_max_steps: int = field(
-        default=300, metadata={"help": "stage 1 stops earlier when the validation reward plateaus"}
-    )
-    stage2_steps: int = field(default=150, metadata={"help": "GRPO steps of stage 2"})
-    eval_every: int = field(
-        default=10, metadata={"flag": "--eval-every-picker", "help": "validation reward every N GRPO steps"}
-    )
-    patience: int = 3
-    min_delta: float = 0.01
-    num_generations: int = field(
-        default=8, metadata={"flag": "--group-size", "help": "GRPO group size K (samples per question)"}
-    )
-    prompts_per_step: int = field(default=2, metadata={"help": "questions per GRPO step"})
-    lr: float = field(default=1e-4, metadata={"flag": "--picker-lr", "help": "learning rate of the LoRA adapter"})
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
-    beta: float = field(
-        default=0.0, metadata={"flag": "--kl-beta", "help": "KL weight (default 0, DAPO-style decoupled clipping)"}
-    )
-    epsilon: float = 0.2
-    epsilon_high: float = 0.28
-    temperature: float = 1.0
-    max_completion_length: int = 96
-    warmup_steps: int = field(
-        default=0, metadata={"help": "supervised format warm-up steps before GRPO (not in the paper)"}
-    )
-    warmup_lr: float = 1e-3
-    n_tokens: int = field(
-        default=2000, metadata={"flag": "--picker-tokens", "help": "candidate pool budget B in tokens"}
-    )
-    max_candidates: int = field(
-        default=20, metadata={"help": "at most this many candidate chunks in the picker's prompt"}
-    )
-    seed: int = 0
-    threads: int = 1
 
 
 # -- data -----------------------------------------------------------------------------------------
