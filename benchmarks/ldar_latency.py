@@ -103,6 +103,7 @@ def quality(args, paper_path: str, summary_path: str) -> dict:
     from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig
     from ctxsel.selectors.ldar.selector import LDAR
     from ctxsel.train.ldar_rewards import fbeta
+    from ctxsel.types import LDARBand
 
     examples = load_dataset("hotpotqa-long", hotpotqa_path=args.hotpotqa)
     test = split_examples(examples, "test")
@@ -134,6 +135,7 @@ def quality(args, paper_path: str, summary_path: str) -> dict:
         for ex, s in scored:
             r = sel.select(ex.question, ex.chunks, s)
             rec, prec = metrics.context_recall(r.ids, ex.gold_ids), metrics.context_precision(r.ids, ex.gold_ids)
+            band = r.details_as(LDARBand)
             rows.append(
                 {
                     "recall": rec,
@@ -141,7 +143,7 @@ def quality(args, paper_path: str, summary_path: str) -> dict:
                     "f2": fbeta(rec, prec, args.beta),
                     "k": r.k,
                     "tokens": r.n_tokens,
-                    "band": (r.meta.get("l"), r.meta.get("u")),
+                    "band": (band.l, band.u),
                 }
             )
         ex0, s0 = scored[0]

@@ -171,7 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         """The fast decide() against the reference on this vector: same ids, k, explanation, meta."""
         d = sel.decide(scores, tokens)
         order, k, explanation, meta = reference_decide(sel, scores, tokens)
-        same = d.k == k and d.explanation == explanation and d.meta == meta and np.array_equal(d.top, order[:k])
+        same = (
+            d.k == k
+            and d.explanation == explanation
+            and (d.details.to_meta() if d.details is not None else {}) == meta
+            and np.array_equal(d.top, order[:k])
+        )
         checks.append({"method": spec, "n": n, "vector": vector, "k": int(d.k), "same_as_reference": bool(same)})
         if not same:
             print(f"MISMATCH {spec} N={n} {vector}: {d.k} {d.explanation!r} vs {k} {explanation!r}", file=sys.stderr)

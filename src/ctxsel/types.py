@@ -1,4 +1,5 @@
-"""The data model every stage shares: Chunk, Example, Selection, LLMUsage.
+"""The data model every stage shares: Chunk, Example, Selection, LLMUsage, and the typed
+records methods attach to a Selection (RoutedAnswer, MethodDetails and its kinds).
 
 Chunks are immutable and always carry a token count, so selectors can honour
 token budgets without re-tokenising. Selections are plain data that serialise
@@ -8,8 +9,8 @@ to JSON (``to_dict``) and say in one line why the cut fell where it did.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypeVar
 
 from ctxsel.errors import InputError, InputTypeError
 from ctxsel.inputs import check_chunk_sequence, check_text
@@ -119,6 +120,112 @@ class RoutedAnswer:
         }
 
 
+def _key(name: str, key: str | None = None, *, omit_none: bool = False) -> dict[str, Any]:
+    """Field metadata: the field's key in ``Selection.to_dict()["meta"]``, and whether a None is left out."""
+    return {"key": key or name, "omit_none": omit_none}
+
+
+@dataclass(frozen=True, slots=True)
+class MethodDetails:
+    """What one method says about its decision beyond the ids, as a typed record.
+
+    Readers (the eval's report and records, the rewards, the CLI) check the kind with
+    ``isinstance`` or :meth:`Selection.details_as`, so renaming a field is a type error, not a
+    silent ``meta.get`` that returns None. ``to_meta`` writes the fields under the keys
+    ``Selection.to_dict()["meta"]`` carried before these records existed, so JSON readers see
+    the same shape.
+    """
+
+    def to_meta(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.metadata.get("omit_none"):
+                continue
+            out[f.metadata.get("key", f.name)] = value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptiveKGap(MethodDetails):
+    """Adaptive-k's cut: the rank index (0-based) after which the largest gap fell, its size,
+    and the strategy that found it."""
+
+    cut_index: int
+    gap: float
+    strategy: str
+
+
+@dataclass(frozen=True, slots=True)
+class LDARBand(MethodDetails):
+    """LDAR's decision: the band of ascending ranks ``l..u`` of ``n_ranked`` finite scores, the
+    quantiles and Beta parameters it came from (a band head), or the picks (a Bernoulli head:
+    ``l`` and ``u`` are None)."""
+
+    n_ranked: int
+    #: the reward that trained the policy, its variant, and whether the band was drawn
+    #: (None in the light selections training builds for its rewards)
+    reward: str | None = None
+    variant: str | None = None
+    sample: bool = False
+    l: int | None = None
+    u: int | None = None
+    q_l: float | None = field(default=None, metadata=_key("q_l", "q_L", omit_none=True))
+    q_d: float | None = field(default=None, metadata=_key("q_d", "q_D", omit_none=True))
+    q_u: float | None = field(default=None, metadata=_key("q_u", "q_U", omit_none=True))
+    alpha_l: float | None = field(default=None, metadata=_key("alpha_l", "alpha_L", omit_none=True))
+    beta_l: float | None = field(default=None, metadata=_key("beta_l", "beta_L", omit_none=True))
+    alpha_d: float | None = field(default=None, metadata=_key("alpha_d", "alpha_D", omit_none=True))
+    beta_d: float | None = field(default=None, metadata=_key("beta_d", "beta_D", omit_none=True))
+    n_picked: int | None = field(default=None, metadata=_key("n_picked", omit_none=True))
+    mean_p: float | None = field(default=None, metadata=_key("mean_p", omit_none=True))
+    #: True when the policy ranks more scores than it was trained on (None: unknown)
+    beyond_training_n: bool | None = field(default=None, metadata=_key("beyond_training_n", omit_none=True))
+    #: set when the band was widened to the selector's min_k
+    widened_to_min_k: int | None = field(default=None, metadata=_key("widened_to_min_k", omit_none=True))
+
+    @property
+    def is_band(self) -> bool:
+        return self.l is not None and self.u is not None
+
+
+@dataclass(frozen=True, slots=True)
+class PickerDetails(MethodDetails):
+    """Context-Picker's replies: the rationale of the reply it used, whether one was valid,
+    and the invalid replies that made it retry or fall back to adaptive-k."""
+
+    rationale: str | None
+    valid: bool
+    fallback: bool
+    invalid_replies: int
+    errors: list[str]
+    replies: list[str]
+    #: replies produced under the JSON schema (0 when the server refused it)
+    constrained_replies: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class SageDetails(MethodDetails):
+    """SAGE's sufficiency verdicts: how many it asked for, how many it could not read, and how
+    many replies came under a grammar or schema."""
+
+    verdicts: int
+    unreadable_verdicts: int
+    constrained_replies: int
+
+
+@dataclass(frozen=True, slots=True)
+class SelfRouteDetails(MethodDetails):
+    """Self-Route's routing step, beyond the route in ``Selection.answer``: why a route reply
+    could not be read (it then fell back to the long context)."""
+
+    route_reply_unreadable: str | None = field(default=None, metadata=_key("route_reply_unreadable", omit_none=True))
+
+
+D = TypeVar("D", bound=MethodDetails)
+
+
 @dataclass(slots=True)
 class Selection:
     """What a selector chose, and why.
@@ -126,7 +233,11 @@ class Selection:
     ``ids`` are in rank order (most relevant first); ``reading_order`` is the
     same set sorted by (doc_id, position) -- the order a reader should see.
     ``scores[i]`` is the score of ``ids[i]`` (None for score-free methods).
-    ``answer`` is set by methods that answer while selecting (SAGE, Self-Route).
+    ``answer`` is set by methods that answer while selecting (SAGE, Self-Route); ``details`` by
+    methods with more to say than ids and an explanation (LDAR's band, Context-Picker's
+    rationale, SAGE's verdicts). ``meta`` holds the notes any stage may add, whatever the
+    method: ``truncated`` (the scorer's window), ``cut`` (the reader's window), ``expansion``,
+    ``failures`` and per-example ``metrics`` for the eval.
     """
 
     ids: list[str]
@@ -140,6 +251,13 @@ class Selection:
     usage: LLMUsage = field(default_factory=LLMUsage)
     meta: dict[str, Any] = field(default_factory=dict)
     answer: RoutedAnswer | None = None
+    details: MethodDetails | None = None
+
+    def details_as(self, kind: type[D]) -> D:
+        """``details`` as the record ``kind``; a TypeError names what it is instead."""
+        if not isinstance(self.details, kind):
+            raise TypeError(f"{self.method} selection has {type(self.details).__name__} details, not {kind.__name__}")
+        return self.details
 
     @property
     def k(self) -> int:
@@ -180,7 +298,11 @@ class Selection:
             ],
             "trace": self.trace,
             "usage": asdict(self.usage),
-            "meta": {**self.meta, **(self.answer.to_meta() if self.answer is not None else {})},
+            "meta": {
+                **self.meta,
+                **(self.details.to_meta() if self.details is not None else {}),
+                **(self.answer.to_meta() if self.answer is not None else {}),
+            },
         }
 
 

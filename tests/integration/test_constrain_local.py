@@ -26,6 +26,7 @@ from ctxsel.llm.constrain import ReplyFormat, gbnf  # noqa: E402
 from ctxsel.llm.local import bundled_gguf_path  # noqa: E402
 from ctxsel.selectors.context_picker.prompt import picker_format  # noqa: E402
 from ctxsel.selectors.sage.selector import KEYS_FORMAT, SUFFICIENT_FORMAT, vote_format  # noqa: E402
+from ctxsel.types import PickerDetails  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -164,10 +165,10 @@ def test_the_bundled_model_picks_under_the_grammar():
     sel = get_selector("context-picker[n_tokens=500]", llm=llm).select(
         "Who built the main telescope?", chunks, [0.9, 0.3, 0.1, 0.5]
     )
-    replies = sel.meta["replies"]
-    assert sel.meta["constrained_replies"] == len(replies) >= 1
+    replies = sel.details_as(PickerDetails).replies
+    assert sel.details_as(PickerDetails).constrained_replies == len(replies) >= 1
     for text in replies:
         obj = json.loads(text)
         assert set(obj) == {"rationale", "ids"} and obj["ids"] and set(obj["ids"]) <= {1, 2, 3, 4}
-    assert all("repeats" in e for e in sel.meta["errors"])
+    assert all("repeats" in e for e in sel.details_as(PickerDetails).errors)
     assert "0" in sel.ids  # the Kestrel passage

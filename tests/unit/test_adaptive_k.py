@@ -22,7 +22,7 @@ from ctxsel.selectors.adaptive_k import (
     moving_avg_index,
     second_diff_spike_index,
 )
-from ctxsel.types import Chunk
+from ctxsel.types import AdaptiveKGap, Chunk
 
 MAX_N = 300
 POOL = [Chunk(id=f"c{i}", text="x", doc_id="d", position=i, n_tokens=1) for i in range(MAX_N)]
@@ -107,7 +107,7 @@ class TestLargestGapHand:
         sel = ctxsel.select("q", chunks(6), "adaptive-k[buffer=0]", scores=s)
         assert sel.ids == ["c0", "c1", "c2"]
         assert sel.explanation == "largest gap 0.500 between ranks 3 and 4; kept 3 + buffer 0 = 3 of 6"
-        assert sel.meta == {"cut_index": 2, "gap": pytest.approx(0.5), "strategy": "largest_gap"}
+        assert sel.details_as(AdaptiveKGap) == AdaptiveKGap(2, pytest.approx(0.5), "largest_gap")
         assert ctxsel.select("q", chunks(6), "adaptive-k[buffer=1]", scores=s).k == 4
         assert ctxsel.select("q", chunks(6), "adaptive-k", scores=s).k == 6  # default B=5, capped at N
 

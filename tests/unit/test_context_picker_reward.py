@@ -12,7 +12,7 @@ from ctxsel.train.picker_reward import (
     coverage,
     picker_reward,
 )
-from ctxsel.types import Chunk, Example, Selection
+from ctxsel.types import Chunk, Example, PickerDetails, Selection
 
 GOLD = ["a", "b"]
 
@@ -73,7 +73,7 @@ def test_shared_reward_shape_scores_fallbacks_as_invalid():
             config={},
             explanation="",
             n_candidates=3,
-            meta={"valid": valid},
+            details=PickerDetails(None, valid, not valid, 0, [], [], 0, 0.0),
         )
 
     r = PickerReward(2)([ex, ex, ex], [sel(["a", "b"], True), sel(["a", "b", "x"], True), sel(["a", "b"], False)])

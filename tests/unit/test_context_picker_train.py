@@ -10,7 +10,7 @@ import pytest
 
 from ctxsel.scoring import get_scorer
 from ctxsel.train.picker_trainer import TRLPickerReward, picker_rows, score_reply, split_train_val
-from ctxsel.types import Chunk, Example
+from ctxsel.types import Chunk, Example, PickerDetails
 
 pytest.importorskip("trl")
 pytest.importorskip("peft")
@@ -136,5 +136,5 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
     sel = get_selector(
         f"context-picker[adapter={tmp_path / 'stage2'},n_tokens=30,max_candidates=3,max_reply_tokens=56]"
     ).select(ex.question, ex.chunks, get_scorer("keywords").score(ex.question, ex.chunks))
-    assert sel.k >= 1 and sel.meta["invalid_replies"] in (0, 1, 2) and sel.usage.calls >= 1
+    assert sel.k >= 1 and sel.details_as(PickerDetails).invalid_replies in (0, 1, 2) and sel.usage.calls >= 1
     assert sel.config["adapter"].endswith("stage2")

@@ -52,9 +52,10 @@ def assert_same(
     assert d.k == k, (spec, d.explanation, explanation)
     assert d.explanation == explanation, spec
     assert d.top.tolist() == order[:k].tolist(), spec
-    assert d.meta.keys() == meta.keys(), spec
+    got_meta = d.details.to_meta() if d.details is not None else {}
+    assert got_meta.keys() == meta.keys(), spec
     for key, value in meta.items():
-        got = d.meta[key]
+        got = got_meta[key]
         assert got == value, (spec, key, got, value)
         if isinstance(value, float):
             assert math.copysign(1.0, got) == math.copysign(1.0, value), (spec, key)  # -0.0 stays -0.0

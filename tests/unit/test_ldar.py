@@ -19,7 +19,7 @@ from ctxsel import get_selector  # noqa: E402
 from ctxsel.selectors.ldar.checkpoint import load_policy, save_policy  # noqa: E402
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch  # noqa: E402
 from ctxsel.selectors.ldar.selector import LDAR  # noqa: E402
-from ctxsel.types import Chunk  # noqa: E402
+from ctxsel.types import Chunk, LDARBand, PickerDetails  # noqa: E402
 
 SMALL = dict(d_model=32, ff_dim=32, n_frequencies=8, head_hidden=32)
 
@@ -210,10 +210,10 @@ def test_selector_takes_the_band_of_algorithm_1() -> None:
     # scores 0.0 .. 0.9 in chunk order: chunk i has ascending rank i + 1
     sel = LDAR(policy=fixed_policy(0.37, (0.83 - 0.37) / 0.63, concentration=1e4))
     s = sel.select("q", chunks(10), np.arange(10) / 10)
-    assert (s.meta["l"], s.meta["u"]) == (3, 8)
+    assert (s.details_as(LDARBand).l, s.details_as(LDARBand).u) == (3, 8)
     assert s.ids == ["c7", "c6", "c5", "c4", "c3", "c2"]  # ascending ranks 8..3, most similar first
-    assert s.meta["q_L"] == pytest.approx(0.37, abs=1e-4)
-    assert s.meta["q_U"] == pytest.approx(0.83, abs=1e-4)
+    assert s.details_as(LDARBand).q_l == pytest.approx(0.37, abs=1e-4)
+    assert s.details_as(LDARBand).q_u == pytest.approx(0.83, abs=1e-4)
     assert "skipping the 2 most similar" in s.explanation
     steps = [t["step"] for t in s.trace]
     assert steps == ["policy", "quantiles", "band"]
@@ -225,8 +225,11 @@ def test_top_band_and_literal_rule() -> None:
     p = fixed_policy(0.8, 0.97, concentration=1e4)  # q_U = 0.994: 9.94 of 10
     snapped = LDAR(policy=p).select("q", chunks(10), np.arange(10) / 10)
     literal = LDAR(policy=p, snap_top=False).select("q", chunks(10), np.arange(10) / 10)
-    assert snapped.ids == ["c9", "c8", "c7"] and (snapped.meta["l"], snapped.meta["u"]) == (8, 10)
-    assert literal.ids == ["c8", "c7"] and literal.meta["u"] == 9  # the most similar is out of reach
+    assert snapped.ids == ["c9", "c8", "c7"] and (snapped.details_as(LDARBand).l, snapped.details_as(LDARBand).u) == (
+        8,
+        10,
+    )
+    assert literal.ids == ["c8", "c7"] and literal.details_as(LDARBand).u == 9  # the most similar is out of reach
 
 
 def test_deterministic_by_default_and_seeded_sampling() -> None:
@@ -236,17 +239,17 @@ def test_deterministic_by_default_and_seeded_sampling() -> None:
     assert a.ids == LDAR(policy=p).select("q", chunks(50), s).ids
     x = LDAR(policy=p, sample=True, seed=3).select("q", chunks(50), s)
     y = LDAR(policy=p, sample=True, seed=3).select("q", chunks(50), s)
-    assert (x.ids, x.meta["q_L"]) == (y.ids, y.meta["q_L"])
-    draws = {LDAR(policy=p, sample=True, seed=k).select("q", chunks(50), s).meta["q_L"] for k in range(5)}
+    assert (x.ids, x.details_as(LDARBand).q_l) == (y.ids, y.details_as(LDARBand).q_l)
+    draws = {LDAR(policy=p, sample=True, seed=k).select("q", chunks(50), s).details_as(LDARBand).q_l for k in range(5)}
     assert len(draws) == 5
 
 
 def test_n_equals_one_and_two_and_empty() -> None:
     sel = LDAR(policy=fixed_policy(0.3, 0.5))
     one = sel.select("q", chunks(1), [0.4])
-    assert one.ids == ["c0"] and (one.meta["l"], one.meta["u"]) == (1, 1)
+    assert one.ids == ["c0"] and (one.details_as(LDARBand).l, one.details_as(LDARBand).u) == (1, 1)
     two = sel.select("q", chunks(2), [0.1, 0.9])
-    assert 1 <= two.k <= 2 and 1 <= two.meta["l"] <= two.meta["u"] <= 2
+    assert 1 <= two.k <= 2 and 1 <= two.details_as(LDARBand).l <= two.details_as(LDARBand).u <= 2
     empty = sel.select("q", [], [])
     assert empty.k == 0 and "empty" in empty.explanation
 
@@ -255,7 +258,7 @@ def test_all_equal_scores() -> None:
     sel = LDAR(policy=fixed_policy(0.5, 0.5, concentration=1e4))
     s = sel.select("q", chunks(10), [0.3] * 10)
     # ascending ranks 5..7 of the position-ordered ties (descending = c0, c1, ..., c9)
-    assert (s.meta["l"], s.meta["u"]) == (5, 7)
+    assert (s.details_as(LDARBand).l, s.details_as(LDARBand).u) == (5, 7)
     assert s.ids == ["c3", "c4", "c5"]
     assert "all scores equal" in s.explanation
 
@@ -267,7 +270,7 @@ def test_nan_scores() -> None:
         sel.select("q", chunks(11), s)
     last = LDAR(policy=fixed_policy(0.5, 0.5, concentration=1e4), nan_policy="last").select("q", chunks(11), s)
     assert "c1" not in last.ids and "c4" not in last.ids
-    assert last.meta["n_ranked"] == 9
+    assert last.details_as(LDARBand).n_ranked == 9
     keep = [i for i, v in enumerate(s) if math.isfinite(v)]
     sub = sel.select("q", [chunks(11)[i] for i in keep], [s[i] for i in keep])
     assert last.ids == sub.ids
@@ -279,10 +282,13 @@ def test_n_larger_than_in_training(tmp_path: Path) -> None:
     path = save_policy(tmp_path / "policy", fixed_policy(0.9, 0.99), {"max_n": 40, "reward": {"name": "label"}})
     sel = LDAR(policy=path)
     s = sel.select("q", chunks(5000, tokens=1), np.random.default_rng(0).random(5000))
-    assert s.meta["beyond_training_n"] is True
-    assert 1 <= s.meta["l"] <= s.meta["u"] <= 5000 and s.k == s.meta["u"] - s.meta["l"] + 1
+    assert s.details_as(LDARBand).beyond_training_n is True
+    assert (
+        1 <= s.details_as(LDARBand).l <= s.details_as(LDARBand).u <= 5000
+        and s.k == s.details_as(LDARBand).u - s.details_as(LDARBand).l + 1
+    )
     small = sel.select("q", chunks(30), np.random.default_rng(0).random(30))
-    assert small.meta["beyond_training_n"] is False
+    assert small.details_as(LDARBand).beyond_training_n is False
 
 
 def test_min_k_widens_upward_first_and_max_tokens_cuts() -> None:
@@ -307,13 +313,46 @@ def test_bernoulli_head() -> None:
         p.token_head.bias.fill_(5.0)
     s = np.random.default_rng(0).random(12)
     every = LDAR(policy=p).select("q", chunks(12), s)
-    assert every.k == 12 and every.meta["l"] is None
+    assert every.k == 12 and every.details_as(LDARBand).l is None
     assert every.ids == [f"c{i}" for i in np.argsort(-s)]
     with torch.no_grad():
         p.token_head.bias.fill_(-5.0)
     floor = LDAR(policy=p).select("q", chunks(12), s)
     assert floor.ids == [f"c{int(np.argmax(s))}"]  # nothing picked; min_k=1 keeps the most similar
     assert floor.trace[0]["picked"] == 0
+
+
+class FixedPicks(LDAR):
+    """LDAR whose Bernoulli head picks the given ascending positions (the widening is under test)."""
+
+    def __init__(self, picks: list[int], n: int, **kw: Any) -> None:
+        p = LDARPolicy(PolicyConfig(**SMALL, head="bernoulli"))
+        super().__init__(policy=p, **kw)
+        self.picks = np.isin(np.arange(n), picks)
+
+    def act(self, ascending: np.ndarray) -> dict[str, Any]:
+        return {"picks": self.picks, "p": self.picks.astype(float)}
+
+
+def test_bernoulli_picks_short_of_min_k_take_the_best_unpicked() -> None:
+    s = np.arange(10) / 10  # c9 most similar; ascending position j is chunk c{j}
+    sel = FixedPicks([0, 9], 10, min_k=4).select("q", chunks(10), s)
+    assert sel.ids == ["c9", "c8", "c7", "c0"]  # not a band from c0 to c9
+    band = sel.details_as(LDARBand)
+    assert (band.n_picked, band.l, band.widened_to_min_k) == (2, None, 4)
+
+
+def test_band_details_keep_the_meta_keys_of_to_dict() -> None:
+    s = np.arange(10) / 10
+    sel = LDAR(policy=fixed_policy(0.55, 0.01, concentration=1e4), min_k=3).select("q", chunks(10), s)
+    meta = sel.to_dict()["meta"]
+    assert set(meta) == {
+        *("n_ranked", "reward", "variant", "sample", "l", "u", "q_L", "q_D", "q_U"),
+        *("alpha_L", "beta_L", "alpha_D", "beta_D", "widened_to_min_k"),
+    }
+    assert (meta["l"], meta["u"], meta["widened_to_min_k"]) == (5, 5, 3)
+    with pytest.raises(TypeError, match="LDARBand details, not PickerDetails"):
+        sel.details_as(PickerDetails)
 
 
 def test_registry_and_missing_policy(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ctxsel.cli.eval_cmd import with_policy  # noqa: E402
 from ctxsel.cli.main import main  # noqa: E402
 from ctxsel.datasets import load_dataset  # noqa: E402
 from ctxsel.datasets.splits import split_examples, split_ids  # noqa: E402
@@ -107,19 +106,11 @@ def test_eval_uses_a_trained_policy_on_the_test_split(trained: Path, tmp_path: P
     out, err = capsys.readouterr()
     assert rc == 0, err
     summary = json.loads((tmp_path / "ev/summary.json").read_text())
-    spec = f"ldar[policy={trained / 'policy'}]"
-    assert list(summary["methods"]) == [spec, "top-k@1"]
+    assert list(summary["methods"]) == ["ldar", "top-k@1"]  # --policy is a resource: the label stays
+    assert Path(summary["config"]["method_configs"]["ldar"]["policy"]).resolve() == (trained / "policy").resolve()
     assert summary["config"]["dataset"].startswith("example (test split")
     rows = [json.loads(x) for x in (tmp_path / "ev/results.jsonl").read_text().splitlines()]
     assert {r["example_id"] for r in rows} == set(json.loads((trained / "split.json").read_text())["test"])
-
-
-def test_with_policy() -> None:
-    assert with_policy(["ldar", "top-k@5"], "P") == ["ldar[policy=P]", "top-k@5"]
-    assert with_policy(["ldar[sample=true]"], "P") == ["ldar[policy=P,sample=true]"]
-    assert with_policy(["ldar[policy=Q]"], "P") == ["ldar[policy=Q]"]
-    with pytest.raises(ValueError, match="--policy"):
-        with_policy(["ldar"], None)
 
 
 @pytest.mark.parametrize(

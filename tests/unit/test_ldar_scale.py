@@ -22,7 +22,7 @@ from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, su
 from ctxsel.selectors.ldar.selector import LDAR  # noqa: E402
 from ctxsel.train.ldar_rewards import LabelReward  # noqa: E402
 from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem  # noqa: E402
-from ctxsel.types import Example  # noqa: E402
+from ctxsel.types import Example, LDARBand  # noqa: E402
 
 SUMMARY = dict(encoder="summary", summary_points=32, summary_top=8)
 #: infer() against the module forward: float32 rounding of the same function.
@@ -104,9 +104,11 @@ def test_existing_configs_serialise_as_before(tmp_path: Path) -> None:
     sel = LDAR(policy=path).select("q", chunks(500), s)
     ref = module_forward(loaded, torch.as_tensor(np.sort(s), dtype=torch.float32)[None])
     q_l, q_d = (float(v[0]) for v in ref.mean_band())
-    assert sel.meta["q_L"] == pytest.approx(q_l, rel=1e-5)
-    assert sel.meta["q_D"] == pytest.approx(q_d, rel=1e-5)
-    assert (sel.meta["l"], sel.meta["u"]) == band_ranks(500, q_l, min(1.0, q_l + (1 - q_l) * q_d))
+    assert sel.details_as(LDARBand).q_l == pytest.approx(q_l, rel=1e-5)
+    assert sel.details_as(LDARBand).q_d == pytest.approx(q_d, rel=1e-5)
+    assert (sel.details_as(LDARBand).l, sel.details_as(LDARBand).u) == band_ranks(
+        500, q_l, min(1.0, q_l + (1 - q_l) * q_d)
+    )
 
 
 # -- the summary ------------------------------------------------------------------------------
@@ -191,14 +193,14 @@ def test_summary_selector_keeps_the_band_contract(n: int) -> None:
         cfg = SUMMARY if enc == "summary" else {}
         sel = LDAR(policy=fixed_policy(0.9, 0.3, **cfg)).select("q", chunks(n), s)
         got[enc] = sel
-        l, u = sel.meta["l"], sel.meta["u"]
-        assert (l, u) == band_ranks(n, sel.meta["q_L"], sel.meta["q_U"])
+        l, u = sel.details_as(LDARBand).l, sel.details_as(LDARBand).u
+        assert (l, u) == band_ranks(n, sel.details_as(LDARBand).q_l, sel.details_as(LDARBand).q_u)
         descending = [f"c{i}" for i in np.argsort(-s, kind="stable")]
         assert sel.ids == descending[n - u : n - l + 1] and sel.k == u - l + 1
-        assert sel.meta["variant"] == f"band/{enc}/periodic"
+        assert sel.details_as(LDARBand).variant == f"band/{enc}/periodic"
         assert [t["step"] for t in sel.trace] == ["policy", "quantiles", "band"]
     assert got["summary"].ids == got["transformer"].ids
-    assert got["summary"].meta["l"] == got["transformer"].meta["l"]
+    assert got["summary"].details_as(LDARBand).l == got["transformer"].details_as(LDARBand).l
     widened = LDAR(policy=fixed_policy(0.999, 0.01, **SUMMARY), min_k=5).select("q", chunks(n), s)
     assert widened.k == 5 and "widened to min_k=5" in widened.explanation
 
@@ -210,9 +212,12 @@ def test_summary_selector_handles_the_edges() -> None:
     s = np.random.default_rng(0).random(400)
     s[[3, 50]] = np.nan
     last = LDAR(policy=fixed_policy(0.5, 0.5, **SUMMARY), nan_policy="last").select("q", chunks(400), s)
-    assert last.meta["n_ranked"] == 398 and "c3" not in last.ids
+    assert last.details_as(LDARBand).n_ranked == 398 and "c3" not in last.ids
     flat = sel.select("q", chunks(300), [0.3] * 300)
-    assert "all scores equal" in flat.explanation and flat.k == flat.meta["u"] - flat.meta["l"] + 1
+    assert (
+        "all scores equal" in flat.explanation
+        and flat.k == flat.details_as(LDARBand).u - flat.details_as(LDARBand).l + 1
+    )
 
 
 # -- training the summary encoder ----------------------------------------------------------------
@@ -252,6 +257,12 @@ def test_a_tiny_training_run_changes_the_summary_policy_and_it_loads_as_a_method
     sel = get_selector(f"ldar[policy={tmp_path / 'policy'}]")
     s = np.random.default_rng(5).random(2000)
     out = sel.select("q", chunks(2000), s)
-    assert out.meta["variant"] == "band/summary/periodic" and out.meta["beyond_training_n"] is True
-    assert 1 <= out.meta["l"] <= out.meta["u"] <= 2000 and out.k == out.meta["u"] - out.meta["l"] + 1
+    assert (
+        out.details_as(LDARBand).variant == "band/summary/periodic"
+        and out.details_as(LDARBand).beyond_training_n is True
+    )
+    assert (
+        1 <= out.details_as(LDARBand).l <= out.details_as(LDARBand).u <= 2000
+        and out.k == out.details_as(LDARBand).u - out.details_as(LDARBand).l + 1
+    )
     assert sel.config()["variant"] == "band/summary/periodic"

@@ -18,13 +18,13 @@ from ctxsel.train.ldar_rewards import (
     fbeta,
     label_reward,
 )
-from ctxsel.types import Chunk, Example, LLMUsage, Selection
+from ctxsel.types import Chunk, Example, LDARBand, LLMUsage, Selection
 
 CHUNKS = [Chunk(f"c{i}", f"text {i}", position=i, n_tokens=10 * (i + 1)) for i in range(6)]
 EX = Example("q1", "Who?", CHUNKS, gold_ids=["c0", "c3"], answers=["Marlowe"])
 
 
-def sel(ids: list[str], **meta: Any) -> Selection:
+def sel(ids: list[str], l: int | None = None, u: int | None = None) -> Selection:
     chunks = [c for i in ids for c in CHUNKS if c.id == i]
     return Selection(
         ids=ids,
@@ -34,7 +34,7 @@ def sel(ids: list[str], **meta: Any) -> Selection:
         config={},
         explanation="",
         n_candidates=len(CHUNKS),
-        meta=meta,
+        details=LDARBand(len(CHUNKS), l=l, u=u),
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import ctxsel
 from ctxsel.selectors.base import Selector, rank
-from ctxsel.types import Chunk
+from ctxsel.types import AdaptiveKGap, Chunk
 
 SPECS = [
     "top-k@3",
@@ -117,8 +117,8 @@ class TestNonFinite:
             "q", chunks(4), "adaptive-k[buffer=0]", scores=[0.45, 0.9, -math.inf, 0.5], nan_policy="last"
         )
         assert sel.ids == ["c1"]
-        assert sel.meta["cut_index"] == 0
-        assert sel.meta["gap"] == pytest.approx(0.4)
+        assert sel.details_as(AdaptiveKGap).cut_index == 0
+        assert sel.details_as(AdaptiveKGap).gap == pytest.approx(0.4)
 
     @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
     @pytest.mark.parametrize("strategy", ["largest_gap", "moving_avg", "2diff_spike"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from ctxsel.cli.eval_cmd import with_policy
 from ctxsel.errors import SpecError
 from ctxsel.expansion import parse_expansion
 from ctxsel.scoring import parse_scorer_spec
@@ -21,7 +20,6 @@ def test_any_path_round_trips_through_every_kind_of_spec(path: str) -> None:
     assert parse_spec(f"ldar@{q}") == ("ldar", {"policy": path})
     assert parse_scorer_spec(f"dense[model={q}]") == ("dense", {"model": path})
     assert split_specs(f"top-k@5,ldar[policy={q}],full") == ["top-k@5", f"ldar[policy={q}]", "full"]
-    assert with_policy(["ldar", "top-k@5"], path) == [f"ldar[policy={q}]", "top-k@5"]
 
 
 def test_plain_values_stay_unquoted_and_typed() -> None:

@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(
             f"--methods {args.methods!r} names no method; give comma-separated specs, e.g. adaptive-k,top-k@5,full"
         )
-    methods = with_policy(split_specs(args.methods), args.policy)
+    methods = split_specs(args.methods)
     template = None
     if args.reader:
         from ctxsel.judge import is_aggregation
@@ -182,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
         ray_options=ray_options,
         retry_errors=not args.no_retry_errors,
         on_ray_run=ray_runs.append,
+        resources={"policy": args.policy} if args.policy else None,  # rows keep the label `ldar`
     )
     for info in ray_runs:
         if info.num_actors:
@@ -217,23 +218,6 @@ def build_reader(args: argparse.Namespace, template: str) -> tuple[Any, Any]:
     reader = Reader(make_llm(args), template)
     judge = LLMJudge(make_llm(args, "judge")) if args.judge else None
     return reader, judge
-
-
-def with_policy(methods: list[str], policy: str | None) -> list[str]:
-    """Give ``policy`` to every ``ldar`` spec that names none (``--policy``)."""
-    from ctxsel.selectors import parse_spec
-    from ctxsel.specs import quote_value
-
-    out = []
-    for m in methods:
-        name, options = parse_spec(m)
-        if name == "ldar" and "policy" not in options:
-            if policy is None:
-                raise InputError(f"method {m!r} needs a trained policy: pass --policy PATH or ldar[policy=PATH]")
-            rest = m.split("[", 1)[1].rstrip("]") if "[" in m else ""
-            m = f"ldar[policy={quote_value(policy)}" + (f",{rest}" if rest.strip() else "") + "]"
-        out.append(m)
-    return out
 
 
 def make_rankings(args: argparse.Namespace) -> dict[str, Any]:

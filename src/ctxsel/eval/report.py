@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ctxsel.eval.results import write_atomic
-from ctxsel.types import Example
+from ctxsel.types import Example, LDARBand
 
 METRICS = ("recall", "precision", "k", "diff_k", "diff_k_authors", "n_tokens", "reduction", "select_ms")
 #: Added by a reader (``ctxsel eval --reader``): answer score and LLM cost per example.
@@ -236,9 +236,10 @@ def plot_similarity_curve(path: Path, ex: Example, scores: np.ndarray, selectors
         if m == "full" or sel.needs_llm or not sel.needs_scores:
             continue
         d = sel.decide(scores, tokens)
-        if d.meta.get("u") is not None:  # a band (LDAR): descending ranks n-u+1 .. n-l+1, shaded
-            n_ranked = d.meta["n_ranked"]
-            lo, hi = n_ranked - d.meta["u"] + 1, n_ranked - d.meta["l"] + 1
+        band = d.details
+        if isinstance(band, LDARBand) and band.l is not None and band.u is not None:
+            # a band: descending ranks n-u+1 .. n-l+1, shaded
+            lo, hi = band.n_ranked - band.u + 1, band.n_ranked - band.l + 1
             ax.axvspan(lo - 0.5, hi + 0.5, color=colors(j % 20), alpha=0.2, label=f"{m}: ranks {lo}-{hi}")
             continue
         ax.axvline(d.k + 0.5, color=colors(j % 20), ls="--", lw=0.9, label=f"{m}: k={d.k}")

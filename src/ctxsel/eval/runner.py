@@ -35,6 +35,7 @@ does not fit is cut (``ctxsel.reader.fit_to_window``); the row says so in
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import platform
@@ -57,7 +58,7 @@ from ctxsel.pipeline import Pipeline, Scored
 from ctxsel.reader import Reader
 from ctxsel.scoring import Scorer, get_scorer
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
-from ctxsel.types import Example
+from ctxsel.types import Example, PickerDetails, Selection
 
 if TYPE_CHECKING:
     from ctxsel.eval.ray_engine import RayOptions, RayRunInfo
@@ -110,6 +111,7 @@ def evaluate(
     ray_options: RayOptions | None = None,
     retry_errors: bool = True,
     on_ray_run: Callable[[RayRunInfo], None] | None = None,
+    resources: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run ``methods`` over ``examples``; return the per-method summary.
 
@@ -122,6 +124,8 @@ def evaluate(
     ``retry_errors``: on resume, run again the rows that ended in an error
     (default), or keep them. ``on_ray_run`` is called with the Ray engine's
     :class:`~ctxsel.eval.ray_engine.RayRunInfo` (actors, CPUs, seconds) when it ran.
+    ``resources`` go to every method that takes an option of that name and whose spec does not
+    set it (``{"policy": PATH}``: one LDAR policy for every ``ldar`` row, as ``--policy``).
 
     ``rankings`` compares rankings side by side: label -> Scorer (an
     :class:`~ctxsel.expansion.ExpandingScorer` for an expanded one); every
@@ -133,6 +137,7 @@ def evaluate(
         raise InputError(f"unknown engine {engine!r}; choose {' or '.join(ENGINES)}")
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    make_selector = functools.partial(_make_selector, resources=dict(resources or {}))
     with OutputLock(out):  # one run per folder: a second fails at once, naming this one's pid
         results_path = out / "results.jsonl"
         if results_path.is_dir():
@@ -144,7 +149,7 @@ def evaluate(
             selectors = {}
             for label, ranking in rankings.items():
                 for m in methods:
-                    selectors[f"{m} on {label}"] = _make_selector(m, reader)
+                    selectors[f"{m} on {label}"] = make_selector(m, reader)
                     by_method[f"{m} on {label}"] = ranking
             methods = list(selectors)
             sc: Any = by_method
@@ -152,7 +157,7 @@ def evaluate(
             first_scorer = next(iter(rankings.values()))
         else:
             sc = first_scorer = get_scorer(scorer) if isinstance(scorer, str) else scorer
-            selectors = {m: _make_selector(m, reader) for m in methods}  # fail fast on bad specs
+            selectors = {m: make_selector(m, reader) for m in methods}  # fail fast on bad specs
             scorer_id = _scorer_id(sc)
         config = {
             "dataset": dataset_name,
@@ -193,7 +198,7 @@ def evaluate(
                     judge=judge,
                     options=ray_options,
                     progress=progress,
-                    make_selector=_make_selector,
+                    make_selector=make_selector,
                     rows=example_rows,
                 )
                 if on_ray_run is not None:
@@ -319,10 +324,15 @@ def _window_config(reader: Reader) -> dict[str, Any]:
     return {} if w is None else {"window": w.size, "window_margin": w.margin, "window_tokenizer": w.tokenizer}
 
 
-def _make_selector(method: str, reader: Reader | None) -> Any:
+def _rationale(sel: Selection) -> str | None:
+    """Context-Picker's rationale for its pick, or None for every other method."""
+    return sel.details.rationale if isinstance(sel.details, PickerDetails) else None
+
+
+def _make_selector(method: str, reader: Reader | None, resources: dict[str, Any]) -> Any:
     if reader is None and get_selector_class(parse_spec(method)[0]).needs_llm:
         raise InputError(f"method {method!r} needs an LLM: pass a reader (ctxsel eval --reader ...)")
-    return get_selector(method, llm=None if reader is None else reader.client)
+    return get_selector(method, llm=None if reader is None else reader.client, resources=resources)
 
 
 def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_s: float) -> dict[str, Any]:
@@ -374,7 +384,7 @@ def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: in
         **({"failures": sel.meta["failures"]} if sel.meta.get("failures") else {}),
         # an LLM selector's own per-example numbers (Context-Picker: invalid_share, fallback)
         **({"extra_metrics": dict(sel.meta["metrics"])} if sel.meta.get("metrics") else {}),
-        **({"rationale": sel.meta["rationale"]} if sel.meta.get("rationale") else {}),
+        **({"rationale": rationale} if (rationale := _rationale(sel)) else {}),
         **({"expansion": sel.meta["expansion"]} if sel.meta.get("expansion") else {}),
     }
 

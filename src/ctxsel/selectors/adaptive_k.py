@@ -37,6 +37,7 @@ import numpy as np
 from ctxsel.errors import InputError
 from ctxsel.selectors._fastcut import SMALL_N, RankView, largest_gap
 from ctxsel.selectors.base import Cut, ScoreCutSelector, as_int
+from ctxsel.types import AdaptiveKGap
 
 Strategy = Literal["largest_gap", "moving_avg", "2diff_spike"]
 STRATEGIES: tuple[str, ...] = ("largest_gap", "moving_avg", "2diff_spike")
@@ -209,5 +210,5 @@ class AdaptiveK(ScoreCutSelector):
         return Cut(
             k,
             f"{what}{note}; kept {i + 1} + buffer {self.buffer} = {k} of {n}",
-            {"cut_index": i, "gap": gap, "strategy": self.strategy},
+            AdaptiveKGap(i, gap, self.strategy),
         )

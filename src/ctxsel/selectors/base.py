@@ -37,18 +37,18 @@ import numpy as np
 from ctxsel.errors import InputError, InputTypeError
 from ctxsel.inputs import check_question
 from ctxsel.selectors._fastcut import SMALL_N, RankView, nonfinite_error
-from ctxsel.types import Chunk, Selection, as_chunks
+from ctxsel.types import Chunk, MethodDetails, Selection, as_chunks
 
 NanPolicy = Literal["raise", "last"]
 
 
 @dataclass(frozen=True, slots=True)
 class Cut:
-    """A selector's cut: keep the top ``k`` of the ranking, and why."""
+    """A selector's cut: keep the top ``k`` of the ranking, why, and any typed details."""
 
     k: int
     explanation: str
-    meta: dict[str, Any] | None = None
+    details: MethodDetails | None = None
 
 
 class Selector(ABC):
@@ -155,7 +155,7 @@ class RankingSelector(CommonOptions, Selector):
             config=self.config(),
             explanation=d.explanation,
             n_candidates=n,
-            meta=d.meta,
+            details=d.details,
         )
 
     def _apply_limits(self, k: int, explanation: str, sorted_tokens: np.ndarray, n: int) -> tuple[int, str]:
@@ -206,7 +206,7 @@ class ScoreCutSelector(RankingSelector):
         n = len(scores)
         if n == 0:
             order, _ = rank(scores, self.nan_policy)
-            return Decision(order, 0, "empty context: nothing to select", {})
+            return Decision(order, 0, "empty context: nothing to select")
         if n <= SMALL_N:  # the full stable argsort is as cheap as anything at this size
             order, n_finite = rank(scores, self.nan_policy)
             sorted_tokens = n_tokens[order]
@@ -215,7 +215,7 @@ class ScoreCutSelector(RankingSelector):
             else:
                 cut = self._cut(scores[order[:n_finite]], sorted_tokens[:n_finite])
             k, explanation = self._apply_limits(cut.k, cut.explanation, sorted_tokens, n)
-            return Decision(order, k, explanation, cut.meta or {})
+            return Decision(order, k, explanation, cut.details)
         view = RankView(scores, self.nan_policy)
         if view.n_finite == 0:
             cut = Cut(0, "no finite scores: nothing ranked")
@@ -224,7 +224,7 @@ class ScoreCutSelector(RankingSelector):
         # the prefix _apply_limits reads: the cut, raised to min_k
         top = view.top(max(0, min(int(cut.k), n), min(self.min_k, n)))
         k, explanation = self._apply_limits(cut.k, cut.explanation, n_tokens[top], n)
-        return Decision(view, k, explanation, cut.meta or {}, top=top[:k])
+        return Decision(view, k, explanation, cut.details, top=top[:k])
 
 
 class Decision:
@@ -235,14 +235,14 @@ class Decision:
     so a cut costs O(N) plus a sort of what it keeps.
     """
 
-    __slots__ = ("_order", "_top", "_view", "explanation", "k", "meta")
+    __slots__ = ("_order", "_top", "_view", "details", "explanation", "k")
 
     def __init__(
         self,
         order: np.ndarray | RankView,
         k: int,
         explanation: str,
-        meta: dict[str, Any],
+        details: MethodDetails | None = None,
         *,
         top: np.ndarray | None = None,
     ) -> None:
@@ -253,7 +253,7 @@ class Decision:
             self._view, self._order = None, order
         self.k = k
         self.explanation = explanation
-        self.meta = meta
+        self.details = details
         self._top = top
 
     @property
@@ -271,7 +271,8 @@ class Decision:
         return self._top
 
     def __repr__(self) -> str:
-        return f"Decision(k={self.k}, top={self.top.tolist()!r}, explanation={self.explanation!r}, meta={self.meta!r})"
+        top = self.top.tolist()
+        return f"Decision(k={self.k}, top={top!r}, explanation={self.explanation!r}, details={self.details!r})"
 
 
 def rank(scores: np.ndarray, nan_policy: NanPolicy = "raise") -> tuple[np.ndarray, int]:

@@ -95,9 +95,9 @@ class FullContext(ScoreCutSelector):
         order, _ = rank(scores, self.nan_policy)
         n = len(scores)
         if n == 0:
-            return Decision(order, 0, "empty context: nothing to select", {})
+            return Decision(order, 0, "empty context: nothing to select")
         k, explanation = self._apply_limits(n, f"full context: all {n} chunks", n_tokens[order], n)
-        return Decision(order, k, explanation, {})
+        return Decision(order, k, explanation)
 
     def _cut(
         self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray

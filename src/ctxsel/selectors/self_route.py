@@ -28,7 +28,7 @@ asked for as ``{"answer": "..."}`` (:data:`ROUTE_FORMAT`, at most
 ``MAX_ROUTE_ANSWER_CHARS`` characters), enforced by a llama.cpp grammar or a
 server's ``response_format``; its answer is "unanswerable" or the answer.
 A constrained reply that cannot be read is routed to the long context, as
-"unanswerable" is (``meta["route_reply_unreadable"]``). Any other reply is
+"unanswerable" is (``details.route_reply_unreadable``). Any other reply is
 read as above.
 """
 
@@ -48,7 +48,7 @@ from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, get_template
 from ctxsel.reader import Reader, clean_answer, fit_to_window, for_template
 from ctxsel.selectors.base import CommonOptions, Selector
 from ctxsel.selectors.fixed import FullContext, TopNTokens
-from ctxsel.types import Chunk, RoutedAnswer, Selection
+from ctxsel.types import Chunk, RoutedAnswer, Selection, SelfRouteDetails
 
 MAX_ROUTE_ANSWER_CHARS = 128
 #: Self-Route's first reply, constrained: the answer, or "unanswerable".
@@ -150,7 +150,7 @@ class SelfRoute(CommonOptions, Selector):
             )
         long = self.fallback.select(question, chunks, scores)
         if unreadable is not None:
-            long.meta["route_reply_unreadable"] = unreadable
+            long.details = SelfRouteDetails(route_reply_unreadable=unreadable)
         long.usage = long.usage + first.usage
         reply = self.reader.answer(question, long)
         read = reply.usage.tokens_in - long.usage.tokens_in

@@ -45,7 +45,7 @@ from typing import Any
 from ctxsel import metrics
 from ctxsel.errors import InputError
 from ctxsel.llm.base import LLMContextLengthError
-from ctxsel.types import Example, Selection
+from ctxsel.types import Example, LDARBand, Selection
 
 RewardFn = Callable[..., list[float]]
 
@@ -102,9 +102,9 @@ def label_reward(
 
 def band_key(example: Example, sel: Selection) -> str:
     """(example id, l, u) for a band; (example id, hash of the ids) otherwise."""
-    l, u = sel.meta.get("l"), sel.meta.get("u")
-    if l is not None and u is not None:
-        return f"{example.id}|{int(l)}|{int(u)}"
+    band = sel.details
+    if isinstance(band, LDARBand) and band.l is not None and band.u is not None:
+        return f"{example.id}|{band.l}|{band.u}"
     h = hashlib.sha1("\x1f".join(sorted(sel.ids)).encode("utf-8")).hexdigest()[:16]
     return f"{example.id}|ids:{h}"
 

@@ -54,7 +54,7 @@ from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, up
 from ctxsel.train.ldar_checkpoint import load_training_state, save_training_state
 from ctxsel.train.ldar_config import TrainConfig
 from ctxsel.train.ldar_rewards import describe_reward
-from ctxsel.types import Example, Selection
+from ctxsel.types import Example, LDARBand, Selection
 
 
 @dataclass
@@ -81,7 +81,7 @@ class TrainItem:
         return len(self.order)
 
 
-def selection_from(item: TrainItem, idx: np.ndarray, meta: dict[str, Any]) -> Selection:
+def selection_from(item: TrainItem, idx: np.ndarray, details: LDARBand) -> Selection:
     """A light Selection of chunk indices ``idx`` (most similar first) for a reward function."""
     chunks = [item.example.chunks[int(i)] for i in idx]
     return Selection(
@@ -92,21 +92,22 @@ def selection_from(item: TrainItem, idx: np.ndarray, meta: dict[str, Any]) -> Se
         config={},
         explanation="",
         n_candidates=len(item.example.chunks),
-        meta=meta,
+        details=details,
     )
 
 
 def band_selection(item: TrainItem, q_l: float, q_d: float, snap_top: bool) -> Selection:
     q_u = min(1.0, q_l + (1.0 - q_l) * q_d)
     l, u = band_ranks(item.n, q_l, q_u, snap_top=snap_top)
-    return selection_from(item, select_band(item.order, l, u), {"q_L": q_l, "q_D": q_d, "q_U": q_u, "l": l, "u": u})
+    band = LDARBand(item.n, sample=True, l=l, u=u, q_l=q_l, q_d=q_d, q_u=q_u)
+    return selection_from(item, select_band(item.order, l, u), band)
 
 
 def picks_selection(item: TrainItem, picks: np.ndarray) -> Selection:
     """Bernoulli picks over ascending positions -> chunks, most similar first."""
     asc = np.flatnonzero(picks[: item.n])
     idx = item.order[item.n - 1 - asc[::-1]] if len(asc) else np.zeros(0, dtype=np.int64)
-    return selection_from(item, idx, {"n_picked": len(asc)})
+    return selection_from(item, idx, LDARBand(item.n, sample=True, n_picked=len(asc)))
 
 
 class Trainer:

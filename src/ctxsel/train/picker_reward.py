@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ctxsel.errors import InputError
-from ctxsel.types import Example, Selection
+from ctxsel.types import Example, PickerDetails, Selection
 
 INVALID_REWARD = -1.0
 
@@ -81,7 +81,7 @@ class PickerReward:
     """The shared reward shape: ``(examples, selections) -> list[float]``.
 
     ``example.gold_ids`` is S_gold (the mined set); a selection counts as
-    invalid when ``selection.meta["valid"]`` is False -- the picker sets it,
+    invalid when its :class:`~ctxsel.types.PickerDetails` say it is not valid -- the picker sets it,
     and a fallback selection is *not* the policy's pick, so it scores -1.
     """
 
@@ -102,7 +102,7 @@ class PickerReward:
             raise InputError(f"got {len(examples)} examples but {len(selections)} selections")
         out = []
         for ex, sel in zip(examples, selections):
-            valid = bool(sel.meta.get("valid", True))
+            valid = not isinstance(sel.details, PickerDetails) or sel.details.valid
             out.append(picker_reward(sel.ids if valid else None, ex.gold_ids, self.stage))
         return out
 

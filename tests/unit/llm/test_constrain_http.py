@@ -21,7 +21,7 @@ from ctxsel.llm.constrain import yes_no_format
 from ctxsel.selectors.context_picker.prompt import PREFILL, picker_format
 from ctxsel.selectors.self_route import ROUTE_FORMAT
 from ctxsel.train.picker_rewrite import REWRITE_JSON, rewrite_query, rewrites_format
-from ctxsel.types import Chunk, LLMUsage
+from ctxsel.types import Chunk, LLMUsage, PickerDetails, SageDetails, SelfRouteDetails
 
 VERDICT = yes_no_format("verdict")
 CHUNKS = [Chunk(str(i), f"Passage {i} about topic {i}.", position=i, n_tokens=100) for i in range(8)]
@@ -143,8 +143,8 @@ def test_constrained_picker_sends_its_schema_and_reads_the_whole_object(server):
     assert sent["response_format"]["json_schema"]["schema"] == picker_format(5).schema  # a pool of 5
     assert sent["prompt"].endswith("\nReply:")  # no prefill: the whole object is the reply
     assert sent["stop"] == ["\n"] and sent["max_tokens"] >= 160
-    assert sel.ids == ["3", "1"] and sel.meta["rationale"] == "Passages 2 and 1 hold both hops."
-    assert sel.meta["constrained_replies"] == 1 and sel.config["constrained"] is True
+    assert sel.ids == ["3", "1"] and sel.details_as(PickerDetails).rationale == "Passages 2 and 1 hold both hops."
+    assert sel.details_as(PickerDetails).constrained_replies == 1 and sel.config["constrained"] is True
     assert sel.meta["metrics"] == {"invalid_share": 0.0, "fallback": 0.0}
 
 
@@ -155,7 +155,7 @@ def test_a_constrained_reply_that_repeats_an_id_is_still_rejected_and_retried(se
     )
     sel = picker(server, n_tokens=500).select("q?", CHUNKS, SCORES)
     assert server.calls == 2 and sel.ids == ["3"]
-    assert "repeats 2" in sel.meta["errors"][0]
+    assert "repeats 2" in sel.details_as(PickerDetails).errors[0]
     assert "previous reply was rejected: ids[1] repeats 2" in server.requests[1].json["prompt"]
     assert sel.meta["metrics"] == {"invalid_share": 0.5, "fallback": 0.0}
 
@@ -170,15 +170,23 @@ def test_picker_on_a_server_that_refuses_falls_back_to_the_strict_parser_with_on
     assert server.calls == 3
     assert [("response_format" in r.json) for r in server.requests] == [True, False, False]
     assert "previous reply was rejected" in server.requests[2].json["prompt"]
-    assert sel.ids == ["1", "3"] and sel.meta["fallback"] is False and sel.meta["invalid_replies"] == 1
-    assert sel.meta["constrained_replies"] == 0  # nothing was produced under the schema
+    assert (
+        sel.ids == ["1", "3"]
+        and sel.details_as(PickerDetails).fallback is False
+        and sel.details_as(PickerDetails).invalid_replies == 1
+    )
+    assert sel.details_as(PickerDetails).constrained_replies == 0  # nothing was produced under the schema
     assert sel.meta["metrics"] == {"invalid_share": 0.5, "fallback": 0.0}
 
 
 def test_picker_on_a_refusing_server_that_never_complies_falls_back_to_adaptive_k(server):
     server.push(REFUSALS[1], completion_reply("prose"), completion_reply("more prose"))
     sel = picker(server, n_tokens=500).select("q?", CHUNKS, SCORES)
-    assert server.calls == 3 and sel.meta["fallback"] is True and sel.meta["invalid_replies"] == 2
+    assert (
+        server.calls == 3
+        and sel.details_as(PickerDetails).fallback is True
+        and sel.details_as(PickerDetails).invalid_replies == 2
+    )
     assert sel.ids == get_selector("adaptive-k", max_tokens=500).select("q?", CHUNKS, SCORES).ids
 
 
@@ -195,9 +203,13 @@ def test_an_injected_chunk_cannot_widen_a_constrained_pick(server):
         completion_reply(json.dumps({"rationale": "ok", "ids": list(range(1, 13))})),
     )
     sel = picker(server, n_tokens=500).select("q?", [*CHUNKS, evil], [*SCORES, 0.95])
-    assert sel.meta["fallback"] is True and sel.meta["invalid_replies"] == 2 and sel.n_tokens <= 500
-    assert "lacks 'rationale', 'ids'" in sel.meta["errors"][0]
-    assert "12 items, over the 5 allowed" in sel.meta["errors"][1]
+    assert (
+        sel.details_as(PickerDetails).fallback is True
+        and sel.details_as(PickerDetails).invalid_replies == 2
+        and sel.n_tokens <= 500
+    )
+    assert "lacks 'rationale', 'ids'" in sel.details_as(PickerDetails).errors[0]
+    assert "12 items, over the 5 allowed" in sel.details_as(PickerDetails).errors[1]
 
 
 @pytest.mark.parametrize(
@@ -218,7 +230,7 @@ def test_constrained_false_sends_the_plain_prompt(server):
     spec = "context-picker[constrained=false,n_tokens=500]"
     sel = get_selector(spec, llm=client(server)).select("q?", CHUNKS, SCORES)
     assert "response_format" not in server.requests[0].json and server.requests[0].json["prompt"].endswith(PREFILL)
-    assert sel.ids == ["1"] and sel.meta["constrained_replies"] == 0
+    assert sel.ids == ["1"] and sel.details_as(PickerDetails).constrained_replies == 0
 
 
 # -- SAGE ---------------------------------------------------------------------------------------------
@@ -283,8 +295,8 @@ def test_sage_asks_every_formatted_reply_under_its_schema_and_reads_it_strictly(
     assert rounds[0]["keys"] == ["Orla Brandt", "guild"] and rounds[0]["keys_from"] == "llm"
     assert rounds[0]["sufficient"] is True and len(rounds) == 1
     assert sel.answer.text == "Orla Brandt" and sel.meta["failures"] == []
-    assert sel.meta["metrics"] == {"unreadable_verdicts": 0.0} and sel.meta["verdicts"] == 2
-    assert sel.meta["constrained_replies"] == 3 and sel.config["constrained"] is True
+    assert sel.meta["metrics"] == {"unreadable_verdicts": 0.0} and sel.details_as(SageDetails).verdicts == 2
+    assert sel.details_as(SageDetails).constrained_replies == 3 and sel.config["constrained"] is True
 
 
 def test_sage_counts_constrained_verdicts_it_cannot_read():
@@ -299,7 +311,7 @@ def test_sage_counts_constrained_verdicts_it_cannot_read():
         }
     )
     sel = get_selector("sage[n_perturb=0,iter_max=2]", llm=llm, embed=const_embed).select("Who founded the guild?", DOC)
-    assert sel.meta["verdicts"] == 3 and sel.meta["unreadable_verdicts"] == 3
+    assert sel.details_as(SageDetails).verdicts == 3 and sel.details_as(SageDetails).unreadable_verdicts == 3
     assert sel.meta["metrics"] == {"unreadable_verdicts": 1.0}
     assert sum("unreadable" in f for f in sel.meta["failures"]) == 3
 
@@ -310,7 +322,7 @@ def test_sage_unconstrained_reads_free_text_as_before():
     )
     sel = get_selector("sage[n_perturb=0,constrained=false]", llm=llm, embed=const_embed).select("Who founded it?", DOC)
     assert all("reply_format" not in c for c in llm.calls)
-    assert sel.meta["metrics"] == {"unreadable_verdicts": 0.0} and sel.meta["constrained_replies"] == 0
+    assert sel.meta["metrics"] == {"unreadable_verdicts": 0.0} and sel.details_as(SageDetails).constrained_replies == 0
     assert [s["keys"] for s in sel.trace if s["step"] == "round"] == [["guild", "Orla Brandt"]]
 
 
@@ -346,7 +358,7 @@ def test_sage_over_http_on_a_refusing_server_reads_free_text(server):
     sel = get_selector("sage[n_perturb=0]", llm=llm, embed=const_embed).select("Who founded the guild?", DOC)
     assert server.calls == 5 and llm.response_format_refused
     assert [("response_format" in r.json) for r in server.requests] == [True] + [False] * 4
-    assert sel.meta["metrics"] == {"unreadable_verdicts": 0.0} and sel.meta["constrained_replies"] == 0
+    assert sel.meta["metrics"] == {"unreadable_verdicts": 0.0} and sel.details_as(SageDetails).constrained_replies == 0
     assert [s["keys"] for s in sel.trace if s["step"] == "round"] == [["guild", "Orla Brandt"]]
 
 
@@ -372,7 +384,7 @@ def test_self_route_constrained_answer_and_unanswerable(server):
 def test_self_route_unreadable_constrained_reply_reads_the_long_context(server):
     server.push(completion_reply('{"answer": "Berl'), completion_reply(" Paris"))
     sel = get_selector("self-route", llm=client(server)).select("q?", RCHUNKS, [0.1, 0.9])
-    assert sel.answer.route == "long-context" and "truncated" in sel.meta["route_reply_unreadable"]
+    assert sel.answer.route == "long-context" and "truncated" in sel.details_as(SelfRouteDetails).route_reply_unreadable
     assert "unreadable route reply" in sel.explanation
 
 

@@ -17,10 +17,10 @@ produced under it is parsed by the schema, any other by the strict
 
 On an invalid reply the picker asks once more with the error stated in the
 prompt; if the second reply is invalid too it falls back to adaptive-k
-(within the same budget B) and records it: ``meta["fallback"]``,
-``meta["invalid_replies"]``, the errors and the raw replies, and the eval's
-``invalid_share`` / ``fallback`` columns. ``meta["rationale"]`` keeps the
-picker's rationale.
+(within the same budget B) and records it in ``Selection.details`` (a
+:class:`~ctxsel.types.PickerDetails`: fallback, invalid replies, the errors and the raw
+replies, and the rationale of the reply it used) and in the eval's ``invalid_share`` /
+``fallback`` columns.
 
 A trained picker is a LoRA adapter from ``ctxsel train picker``; pass
 ``adapter=PATH`` and the picker runs it in process (transformers + peft)
@@ -56,7 +56,7 @@ from ctxsel.selectors.context_picker.prompt import (
     render_prompt,
 )
 from ctxsel.selectors.fixed import TopNTokens
-from ctxsel.types import Chunk, LLMUsage, Selection, as_chunks
+from ctxsel.types import Chunk, LLMUsage, PickerDetails, Selection, as_chunks
 
 
 class ContextPicker(CommonOptions, Selector):
@@ -219,21 +219,20 @@ class ContextPicker(CommonOptions, Selector):
         sel.explanation = why
         sel.usage = sel.usage + usage
         n_replies = len(replies)
-        sel.meta = {
-            **sel.meta,
-            "rationale": rationale,
-            "valid": not fallback and n_replies > 0,
-            "fallback": fallback,
-            "invalid_replies": len(errors),
-            "errors": errors,
-            "replies": replies,
-            "constrained_replies": n_constrained,  # replies produced under the schema (0 when the server refused it)
-            "seconds": time.perf_counter() - t0,
-            # per-example numbers the eval averages into its invalid-share / fallback columns
-            "metrics": {
-                "invalid_share": (len(errors) / n_replies) if n_replies else None,
-                "fallback": float(fallback) if n_replies else None,
-            },
+        sel.details = PickerDetails(
+            rationale=rationale,
+            valid=not fallback and n_replies > 0,
+            fallback=fallback,
+            invalid_replies=len(errors),
+            errors=errors,
+            replies=replies,
+            constrained_replies=n_constrained,
+            seconds=time.perf_counter() - t0,
+        )
+        # per-example numbers the eval averages into its invalid-share / fallback columns
+        sel.meta["metrics"] = {
+            "invalid_share": (len(errors) / n_replies) if n_replies else None,
+            "fallback": float(fallback) if n_replies else None,
         }
         sel.trace.extend(
             {"step": "reply", "attempt": i + 1, "text": r[:500], "error": errors[i] if i < len(errors) else None}

@@ -20,7 +20,7 @@ band (the paper is silent on all of them):
   the house order (position), and the explanation says the scores were
   equal.
 - N larger than any in training: allowed (the network has no positional
-  encoding); ``meta["beyond_training_n"]`` says so.
+  encoding); ``details.beyond_training_n`` says so.
 - Large N: the paper's network attends over all N scores (about 50 ms at
   N = 1,000 and 3 s at N = 10,000 on one thread); a policy trained with
   ``--encoder summary`` (see ``policy.py``) reads at most 128 weighted
@@ -28,12 +28,14 @@ band (the paper is silent on all of them):
 
 Inference is deterministic by default: (q_L, q_D) are the means of their
 Betas. ``sample=true`` draws them instead (``seed=`` makes a draw
-repeatable). The Selection's ``meta`` and ``trace`` record q_L, q_D, q_U,
-l, u, the Beta parameters, and which reward trained the policy.
+repeatable). The Selection's ``details`` (an :class:`~ctxsel.types.LDARBand`) and
+``trace`` record q_L, q_D, q_U, l, u, the Beta parameters, and which reward trained
+the policy.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -45,7 +47,7 @@ from ctxsel.selectors.base import Decision, RankingSelector, rank
 from ctxsel.selectors.ldar.band import band_ranks, select_band
 from ctxsel.selectors.ldar.checkpoint import load_policy, resolve_policy_dir
 from ctxsel.selectors.ldar.policy import LDARPolicy, upper_quantile
-from ctxsel.types import Selection
+from ctxsel.types import LDARBand, Selection
 
 
 class LDAR(RankingSelector):
@@ -64,7 +66,10 @@ class LDAR(RankingSelector):
     ) -> None:
         super().__init__(**kw)
         if policy is None:
-            raise InputError("ldar needs a trained policy: ldar[policy=PATH] (train one with `ctxsel train ldar`)")
+            raise InputError(
+                "ldar needs a trained policy: ldar[policy=PATH], or --policy PATH for every ldar row of"
+                " `ctxsel eval` (train one with `ctxsel train ldar`)"
+            )
         if not isinstance(sample, bool):
             raise InputError(f"sample must be true or false, got {sample!r}")
         if threads is not None:
@@ -130,32 +135,42 @@ class LDAR(RankingSelector):
         n = len(scores)
         order, n_finite = rank(scores, self.nan_policy)
         if n == 0:
-            return Decision(order, 0, "empty context: nothing to select", {})
+            return Decision(order, 0, "empty context: nothing to select")
         if n_finite == 0:
             k, explanation = self._apply_limits(0, "no finite scores: nothing ranked", n_tokens[order], n)
-            return Decision(order, k, explanation, {})
+            return Decision(order, k, explanation)
         ranked = order[:n_finite]
         descending = scores[ranked]
         a = self.act(descending[::-1])  # act() makes the one float32 copy
-        meta: dict[str, Any] = {
-            "n_ranked": n_finite,
-            "reward": self.reward,
-            "variant": self.policy.config.variant,
-            "sample": self.sample,
-        }
-        if self.train_max_n is not None:
-            meta["beyond_training_n"] = n_finite > int(self.train_max_n)
+        details = LDARBand(
+            n_ranked=n_finite,
+            reward=self.reward,
+            variant=self.policy.config.variant,
+            sample=self.sample,
+            beyond_training_n=None if self.train_max_n is None else n_finite > int(self.train_max_n),
+        )
         flat = bool(descending[0] == descending[-1])
         if "picks" in a:
             chosen = [ranked[n_finite - 1 - j] for j in np.flatnonzero(a["picks"])]
             chosen = sorted(chosen, key=lambda i: (-scores[i], i))
-            meta.update(n_picked=len(chosen), mean_p=float(np.mean(a["p"])), l=None, u=None)
-            what = f"Bernoulli picks: {len(chosen)} of {n_finite} chunks (mean p {meta['mean_p']:.3f})"
+            details = replace(details, n_picked=len(chosen), mean_p=float(np.mean(a["p"])))
+            what = f"Bernoulli picks: {len(chosen)} of {n_finite} chunks (mean p {details.mean_p:.3f})"
             band = np.asarray(chosen, dtype=np.int64)
         else:
             l, u = band_ranks(n_finite, a["q_L"], a["q_U"], snap_top=self.snap_top)
             band = select_band(ranked, l, u)
-            meta.update(a, l=l, u=u)
+            details = replace(
+                details,
+                l=l,
+                u=u,
+                q_l=a["q_L"],
+                q_d=a["q_D"],
+                q_u=a["q_U"],
+                alpha_l=a["alpha_L"],
+                beta_l=a["beta_L"],
+                alpha_d=a["alpha_D"],
+                beta_d=a["beta_D"],
+            )
             skipped = n_finite - u
             what = (
                 f"LDAR band q_L={a['q_L']:.4f}, q_U={a['q_U']:.4f} -> ascending ranks {l}..{u} of {n_finite}: "
@@ -163,47 +178,43 @@ class LDAR(RankingSelector):
             )
         if flat and n_finite > 1:
             what += " (all scores equal: ranks follow position)"
-        band = self._widen(band, ranked, scores, meta)
+        if len(band) < min(self.min_k, n_finite):
+            band = self._widen(band, ranked, contiguous=details.is_band)
+            details = replace(details, widened_to_min_k=self.min_k)
+            what += f"; widened to min_k={self.min_k}"
         rest_mask = np.ones(n, dtype=bool)
         rest_mask[band] = False
         new_order = np.concatenate([band, order[rest_mask[order]]]).astype(np.int64)
-        k, explanation = self._limit_band(len(band), what, n_tokens[new_order], meta)
-        return Decision(new_order, k, explanation, meta)
+        k, explanation = self._fit_budget(len(band), what, n_tokens[new_order])
+        return Decision(new_order, k, explanation, details)
 
-    def _widen(self, band: np.ndarray, ranked: np.ndarray, scores: np.ndarray, meta: dict[str, Any]) -> np.ndarray:
-        """Raise the band to min_k chunks: more similar neighbours first, then less similar."""
+    def _widen(self, band: np.ndarray, ranked: np.ndarray, *, contiguous: bool) -> np.ndarray:
+        """Raise the band to min_k chunks: a contiguous band grows to its more similar neighbours
+        first, then less similar ones; Bernoulli picks (or an empty band) take the best unpicked."""
         need = min(self.min_k, len(ranked)) - len(band)
-        if need <= 0:
-            return band
         pos = {int(i): p for p, i in enumerate(ranked)}
         taken = {pos[int(i)] for i in band}
-        if "picks" in meta or not taken:
+        if not contiguous or not taken:
             extra = [p for p in range(len(ranked)) if p not in taken][:need]
-        else:  # a contiguous band [lo, hi]: extend upward, then downward
+        else:
             lo, hi = min(taken), max(taken)
             up = list(range(lo - 1, -1, -1))[:need]
             down = list(range(hi + 1, len(ranked)))[: need - len(up)]
             extra = up + down
-        meta["widened_to_min_k"] = self.min_k
         merged = sorted(taken | set(extra))
         return ranked[merged]
 
-    def _limit_band(self, k: int, explanation: str, sorted_tokens: np.ndarray, meta: dict[str, Any]) -> tuple[int, str]:
-        if "widened_to_min_k" in meta:
-            explanation += f"; widened to min_k={meta['widened_to_min_k']}"
-        return self._fit_budget(k, explanation, sorted_tokens)
-
     def select(self, question: str, chunks: Any, scores: Any = None, *, choices: Any = None) -> Selection:
         sel = super().select(question, chunks, scores)
-        m = sel.meta
-        if "q_L" in m:
+        b = sel.details
+        if isinstance(b, LDARBand) and b.is_band:
             sel.trace = [
-                {"step": "policy", **{key: m[key] for key in ("alpha_L", "beta_L", "alpha_D", "beta_D")}},
-                {"step": "quantiles", "q_L": m["q_L"], "q_D": m["q_D"], "q_U": m["q_U"], "sampled": self.sample},
-                {"step": "band", "n": m["n_ranked"], "l": m["l"], "u": m["u"], "k": sel.k},
+                {"step": "policy", "alpha_L": b.alpha_l, "beta_L": b.beta_l, "alpha_D": b.alpha_d, "beta_D": b.beta_d},
+                {"step": "quantiles", "q_L": b.q_l, "q_D": b.q_d, "q_U": b.q_u, "sampled": self.sample},
+                {"step": "band", "n": b.n_ranked, "l": b.l, "u": b.u, "k": sel.k},
             ]
-        elif "n_picked" in m:
-            sel.trace = [{"step": "bernoulli", "n": m["n_ranked"], "picked": m["n_picked"], "k": sel.k}]
+        elif isinstance(b, LDARBand):
+            sel.trace = [{"step": "bernoulli", "n": b.n_ranked, "picked": b.n_picked, "k": sel.k}]
         return sel
 
 

@@ -108,7 +108,7 @@ from ctxsel.scoring.keywords import words
 from ctxsel.selectors.base import CommonOptions, Selector, as_int
 from ctxsel.selectors.sage.graph import SentenceGraph
 from ctxsel.selectors.sage.noise import disturb, draw_lambda
-from ctxsel.types import Chunk, LLMUsage, RoutedAnswer, Selection, as_chunks
+from ctxsel.types import Chunk, LLMUsage, RoutedAnswer, SageDetails, Selection, as_chunks
 
 _YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 _KEY_SPLIT = re.compile(r"[,;\n|]")
@@ -666,11 +666,13 @@ class SAGE(CommonOptions, Selector):
                 seconds=time.perf_counter() - t0,
                 template=(MULTIPLE_CHOICE if options else self.answer_template).key,
             ),
+            details=SageDetails(
+                verdicts=run.verdicts,
+                unreadable_verdicts=run.unreadable_verdicts,
+                constrained_replies=run.constrained_replies,
+            ),
             meta={
                 "failures": run.failures,
-                "verdicts": run.verdicts,
-                "unreadable_verdicts": run.unreadable_verdicts,
-                "constrained_replies": run.constrained_replies,
                 # per-example numbers the eval averages (None: no verdict was asked for)
                 "metrics": {"unreadable_verdicts": (run.unreadable_verdicts / run.verdicts) if run.verdicts else None},
                 **({"cut": run.cut} if run.cut else {}),
