@@ -2,22 +2,21 @@
 
 - The site builds offline with ``mkdocs build --strict`` (no warning: no broken link, no missing
   page, no docstring mkdocstrings cannot read).
-- Every fenced code block in README.md and docs/ is exercised: ``python`` blocks run as written,
-  and every ``ctxsel ...`` line in a ``bash`` block parses with the real CLI parser (its command
-  and flags exist). A block that cannot run here (it needs a GPU, hours or a server) says so in an
-  HTML comment just above it: ``<!-- not-run: the reason -->``.
+- Every fenced code block in README.md and docs/ runs: ``python`` blocks as written, ``bash``
+  blocks line by line in the sandbox of ``doc_shell.py`` (the example dataset for hotpotqa-long,
+  an HTTP model that answers every reply format for ``--reader``, 2 training steps). A block that
+  cannot run even so says why in an HTML comment just above it: ``<!-- not-run: the reason -->``;
+  a ``python`` block marked ``<!-- after-shell -->`` runs after its page's commands, in their folder.
 - docs/reference/cli.md is the CLI's own ``--help``, docs/reference/http.md the service's OpenAPI
   document: regenerate both with ``python tests/unit/test_docs.py``.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import os
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -28,15 +27,18 @@ REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 FENCE = re.compile(r"(?:<!-- (?P<mark>[a-z-]+)(?::(?P<why>[^>]*))? -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
 #: blocks that other tests run against live servers or real frameworks (their own test names them)
-RUN_ELSEWHERE = {"readme-test"}
+RUN_ELSEWHERE = {"readme-test", "after-shell"}
 
 
-def blocks(lang: str) -> list[tuple[str, str]]:
+def blocks(lang: str, mark: str | None = None) -> list[tuple[str, str]]:
+    """``(page[i], body)`` of the ``lang`` blocks with ``mark`` (None: the unmarked ones)."""
     out = []
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
         for i, m in enumerate(FENCE.finditer(text)):
-            if m["lang"] == lang and m["mark"] != "not-run" and m["mark"] not in RUN_ELSEWHERE:
+            if m["lang"] != lang or m["mark"] == "not-run":
+                continue
+            if (m["mark"] == mark) if mark else m["mark"] not in RUN_ELSEWHERE:
                 out.append((f"{page.relative_to(REPO)}[{i}]", m["body"]))
     return out
 
@@ -52,40 +54,30 @@ def test_python_blocks_run(where: str, body: str, tmp_path: Path, monkeypatch: p
         exec(compile(body, where, "exec"), {"__name__": "__docs__"})
 
 
-def _cli_parser() -> argparse.ArgumentParser:
-    from ctxsel.cli.main import build_parser
-
-    return build_parser()
+SHELL_PAGES = sorted({w.split("[")[0] for w, _ in blocks("bash")})
 
 
-def _command_lines(body: str) -> list[str]:
-    lines, cur = [], ""
-    for raw in body.splitlines():
-        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
-        cur = (cur + " " + line.rstrip("\\").strip()).strip() if cur else line.rstrip("\\").strip()
-        if line.endswith("\\"):
-            continue
-        if cur:
-            lines.append(cur)
-        cur = ""
-    return [ln for ln in lines if re.match(r"^(\S+=\S+ )*(\.venv/bin/)?ctxsel ", ln)]
+@pytest.mark.slow  # every command of a page, sandboxed: seconds to a minute a page
+@pytest.mark.parametrize("page", SHELL_PAGES)
+def test_shell_blocks_run(
+    page: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from doc_shell import Sandbox, command_lines
 
-
-CLI_LINES = [(w, ln) for w, b in blocks("bash") for ln in _command_lines(b)]
-
-
-@pytest.mark.parametrize(("where", "line"), CLI_LINES, ids=[f"{w}:{ln[:40]}" for w, ln in CLI_LINES])
-def test_cli_lines_parse(where: str, line: str) -> None:
-    line = line.replace('"..."', '"Q"')  # a placeholder value stays a value
-    words = shlex.split(re.sub(r"\[[^\]]*\]", "", line))  # drop optional [--flag ...] parts
-    words = words[next(i for i, w in enumerate(words) if w.endswith("ctxsel")) + 1 :]
-    words = [w for w in words if w not in ("|", "...")]
-    parser = _cli_parser()
-    with contextlib.redirect_stderr(io.StringIO()) as err:
-        try:
-            parser.parse_args(words)
-        except SystemExit as e:
-            assert e.code == 0, f"{where}: `ctxsel {' '.join(words)}` does not parse: {err.getvalue()}"
+    # one embedding cache for every page: the example document is embedded once
+    monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "docs-cache"))
+    monkeypatch.setattr(sys, "argv", ["ctxsel"])
+    with Sandbox(tmp_path) as box:
+        for where, body in blocks("bash"):
+            if where.startswith(page + "["):
+                for line in command_lines(body):
+                    box.run(line)
+    # python blocks that read what the commands wrote (a trained policy), run where they wrote it
+    monkeypatch.chdir(tmp_path)
+    for where, body in blocks("python", mark="after-shell"):
+        if where.startswith(page + "["):
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(body, where, "exec"), {"__name__": "__docs__"})
 
 
 def cli_reference() -> str:

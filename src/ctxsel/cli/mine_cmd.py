@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     print(md)
     if args.report:
         cmd = "ctxsel " + " ".join(sys.argv[1:]) if sys.argv else ""
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)  # a report in a new folder
         write_atomic(Path(args.report), md + (f"\nCommand: `{cmd}`\n" if cmd else ""))
     print(f"wrote {args.output}" + (f" and {args.report}" if args.report else ""))
     return 0

@@ -8,7 +8,8 @@
 
 Each POST pops the next scripted :class:`Reply` (a 500 saying "no scripted
 reply" when the queue is empty, so a test that sends too many requests
-fails loudly) and records the request. A reply can be delayed, can never
+fails loudly; or, given a ``responder``, what it makes of the request) and
+records the request. A reply can be delayed, can never
 answer (``silent``: the handler waits for the client to hang up, and
 counts it), or can trickle its body a byte at a time (``drip``).
 """
@@ -20,6 +21,7 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -87,7 +89,8 @@ def completion_reply(text: str = "ok", prompt_tokens: int = 7, completion_tokens
 
 
 class FakeOpenAIServer:
-    def __init__(self) -> None:
+    def __init__(self, responder: Callable[[Request], Reply] | None = None) -> None:
+        self.responder = responder  # answers when the queue is empty
         self.queue: deque[Reply] = deque()
         self.requests: list[Request] = []
         self.closed_by_client = 0  # silent/drip replies whose client hung up
@@ -155,7 +158,12 @@ class FakeOpenAIServer:
                 body = self.rfile.read(length) if length else b""
                 with server._lock:
                     server.requests.append(Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                    reply = server.queue.popleft() if server.queue else Reply(500, {"error": "no scripted reply"})
+                    if server.queue:
+                        reply = server.queue.popleft()
+                    elif server.responder is not None:
+                        reply = server.responder(server.requests[-1])
+                    else:
+                        reply = Reply(500, {"error": "no scripted reply"})
                 self.close_connection = True
                 if reply.silent:
                     self._wait_for_hangup()

@@ -1,0 +1,238 @@
+"""Run the docs' shell blocks for real, in a sandbox a test can afford.
+
+Each page's ``bash`` blocks run in order, line by line, in one scratch folder (so a policy
+trained in one block is there for the block that uses it, as for a reader following the page).
+What would take hours, a GPU or the network is made small, and *only* that -- the command,
+its subcommand and every other flag stay as written:
+
+- ``--dataset hotpotqa-long`` reads the bundled ``example`` dataset (6 questions; hotpotqa-long
+  needs ``../shared``), ``novelqa:path/to/NovelQA`` the NovelQA fixture; ``--limit`` is at most 2.
+- ``--document report.md`` (or any file the page assumes) is the bundled example document.
+- Every reader -- ``--reader local`` or a server URL -- is a local OpenAI-compatible HTTP server
+  that answers every JSON schema it is sent with a valid instance (the smallest one) and every
+  free-form prompt with a short answer (the right one for the example dataset's questions): the methods' real clients, parsers and retries run, over
+  HTTP, against a model that is not there.
+- LDAR trains 2 steps; Context-Picker's GRPO one step a stage, on the tiny random model
+  (``--base tiny``). ``ctxsel serve`` starts on a free port, answers ``/health``, and stops.
+- ``python benchmarks/X.py ...``: the script starts (``--help``) and takes every flag the line
+  gives; running them is ``make bench`` (minutes to hours).
+- ``pip install 'ctxsel[extra]'``: the extra exists in pyproject.toml.
+
+A line's optional parts in brackets run both ways. Lines that are comments or shell output (``# answer: ...``) are skipped; a block that cannot run
+even so says why in ``<!-- not-run: ... -->`` just above it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import io
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent / "llm"))
+sys.path.insert(0, str(REPO / "tests" / "integration" / "service"))
+
+from fake_server import FakeOpenAIServer, Reply, Request, chat_reply, completion_reply  # noqa: E402
+
+EXAMPLE_DOC = REPO / "src" / "ctxsel" / "data" / "example.md"
+NOVELQA = REPO / "tests" / "fixtures" / "novelqa"
+#: what the sandbox's model answers to a free-form prompt about no question it knows
+ANSWER = "Edith Marlowe"
+#: it knows the example dataset's answers, so that mining keeps questions as with a good reader
+KNOWN = {
+    d["question"]: d["answers"][0]
+    for d in map(json.loads, (REPO / "src" / "ctxsel" / "data" / "example.jsonl").read_text().splitlines())
+}
+
+
+def smallest_instance(schema: dict[str, Any], index: int = 0) -> Any:
+    """The smallest JSON value ``schema`` accepts (the subset ctxsel's reply formats use)."""
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return smallest_instance(schema[key][0], index)
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: smallest_instance(props[k]) for k in schema.get("required", list(props))}
+    if kind == "array":
+        n = max(1, int(schema.get("minItems", 1)))
+        return [smallest_instance(schema.get("items", {}), i) for i in range(n)]
+    if kind == "integer":
+        return int(schema.get("minimum", 0)) + index
+    if kind == "number":
+        return float(schema.get("minimum", 0.0)) + index
+    if kind == "boolean":
+        return True
+    text = f"{ANSWER} {index}" if index else ANSWER
+    return text[: int(schema.get("maxLength", len(text)))].ljust(int(schema.get("minLength", 0)), "x")
+
+
+def answer(req: Request) -> Reply:
+    """The sandbox model: schema -> its smallest instance; a question of the example dataset ->
+    its answer; anything else -> ``ANSWER``."""
+    body = req.json
+    fmt = body.get("response_format") or {}
+    schema = (fmt.get("json_schema") or {}).get("schema")
+    prompt = json.dumps(body.get("messages") or body.get("prompt"))
+    known = [a for q, a in KNOWN.items() if json.dumps(q)[1:-1] in prompt]
+    text = json.dumps(smallest_instance(schema)) if schema else (known[0] if known else ANSWER)
+    n = int(body.get("n") or 1)
+    reply = chat_reply(text) if req.path.endswith("/chat/completions") else completion_reply(text)
+    choices = reply.body["choices"]
+    reply.body["choices"] = [{**choices[0], "index": i} for i in range(n)]
+    return reply
+
+
+def _flag(words: list[str], name: str) -> int | None:
+    return words.index(name) if name in words else None
+
+
+def _set(words: list[str], name: str, value: str) -> None:
+    i = _flag(words, name)
+    if i is None:
+        words += [name, value]
+    else:
+        words[i + 1] = value
+
+
+def sandbox(words: list[str], reader_url: str) -> list[str]:
+    """A ``ctxsel`` command line (after ``ctxsel``) made small; see the module docstring."""
+    words = list(words)
+    i = _flag(words, "--dataset")
+    if i is not None:
+        words[i + 1] = f"novelqa:{NOVELQA}" if words[i + 1].startswith("novelqa:") else "example"
+    i = _flag(words, "--document")
+    if i is not None:
+        words[i + 1] = str(EXAMPLE_DOC)
+    i = _flag(words, "--limit")
+    if i is not None:
+        words[i + 1] = str(min(2, int(words[i + 1])))
+    if words[0] == "answer" and "--reader" not in words:  # its default reader is the local model
+        words += ["--reader", "local"]
+    i = _flag(words, "--reader")
+    if i is not None:
+        words[i + 1] = f"{reader_url}/v1"
+        _set(words, "--reader-model", "sandbox")
+        for local_only in ("--llm-threads", "--n-ctx"):
+            j = _flag(words, local_only)
+            if j is not None:
+                del words[j : j + 2]
+    if words[:2] == ["train", "ldar"]:
+        _set(words, "--steps", "2")
+    if words[:2] == ["train", "picker"]:  # GRPO on the tiny random model: one step a stage
+        _set(words, "--base", "tiny")
+        _set(words, "--stage1-max-steps", "1")
+        _set(words, "--stage2-steps", "1")
+    return words
+
+
+def _split_env(words: list[str]) -> tuple[dict[str, str], list[str]]:
+    env = {}
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):
+        k, v = words.pop(0).split("=", 1)
+        env[k] = v
+    return env, words
+
+
+def command_lines(body: str) -> list[str]:
+    """A block's commands: continuation lines joined, comments and shell output dropped."""
+    lines, cur = [], ""
+    for raw in body.splitlines():
+        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        cur = (cur + " " + line.rstrip("\\").strip()).strip() if cur else line.rstrip("\\").strip()
+        if line.endswith("\\"):
+            continue
+        if cur:
+            lines.append(cur)
+        cur = ""
+    return lines
+
+
+class Sandbox:
+    """One page's scratch folder and sandbox model; :meth:`run` runs one command line."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        self.server = FakeOpenAIServer(responder=answer)
+
+    def __enter__(self) -> Sandbox:
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop()
+
+    def run(self, line: str) -> None:
+        """Run ``line``; a line with optional parts (``[--json]``, ``[--reader local | URL ...]``)
+        runs twice: without them (in a folder of its own) and with each one's first alternative."""
+        optional = re.compile(r"\s\[(--[^\]]*)\]")
+        if optional.search(line):
+            here, self.cwd = self.cwd, Path(tempfile.mkdtemp(dir=self.cwd, prefix="plain-"))
+            try:
+                self.run(optional.sub("", line))
+            finally:
+                self.cwd = here
+            line = optional.sub(lambda m: " " + m[1].split(" | ")[0], line)
+        env, words = _split_env(shlex.split(line.replace('"..."', '"Who built the main telescope?"')))
+        prog = Path(words[0]).name
+        if prog == "ctxsel" and words[1:2] == ["serve"]:
+            return self._serve(words[2:], env)
+        if prog == "ctxsel":
+            return self._ctxsel(sandbox(words[1:], self.server.base_url), line)
+        if prog == "python" and words[1].startswith("benchmarks/"):
+            return self._benchmark(words[1], words[2:], env)
+        if words[:2] == ["pip", "install"]:
+            extras = importlib.metadata.metadata("ctxsel").get_all("Provides-Extra") or []
+            for spec in words[2:]:
+                extra = re.fullmatch(r"ctxsel\[([\w,-]+)\]", spec)
+                assert extra and set(extra[1].split(",")) <= set(extras), f"{line}: no such extra"
+            return None
+        raise AssertionError(f"the docs sandbox cannot run `{line}`: mark its block <!-- not-run: why -->")
+
+    def _ctxsel(self, argv: list[str], line: str) -> None:
+        from ctxsel.cli.main import main
+
+        err, here = io.StringIO(), Path.cwd()
+        os.chdir(self.cwd)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                rc = main([*argv, *(["--no-progress"] if argv[0] in ("eval", "mine") else [])])
+        finally:
+            os.chdir(here)
+        assert rc == 0, f"`{line}` (sandboxed: ctxsel {shlex.join(argv)}) exited {rc}: {err.getvalue()[-2000:]}"
+
+    def _serve(self, args: list[str], env: dict[str, str]) -> None:
+        from server_process import ServerProcess
+
+        i = _flag(args, "--port")
+        if i is not None:
+            del args[i : i + 2]
+        token = env.get("CTXSEL_SERVE_TOKEN")
+        with ServerProcess(args, token=token) as srv:
+            status, _, body = srv.request("GET", "/health")
+            assert status == 200, body
+
+    def _benchmark(self, script: str, args: list[str], env: dict[str, str]) -> None:
+        out = subprocess.run(
+            [sys.executable, str(REPO / script), "--help"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+            timeout=120,
+        )
+        assert out.returncode == 0, f"{script} --help: {out.stderr[-2000:]}"
+        for flag in (w.split("=", 1)[0] for w in args if w.startswith("--")):
+            assert flag in out.stdout, f"{script} has no flag {flag}"
