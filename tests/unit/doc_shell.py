@@ -35,65 +35,21 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent / "llm"))
 sys.path.insert(0, str(REPO / "tests" / "integration" / "service"))
 
-from fake_server import FakeOpenAIServer, Reply, Request, chat_reply, completion_reply  # noqa: E402
+from fake_server import FakeOpenAIServer, schema_responder  # noqa: E402
 
 EXAMPLE_DOC = REPO / "src" / "ctxsel" / "data" / "example.md"
 NOVELQA = REPO / "tests" / "fixtures" / "novelqa"
-#: what the sandbox's model answers to a free-form prompt about no question it knows
-ANSWER = "Edith Marlowe"
-#: it knows the example dataset's answers, so that mining keeps questions as with a good reader
+#: the sandbox model knows the example dataset's answers, so that mining keeps questions as
+#: with a good reader; to anything else it answers "Edith Marlowe"
 KNOWN = {
     d["question"]: d["answers"][0]
     for d in map(json.loads, (REPO / "src" / "ctxsel" / "data" / "example.jsonl").read_text().splitlines())
 }
-
-
-def smallest_instance(schema: dict[str, Any], index: int = 0) -> Any:
-    """The smallest JSON value ``schema`` accepts (the subset ctxsel's reply formats use)."""
-    if "const" in schema:
-        return schema["const"]
-    if "enum" in schema:
-        return schema["enum"][0]
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            return smallest_instance(schema[key][0], index)
-    kind = schema.get("type")
-    if kind == "object":
-        props = schema.get("properties", {})
-        return {k: smallest_instance(props[k]) for k in schema.get("required", list(props))}
-    if kind == "array":
-        n = max(1, int(schema.get("minItems", 1)))
-        return [smallest_instance(schema.get("items", {}), i) for i in range(n)]
-    if kind == "integer":
-        return int(schema.get("minimum", 0)) + index
-    if kind == "number":
-        return float(schema.get("minimum", 0.0)) + index
-    if kind == "boolean":
-        return True
-    text = f"{ANSWER} {index}" if index else ANSWER
-    return text[: int(schema.get("maxLength", len(text)))].ljust(int(schema.get("minLength", 0)), "x")
-
-
-def answer(req: Request) -> Reply:
-    """The sandbox model: schema -> its smallest instance; a question of the example dataset ->
-    its answer; anything else -> ``ANSWER``."""
-    body = req.json
-    fmt = body.get("response_format") or {}
-    schema = (fmt.get("json_schema") or {}).get("schema")
-    prompt = json.dumps(body.get("messages") or body.get("prompt"))
-    known = [a for q, a in KNOWN.items() if json.dumps(q)[1:-1] in prompt]
-    text = json.dumps(smallest_instance(schema)) if schema else (known[0] if known else ANSWER)
-    n = int(body.get("n") or 1)
-    reply = chat_reply(text) if req.path.endswith("/chat/completions") else completion_reply(text)
-    choices = reply.body["choices"]
-    reply.body["choices"] = [{**choices[0], "index": i} for i in range(n)]
-    return reply
 
 
 def _flag(words: list[str], name: str) -> int | None:
@@ -166,7 +122,7 @@ class Sandbox:
 
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
-        self.server = FakeOpenAIServer(responder=answer)
+        self.server = FakeOpenAIServer(responder=schema_responder(KNOWN, default="Edith Marlowe"))
 
     def __enter__(self) -> Sandbox:
         self.server.start()

@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel import select
     from ctxsel.datasets.multiple_choice import question_with_options
     from ctxsel.reader import Reader
+    from ctxsel.selectors.sage.trace import as_counting, as_round
 
     question = question_from(args)
     chunks = load_document_chunks(args.document, args.chunking, args.max_bytes, args.max_chunk_tokens)
@@ -89,15 +90,15 @@ def run(args: argparse.Namespace) -> int:
         f"{ans.seconds:.1f} s\n"
     )
     for step in sel.trace:
-        if step.get("step") == "round":
-            imp = step["importance"]
+        if (r := as_round(step)) is not None:
+            imp = r.get("importance")
             print(
-                f"round {step['round']}: keys {', '.join(step['keys'][:8])} -> {len(step['retrieved'])} retrieved, "
-                f"{len(step['neighbours'])} neighbours; importance {'-' if imp is None else f'{imp:.3f}'}; "
-                f"sufficient: {step['sufficient']}"
+                f"round {r['round']}: keys {', '.join(r['keys'][:8])} -> {len(r['retrieved'])} retrieved, "
+                f"{len(r['neighbours'])} neighbours; importance {'-' if imp is None else f'{imp:.3f}'}; "
+                f"sufficient: {r.get('sufficient')}"
             )
-        elif step.get("step") == "counting":
-            print(f"counting: {', '.join(step['variants'])} -> {step['count']}")
+        elif (check := as_counting(step)) is not None:
+            print(f"counting: {', '.join(check['variants'])} -> {check['count']}")
     for failure in sel.meta.get("failures", []):
         print(f"failure: {failure}")
     if sel.trace:

@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -235,3 +235,52 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def smallest_instance(schema: dict[str, Any], index: int = 0, text: str = "text") -> Any:
+    """The smallest JSON value ``schema`` accepts (the subset ctxsel's reply formats use); its
+    strings are ``text`` (numbered after the first item of an array)."""
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return smallest_instance(schema[key][0], index, text)
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: smallest_instance(props[k], 0, text) for k in schema.get("required", list(props))}
+    if kind == "array":
+        n = max(1, int(schema.get("minItems", 1)))
+        return [smallest_instance(schema.get("items", {}), i, text) for i in range(n)]
+    if kind == "integer":
+        return int(schema.get("minimum", 0)) + index
+    if kind == "number":
+        return float(schema.get("minimum", 0.0)) + index
+    if kind == "boolean":
+        return True
+    text = f"{text} {index}" if index else text
+    return text[: int(schema.get("maxLength", len(text)))].ljust(int(schema.get("minLength", 0)), "x")
+
+
+def schema_responder(known: Mapping[str, str] | None = None, default: str = "ok") -> Callable[[Request], Reply]:
+    """A model for ``FakeOpenAIServer(responder=...)`` that is never short of a reply: a request
+    with a JSON schema (``response_format``) gets the schema's smallest instance; a free-form
+    prompt that contains one of ``known``'s questions gets its answer; any other, ``default``."""
+    known = dict(known or {})
+
+    def answer(req: Request) -> Reply:
+        body = req.json
+        fmt = body.get("response_format") or {}
+        schema = (fmt.get("json_schema") or {}).get("schema")
+        prompt = json.dumps(body.get("messages") or body.get("prompt"))
+        hits = [a for q, a in known.items() if json.dumps(q)[1:-1] in prompt]
+        text = json.dumps(smallest_instance(schema, text=default)) if schema else (hits[0] if hits else default)
+        n = int(body.get("n") or 1)
+        reply = chat_reply(text) if req.path.endswith("/chat/completions") else completion_reply(text)
+        choices = reply.body["choices"]
+        reply.body["choices"] = [{**choices[0], "index": i} for i in range(n)]
+        return reply
+
+    return answer

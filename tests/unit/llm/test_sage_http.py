@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fake_server import FakeOpenAIServer, chat_reply, completion_reply
+from fake_server import FakeOpenAIServer, chat_reply, completion_reply, schema_responder
 
 from ctxsel.cli.main import main
 
@@ -89,3 +89,24 @@ def test_sage_voters_share_one_request_with_n_samples() -> None:
     assert sel.answer.text == "B. Kestrel"
     assert next(t for t in sel.trace if t["step"] == "vote")["votes"] == ["B", "A", "B"]
     assert sel.usage.calls == 4 and sel.usage.tokens_in == 3 * 11 + 50  # one request's prompt for three votes
+
+
+def test_the_answer_command_prints_sage_rounds_and_counting_from_the_typed_trace(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path))
+    argv = ["answer", "--document", str(EXAMPLE), "--question", "Who built the main telescope?"]
+    # every schema gets its smallest instance: keys ["Kestrel Optical Works"], verdicts YES
+    with FakeOpenAIServer(responder=schema_responder(default="Kestrel Optical Works")) as server:
+        url = ["--method", "sage[n_perturb=0]", "--reader", f"{server.base_url}/v1", "--reader-model", "m"]
+        assert main([*argv, *url]) == 0  # "is it a counting question?" YES: it counts
+        counted = capsys.readouterr().out
+        monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path / "explore"))  # not the cached YES
+        server.push(chat_reply("NO"))  # not a counting question: it explores
+        assert main([*argv, *url, "--json"]) == 0
+        explored = json.loads(capsys.readouterr().out)["selection"]["trace"]
+        assert main([*argv, *url]) == 0  # the same, printed (the first reply comes from the cache)
+        printed = capsys.readouterr().out
+    assert "counting: Kestrel Optical Works -> 1" in counted.splitlines()
+    assert [s["step"] for s in explored][:2] == ["counting-check", "round"]
+    rounds = [line for line in printed.splitlines() if line.startswith("round ")]
+    assert rounds[0].startswith("round 1: keys Kestrel Optical Works -> 1 retrieved")
+    assert rounds[-1].endswith("sufficient: True")

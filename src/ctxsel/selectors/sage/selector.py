@@ -108,6 +108,7 @@ from ctxsel.scoring.keywords import words
 from ctxsel.selectors.base import CommonOptions, Selector, as_int
 from ctxsel.selectors.sage.graph import SentenceGraph
 from ctxsel.selectors.sage.noise import disturb, draw_lambda
+from ctxsel.selectors.sage.trace import CountingStep, RoundStep
 from ctxsel.types import Chunk, LLMUsage, RoutedAnswer, SageDetails, Selection, as_chunks
 
 _YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
@@ -493,24 +494,26 @@ class SAGE(CommonOptions, Selector):
             run.failures.append("counting question but no target could be read: explored instead")
             return None
         count, where = graph.count_mentions(variants)
-        step = {
+        step: CountingStep = {
             "step": "counting",
             "variants": variants,
             "count": count,
             "sentences": [graph.vertices[i].id for i in where],
+            "used": False,
         }
         if options:
             numbers = [option_number(o) for o in options]
             if all(n is None for n in numbers):
                 run.failures.append("counting question but no option holds a number: explored instead")
-                run.trace.append({**step, "used": False})
+                run.trace.append(dict(step))
                 return None
             known = {i: n for i, n in enumerate(numbers) if n is not None}
             best = min(known, key=lambda i: abs(known[i] - count))
             answer = f"{LETTERS[best]}. {options[best]}"
         else:
             answer = str(count)
-        run.trace.append({**step, "used": True})
+        step["used"] = True
+        run.trace.append(dict(step))
         why = (
             f"counting question: {variants[0]!r} ({len(variants)} variants) occurs {count} times "
             f"in {len(where)} sentences"
@@ -548,7 +551,7 @@ class SAGE(CommonOptions, Selector):
                 evidence[i] = max(float(rel[i]), evidence.get(i) or 0.0)
             for i in neigh:
                 evidence.setdefault(i, None)
-            step: dict[str, Any] = {
+            step: RoundStep = {
                 "step": "round",
                 "round": r,
                 "keys": keys,
@@ -563,7 +566,7 @@ class SAGE(CommonOptions, Selector):
             imp, clean, lambdas = self.importance(
                 run, question, options, self._fit_evidence(run, graph, evidence, question, options, context), rng
             )
-            step.update(importance=None if imp is None else round(imp, 4), lambdas=lambdas)
+            step["importance"], step["lambdas"] = None if imp is None else round(imp, 4), lambdas
             got = (
                 None
                 if run.out_of_window
@@ -580,8 +583,8 @@ class SAGE(CommonOptions, Selector):
             verdict = None if got is None else self._verdict(run, got, SUFFICIENT_FORMAT)
             if got is not None and verdict is None:
                 run.failures.append(f"round {r}: sufficiency verdict unreadable ({got[0][:80]!r}): treated as NO")
-            step.update(sufficient=verdict, verdict_raw=None if got is None else got[0][:200])
-            run.trace.append(step)
+            step["sufficient"], step["verdict_raw"] = verdict, None if got is None else got[0][:200]
+            run.trace.append(dict(step))
             if run.out_of_window:
                 why = f"stopped in round {r}: the evidence exceeds the model's window"
                 break
