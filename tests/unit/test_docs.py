@@ -6,7 +6,8 @@
   blocks line by line in the sandbox of ``doc_shell.py`` (the example dataset for hotpotqa-long,
   an HTTP model that answers every reply format for ``--reader``, 2 training steps). A block that
   cannot run even so says why in an HTML comment just above it: ``<!-- not-run: the reason -->``;
-  a ``python`` block marked ``<!-- after-shell -->`` runs after its page's commands, in their folder.
+  a ``python`` block marked ``<!-- after-shell -->`` runs after its page's commands, in their folder,
+  and one marked ``<!-- slow -->`` (a local model) runs with the tests marked slow.
 - docs/reference/cli.md is the CLI's own ``--help``, docs/reference/http.md the service's OpenAPI
   document: regenerate both with ``python tests/unit/test_docs.py``.
 """
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 FENCE = re.compile(r"(?:<!-- (?P<mark>[a-z-]+)(?::(?P<why>[^>]*))? -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
 #: blocks that other tests run against live servers or real frameworks (their own test names them)
-RUN_ELSEWHERE = {"readme-test", "after-shell"}
+RUN_ELSEWHERE = {"readme-test", "after-shell", "slow"}
 
 
 def blocks(lang: str, mark: str | None = None) -> list[tuple[str, str]]:
@@ -43,7 +44,13 @@ def blocks(lang: str, mark: str | None = None) -> list[tuple[str, str]]:
     return out
 
 
-@pytest.mark.parametrize(("where", "body"), blocks("python"), ids=[w for w, _ in blocks("python")])
+PYTHON_BLOCKS = [
+    *blocks("python"),
+    *(pytest.param(w, b, marks=pytest.mark.slow, id=w) for w, b in blocks("python", mark="slow")),
+]
+
+
+@pytest.mark.parametrize(("where", "body"), PYTHON_BLOCKS)
 def test_python_blocks_run(where: str, body: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ctxsel import selectors
 
