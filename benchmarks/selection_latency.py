@@ -4,7 +4,7 @@ Times ``selector.decide(scores, n_tokens)`` (the numpy-only path: rank + cut)
 for N = 1e3 .. 1e6 next to the reference implementation (the full stable
 argsort the cuts used before, ``ctxsel.selectors._reference``) in the same
 run, with the ratio, and checks on every vector that both give the same kept
-ids, k, explanation and meta; also ``np.sort`` / the stable argsort as
+ids, k, explanation and details; also ``np.sort`` / the stable argsort as
 floors, a uniform-score vector for Adaptive-k (its worst case), and the full
 ``selector.select(question, chunks, scores)`` path with prebuilt Chunk
 objects (explicit n_tokens, so nothing is tokenised) up to N = 1e5, to show
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     chunk_build_s: dict[int, float] = {}
 
     def check(spec: str, sel, scores, tokens, n: int, vector: str) -> int:
-        """The fast decide() against the reference on this vector: same ids, k, explanation, meta."""
+        """The fast decide() against the reference on this vector: same ids, k, explanation, details."""
         d = sel.decide(scores, tokens)
         order, k, explanation, meta = reference_decide(sel, scores, tokens)
         same = (
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         "paths (a full stable argsort, then the cut), timed in the same run on the same arrays. "
         f"**Results equal the reference on every vector tested: {'yes' if all_same else 'NO'}** "
         f"({sum(c['same_as_reference'] for c in checks)} of {len(checks)} checks: kept ids in order, k, "
-        "explanation, meta).",
+        "explanation, details).",
         "`ref:` rows are not used by ctxsel; they show what other rankings cost.",
         "`decide()` = `selector.decide(scores, n_tokens)`: rank + cut on arrays. "
         "`select()` = `selector.select(question, chunks, scores)` with prebuilt `Chunk` objects "

@@ -138,6 +138,29 @@ def test_i4_truncated_chunk_is_counted_warned_and_max_window_finds_the_sentence(
 
 
 @pytest.mark.model
+def test_i4_a_new_scorer_over_the_cache_counts_long_chunks_without_tokenising(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxsel.scoring.dense import DenseScorer
+    from ctxsel.scoring.windows import ModelWindow
+
+    chunks = ["Tickets cost 8 euros.", LONG_RELEVANT, "Parking is limited near the museum."]
+    first = DenseScorer(cache=tmp_path / "e.sqlite")
+    with pytest.warns(UserWarning, match="256-token window"):
+        _, notes = first.score_detailed(QUESTION, ctxsel.types.as_chunks(chunks))
+    assert notes["truncated"]["chunks"] == 1
+
+    def no_tokenising(self: object, texts: object) -> list[int]:
+        raise AssertionError(f"tokenised {texts!r}: the counts are in the cache")
+
+    monkeypatch.setattr(ModelWindow, "n_tokens", no_tokenising)
+    again = DenseScorer(cache=tmp_path / "e.sqlite")  # a new process, as far as the scorer knows
+    with pytest.warns(UserWarning, match="256-token window"):
+        _, notes_again = again.score_detailed(QUESTION, ctxsel.types.as_chunks(chunks))
+    assert notes_again == notes
+
+
+@pytest.mark.model
 def test_i5_truncated_question_is_reported(dense: object) -> None:
     from ctxsel.scoring.windows import TruncationWarning
 

@@ -27,6 +27,7 @@ import sqlite3
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,11 @@ from ctxsel.sqlite_store import SQLiteStore
 
 log = logging.getLogger("ctxsel.scoring")
 
-_SCHEMA = ["CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, dim INTEGER NOT NULL, vec BLOB NOT NULL)"]
+_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, dim INTEGER NOT NULL, vec BLOB NOT NULL)",
+    # each text's length in the model's tokens, for the window check of a process that embeds nothing
+    "CREATE TABLE IF NOT EXISTS lens (key TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+]
 
 
 def text_key(model_id: str, text: str) -> str:
@@ -128,6 +133,39 @@ class EmbeddingCache:
                 e,
             )
 
+    def get_lengths(self, keys: Sequence[str]) -> dict[str, int]:
+        """The token counts the cache has for ``keys``; a failed read is a miss."""
+        out: dict[str, int] = {}
+        if self._db is None:
+            return out
+        try:
+            for start in range(0, len(keys), 500):
+                part = list(keys[start : start + 500])
+                q = f"SELECT key, n FROM lens WHERE key IN ({','.join('?' * len(part))})"
+                rows: list[tuple[str, int]] = self._db.run("read", partial(_fetch, q, part))
+                out.update((k, int(n)) for k, n in rows if isinstance(n, int) and n >= 0)
+        except sqlite3.Error as e:
+            self._warn_once("read", "embedding cache %s: read failed (%s); its texts are embedded again", self.path, e)
+        return out
+
+    def put_lengths(self, items: dict[str, int]) -> None:
+        """Store token counts (one transaction); a failed write is a warning, never an error."""
+        if self._db is None or not items:
+            return
+        rows = list(items.items())
+
+        def write(con: sqlite3.Connection) -> None:
+            with con:
+                con.execute("BEGIN")
+                con.executemany("INSERT OR REPLACE INTO lens (key, n) VALUES (?, ?)", rows)
+
+        try:
+            self._db.run("write", write)
+        except (sqlite3.Error, OSError) as e:
+            self._warn_once(
+                "write", "embedding cache %s: write failed (%s); token counts are not being cached", self.path, e
+            )
+
     def __len__(self) -> int:
         if self._db is None:
             return 0
@@ -139,6 +177,5 @@ class EmbeddingCache:
             self._db.close()
 
 
-def _fetch(query: str, params: list[str], con: sqlite3.Connection) -> list[tuple[str, int, bytes]]:
-    rows: list[tuple[str, int, bytes]] = con.execute(query, params).fetchall()
-    return rows
+def _fetch(query: str, params: list[str], con: sqlite3.Connection) -> list[Any]:
+    return con.execute(query, params).fetchall()

@@ -419,13 +419,24 @@ class DenseScorer:
 
     def _model_lengths(self, texts: list[str], window: ModelWindow) -> list[int]:
         """Model tokens per text, or for a short ASCII text its length (an upper bound: a token spans at
-        least one byte, and the bound is within the window); remembered per text with the in-memory
-        cache, so a warm pool costs lookups. Tokenising is about 1% of embedding the same texts."""
+        least one byte, and the bound is within the window); remembered per text in memory and in the
+        embedding cache, so a warm pool costs lookups and a new process over cached texts tokenises
+        nothing (tokenising 20k 100-word texts took about 4.6 s, 1% of embedding them)."""
         lengths: dict[str, int] = self._lengths if self.cache is not None else {}
         new = [t for t in dict.fromkeys(texts) if t not in lengths]
         short = {t: len(t) for t in new if len(t) <= window.capacity and t.isascii()}
         rest = [t for t in new if t not in short]
         lengths.update(short)
-        if rest:
+        if rest and self.cache is not None:
+            keys = {t: text_key(f"{self.model_id}|tokens", t) for t in rest}
+            stored = self.cache.get_lengths(list(keys.values()))
+            known = {t: stored[k] for t, k in keys.items() if k in stored}
+            lengths.update(known)
+            rest = [t for t in rest if t not in known]
+            if rest:
+                counted = dict(zip(rest, window.n_tokens(rest)))
+                self.cache.put_lengths({keys[t]: n for t, n in counted.items()})
+                lengths.update(counted)
+        elif rest:
             lengths.update(zip(rest, window.n_tokens(rest)))
         return [lengths[t] for t in texts]
