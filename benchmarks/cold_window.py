@@ -112,7 +112,10 @@ def main() -> None:
     md = C.header_md(
         "Dense window check over cached texts, new process",
         info,
-        [f"{args.n:,} synthetic 100-word chunks (about 650 characters each, so none takes the short-ASCII shortcut and each is tokenised), their vectors in the cache"],
+        [
+            f"{args.n:,} synthetic 100-word chunks (about 650 characters each, so none takes the short-ASCII "
+            "shortcut and each is tokenised), their vectors in the cache"
+        ],
     )
     md += "\n" + C.md_table(["cache", "`score()`: median (p90), ms", "fastest"], rows, ["l", "r", "r"])
     md += f"\n\nStored token counts make a new process's first `score()` {ratio:.1f}x faster.\n"
