@@ -94,77 +94,62 @@ class EmbeddingCache:
             self._warned.add(what)
             log.warning(msg, *args)
 
-    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        """The vectors the cache has for ``keys``; a damaged row, or a read that fails, is a miss."""
-        out: dict[str, np.ndarray] = {}
+    def _rows(self, columns: str, table: str, keys: Sequence[str]) -> list[Any]:
+        """``SELECT key, columns FROM table`` for ``keys``, 500 at a time; a failed read reads as no rows."""
+        rows: list[Any] = []
         if self._db is None:
-            return out
+            return rows
         try:
             for start in range(0, len(keys), 500):
                 part = list(keys[start : start + 500])
-                q = f"SELECT key, dim, vec FROM emb WHERE key IN ({','.join('?' * len(part))})"
-                rows: list[tuple[str, int, bytes]] = self._db.run("read", partial(_fetch, q, part))
-                for key, dim, blob in rows:
-                    vec = np.frombuffer(blob, dtype=np.float32)
-                    if vec.shape[0] == dim and np.isfinite(vec).all():  # a torn or garbled row is a miss
-                        out[key] = vec
+                q = f"SELECT key, {columns} FROM {table} WHERE key IN ({','.join('?' * len(part))})"
+                rows += self._db.run("read", partial(_fetch, q, part))
         except sqlite3.Error as e:
             self._warn_once("read", "embedding cache %s: read failed (%s); its texts are embedded again", self.path, e)
-        return out
+        return rows
 
-    def put_many(self, items: dict[str, np.ndarray]) -> None:
-        """Store vectors (one transaction); a failed write is a warning, never an error."""
-        if self._db is None or not items:
+    def _put(self, statement: str, rows: list[tuple[Any, ...]], lost: str) -> None:
+        """Run ``statement`` over ``rows`` in one transaction; a failed write is a warning naming what is
+        ``lost``, never an error."""
+        if self._db is None or not rows:
             return
-        rows = [(k, int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items.items()]
 
         def write(con: sqlite3.Connection) -> None:
             with con:  # isolation_level=None: an explicit transaction, so a batch is all or nothing
                 con.execute("BEGIN")
-                con.executemany("INSERT OR REPLACE INTO emb (key, dim, vec) VALUES (?, ?, ?)", rows)
+                con.executemany(statement, rows)
 
         try:
             self._db.run("write", write)
         except (sqlite3.Error, OSError) as e:
-            self._warn_once(
-                "write",
-                "embedding cache %s: write failed (%s); vectors are not being cached (the scores are unaffected)",
-                self.path,
-                e,
-            )
+            self._warn_once("write", "embedding cache %s: write failed (%s); %s", self.path, e, lost)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors the cache has for ``keys``; a damaged row, or a read that fails, is a miss."""
+        out: dict[str, np.ndarray] = {}
+        for key, dim, blob in self._rows("dim, vec", "emb", keys):
+            vec = np.frombuffer(blob, dtype=np.float32)
+            if vec.shape[0] == dim and np.isfinite(vec).all():  # a torn or garbled row is a miss
+                out[key] = vec
+        return out
+
+    def put_many(self, items: dict[str, np.ndarray]) -> None:
+        """Store vectors (one transaction); a failed write is a warning, never an error."""
+        rows = [(k, int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items.items()]
+        self._put(
+            "INSERT OR REPLACE INTO emb (key, dim, vec) VALUES (?, ?, ?)",
+            rows,
+            "vectors are not being cached (the scores are unaffected)",
+        )
 
     def get_lengths(self, keys: Sequence[str]) -> dict[str, int]:
         """The token counts the cache has for ``keys``; a failed read is a miss."""
-        out: dict[str, int] = {}
-        if self._db is None:
-            return out
-        try:
-            for start in range(0, len(keys), 500):
-                part = list(keys[start : start + 500])
-                q = f"SELECT key, n FROM lens WHERE key IN ({','.join('?' * len(part))})"
-                rows: list[tuple[str, int]] = self._db.run("read", partial(_fetch, q, part))
-                out.update((k, int(n)) for k, n in rows if isinstance(n, int) and n >= 0)
-        except sqlite3.Error as e:
-            self._warn_once("read", "embedding cache %s: read failed (%s); its texts are embedded again", self.path, e)
-        return out
+        return {k: n for k, n in self._rows("n", "lens", keys) if isinstance(n, int) and n >= 0}
 
     def put_lengths(self, items: dict[str, int]) -> None:
         """Store token counts (one transaction); a failed write is a warning, never an error."""
-        if self._db is None or not items:
-            return
         rows = list(items.items())
-
-        def write(con: sqlite3.Connection) -> None:
-            with con:
-                con.execute("BEGIN")
-                con.executemany("INSERT OR REPLACE INTO lens (key, n) VALUES (?, ?)", rows)
-
-        try:
-            self._db.run("write", write)
-        except (sqlite3.Error, OSError) as e:
-            self._warn_once(
-                "write", "embedding cache %s: write failed (%s); token counts are not being cached", self.path, e
-            )
+        self._put("INSERT OR REPLACE INTO lens (key, n) VALUES (?, ?)", rows, "token counts are not being cached")
 
     def __len__(self) -> int:
         if self._db is None:
