@@ -120,9 +120,10 @@ class RoutedAnswer:
         }
 
 
-def _key(name: str, key: str | None = None, *, omit_none: bool = False) -> dict[str, Any]:
-    """Field metadata: the field's key in ``Selection.to_dict()["meta"]``, and whether a None is left out."""
-    return {"key": key or name, "omit_none": omit_none}
+def _meta(key: str | None = None, *, omit_none: bool = True) -> dict[str, Any]:
+    """Field metadata: the field's key in ``Selection.to_dict()["meta"]`` (default: its name), and
+    whether a None is left out."""
+    return {"key": key, "omit_none": omit_none}
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +143,7 @@ class MethodDetails:
             value = getattr(self, f.name)
             if value is None and f.metadata.get("omit_none"):
                 continue
-            out[f.metadata.get("key", f.name)] = value
+            out[f.metadata.get("key") or f.name] = value
         return out
 
 
@@ -163,26 +164,26 @@ class LDARBand(MethodDetails):
     ``l`` and ``u`` are None)."""
 
     n_ranked: int
-    #: the reward that trained the policy, its variant, and whether the band was drawn
-    #: (None in the light selections training builds for its rewards)
-    reward: str | None = None
+    #: the reward that trained the policy (its description), the network's variant, and whether
+    #: the band was drawn (None in the light selections training builds for its rewards)
+    reward: dict[str, Any] | None = None
     variant: str | None = None
     sample: bool = False
     l: int | None = None
     u: int | None = None
-    q_l: float | None = field(default=None, metadata=_key("q_l", "q_L", omit_none=True))
-    q_d: float | None = field(default=None, metadata=_key("q_d", "q_D", omit_none=True))
-    q_u: float | None = field(default=None, metadata=_key("q_u", "q_U", omit_none=True))
-    alpha_l: float | None = field(default=None, metadata=_key("alpha_l", "alpha_L", omit_none=True))
-    beta_l: float | None = field(default=None, metadata=_key("beta_l", "beta_L", omit_none=True))
-    alpha_d: float | None = field(default=None, metadata=_key("alpha_d", "alpha_D", omit_none=True))
-    beta_d: float | None = field(default=None, metadata=_key("beta_d", "beta_D", omit_none=True))
-    n_picked: int | None = field(default=None, metadata=_key("n_picked", omit_none=True))
-    mean_p: float | None = field(default=None, metadata=_key("mean_p", omit_none=True))
+    q_l: float | None = field(default=None, metadata=_meta("q_L"))
+    q_d: float | None = field(default=None, metadata=_meta("q_D"))
+    q_u: float | None = field(default=None, metadata=_meta("q_U"))
+    alpha_l: float | None = field(default=None, metadata=_meta("alpha_L"))
+    beta_l: float | None = field(default=None, metadata=_meta("beta_L"))
+    alpha_d: float | None = field(default=None, metadata=_meta("alpha_D"))
+    beta_d: float | None = field(default=None, metadata=_meta("beta_D"))
+    n_picked: int | None = field(default=None, metadata=_meta())
+    mean_p: float | None = field(default=None, metadata=_meta())
     #: True when the policy ranks more scores than it was trained on (None: unknown)
-    beyond_training_n: bool | None = field(default=None, metadata=_key("beyond_training_n", omit_none=True))
+    beyond_training_n: bool | None = field(default=None, metadata=_meta())
     #: set when the band was widened to the selector's min_k
-    widened_to_min_k: int | None = field(default=None, metadata=_key("widened_to_min_k", omit_none=True))
+    widened_to_min_k: int | None = field(default=None, metadata=_meta())
 
     @property
     def is_band(self) -> bool:
@@ -220,7 +221,7 @@ class SelfRouteDetails(MethodDetails):
     """Self-Route's routing step, beyond the route in ``Selection.answer``: why a route reply
     could not be read (it then fell back to the long context)."""
 
-    route_reply_unreadable: str | None = field(default=None, metadata=_key("route_reply_unreadable", omit_none=True))
+    route_reply_unreadable: str | None = field(default=None, metadata=_meta())
 
 
 D = TypeVar("D", bound=MethodDetails)
