@@ -97,7 +97,7 @@ def quality(args, paper_path: str, summary_path: str) -> dict:
 
     from ctxsel.datasets import load_dataset
     from ctxsel.datasets.splits import split_examples
-    from ctxsel.eval import metrics
+    from ctxsel import metrics
     from ctxsel.scoring import get_scorer
     from ctxsel.selectors.ldar.checkpoint import load_policy
     from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig
