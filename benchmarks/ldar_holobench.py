@@ -1,0 +1,220 @@
+"""Does LDAR's band move with the question? The policy trained on a mix whose relevant-chunk count varies.
+
+On hotpotqa-long every question has two gold paragraphs, and LDAR trained there learns one fixed
+band (exactly top-3: benchmarks/results/ldar_latency.md). Here the training data varies: HoloBench-
+style sets (``ctxsel make-holo``: one chunk per sentence) at several information amounts in a
+context of fixed size, so the number of relevant chunks ranges over an order of magnitude. The
+held-out sets are generated with a seed never used for training.
+
+    python benchmarks/ldar_holobench.py [--amounts 500,1k,2k,4k] [--size 8k] [--train-seeds 1,2,3]
+        [--test-seed 100] [--steps 300] [--encoder summary] [--threads 1]
+
+1. Writes the sets to --work-dir (train.jsonl: every amount x training seed; test.jsonl: every
+   amount at --test-seed), with the merge strategy cycling over uniform/begin/end/middle/bimodal.
+2. Trains LDAR with the label reward: ``ctxsel train ldar --dataset train.jsonl --reward label ...``
+   (the trainer's own 80/20 split of train.jsonl monitors it).
+3. On test.jsonl: the policy's k per query against the query's relevant-chunk count (Spearman), and
+   recall and tokens next to adaptive-k, the fixed top-k that is best on the training sets (by the
+   label reward's F2) and the fixed top-k whose training-set tokens are closest to the policy's.
+
+Writes benchmarks/results/ldar_holobench.{md,json,png}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C
+
+STRATEGIES = ("uniform", "begin", "end", "middle", "bimodal")
+K_GRID = (1, 2, 3, 5, 8, 10, 15, 20, 30, 40, 50, 75, 100, 150, 200, 300)
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    C.add_common_args(p)
+    p.add_argument("--amounts", default="500,1k,2k,4k", help="information amounts, tokens (comma-separated)")
+    p.add_argument("--size", default="8k", help="context size, tokens (default 8k)")
+    p.add_argument("--train-seeds", default="1,2,3", help="generation seeds of the training sets")
+    p.add_argument("--test-seed", type=int, default=100, help="generation seed of the held-out sets")
+    p.add_argument("--n-queries", type=int, default=30, help="queries per set (default 30)")
+    p.add_argument("--steps", type=int, default=300, help="REINFORCE steps (default 300)")
+    p.add_argument("--encoder", default="summary", help="transformer (the paper) or summary (default: fast)")
+    p.add_argument("--work-dir", type=Path, default=Path("runs/ldar/holobench"), help="sets, policy, eval")
+    return p.parse_args()
+
+
+def tokens(value: str) -> int:
+    from ctxsel.specs import spec_value
+
+    return int(spec_value(value))
+
+
+def write_sets(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    from ctxsel.datasets.holobench.generate import dumps_jsonl, make_examples
+
+    amounts = [tokens(a) for a in args.amounts.split(",")]
+    size = tokens(args.size)
+    seeds = [int(s) for s in args.train_seeds.split(",")]
+    counts: dict[str, int] = {}
+    for name, run_seeds in (("train", seeds), ("test", [args.test_seed])):
+        examples: list[dict[str, Any]] = []
+        for i, (amount, seed) in enumerate((a, s) for s in run_seeds for a in amounts):
+            gen = make_examples(amount, size=size, seed=seed, n_queries=args.n_queries, strategy=STRATEGIES[i % 5])
+            for ex in gen.examples:
+                ex["id"] = f"{name}-{amount}-{seed}-{ex['id']}"
+            examples += gen.examples
+        (work / f"{name}.jsonl").write_bytes(dumps_jsonl(examples))
+        counts[name] = len(examples)
+    return {"amounts": amounts, "size": size, "train_seeds": seeds, "n_examples": counts}
+
+
+def spearman(x: list[float], y: list[float]) -> float:
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    if len(set(x)) < 2 or len(set(y)) < 2:
+        return float("nan")
+    return float(spearmanr(np.asarray(x), np.asarray(y)).statistic)
+
+
+def rows_for(selector: Any, scored: list[tuple[Any, Any]]) -> list[dict[str, Any]]:
+    from ctxsel import metrics
+    from ctxsel.train.ldar_rewards import fbeta
+
+    out = []
+    for ex, s in scored:
+        sel = selector.select(ex.question, ex.chunks, s)
+        rec, prec = metrics.context_recall(sel.ids, ex.gold_ids), metrics.context_precision(sel.ids, ex.gold_ids)
+        out.append(
+            {"gold": len(ex.gold_ids), "k": sel.k, "tokens": sel.n_tokens, "recall": rec, "f2": fbeta(rec, prec)}
+        )
+    return out
+
+
+def mean(rows: list[dict[str, Any]], key: str) -> float:
+    return sum(r[key] for r in rows) / len(rows)
+
+
+def main() -> int:
+    args = parse_args()
+    thread_info = C.setup_threads(args.threads)
+    info = C.machine_info(thread_info, ("numpy", "torch", "onnxruntime"))
+    import numpy as np
+
+    from ctxsel.cli.main import main as ctxsel
+    from ctxsel.datasets import load_dataset
+    from ctxsel.scoring import get_scorer
+    from ctxsel.selectors import get_selector
+    from ctxsel.selectors.ldar.selector import LDAR
+
+    work = args.work_dir
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    sets = write_sets(args, work)
+    seconds = {"generate": time.perf_counter() - t0}
+    scorer = get_scorer("dense")
+    data = {name: load_dataset(str(work / f"{name}.jsonl")) for name in ("train", "test")}
+    t0 = time.perf_counter()
+    scored = {
+        name: [(ex, np.asarray(scorer.score(ex.question, ex.chunks), dtype=np.float64)) for ex in exs]
+        for name, exs in data.items()
+    }
+    seconds["embed"] = time.perf_counter() - t0
+    policy_dir = work / f"policy-{args.encoder}"
+    t0 = time.perf_counter()
+    argv = ["train", "ldar", "--dataset", str(work / "train.jsonl"), "--reward", "label", "--encoder", args.encoder]
+    argv += ["--output", str(policy_dir), "--steps", str(args.steps), "--threads", str(args.threads)]
+    if ctxsel([*argv, "--overwrite", "--no-progress"]) != 0:
+        raise SystemExit("training failed")
+    seconds["train"] = time.perf_counter() - t0
+
+    ldar = LDAR(policy=policy_dir / "policy")
+    fixed_train = {k: rows_for(get_selector(f"top-k@{k}"), scored["train"]) for k in K_GRID}
+    best_k = max(K_GRID, key=lambda k: mean(fixed_train[k], "f2"))
+    ldar_train_tokens = mean(rows_for(ldar, scored["train"]), "tokens")
+    matched_k = min(K_GRID, key=lambda k: abs(mean(fixed_train[k], "tokens") - ldar_train_tokens))
+    results = {
+        "ldar": rows_for(ldar, scored["test"]),
+        "adaptive-k": rows_for(get_selector("adaptive-k"), scored["test"]),
+        f"top-k@{best_k} (best F2 on train)": rows_for(get_selector(f"top-k@{best_k}"), scored["test"]),
+        f"top-k@{matched_k} (train tokens nearest LDAR's)": rows_for(
+            get_selector(f"top-k@{matched_k}"), scored["test"]
+        ),
+    }
+    gold = [r["gold"] for r in results["ldar"]]
+    rho = {m: spearman(gold, [r["k"] for r in rows]) for m, rows in results.items()}
+    info["loadavg_end"] = C.loadavg()
+
+    md = C.header_md(
+        "LDAR on HoloBench-style sets: does the band move with the question?",
+        info,
+        [
+            f"Sets: information amounts {sets['amounts']} tokens in {sets['size']:,}-token contexts (one chunk per "
+            f"sentence), {args.n_queries} queries a set; training seeds {sets['train_seeds']} "
+            f"({sets['n_examples']['train']} queries), held-out seed {args.test_seed} "
+            f"({sets['n_examples']['test']} queries); all-MiniLM-L6-v2 scores.",
+            f"Policy: `{args.encoder}` encoder, label reward (F2), {args.steps} REINFORCE steps "
+            f"(`ctxsel {' '.join(argv)}`); curve in {policy_dir}/reward_curve.png.",
+            "Seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()) + ".",
+        ],
+    )
+    table = [
+        [
+            m,
+            f"{100 * mean(rows, 'recall'):.1f}",
+            f"{mean(rows, 'tokens'):,.0f}",
+            f"{mean(rows, 'k'):.1f}",
+            f"{100 * mean(rows, 'f2'):.1f}",
+            f"{rho[m]:.2f}",
+        ]
+        for m, rows in results.items()
+    ]
+    md += "\n## Held-out sets\n\n" + C.md_table(
+        ["method", "recall %", "tokens", "k", "F2 %", "Spearman(gold count, k)"], table, ["l", "r", "r", "r", "r", "r"]
+    )
+    by_amount: dict[int, list[int]] = {}
+    for ex, r in zip(data["test"], results["ldar"]):
+        by_amount.setdefault(int(ex.meta.get("info_amount", 0)), []).append(r["k"])
+    md += "\n\nLDAR's k by information amount (held-out): " + ", ".join(
+        f"{a:,} tokens: {np.mean(ks):.1f} (gold {np.mean([g for g, e in zip(gold, data['test']) if int(e.meta.get('info_amount', 0)) == a]):.1f})"
+        for a, ks in sorted(by_amount.items())
+    )
+    md += f"\n\nGoal (issue 18): Spearman >= 0.8 between a query's relevant-chunk count and the policy's k; LDAR's: {rho['ldar']:.2f}.\n"
+    plot(results["ldar"], args.out / "ldar_holobench.png")
+    md += "\n![k against the relevant-chunk count](ldar_holobench.png)\n"
+    md_path, js_path = C.write_report(
+        "ldar_holobench", args.out, md, {"info": info, "sets": sets, "seconds": seconds, "rho": rho, "results": results}
+    )
+    print(md)
+    print(f"wrote {md_path}, {js_path}")
+    return 0
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    ax.scatter([r["gold"] for r in rows], [r["k"] for r in rows], s=12, alpha=0.7)
+    top = max(max(r["gold"] for r in rows), max(r["k"] for r in rows))
+    ax.plot([0, top], [0, top], color="grey", lw=0.8, ls="--", label="k = relevant count")
+    ax.set_xlabel("relevant chunks in the query's context")
+    ax.set_ylabel("chunks LDAR keeps (k)")
+    ax.set_title("LDAR on held-out HoloBench-style sets")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
