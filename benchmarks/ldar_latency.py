@@ -95,9 +95,9 @@ def quality(args, paper_path: str, summary_path: str) -> dict:
     """Both trained policies (and the paper's weights through the summary path) on the held-out questions."""
     import numpy as np
 
+    from ctxsel import metrics
     from ctxsel.datasets import load_dataset
     from ctxsel.datasets.splits import split_examples
-    from ctxsel import metrics
     from ctxsel.scoring import get_scorer
     from ctxsel.selectors.ldar.checkpoint import load_policy
     from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig
