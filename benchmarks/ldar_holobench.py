@@ -17,12 +17,14 @@ held-out sets are generated with a seed never used for training.
    recall and tokens next to adaptive-k, the fixed top-k that is best on the training sets (by the
    label reward's F2) and the fixed top-k whose training-set tokens are closest to the policy's.
 
-Writes benchmarks/results/ldar_holobench.{md,json,png}.
+Writes benchmarks/results/ldar_holobench.{md,json,png} and the reward curve,
+ldar_holobench_curve.{png,json}.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -133,6 +135,9 @@ def main() -> int:
     if ctxsel([*argv, "--overwrite", "--no-progress"]) != 0:
         raise SystemExit("training failed")
     seconds["train"] = time.perf_counter() - t0
+    args.out.mkdir(parents=True, exist_ok=True)
+    for ext in ("png", "json"):  # the reward curve beside the report
+        shutil.copyfile(policy_dir / f"reward_curve.{ext}", args.out / f"ldar_holobench_curve.{ext}")
 
     ldar = LDAR(policy=policy_dir / "policy")
     fixed_train = {k: rows_for(get_selector(f"top-k@{k}"), scored["train"]) for k in K_GRID}
@@ -165,7 +170,7 @@ def main() -> int:
             f"({sets['n_examples']['train']} queries), held-out seed {args.test_seed} "
             f"({sets['n_examples']['test']} queries); all-MiniLM-L6-v2 scores.",
             f"Policy: `{args.encoder}` encoder, label reward (F2), {args.steps} REINFORCE steps "
-            f"(`ctxsel {' '.join(argv)}`); curve in {policy_dir}/reward_curve.png.",
+            f"(`ctxsel {' '.join(argv)}`); reward curve: ldar_holobench_curve.png.",
             "Seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()) + ".",
         ],
     )
