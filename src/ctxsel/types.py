@@ -186,8 +186,9 @@ class LDARBand(MethodDetails):
     widened_to_min_k: int | None = field(default=None, metadata=_meta())
 
     @property
-    def is_band(self) -> bool:
-        return self.l is not None and self.u is not None
+    def ranks(self) -> tuple[int, int] | None:
+        """``(l, u)`` for a band, None for Bernoulli picks."""
+        return None if self.l is None or self.u is None else (self.l, self.u)
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,10 +236,10 @@ def plot_similarity_curve(path: Path, ex: Example, scores: np.ndarray, selectors
         if m == "full" or sel.needs_llm or not sel.needs_scores:
             continue
         d = sel.decide(scores, tokens)
-        band = d.details
-        if isinstance(band, LDARBand) and band.l is not None and band.u is not None:
-            # a band: descending ranks n-u+1 .. n-l+1, shaded
-            lo, hi = band.n_ranked - band.u + 1, band.n_ranked - band.l + 1
+        band = d.details if isinstance(d.details, LDARBand) else None
+        if band is not None and band.ranks is not None:  # a band: descending ranks n-u+1 .. n-l+1, shaded
+            l, u = band.ranks
+            lo, hi = band.n_ranked - u + 1, band.n_ranked - l + 1
             ax.axvspan(lo - 0.5, hi + 0.5, color=colors(j % 20), alpha=0.2, label=f"{m}: ranks {lo}-{hi}")
             continue
         ax.axvline(d.k + 0.5, color=colors(j % 20), ls="--", lw=0.9, label=f"{m}: k={d.k}")

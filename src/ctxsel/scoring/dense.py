@@ -427,16 +427,14 @@ class DenseScorer:
         short = {t: len(t) for t in new if len(t) <= window.capacity and t.isascii()}
         rest = [t for t in new if t not in short]
         lengths.update(short)
-        if rest and self.cache is not None:
-            keys = {t: text_key(f"{self.model_id}|tokens", t) for t in rest}
-            stored = self.cache.get_lengths(list(keys.values()))
-            known = {t: stored[k] for t, k in keys.items() if k in stored}
-            lengths.update(known)
-            rest = [t for t in rest if t not in known]
-            if rest:
-                counted = dict(zip(rest, window.n_tokens(rest)))
+        keys = {t: text_key(f"{self.model_id}|tokens", t) for t in rest} if self.cache is not None else {}
+        if keys:
+            stored = self.cache.get_lengths(list(keys.values())) if self.cache is not None else {}
+            lengths.update((t, stored[k]) for t, k in keys.items() if k in stored)
+            rest = [t for t in rest if t not in lengths]
+        if rest:
+            counted = dict(zip(rest, window.n_tokens(rest)))
+            lengths.update(counted)
+            if self.cache is not None:
                 self.cache.put_lengths({keys[t]: n for t, n in counted.items()})
-                lengths.update(counted)
-        elif rest:
-            lengths.update(zip(rest, window.n_tokens(rest)))
         return [lengths[t] for t in texts]

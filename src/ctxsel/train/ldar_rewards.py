@@ -102,9 +102,9 @@ def label_reward(
 
 def band_key(example: Example, sel: Selection) -> str:
     """(example id, l, u) for a band; (example id, hash of the ids) otherwise."""
-    band = sel.details
-    if isinstance(band, LDARBand) and band.l is not None and band.u is not None:
-        return f"{example.id}|{band.l}|{band.u}"
+    ranks = sel.details.ranks if isinstance(sel.details, LDARBand) else None
+    if ranks is not None:
+        return f"{example.id}|{ranks[0]}|{ranks[1]}"
     h = hashlib.sha1("\x1f".join(sorted(sel.ids)).encode("utf-8")).hexdigest()[:16]
     return f"{example.id}|ids:{h}"
 

@@ -179,7 +179,7 @@ class LDAR(RankingSelector):
         if flat and n_finite > 1:
             what += " (all scores equal: ranks follow position)"
         if len(band) < min(self.min_k, n_finite):
-            band = self._widen(band, ranked, contiguous=details.is_band)
+            band = self._widen(band, ranked, contiguous=details.ranks is not None)
             details = replace(details, widened_to_min_k=self.min_k)
             what += f"; widened to min_k={self.min_k}"
         rest_mask = np.ones(n, dtype=bool)
@@ -207,7 +207,7 @@ class LDAR(RankingSelector):
     def select(self, question: str, chunks: Any, scores: Any = None, *, choices: Any = None) -> Selection:
         sel = super().select(question, chunks, scores)
         b = sel.details
-        if isinstance(b, LDARBand) and b.is_band:
+        if isinstance(b, LDARBand) and b.ranks is not None:
             sel.trace = [
                 {"step": "policy", "alpha_L": b.alpha_l, "beta_L": b.beta_l, "alpha_D": b.alpha_d, "beta_D": b.beta_d},
                 {"step": "quantiles", "q_L": b.q_l, "q_D": b.q_d, "q_U": b.q_u, "sampled": self.sample},
