@@ -169,3 +169,56 @@ def test_warm_start_from_a_trained_policy(tmp_path: Path) -> None:
             progress=False,
             init_policy=tmp_path / "a" / "policy",
         )
+
+
+def constant_reward(examples, selections, **kw):
+    return [0.5] * len(examples)
+
+
+@pytest.mark.parametrize("head", ["band", "bernoulli"])
+def test_the_entropy_bonus_alone_widens_the_policy(tmp_path: Path, head: str) -> None:
+    # a constant reward gives every band the same advantage (zero): only the entropy term moves the weights
+    cfg = PolicyConfig(**{**SMALL.to_dict(), "head": head})
+    runs = {}
+    for coef in (0.0, 0.05):
+        trainer = Trainer(
+            synthetic(m=8, n=15),
+            constant_reward,
+            tmp_path / str(coef),
+            cfg,
+            TrainConfig(steps=15, batch_size=8, lr=3e-3, eval_every=0, checkpoint_every=0, entropy_coef=coef),
+            progress=False,
+        )
+        trainer.train()
+        runs[coef] = [r["entropy"] for r in trainer.curve]
+    assert runs[0.0][-1] == pytest.approx(runs[0.0][0], abs=1e-5)  # no advantage, no bonus: nothing moves
+    assert runs[0.05][-1] > runs[0.05][0] + 1e-3
+
+
+def test_per_question_baselines_and_the_cosine_schedule(tmp_path: Path) -> None:
+    items = synthetic(m=6, n=12)
+    cfg = TrainConfig(
+        steps=5, batch_size=6, lr=1e-3, eval_every=0, checkpoint_every=0, baseline="question",
+        normalize_advantages=True, lr_schedule="cosine",
+    )  # fmt: skip
+    trainer = Trainer(items, LabelReward(), tmp_path, SMALL, cfg, progress=False)
+    first = trainer.train_step()
+    # every question of the batch now has its own baseline: its first reward
+    assert set(trainer.question_baselines) == {it.example.id for it in items}
+    snapshot = dict(trainer.question_baselines)
+    second = trainer.train_step()
+    assert second["baseline_used"] == pytest.approx(np.mean(list(snapshot.values())))
+    assert first["lr"] == pytest.approx(1e-3)
+    trainer.train()
+    assert trainer.curve[-1]["lr"] == pytest.approx(1e-4)  # lr / 10 at the last step
+    # the per-question baselines are part of the resumable state
+    again = Trainer(items, LabelReward(), tmp_path, SMALL, cfg, progress=False)
+    assert again.question_baselines == pytest.approx(trainer.question_baselines)
+
+
+@pytest.mark.parametrize(
+    "bad", [{"baseline": "median"}, {"lr_schedule": "linear"}, {"entropy_coef": -0.1}, {"entropy_coef": float("nan")}]
+)
+def test_bad_stability_options_are_refused(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        TrainConfig(**bad)

@@ -29,6 +29,8 @@ DEFAULT_EVAL_METHODS = "adaptive-k,top-k@5,top-k@10,full"
 #: The flags generated from the config dataclasses (ctxsel.cli.dataclass_args): the network's, the trainer's.
 NETWORK_FLAGS = ["head", "encoder", "embedding"]
 TRAIN_FLAGS = ["steps", "batch_size", "lr", "seed", "snap_top", "threads", "checkpoint_every", "eval_every"]
+#: Options against collapse to one band (off by default: the paper's Table 4 has none of them).
+STABILITY_FLAGS = ["baseline", "normalize_advantages", "entropy_coef", "lr_schedule"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -65,6 +67,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="start from this trained policy's weights (e.g. a label-trained one before --reward llm)",
     )
     add_dataclass_arguments(t, TrainConfig, ["seed", "threads", "checkpoint_every", "eval_every"])
+    add_dataclass_arguments(
+        p.add_argument_group("against collapse to one band (off by default: not in the paper)"),
+        TrainConfig,
+        STABILITY_FLAGS,
+    )
     t.add_argument(
         "--train-fraction",
         type=float,
@@ -169,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         reward = CostRegularized(reward, args.cost_weight)
 
     policy_config = from_args(PolicyConfig, args, NETWORK_FLAGS)
-    train_config = from_args(TrainConfig, args, TRAIN_FLAGS, random_reference=args.reward == "label")
+    train_config = from_args(TrainConfig, args, TRAIN_FLAGS + STABILITY_FLAGS, random_reference=args.reward == "label")
     info = {
         "dataset": args.dataset,
         "scorer": _scorer_id(scorer),

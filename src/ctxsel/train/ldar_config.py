@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ctxsel.errors import InputError
 
@@ -20,6 +20,26 @@ class TrainConfig:
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-8
     baseline_ema: float = 0.5
+    # Against collapse to one band on mixed data (all off by default: Table 4 lists none of them).
+    baseline: Literal["ema", "question"] = field(
+        default="ema",
+        metadata={
+            "help": "ema: one EMA of the batch means (the paper); question: each question's own EMA of its "
+            "rewards (a question seen for the first time uses the batch EMA), so easy and hard questions, or "
+            "data sets whose rewards differ in scale, do not pull the band one way"
+        },
+    )
+    normalize_advantages: bool = field(
+        default=False, metadata={"help": "divide a batch's advantages by their standard deviation"}
+    )
+    entropy_coef: float = field(
+        default=0.0,
+        metadata={"help": "entropy bonus: add this times the policy's mean entropy to the objective (0: none)"},
+    )
+    lr_schedule: Literal["constant", "cosine"] = field(
+        default="constant",
+        metadata={"help": "constant (the paper), or cosine decay from --lr to a tenth of it over --steps"},
+    )
     seed: int = field(default=0, metadata={"help": "seed of the network's initialisation and the sampling"})
     snap_top: bool = field(
         default=True,
@@ -42,6 +62,12 @@ class TrainConfig:
             raise InputError(f"need steps >= 0 and batch_size >= 1, got {self.steps}, {self.batch_size}")
         if not 0 <= self.baseline_ema < 1:
             raise InputError(f"baseline_ema must be in [0, 1), got {self.baseline_ema}")
+        if self.baseline not in ("ema", "question"):
+            raise InputError(f"baseline must be 'ema' or 'question', got {self.baseline!r}")
+        if self.lr_schedule not in ("constant", "cosine"):
+            raise InputError(f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
+        if not self.entropy_coef >= 0:
+            raise InputError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
 
     def identity(self) -> dict[str, Any]:
         """The settings a resumed run must share (steps may grow, threads may change)."""

@@ -181,6 +181,13 @@ class PolicyOutput:
         lp = -F.binary_cross_entropy_with_logits(self.logits, picks.to(self.logits.dtype), reduction="none")
         return (lp * self.mask).sum(-1)
 
+    def bernoulli_entropy(self) -> torch.Tensor:
+        """Mean entropy of the real chunks' Bernoulli picks, per question."""
+        assert self.logits is not None and self.mask is not None
+        p = torch.sigmoid(self.logits)
+        h = F.binary_cross_entropy_with_logits(self.logits, p, reduction="none")
+        return (h * self.mask).sum(-1) / self.mask.sum(-1).clamp(min=1)
+
 
 def upper_quantile(q_l: torch.Tensor, q_d: torch.Tensor) -> torch.Tensor:
     """q_U = q_L + (1 - q_L) * q_D: in [q_L, 1] by construction."""
