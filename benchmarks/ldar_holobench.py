@@ -17,8 +17,13 @@ held-out sets are generated with a seed never used for training.
    recall and tokens next to adaptive-k, the fixed top-k that is best on the training sets (by the
    label reward's F2) and the fixed top-k whose training-set tokens are closest to the policy's.
 
-Writes benchmarks/results/ldar_holobench.{md,json,png} and the reward curve,
-ldar_holobench_curve.{png,json}.
+``--mix-hotpotqa`` adds hotpotqa-long's training split (80 questions, two gold paragraphs among
+991) to the training file and reports its test split (20 questions) beside the fixed top-k that is
+best on hotpotqa's training questions; ``--train-args`` passes options to ``ctxsel train ldar`` (the
+options against collapse to one band: ``--baseline question --normalize-advantages --entropy-coef
+0.01 --lr-schedule cosine``). ``--name`` names the report (default ldar_holobench).
+
+Writes benchmarks/results/NAME.{md,json,png} and the reward curve, NAME_curve.{png,json}.
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=300, help="REINFORCE steps (default 300)")
     p.add_argument("--encoder", default="summary", help="transformer (the paper) or summary (default: fast)")
     p.add_argument("--work-dir", type=Path, default=Path("runs/ldar/holobench"), help="sets, policy, eval")
+    p.add_argument("--mix-hotpotqa", action="store_true", help="train on hotpotqa-long's training split too")
+    p.add_argument("--train-args", default="", help="more `ctxsel train ldar` options, e.g. '--entropy-coef 0.01'")
+    p.add_argument("--name", default="ldar_holobench", help="report name (default ldar_holobench)")
     return p.parse_args()
 
 
@@ -71,9 +79,30 @@ def write_sets(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             for ex in gen.examples:
                 ex["id"] = f"{name}-{amount}-{seed}-{ex['id']}"
             examples += gen.examples
+        if name == "train" and args.mix_hotpotqa:
+            examples += [example_dict(ex, "hotpotqa-") for ex in hotpotqa_split("train")]
         (work / f"{name}.jsonl").write_bytes(dumps_jsonl(examples))
         counts[name] = len(examples)
     return {"amounts": amounts, "size": size, "train_seeds": seeds, "n_examples": counts}
+
+
+def hotpotqa_split(part: str) -> list[Any]:
+    """hotpotqa-long's fixed training or test split (ctxsel.datasets.splits, seed 0)."""
+    from ctxsel.datasets.hotpotqa import load_hotpotqa_long
+    from ctxsel.datasets.splits import split_examples
+
+    return split_examples(load_hotpotqa_long(), part)  # type: ignore[arg-type]
+
+
+def example_dict(ex: Any, prefix: str) -> dict[str, Any]:
+    """An Example in ctxsel's generic JSONL format, its id prefixed (token counts kept)."""
+    return {
+        "id": prefix + ex.id,
+        "question": ex.question,
+        "chunks": [{"id": c.id, "text": c.text, "doc_id": c.doc_id, "position": c.position} for c in ex.chunks],
+        "gold_ids": list(ex.gold_ids),
+        "answers": list(ex.answers),
+    }
 
 
 def spearman(x: list[float], y: list[float]) -> float:
@@ -132,17 +161,19 @@ def main() -> int:
     t0 = time.perf_counter()
     argv = ["train", "ldar", "--dataset", str(work / "train.jsonl"), "--reward", "label", "--encoder", args.encoder]
     argv += ["--output", str(policy_dir), "--steps", str(args.steps), "--threads", str(args.threads)]
+    argv += args.train_args.split()
     if ctxsel([*argv, "--overwrite", "--no-progress"]) != 0:
         raise SystemExit("training failed")
     seconds["train"] = time.perf_counter() - t0
     args.out.mkdir(parents=True, exist_ok=True)
     for ext in ("png", "json"):  # the reward curve beside the report
-        shutil.copyfile(policy_dir / f"reward_curve.{ext}", args.out / f"ldar_holobench_curve.{ext}")
+        shutil.copyfile(policy_dir / f"reward_curve.{ext}", args.out / f"{args.name}_curve.{ext}")
 
     ldar = LDAR(policy=policy_dir / "policy")
-    fixed_train = {k: rows_for(get_selector(f"top-k@{k}"), scored["train"]) for k in K_GRID}
+    holo_train = [(ex, sc) for ex, sc in scored["train"] if not ex.id.startswith("hotpotqa-")]
+    fixed_train = {k: rows_for(get_selector(f"top-k@{k}"), holo_train) for k in K_GRID}
     best_k = max(K_GRID, key=lambda k: mean(fixed_train[k], "f2"))
-    ldar_train_tokens = mean(rows_for(ldar, scored["train"]), "tokens")
+    ldar_train_tokens = mean(rows_for(ldar, holo_train), "tokens")
     matched_k = min(K_GRID, key=lambda k: abs(mean(fixed_train[k], "tokens") - ldar_train_tokens))
     results = {
         "ldar": rows_for(ldar, scored["test"]),
@@ -159,6 +190,7 @@ def main() -> int:
     ldar_tokens = mean(results["ldar"], "tokens")
     at_equal = float(np.interp(ldar_tokens, [mean(c, "tokens") for c in curve], [mean(c, "recall") for c in curve]))
     gain = 100 * (mean(results["ldar"], "recall") - at_equal)
+    hotpot = hotpotqa_rows(ldar, scorer) if args.mix_hotpotqa else None
     info["loadavg_end"] = C.loadavg()
 
     md = C.header_md(
@@ -170,7 +202,13 @@ def main() -> int:
             f"({sets['n_examples']['train']} queries), held-out seed {args.test_seed} "
             f"({sets['n_examples']['test']} queries); all-MiniLM-L6-v2 scores.",
             f"Policy: `{args.encoder}` encoder, label reward (F2), {args.steps} REINFORCE steps "
-            f"(`ctxsel {' '.join(argv)}`); reward curve: ldar_holobench_curve.png.",
+            f"(`ctxsel {' '.join(argv)}`); reward curve: {args.name}_curve.png."
+            + (
+                f" The training file also holds hotpotqa-long's training split ({len(scored['train']) - len(holo_train)}"
+                " questions); the fixed top-k rows below are chosen on the HoloBench-style training sets."
+                if args.mix_hotpotqa
+                else ""
+            ),
             "Seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()) + ".",
         ],
     )
@@ -204,17 +242,68 @@ def main() -> int:
         f"(LDAR: {rho['ldar']:.2f}); recall at equal tokens >= 5 points above fixed top-k (LDAR: {gain:+.1f} "
         "points against top-k on the held-out recall/tokens curve at LDAR's mean tokens).\n"
     )
-    plot(results["ldar"], args.out / "ldar_holobench.png")
-    md += "\n![k against the relevant-chunk count](ldar_holobench.png)\n"
+    if hotpot is not None:
+        md += "\n## hotpotqa-long test split (20 questions, never trained on)\n\n" + C.md_table(
+            ["method", "recall %", "tokens", "k", "F2 %"],
+            [
+                [
+                    m,
+                    f"{100 * mean(r, 'recall'):.1f}",
+                    f"{mean(r, 'tokens'):,.0f}",
+                    f"{mean(r, 'k'):.1f}",
+                    f"{100 * mean(r, 'f2'):.1f}",
+                ]
+                for m, r in hotpot["rows"].items()
+            ],
+            ["l", "r", "r", "r", "r"],
+        )
+        md += (
+            f"\n\nGoal (issue 18): on this split LDAR no worse than the fixed top-k best on the training data "
+            f"(top-k@{hotpot['best_k']}, best F2 on hotpotqa's 80 training questions): recall "
+            f"{100 * mean(hotpot['rows']['ldar'], 'recall'):.1f} against "
+            f"{100 * mean(hotpot['rows'][hotpot['best_label']], 'recall'):.1f}, F2 "
+            f"{100 * mean(hotpot['rows']['ldar'], 'f2'):.1f} against "
+            f"{100 * mean(hotpot['rows'][hotpot['best_label']], 'f2'):.1f}.\n"
+        )
+    plot(results["ldar"], args.out / f"{args.name}.png")
+    md += f"\n![k against the relevant-chunk count]({args.name}.png)\n"
     md_path, js_path = C.write_report(
-        "ldar_holobench",
+        args.name,
         args.out,
         md,
-        {"info": info, "sets": sets, "seconds": seconds, "rho": rho, "gain_at_equal_tokens": gain, "results": results},
+        {
+            "info": info,
+            "sets": sets,
+            "seconds": seconds,
+            "rho": rho,
+            "gain_at_equal_tokens": gain,
+            "results": results,
+            "hotpotqa": hotpot,
+        },
     )
     print(md)
     print(f"wrote {md_path}, {js_path}")
     return 0
+
+
+def hotpotqa_rows(ldar: Any, scorer: Any) -> dict[str, Any]:
+    """LDAR on hotpotqa-long's test split beside adaptive-k and the top-k best (F2) on its training split."""
+    import numpy as np
+
+    from ctxsel.selectors import get_selector
+
+    scored = {
+        part: [(ex, np.asarray(scorer.score(ex.question, ex.chunks), dtype=np.float64)) for ex in hotpotqa_split(part)]
+        for part in ("train", "test")
+    }
+    best_k = max(K_GRID, key=lambda k: mean(rows_for(get_selector(f"top-k@{k}"), scored["train"]), "f2"))
+    label = f"top-k@{best_k} (best F2 on hotpotqa train)"
+    rows = {
+        "ldar": rows_for(ldar, scored["test"]),
+        "adaptive-k": rows_for(get_selector("adaptive-k"), scored["test"]),
+        label: rows_for(get_selector(f"top-k@{best_k}"), scored["test"]),
+    }
+    return {"best_k": best_k, "best_label": label, "rows": rows}
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
