@@ -290,6 +290,7 @@ def stage_times(body: bytes) -> list[tuple[str, dict[str, Any]]]:
 
     from ctxsel.selectors import get_selector
     from ctxsel.service.app import Service
+    from ctxsel.service.cancel import CancelToken
     from ctxsel.service.models import SelectionOut, SelectRequest
     from ctxsel.service.settings import ServiceSettings
     from ctxsel.tokens import clear_count_cache
@@ -297,15 +298,15 @@ def stage_times(body: bytes) -> list[tuple[str, dict[str, Any]]]:
     service = Service(ServiceSettings(scorer="keywords"))
     parsed = from_json(body)
     req = SelectRequest.model_validate(parsed)
-    chunks = Service.chunks(req)
+    chunks = service.chunks(req)
     selector = get_selector(req.method)
-    scores = service.scores(req, chunks, selector)
+    scores = service.given_scores(req, len(chunks))
     sel = selector.select(req.question, chunks, scores)
     kind = "embeddings to cosine (numpy)" if req.embeddings is not None else "the sent scores as an array"
 
     def cold_chunks() -> Any:
         clear_count_cache()
-        return Service.chunks(req)
+        return service.chunks(req)
 
     sent = all(not isinstance(c, str) and c.n_tokens is not None for c in req.chunks or [])
     rows = [
@@ -314,19 +315,19 @@ def stage_times(body: bytes) -> list[tuple[str, dict[str, Any]]]:
         ("validate: SelectRequest.model_validate", lambda: SelectRequest.model_validate(parsed)),
     ]
     if sent:
-        rows.append(("chunks: Chunk objects with the client's n_tokens (nothing counted)", lambda: Service.chunks(req)))
+        rows.append(("chunks: Chunk objects with the client's n_tokens (nothing counted)", lambda: service.chunks(req)))
     else:
         rows += [
             ("chunks: Chunk objects, cl100k counts of new texts (count cache cleared first)", cold_chunks),
-            ("chunks: Chunk objects, texts seen before (counts from the LRU)", lambda: Service.chunks(req)),
+            ("chunks: Chunk objects, texts seen before (counts from the LRU)", lambda: service.chunks(req)),
         ]
     rows += [
-        (f"scores: {kind}", lambda: service.scores(req, chunks, selector)),
+        (f"scores: {kind}", lambda: service.given_scores(req, len(chunks))),
         (f"select: {req.method} on the scores, Selection", lambda: selector.select(req.question, chunks, scores)),
         ("respond: to_dict + SelectionOut validation", lambda: SelectionOut.model_validate(sel.to_dict())),
         (
             "(whole path in process: parse to response dict, counts remembered)",
-            lambda: service.select(SelectRequest.model_validate(from_json(body))).to_dict(),
+            lambda: service.select(SelectRequest.model_validate(from_json(body)), CancelToken()).to_dict(),
         ),
     ]
     return [
