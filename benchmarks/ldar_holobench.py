@@ -263,7 +263,9 @@ def main() -> int:
             f"{100 * mean(hotpot['rows']['ldar'], 'recall'):.1f} against "
             f"{100 * mean(hotpot['rows'][hotpot['best_label']], 'recall'):.1f}, F2 "
             f"{100 * mean(hotpot['rows']['ldar'], 'f2'):.1f} against "
-            f"{100 * mean(hotpot['rows'][hotpot['best_label']], 'f2'):.1f}.\n"
+            f"{100 * mean(hotpot['rows'][hotpot['best_label']], 'f2'):.1f}. At LDAR's own "
+            f"{mean(hotpot['rows']['ldar'], 'tokens'):,.0f} tokens, fixed top-k (this split's recall/tokens curve, "
+            f"interpolated) has {100 * hotpot['topk_recall_at_ldar_tokens']:.1f}% recall.\n"
         )
     plot(results["ldar"], args.out / f"{args.name}.png")
     md += f"\n![k against the relevant-chunk count]({args.name}.png)\n"
@@ -303,7 +305,11 @@ def hotpotqa_rows(ldar: Any, scorer: Any) -> dict[str, Any]:
         "adaptive-k": rows_for(get_selector("adaptive-k"), scored["test"]),
         label: rows_for(get_selector(f"top-k@{best_k}"), scored["test"]),
     }
-    return {"best_k": best_k, "best_label": label, "rows": rows}
+    # fixed top-k at LDAR's tokens: the test split's recall/tokens curve of top-k, interpolated
+    curve = [rows_for(get_selector(f"top-k@{k}"), scored["test"]) for k in range(1, 31)]
+    tokens = mean(rows["ldar"], "tokens")
+    at_equal = float(np.interp(tokens, [mean(c, "tokens") for c in curve], [mean(c, "recall") for c in curve]))
+    return {"best_k": best_k, "best_label": label, "rows": rows, "topk_recall_at_ldar_tokens": at_equal}
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
