@@ -41,6 +41,9 @@ GROUPS = {
     # (their prompts stay far below 8k tokens, so the window does not matter).
     "picker": (20, "context-picker", None),
     "sage": (20, "sage", None),
+    # The full window and Self-Route (which falls back to it) alone: each question reads up to 8k tokens.
+    "full": (20, "full", 8192),
+    "self-route": (20, "self-route", 8192),
 }
 
 COLUMNS = (
@@ -120,6 +123,29 @@ def run_eval(
     return {"command": "ctxsel " + " ".join(cmd), "questions": limit or "all", "window": window, "summary": summary}
 
 
+def previous_runs(path: Path, now: dict) -> dict:
+    """The groups of the last report that this call did not run (each keeps its own date and commit)."""
+    if not path.is_file():
+        return {}
+    report = json.loads(path.read_text())
+    machine = report.get("machine", {})
+    return {
+        name: {"date": machine.get("date"), "git": machine.get("git"), **run}
+        for name, run in report.get("runs", {}).items()
+        if name not in now
+    }
+
+
+def best_rows(runs: dict) -> dict[str, str]:
+    """method -> the group whose row has the most questions (later groups win ties: they are the newer runs)."""
+    best: dict[str, tuple[int, str]] = {}
+    for name, run in runs.items():
+        for method, row in run["summary"].items():
+            if isinstance(row, dict) and "n" in row and row["n"] >= best.get(method, (0, ""))[0]:
+                best[method] = (int(row["n"]), name)
+    return {m: name for m, (_, name) in best.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--reader", default="local")
@@ -136,6 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run nothing: table the rows the runs have written so far (n per method)",
     )
+    p.add_argument(
+        "--keep-previous",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep the groups of the previous report that this call does not run (default: on)",
+    )
     add_common_args(p)
     args = p.parse_args(argv)
     info = machine_info(setup_threads(args.threads), versions=("llama_cpp",))
@@ -144,9 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.groups.split(","):
         limit, methods, n_ctx = GROUPS[name]
         runs[name] = run_eval("test", limit, methods, f"{args.output}_{name}", args, n_ctx)
+        runs[name].update(date=info["date"], git=info["git"])
     if args.all_methods:
         runs["all 100"] = run_eval(None, None, args.all_methods, f"{args.output}_all", args)
+        runs["all 100"].update(date=info["date"], git=info["git"])
     info["loadavg_end"] = loadavg()
+    if args.keep_previous:
+        runs = {**previous_runs(args.out / "reader_hotpotqa.json", runs), **runs}
 
     lines = [
         header_md(
@@ -160,16 +196,26 @@ def main(argv: list[str] | None = None) -> int:
         "| method | group | questions | " + " | ".join(h for _, h, _ in COLUMNS) + " |",
         "|---|---|---:|" + "|".join("---:" for _ in COLUMNS) + "|",
     ]
+    best = best_rows(runs)
     for name, run in runs.items():
         for method, row in run["summary"].items():
-            if not isinstance(row, dict) or "n" not in row:
+            if best.get(method) != name:
                 continue
             lines.append(
                 f"| {method} | {name} | {row['n']} | " + " | ".join(_cell(row.get(k), f) for k, _, f in COLUMNS) + " |"
             )
     lines += [
         "",
-        *(f"- {name}: `{r['command']}` (reader window {r['window'] or '?'} tokens)" for name, r in runs.items()),
+        *(
+            f"- {name}: `{r['command']}` (reader window {r['window'] or '?'} tokens; "
+            f"{r.get('date', '?')[:10]}, git {r.get('git', '?')})"
+            for name, r in runs.items()
+            if name in best.values()
+        ),
+        "",
+        "A method that ran in several groups is listed once, from the group with the most questions (the newest "
+        "run on a tie). Groups not run by this call are carried over from the previous report with their own date "
+        "and commit (`--no-keep-previous` drops them).",
     ]
     md = "\n".join(lines) + "\n"
     write_report("reader_hotpotqa", args.out, md, {"machine": info, "runs": runs})
