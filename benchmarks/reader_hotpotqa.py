@@ -44,7 +44,11 @@ GROUPS = {
     # The full window and Self-Route (which falls back to it) alone: each question reads up to 8k tokens.
     "full": (20, "full", 8192),
     "self-route": (20, "self-route", 8192),
+    # adaptive-k alone, so that its rows can be paired with a partial full group question by question.
+    "adaptive-k": (20, "adaptive-k", 8192),
 }
+#: (group, method) pairs compared on the questions both have answered (see paired()).
+PAIRS = ((("adaptive-k", "adaptive-k"), ("full", "full")),)
 
 COLUMNS = (
     ("score", "SubEM %", "pct"),
@@ -121,6 +125,35 @@ def run_eval(
         else json.loads((Path(output) / "summary.json").read_text())["methods"]
     )
     return {"command": "ctxsel " + " ".join(cmd), "questions": limit or "all", "window": window, "summary": summary}
+
+
+def paired(output: str, a: tuple[str, str], b: tuple[str, str]) -> dict | None:
+    """Two methods on the questions both have rows for (their own groups' results.jsonl): mean SubEM,
+    EM, F1 and tokens of each, and how many questions. None when either run is missing."""
+    from ctxsel.eval.results import ResultLog
+
+    rows = {}
+    for group, method in (a, b):
+        path = Path(f"{output}_{group}") / "results.jsonl"
+        if not path.is_file():
+            return None
+        with ResultLog(path) as log:
+            rows[method] = {r["example_id"]: r for r in log.rows if r["method"] == method and not r.get("error")}
+    common = sorted(set(rows[a[1]]) & set(rows[b[1]]))
+    if not common:
+        return None
+
+    def means(m: str) -> dict:
+        rs = [rows[m][q] for q in common]
+        keys = ("subem", "em", "f1", "n_tokens", "reduction")
+        return {k: sum(float(r.get(k) or 0.0) for r in rs) / len(rs) for k in keys}
+
+    return {
+        "questions": common,
+        a[1]: means(a[1]),
+        b[1]: means(b[1]),
+        "pool_tokens": rows[b[1]][common[0]].get("full_tokens"),
+    }
 
 
 def previous_runs(path: Path, now: dict) -> dict:
@@ -217,8 +250,21 @@ def main(argv: list[str] | None = None) -> int:
         "run on a tie). Groups not run by this call are carried over from the previous report with their own date "
         "and commit (`--no-keep-previous` drops them).",
     ]
+    pairs = [x for x in (paired(args.output, a, b) for a, b in PAIRS) if x]
+    for (a, b), pair in zip(PAIRS, pairs):
+        n, pool = len(pair["questions"]), pair["pool_tokens"] or 0
+        ra, rb = pair[a[1]], pair[b[1]]
+        lines += [
+            "",
+            f"**{a[1]} against {b[1]} on the {n} test questions both have answered**: SubEM "
+            f"{100 * ra['subem']:.1f} against {100 * rb['subem']:.1f}, EM {100 * ra['em']:.1f} against "
+            f"{100 * rb['em']:.1f}, F1 {100 * ra['f1']:.1f} against {100 * rb['f1']:.1f}; {a[1]} selects "
+            f"{ra['n_tokens']:,.0f} tokens, {100 * ra['n_tokens'] / pool:.2f}% of the {pool:,}-token pool."
+            if pool
+            else "",
+        ]
     md = "\n".join(lines) + "\n"
-    write_report("reader_hotpotqa", args.out, md, {"machine": info, "runs": runs})
+    write_report("reader_hotpotqa", args.out, md, {"machine": info, "runs": runs, "paired": pairs})
     print(md)
     return 0
 
