@@ -257,12 +257,6 @@ class Trainer:
 
     def _act(
         self, batch: Sequence[TrainItem], deterministic: bool
-    ) -> tuple[list[Selection], torch.Tensor | None, dict[str, Any]]:
-        sels, logp, _, stats = self._act_with_entropy(batch, deterministic)
-        return sels, logp, stats
-
-    def _act_with_entropy(
-        self, batch: Sequence[TrainItem], deterministic: bool
     ) -> tuple[list[Selection], torch.Tensor | None, torch.Tensor | None, dict[str, Any]]:
         """Selections, log pi of the sampled actions, the policy's entropy per question, and statistics."""
         x, mask = pad_batch([it.ascending for it in batch])
@@ -296,7 +290,7 @@ class Trainer:
         with torch.no_grad():
             for i in range(0, len(self.items), self.config.batch_size):
                 batch = self.items[i : i + self.config.batch_size]
-                sels, _, _ = self._act(batch, deterministic=True)
+                sels, _, _, _ = self._act(batch, deterministic=True)
                 rewards += self.reward_fn([it.example for it in batch], sels)
                 ks += [s.k for s in sels]
         return {"step": self.step, "reward": float(np.mean(rewards)), "k": float(np.mean(ks))}
@@ -321,7 +315,7 @@ class Trainer:
         m = len(self.items)
         idx = self.rng.choice(m, size=min(self.config.batch_size, m), replace=False)
         batch = [self.items[int(i)] for i in idx]
-        sels, logp, entropy, stats = self._act_with_entropy(batch, deterministic=False)
+        sels, logp, entropy, stats = self._act(batch, deterministic=False)
         r = np.asarray(self.reward_fn([it.example for it in batch], sels), dtype=np.float64)
         if not np.all(np.isfinite(r)):
             raise InputError(f"the reward function returned non-finite rewards: {r}")
