@@ -24,6 +24,7 @@ Writes benchmarks/results/embedding_throughput.{md,json}.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -160,9 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     lengths = np.array([len(e.ids) for e in tok.encode_batch(texts)])
     words = np.array([len(t.split()) for t in texts])
     # the compute floor: the encoder's work over the (truncated) passages against this machine's matmul rate
-    import json as _json
-
-    cfg = _json.loads((Path(dense.resolve_model(None)) / "config.json").read_text())
+    cfg = json.loads((Path(dense.resolve_model(None)) / "config.json").read_text())
     work = encoder_flops(
         [min(int(n), 256) for n in lengths],
         cfg["num_hidden_layers"],

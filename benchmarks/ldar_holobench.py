@@ -171,6 +171,7 @@ def main() -> int:
 
     ldar = LDAR(policy=policy_dir / "policy")
     holo_train = [(ex, sc) for ex, sc in scored["train"] if not ex.id.startswith("hotpotqa-")]
+    hotpot_train = [(ex, sc) for ex, sc in scored["train"] if ex.id.startswith("hotpotqa-")]
     fixed_train = {k: rows_for(get_selector(f"top-k@{k}"), holo_train) for k in K_GRID}
     best_k = max(K_GRID, key=lambda k: mean(fixed_train[k], "f2"))
     ldar_train_tokens = mean(rows_for(ldar, holo_train), "tokens")
@@ -185,12 +186,10 @@ def main() -> int:
     }
     gold = [r["gold"] for r in results["ldar"]]
     rho = {m: spearman(gold, [r["k"] for r in rows]) for m, rows in results.items()}
-    # fixed top-k at LDAR's tokens: the held-out recall/tokens curve of top-k, k = 1..max, interpolated
-    curve = [rows_for(get_selector(f"top-k@{k}"), scored["test"]) for k in range(1, max(K_GRID) + 1)]
     ldar_tokens = mean(results["ldar"], "tokens")
-    at_equal = float(np.interp(ldar_tokens, [mean(c, "tokens") for c in curve], [mean(c, "recall") for c in curve]))
+    at_equal = topk_recall_at(ldar_tokens, scored["test"], max(K_GRID))
     gain = 100 * (mean(results["ldar"], "recall") - at_equal)
-    hotpot = hotpotqa_rows(ldar, scorer) if args.mix_hotpotqa else None
+    hotpot = hotpotqa_rows(ldar, scorer, hotpot_train) if args.mix_hotpotqa else None
     info["loadavg_end"] = C.loadavg()
 
     md = C.header_md(
@@ -204,7 +203,7 @@ def main() -> int:
             f"Policy: `{args.encoder}` encoder, label reward (F2), {args.steps} REINFORCE steps "
             f"(`ctxsel {' '.join(argv)}`); reward curve: {args.name}_curve.png."
             + (
-                f" The training file also holds hotpotqa-long's training split ({len(scored['train']) - len(holo_train)}"
+                f" The training file also holds hotpotqa-long's training split ({len(hotpot_train)}"
                 " questions); the fixed top-k rows below are chosen on the HoloBench-style training sets."
                 if args.mix_hotpotqa
                 else ""
@@ -288,27 +287,32 @@ def main() -> int:
     return 0
 
 
-def hotpotqa_rows(ldar: Any, scorer: Any) -> dict[str, Any]:
-    """LDAR on hotpotqa-long's test split beside adaptive-k and the top-k best (F2) on its training split."""
+def topk_recall_at(tokens: float, scored: list[tuple[Any, Any]], max_k: int) -> float:
+    """Recall of fixed top-k at ``tokens``: the recall/tokens curve of top-k, k = 1..max_k, interpolated."""
     import numpy as np
 
     from ctxsel.selectors import get_selector
 
-    scored = {
-        part: [(ex, np.asarray(scorer.score(ex.question, ex.chunks), dtype=np.float64)) for ex in hotpotqa_split(part)]
-        for part in ("train", "test")
-    }
-    best_k = max(K_GRID, key=lambda k: mean(rows_for(get_selector(f"top-k@{k}"), scored["train"]), "f2"))
+    curve = [rows_for(get_selector(f"top-k@{k}"), scored) for k in range(1, max_k + 1)]
+    return float(np.interp(tokens, [mean(c, "tokens") for c in curve], [mean(c, "recall") for c in curve]))
+
+
+def hotpotqa_rows(ldar: Any, scorer: Any, train: list[tuple[Any, Any]]) -> dict[str, Any]:
+    """LDAR on hotpotqa-long's test split beside adaptive-k and the top-k best (F2) on its training split
+    (``train``: the training questions as scored for the policy)."""
+    import numpy as np
+
+    from ctxsel.selectors import get_selector
+
+    test = [(ex, np.asarray(scorer.score(ex.question, ex.chunks), dtype=np.float64)) for ex in hotpotqa_split("test")]
+    best_k = max(K_GRID, key=lambda k: mean(rows_for(get_selector(f"top-k@{k}"), train), "f2"))
     label = f"top-k@{best_k} (best F2 on hotpotqa train)"
     rows = {
-        "ldar": rows_for(ldar, scored["test"]),
-        "adaptive-k": rows_for(get_selector("adaptive-k"), scored["test"]),
-        label: rows_for(get_selector(f"top-k@{best_k}"), scored["test"]),
+        "ldar": rows_for(ldar, test),
+        "adaptive-k": rows_for(get_selector("adaptive-k"), test),
+        label: rows_for(get_selector(f"top-k@{best_k}"), test),
     }
-    # fixed top-k at LDAR's tokens: the test split's recall/tokens curve of top-k, interpolated
-    curve = [rows_for(get_selector(f"top-k@{k}"), scored["test"]) for k in range(1, 31)]
-    tokens = mean(rows["ldar"], "tokens")
-    at_equal = float(np.interp(tokens, [mean(c, "tokens") for c in curve], [mean(c, "recall") for c in curve]))
+    at_equal = topk_recall_at(mean(rows["ldar"], "tokens"), test, 30)
     return {"best_k": best_k, "best_label": label, "rows": rows, "topk_recall_at_ldar_tokens": at_equal}
 
 

@@ -209,10 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.groups.split(","):
         limit, methods, n_ctx = GROUPS[name]
         runs[name] = run_eval("test", limit, methods, f"{args.output}_{name}", args, n_ctx)
-        runs[name].update(date=info["date"], git=info["git"])
     if args.all_methods:
         runs["all 100"] = run_eval(None, None, args.all_methods, f"{args.output}_all", args)
-        runs["all 100"].update(date=info["date"], git=info["git"])
+    for run in runs.values():
+        run.update(date=info["date"], git=info["git"])
     info["loadavg_end"] = loadavg()
     if args.keep_previous:
         runs = {**previous_runs(args.out / "reader_hotpotqa.json", runs), **runs}
@@ -250,8 +250,12 @@ def main(argv: list[str] | None = None) -> int:
         "run on a tie). Groups not run by this call are carried over from the previous report with their own date "
         "and commit (`--no-keep-previous` drops them).",
     ]
-    pairs = [x for x in (paired(args.output, a, b) for a, b in PAIRS) if x]
-    for (a, b), pair in zip(PAIRS, pairs):
+    pairs = []
+    for a, b in PAIRS:
+        pair = paired(args.output, a, b)
+        if pair is None:
+            continue
+        pairs.append(pair)
         n, pool = len(pair["questions"]), pair["pool_tokens"] or 0
         ra, rb = pair[a[1]], pair[b[1]]
         lines += [

@@ -336,11 +336,12 @@ class Trainer:
         self.optimizer.step()
         ema = self.config.baseline_ema
         self.baseline = mean_r if self.baseline is None else ema * self.baseline + (1 - ema) * mean_r
-        for it, reward in zip(batch, r):
-            old = self.question_baselines.get(it.example.id)
-            self.question_baselines[it.example.id] = (
-                float(reward) if old is None else ema * old + (1 - ema) * float(reward)
-            )
+        if self.config.baseline == "question":
+            for it, reward in zip(batch, r):
+                old = self.question_baselines.get(it.example.id)
+                self.question_baselines[it.example.id] = (
+                    float(reward) if old is None else ema * old + (1 - ema) * float(reward)
+                )
         self.step += 1
         row = {
             "step": self.step,
