@@ -163,7 +163,7 @@ def make_payloads(n: int, dim: int, seed: int, method: str) -> dict[str, dict[st
 
 
 class Server:
-    def __init__(self, max_concurrency: int, threads: int) -> None:
+    def __init__(self, max_concurrency: int, threads: int, extra: tuple[str, ...] = ()) -> None:
         self.log = tempfile.NamedTemporaryFile(prefix="serve-load-", suffix=".log", delete=False)  # noqa: SIM115
         script = Path(sys.executable).with_name("ctxsel")
         cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "ctxsel.cli.main"]
@@ -181,9 +181,11 @@ class Server:
             str(64 * 1024 * 1024),
             "--deadline",
             "120",
+            *extra,
         ]
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=self.log, env=env)
         self.port = 0
+        self.http = self.loop = "?"
         ready = False
         end = time.monotonic() + 300  # a loaded machine can take minutes to import the server
         while not (self.port and ready) and time.monotonic() < end:
@@ -191,6 +193,7 @@ class Server:
                 obj = json.loads(line)
                 if obj.get("event") == "listening":
                     self.port = int(obj["port"])
+                    self.http, self.loop = obj["http"], obj["loop"]  # what uvicorn runs on
                 ready = ready or obj.get("event") == "ready"  # the scorer is warm: /select is served
             if self.proc.poll() is not None:
                 raise RuntimeError(Path(self.log.name).read_text())
@@ -308,7 +311,7 @@ def stage_times(body: bytes) -> list[tuple[str, dict[str, Any]]]:
         clear_count_cache()
         return service.chunks(req)
 
-    sent = all(not isinstance(c, str) and c.n_tokens is not None for c in req.chunks or [])
+    sent = all(not isinstance(c, str) and c.get("n_tokens") is not None for c in req.chunks or [])
     rows = [
         ("parse: pydantic_core.from_json (what the server uses)", lambda: from_json(body)),
         ("(for comparison: json.loads, FastAPI's default)", lambda: json.loads(body)),
@@ -322,6 +325,7 @@ def stage_times(body: bytes) -> list[tuple[str, dict[str, Any]]]:
             ("chunks: Chunk objects, texts seen before (counts from the LRU)", lambda: service.chunks(req)),
         ]
     rows += [
+        ("method: spec parsed, options checked, selector built", lambda: service.selector(req, CancelToken())),
         (f"scores: {kind}", lambda: service.given_scores(req, len(chunks))),
         (f"select: {req.method} on the scores, Selection", lambda: selector.select(req.question, chunks, scores)),
         ("respond: to_dict + SelectionOut validation", lambda: SelectionOut.model_validate(sel.to_dict())),
@@ -349,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind in ("embeddings", "scores", "scores+n_tokens"):
             for clients in levels:
                 r = run_level(server.port, bodies[kind], clients, args.duration_s, args.warmup, server)
-                r["payload"] = kind
+                r.update(payload=kind, http=server.http, loop=server.loop)
                 results.append(r)
                 print(
                     f"{kind:>15} x{clients:<3} {r['rps']:7.2f} req/s  p50 {r['p50_ms']:8.1f} ms  "
@@ -360,12 +364,25 @@ def main(argv: list[str] | None = None) -> int:
         logged = server.request_lines()
     finally:
         server.stop()
+    # The same server on uvicorn's pure-Python HTTP parser and asyncio's loop (no httptools, no uvloop),
+    # one client: what the C implementations save, measured in this run.
+    pure = Server(args.max_concurrency, args.threads, extra=("--http", "h11", "--loop", "asyncio"))
+    try:
+        for kind in ("scores", "scores+n_tokens"):
+            r = run_level(pure.port, bodies[kind], 1, args.duration_s, args.warmup, pure)
+            r.update(payload=kind, http=pure.http, loop=pure.loop)
+            results.append(r)
+            print(f"{kind:>15} x1 (h11, asyncio) server CPU {r['server_cpu_ms_per_request']:6.1f} ms/req", flush=True)
+    finally:
+        pure.stop()
     stages = {kind: stage_times(bodies[kind]) for kind in ("embeddings", "scores", "scores+n_tokens")}
     info["loadavg_end"] = C.loadavg()
 
     notes = [
-        f"Server: `ctxsel {' '.join(server.cmd[server.cmd.index('serve') :])}` (one uvicorn process, one event loop; selection runs in worker "
-        f"threads), bearer token on, one JSON log line per request ({logged} logged). Clients: threads in the "
+        f"Server: `ctxsel {' '.join(server.cmd[server.cmd.index('serve') :])}` (one uvicorn process on "
+        f"{server.http} and {server.loop}, one event loop; selection runs in worker threads; the last rows run it "
+        "with `--http h11 --loop asyncio`, uvicorn's pure-Python parser and loop), bearer token on, one JSON log "
+        f"line per request ({logged} logged). Clients: threads in the "
         "benchmark process, one keep-alive `http.client` connection each (TCP_NODELAY), sending the same pre-encoded body "
         "back to back; client and server share the machine's cores.",
         f"Request: {args.n_chunks:,} chunks of 60-100 words (server counts their cl100k tokens), method "
@@ -386,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(
             [
                 f"`{r['payload']}`",
+                f"{r['http']}, {r['loop']}",
                 str(r["clients"]),
                 f"{r['rps']:.2f}",
                 C.fmt_ms(r["p50_ms"]),
@@ -405,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         C.md_table(
             [
                 "precomputed",
+                "HTTP parser, loop",
                 "clients",
                 "requests/s",
                 "p50 ms",
@@ -414,11 +433,15 @@ def main(argv: list[str] | None = None) -> int:
                 "errors",
             ],
             rows,
-            ["l", "r", "r", "r", "r", "r", "r", "r"],
+            ["l", "l", "r", "r", "r", "r", "r", "r", "r"],
         ),
         "",
     ]
-    one = {r["payload"]: r["server_cpu_ms_per_request"] for r in results if r["clients"] == 1}
+    one = {
+        r["payload"]: r["server_cpu_ms_per_request"]
+        for r in results
+        if r["clients"] == 1 and (r["http"], r["loop"]) == (server.http, server.loop)
+    }
     if "scores" in one and "scores+n_tokens" in one:
         md += [
             f"Goals (issue 16), 1 client: <= 10 ms of CPU per request when the client sends n_tokens: "

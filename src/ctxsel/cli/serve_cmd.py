@@ -60,6 +60,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch threads for embedding")
     p.add_argument("--ldar-policy", default=None, help="LDAR checkpoint for method 'ldar'")
     p.add_argument(
+        "--http",
+        default="auto",
+        choices=["auto", "httptools", "h11"],
+        help="uvicorn's HTTP parser (default auto: httptools, in C, when installed; else h11, pure Python)",
+    )
+    p.add_argument(
+        "--loop",
+        default="auto",
+        choices=["auto", "uvloop", "asyncio"],
+        help="uvicorn's event loop (default auto: uvloop when installed; else asyncio)",
+    )
+    p.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
@@ -87,5 +99,5 @@ def run(args: argparse.Namespace) -> int:
         reader_name=getattr(reader, "model_id", None),
         ldar_policy=args.ldar_policy,
     )
-    run_server(settings, args.host, args.port, log_level=args.log_level)
+    run_server(settings, args.host, args.port, log_level=args.log_level, http=args.http, loop=args.loop)
     return 0

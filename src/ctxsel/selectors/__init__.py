@@ -14,6 +14,7 @@ Methods register by import path, so listing them imports nothing heavy.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import inspect
 import re
@@ -154,7 +155,8 @@ def get_selector_class(name: str) -> type[Selector]:
     return getattr(importlib.import_module(module_name), cls_name)  # type: ignore[no-any-return]
 
 
-def option_names(cls: type[Selector]) -> list[str]:
+@functools.cache  # a server asks on every request; signatures do not change
+def option_names(cls: type[Selector]) -> tuple[str, ...]:
     """The keyword options a selector class accepts: its own and, through ``**kw``, its bases'."""
     names: list[str] = []
     for klass in cls.__mro__:
@@ -165,7 +167,7 @@ def option_names(cls: type[Selector]) -> list[str]:
         names += [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in names]
         if not any(p.kind is p.VAR_KEYWORD for p in params):
             break
-    return names
+    return tuple(names)
 
 
 def get_selector(

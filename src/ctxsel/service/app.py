@@ -257,17 +257,17 @@ class Service:
             self.check_size(req.question, [c.text for c in chunks], f"chunks (from the document, by {req.chunking})")
             return chunks
         items = req.chunks or []
-        self.check_size(req.question, [item if isinstance(item, str) else item.text for item in items], "chunks")
+        self.check_size(req.question, [item if isinstance(item, str) else item["text"] for item in items], "chunks")
         return as_chunks(  # strings get ids "0", "1", ...; ids must be unique
             item
             if isinstance(item, str)
             else Chunk(
-                id=item.id,
-                text=item.text,
-                doc_id=item.doc_id,
-                position=i if item.position is None else item.position,
-                n_tokens=-1 if item.n_tokens is None else item.n_tokens,
-                meta=item.meta,
+                id=item["id"],
+                text=item["text"],
+                doc_id=item.get("doc_id", "doc"),
+                position=i if (position := item.get("position")) is None else position,
+                n_tokens=-1 if (n := item.get("n_tokens")) is None else n,
+                meta=item.get("meta") or {},
             )
             for i, item in enumerate(items)
         )

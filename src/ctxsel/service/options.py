@@ -13,6 +13,7 @@ left to the selector's own checks.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 import typing
@@ -21,6 +22,7 @@ from typing import Any, Literal, Union
 from ctxsel.errors import InputError
 
 
+@functools.cache  # resolving type hints costs a server about 0.3 ms a request; read-only, do not mutate
 def declared_options(cls: type) -> dict[str, Any]:
     """Keyword parameters of ``cls.__init__`` and its bases' (``**kw`` passes
     them up): name -> resolved type (``Any`` where it cannot be resolved)."""

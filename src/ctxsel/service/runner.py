@@ -9,10 +9,11 @@ follows when it is done (until then /health says "starting").
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import socket
 import sys
-from typing import Any
+from typing import Any, Literal
 
 from ctxsel.errors import InputError, MissingExtraError
 from ctxsel.service.middleware import JsonLogFormatter, log
@@ -49,6 +50,13 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _resolve(choice: str, fast: str, fallback: str) -> str:
+    """What uvicorn's ``auto`` picks: the C implementation when it is installed."""
+    if choice != "auto":
+        return choice
+    return fast if importlib.util.find_spec(fast) is not None else fallback
+
+
 def run_server(
     settings: ServiceSettings,
     host: str = "127.0.0.1",
@@ -56,8 +64,13 @@ def run_server(
     *,
     log_level: str = "info",
     timeout_keep_alive: int = 5,
+    http: Literal["auto", "httptools", "h11"] = "auto",
+    loop: Literal["auto", "uvloop", "asyncio"] = "auto",
 ) -> None:
     """Serve ``create_app(settings)`` until SIGINT/SIGTERM (graceful shutdown).
+
+    ``http`` and ``loop`` are uvicorn's: by default its C parser (httptools)
+    and uvloop, which the ``serve`` extra installs, else the pure-Python ones.
 
     If the scorer fails to load at start-up the server stops and this raises
     ValueError with the reason (``ctxsel serve`` prints it and exits 2).
@@ -89,6 +102,8 @@ def run_server(
                 "max_chars": settings.max_chars,
                 "scorer": settings.scorer,
                 "reader": settings.reader_name,
+                "http": _resolve(http, "httptools", "h11"),
+                "loop": _resolve(loop, "uvloop", "asyncio"),
             }
         },
     )
@@ -105,6 +120,8 @@ def run_server(
         lifespan="on",
         timeout_keep_alive=timeout_keep_alive,
         server_header=False,
+        http=http,
+        loop=loop,
     )
     server = uvicorn.Server(config)
     service = app.state.service

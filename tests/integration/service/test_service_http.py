@@ -436,6 +436,21 @@ def test_a_server_without_a_token_needs_none() -> None:
         assert status == 501 and body["error"] == "no_reader"
 
 
+def test_the_c_http_stack_is_the_default_and_the_pure_python_one_answers_the_same() -> None:
+    """The serve extra installs httptools and uvloop and uvicorn runs on them; --http h11
+    --loop asyncio switch back, with the same answer."""
+    body = {**SELECT, "scores": [0.9, 0.2, 0.1], "chunks": [{"id": f"c{i}", "text": t} for i, t in enumerate(CHUNKS)]}
+    answers = []
+    for args, expected in (([], ("httptools", "uvloop")), (["--http", "h11", "--loop", "asyncio"], ("h11", "asyncio"))):
+        with ServerProcess(["--scorer", "keywords", *args]) as srv:
+            listening = next(line for line in srv.log_lines() if line.get("event") == "listening")
+            assert (listening["http"], listening["loop"]) == expected
+            status, _, sel = srv.request("POST", "/select", body, auth=False)
+            assert status == 200
+            answers.append((sel["ids"], sel["n_tokens"], [c["rank"] for c in sel["chunks"]]))
+    assert answers[0] == answers[1] and answers[0][0] == ["c0"]
+
+
 def test_a_body_that_is_not_utf8_is_422(srv: ServerProcess) -> None:
     status, _, body = srv.request("POST", "/select", raw=b'{"question": "\xff\xfe"}')
     assert status == 422 and body["error"] == "invalid_body"
