@@ -143,3 +143,36 @@ def test_cli_mine_and_train_picker_say_what_is_missing(capsys):
     assert "needs a generator: --reader local" in capsys.readouterr().err
     assert main(["train", "picker", "--dataset", "example", "--output", "out"]) == 2
     assert "needs --mined FILE.jsonl" in capsys.readouterr().err
+
+
+def test_the_picker_trains_only_on_the_datasets_training_split():
+    """A kept question of the dataset's test split (the one `ctxsel eval --split test` holds out) is never
+    trained on, though a split over the kept questions alone would put some of them in training."""
+    from ctxsel.cli.train_picker import picker_split
+    from ctxsel.datasets.splits import split_ids
+
+    ids = [f"q{i:02d}" for i in range(50)]
+    train, test = split_ids(ids)
+    records = [{"id": i, "kept": i in test or i in train[:5]} for i in ids]
+    split = picker_split(ids, records, 0.8, 0)
+    assert split["test"] == test and split["dataset_test"] == test and split["train"] == train[:5]
+    kept_only_train, _ = split_ids([r["id"] for r in records if r["kept"]])
+    assert set(kept_only_train) & set(test), "the old split (over kept ids) would have trained on test questions"
+
+
+def test_mine_takes_the_same_split_as_eval():
+    import argparse
+
+    from ctxsel.cli.common import load_examples
+    from ctxsel.datasets import load_dataset
+    from ctxsel.datasets.splits import split_examples
+
+    every = load_dataset("example")
+    for part in ("train", "test"):
+        args = argparse.Namespace(
+            dataset="example", hotpotqa=None, split=part, train_fraction=0.5, split_seed=0, limit=None
+        )
+        got = [e.id for e in load_examples(args)]
+        assert got == [e.id for e in split_examples(every, part, 0.5, 0)] and got
+        args.limit = 1
+        assert [e.id for e in load_examples(args)] == got[:1]

@@ -39,6 +39,31 @@ positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
 
 
+def add_split_arguments(p: argparse.ArgumentParser) -> None:
+    """``--split train|test`` with the fraction and seed of the fixed split ``ctxsel train`` uses."""
+    p.add_argument(
+        "--split",
+        choices=["train", "test"],
+        default=None,
+        help="only one part of the fixed train/test split `ctxsel train` uses",
+    )
+    p.add_argument("--train-fraction", type=float, default=0.8, help="with --split (default 0.8)")
+    p.add_argument("--split-seed", type=int, default=0, help="with --split (default 0)")
+
+
+def load_examples(args: argparse.Namespace) -> list[Any]:
+    """``--dataset``, cut to ``--split`` and then to the first ``--limit`` (the split is made over the whole
+    dataset, so a question is on the same side whatever the limit)."""
+    from ctxsel.datasets import load_dataset
+
+    examples = load_dataset(args.dataset, limit=None if args.split else args.limit, hotpotqa_path=args.hotpotqa)
+    if args.split:
+        from ctxsel.datasets.splits import split_examples
+
+        examples = split_examples(examples, args.split, args.train_fraction, args.split_seed)[: args.limit]
+    return examples
+
+
 def add_question_arguments(p: argparse.ArgumentParser) -> None:
     """``--question TEXT`` or ``--question-file PATH`` (one is required)."""
     g = p.add_mutually_exclusive_group(required=True)

@@ -12,7 +12,15 @@ import os
 import sys
 from typing import Any
 
-from ctxsel.cli.common import add_llm_arguments, add_scorer_arguments, make_llm, make_scorer, positive_int
+from ctxsel.cli.common import (
+    add_llm_arguments,
+    add_scorer_arguments,
+    add_split_arguments,
+    load_examples,
+    make_llm,
+    make_scorer,
+    positive_int,
+)
 from ctxsel.errors import InputError
 
 NAME = "eval"
@@ -31,14 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--policy", default=None, help="trained LDAR policy folder for every `ldar` method given without policy="
     )
-    p.add_argument(
-        "--split",
-        choices=["train", "test"],
-        default=None,
-        help="only one part of the fixed train/test split `ctxsel train` uses",
-    )
-    p.add_argument("--train-fraction", type=float, default=0.8, help="with --split (default 0.8)")
-    p.add_argument("--split-seed", type=int, default=0, help="with --split (default 0)")
+    add_split_arguments(p)
     p.add_argument("--output", required=True, help="output folder")
     p.add_argument(
         "--limit",
@@ -106,19 +107,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ctxsel.datasets import load_dataset
     from ctxsel.eval.report import markdown_table
     from ctxsel.eval.runner import evaluate
     from ctxsel.selectors import split_specs
 
-    # with --split, --limit takes the first N of the split (the split is made over the whole dataset)
-    examples = load_dataset(args.dataset, limit=None if args.split else args.limit, hotpotqa_path=args.hotpotqa)
-    dataset_name = args.dataset
-    if args.split:
-        from ctxsel.datasets.splits import split_examples
-
-        examples = split_examples(examples, args.split, args.train_fraction, args.split_seed)[: args.limit]
-        dataset_name = f"{args.dataset} ({args.split} split: {len(examples)} questions)"
+    examples = load_examples(args)
+    dataset_name = f"{args.dataset} ({args.split} split: {len(examples)} questions)" if args.split else args.dataset
     if not examples:
         raise InputError(f"dataset {args.dataset!r} has no examples")
     reader = judge = None

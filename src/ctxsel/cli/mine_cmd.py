@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ctxsel.cli.common import add_llm_arguments, make_llm, positive_int
+from ctxsel.cli.common import add_llm_arguments, add_split_arguments, load_examples, make_llm, positive_int
 from ctxsel.cli.dataclass_args import add_dataclass_arguments, from_args
 from ctxsel.errors import InputError
 
@@ -34,7 +34,14 @@ MINE_FLAGS = ["k", "rewrites", "constrained_rewrites"]
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", required=True, help="hotpotqa-long, example, or a JSONL path")
     p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
-    p.add_argument("--limit", type=positive_int, default=None, metavar="N", help="only the first N questions (N >= 1)")
+    add_split_arguments(p)  # mine only the questions a picker may be trained on: --split train
+    p.add_argument(
+        "--limit",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="only the first N questions (of the split, with --split); N >= 1",
+    )
     p.add_argument("--output", required=True, help="JSONL file of mined sets (rerun to resume)")
     from ctxsel.train.picker_mining import MineConfig
 
@@ -48,7 +55,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ctxsel.datasets import load_dataset
     from ctxsel.eval.results import write_atomic
     from ctxsel.reader import Reader
     from ctxsel.train.picker_mining import (
@@ -64,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.train.picker_mining import MineConfig
 
     cfg = from_args(MineConfig, args, MINE_FLAGS)
-    examples = load_dataset(args.dataset, limit=args.limit, hotpotqa_path=args.hotpotqa)
+    examples = load_examples(args)
     llm = make_llm(args)
     generator = Reader(llm, "factoid-qa")
     judge = subem_judge
@@ -91,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         "judge": judge_id,
         "rewrites": cfg.rewrites,
         **({"constrained_rewrites": True} if cfg.constrained_rewrites else {}),
+        **({"split": [args.split, args.train_fraction, args.split_seed]} if args.split else {}),
     }
     records = mine(
         examples,
@@ -105,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     )
     cmp = compare_with_supporting_facts(records)
     title = (
-        f"Mined evidence sets vs the gold chunks: {args.dataset}, first {len(records)} questions, "
+        f"Mined evidence sets vs the gold chunks: {args.dataset}"
+        f"{f' ({args.split} split)' if args.split else ''}, first {len(records)} questions, "
         f"k={cfg.k}, generator {llm.model_id}, judge {judge_id}"
     )
     md = comparison_markdown(cmp, f"### {title}")

@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from ctxsel.cli.dataclass_args import add_dataclass_arguments, from_args
 from ctxsel.errors import InputError
@@ -47,10 +48,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_dataclass_arguments(g, PickerTrainConfig, PICKER_FLAGS)
 
 
+def picker_split(
+    example_ids: list[str], records: list[dict[str, Any]], train_fraction: float, seed: int
+) -> dict[str, list[str]]:
+    """The kept questions on each side of the *dataset's* split (the one `ctxsel eval --split test`
+    makes), not of a split over the kept questions alone: a question held out of evaluation is never
+    trained on, whatever mining kept."""
+    from ctxsel.datasets.splits import split_ids
+
+    train_ids, test_ids = split_ids(example_ids, train_fraction, seed)
+    kept = {r["id"] for r in records if r["kept"]}
+    return {
+        "train": [i for i in train_ids if i in kept],
+        "test": [i for i in test_ids if i in kept],
+        "dataset_test": test_ids,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     from ctxsel.cli.common import make_scorer
     from ctxsel.datasets import load_dataset
-    from ctxsel.datasets.splits import split_ids
     from ctxsel.eval.results import write_atomic
     from ctxsel.train.picker_mining import read_mined
     from ctxsel.train.picker_rewrite import split_records
@@ -67,16 +84,13 @@ def run(args: argparse.Namespace) -> int:
         )
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    kept_ids = [r["id"] for r in records if r["kept"]]
-    train_ids, test_ids = split_ids(kept_ids, args.train_fraction, args.split_seed)
-    write_atomic(
-        out / "split.json", json.dumps({"mined": args.mined, "train": train_ids, "test": test_ids}, indent=1) + "\n"
-    )
+    split = picker_split(list(examples), records, args.train_fraction, args.split_seed)
+    write_atomic(out / "split.json", json.dumps({"mined": args.mined, **split}, indent=1) + "\n")
     args.model = getattr(args, "model", None)
     scorer = make_scorer(args, progress=not args.no_progress)
     cfg = from_args(PickerTrainConfig, args, PICKER_FLAGS, seed=args.seed, threads=args.threads)
     rows, stats = picker_rows(
-        split_records(records, "train", args.train_fraction, args.split_seed),
+        split_records(records, set(split["train"])),
         examples,
         scorer,
         cfg.n_tokens,

@@ -27,10 +27,9 @@ other).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from ctxsel.datasets.splits import DEFAULT_SEED, DEFAULT_TRAIN_FRACTION, split_ids
 from ctxsel.errors import InputError
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError
@@ -171,28 +170,18 @@ def rewrite_query(
     return {"rewrites": [], "errors": errors, "calls": len(errors)}
 
 
-def split_records(
-    records: Sequence[dict[str, Any]],
-    part: str,
-    train_fraction: float = DEFAULT_TRAIN_FRACTION,
-    seed: int = DEFAULT_SEED,
-) -> list[dict[str, Any]]:
-    """One side of the split, each kept record expanded into the original question plus its rewrites.
+def split_records(records: Sequence[dict[str, Any]], ids: Collection[str]) -> list[dict[str, Any]]:
+    """The kept records whose question is in ``ids`` (one side of the dataset's split), each expanded
+    into the original question plus its rewrites.
 
-    The split is over the original ids (the same function ``ctxsel train``
-    uses), so a question and its rewrites are always on one side. Each
-    output row has ``query_id`` (the original id) and ``question``.
+    The caller splits the *dataset's* question ids (``ctxsel.datasets.splits``, as ``ctxsel eval
+    --split`` does), so a question and its rewrites are always on one side, and the held-out side is
+    the same whichever questions mining kept. Each output row has ``query_id`` (the original id) and
+    ``question``.
     """
-    if part not in ("train", "test"):
-        raise InputError(f"part must be 'train' or 'test', got {part!r}")
-    kept = [r for r in records if r.get("kept")]
-    if len(kept) < 2:
-        raise InputError(f"{len(kept)} mined example(s) kept; a train/test split needs at least 2")
-    train, test = split_ids([r["id"] for r in kept], train_fraction, seed)
-    side = set(train if part == "train" else test)
     out = []
-    for r in kept:
-        if r["id"] not in side:
+    for r in records:
+        if not r.get("kept") or r["id"] not in ids:
             continue
         for j, q in enumerate([r["question"], *r.get("rewrites", [])]):
             out.append({**r, "query_id": r["id"], "variant": j, "question": q})

@@ -64,8 +64,9 @@ def test_all_rewrites_of_a_question_stay_on_its_side_of_the_split():
         for i in range(10)
     ]
     recs.append({"id": "dropped", "question": "D?", "kept": False, "s_gold": []})
-    train, test = split_records(recs, "train"), split_records(recs, "test")
-    train_ids, test_ids = split_ids([f"q{i}" for i in range(10)])
+    train_ids, test_ids = split_ids([f"q{i}" for i in range(10)] + ["dropped"])
+    train, test = split_records(recs, set(train_ids)), split_records(recs, set(test_ids))
+    train_ids, test_ids = [i for i in train_ids if i != "dropped"], [i for i in test_ids if i != "dropped"]
     assert {r["query_id"] for r in train} == set(train_ids) and {r["query_id"] for r in test} == set(test_ids)
     assert len(train) == 6 * len(train_ids) and len(test) == 6 * len(test_ids)
     assert not {r["question"] for r in train} & {r["question"] for r in test}
