@@ -138,3 +138,29 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
     ).select(ex.question, ex.chunks, get_scorer("keywords").score(ex.question, ex.chunks))
     assert sel.k >= 1 and sel.details_as(PickerDetails).invalid_replies in (0, 1, 2) and sel.usage.calls >= 1
     assert sel.config["adapter"].endswith("stage2")
+
+
+def test_a_chat_base_reads_the_picker_prompt_through_its_chat_template(tmp_path):
+    """An instruction-tuned base (the bundled Qwens) is trained and used on its chat template, a base
+    model on the plain prompt; the adapter records which, so inference reads what training read."""
+    from ctxsel.llm.hf_client import TransformersClient, is_chat_base, model_text
+    from ctxsel.selectors.context_picker.prompt import render_prompt
+    from ctxsel.train.picker_trainer import make_tiny_model, prompt_ids
+
+    model, tok = make_tiny_model(seed=0)
+    assert is_chat_base("qwen-0.5b", tok) and is_chat_base("qwen-1.5b", tok)
+    assert not is_chat_base("gemma-270m-gguf", tok) and not is_chat_base("gemma-270m", tok)
+    assert not is_chat_base(str(tmp_path), tok)  # a folder whose tokenizer has no template
+    tok.chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>"
+    assert is_chat_base(str(tmp_path), tok)
+
+    prompt = render_prompt("Who?", ["a b", "c d"], 1)
+    assert model_text(tok, prompt, chat=True) == f"<user>{prompt}<assistant>"
+    assert model_text(tok, prompt, chat=False) == prompt
+    row = {"question": "Who?", "passages": ["a b", "c d"]}
+    assert tok.decode(prompt_ids(tok, row, 1, chat=True)) == f"<user>{prompt}<assistant>"
+    assert tok.decode(prompt_ids(tok, row, 1, chat=False), skip_special_tokens=True) == prompt
+
+    client = TransformersClient(model, tok, "tiny", chat=True)
+    reply = client.complete(prompt, max_tokens=3)
+    assert reply.usage.tokens_in == len(prompt_ids(tok, row, 1, chat=True))

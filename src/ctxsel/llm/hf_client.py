@@ -3,8 +3,8 @@
 This is how a picker trained by ``ctxsel train picker`` is used as
 ``--method context-picker[adapter=PATH]``: the adapter folder's
 ``picker.json`` names its base model (the bundled Gemma 3 270M GGUF,
-de-quantised into PyTorch, or a saved model folder such as the tiny test
-model), which is loaded, the adapter applied, and prompts completed with
+or an instruction-tuned Qwen, de-quantised into PyTorch, or a saved model
+folder such as the tiny test model), which is loaded, the adapter applied, and prompts completed with
 greedy decoding that stops at the first newline (the picker's stop).
 
 Needs torch, transformers, peft (and gguf for the Gemma base): the
@@ -32,47 +32,113 @@ def _need(what: str) -> None:
     )
 
 
-def load_base(base: str, dtype: str = "float32") -> tuple[Any, Any]:
-    """(model, tokenizer) for ``gemma-270m-gguf`` (the bundled GGUF, offline) or a saved model folder."""
+def _from_gguf(path: Path, torch_dtype: Any) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        import gguf  # noqa: F401
+    except ImportError:
+        _need("the gguf package")
+    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch_dtype)
+    # transformers de-quantises GGUF tensors into ``dtype`` while loading but keeps a GGUF "quantizer"
+    # marker, and its Trainer then refuses to train; the weights are plain tensors, so drop the marker
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(model)
+    for module in model.modules():
+        cfg = getattr(module, "config", None)
+        if cfg is not None and getattr(cfg, "_is_quantized", False):
+            cfg._is_quantized = False
+    return model, tok
+
+
+def dequantized_folder(name: str) -> Path:
+    """A bundled local model (``ctxsel.llm.models``: qwen-0.5b, qwen-1.5b, gemma-270m) as a transformers
+    folder: its GGUF de-quantised once (minutes) and saved in the cache beside it, then loaded in seconds."""
+    from ctxsel.llm.models import get_model, gguf_path
+
+    model_info = get_model(name)
+    path = gguf_path(name)
+    folder = path.parent / "transformers" / f"{name}-{(model_info.sha256 or 'package')[:12]}"
+    if (folder / "config.json").is_file():
+        return folder
+    import shutil
+    import tempfile
+
+    model, tok = _from_gguf(path, _torch_dtype("float32"))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        model.save_pretrained(str(tmp))
+        tok.save_pretrained(str(tmp))
+        tmp.rename(folder)  # atomic: a folder with config.json is complete
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (folder / "config.json").is_file():
+            raise
+    return folder
+
+
+def _torch_dtype(dtype: str) -> Any:
     try:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        import transformers  # noqa: F401
     except ImportError:
         _need("torch and transformers")
-    torch_dtype = getattr(torch, dtype)
+    return getattr(torch, dtype)
+
+
+def load_base(base: str, dtype: str = "float32") -> tuple[Any, Any]:
+    """(model, tokenizer) for a bundled local model's name (``qwen-0.5b``, ``qwen-1.5b``, ``gemma-270m``;
+    ``gemma-270m-gguf`` is the bundled Gemma read straight from its GGUF) or a saved model folder."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ctxsel.llm.models import MODELS
+
+    torch_dtype = _torch_dtype(dtype)
     if base == GEMMA_GGUF:
-        try:
-            import gguf  # noqa: F401
-        except ImportError:
-            _need("the gguf package")
         from ctxsel.llm.local import bundled_gguf_path
 
-        path = bundled_gguf_path()
-        tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch_dtype)
-        # transformers de-quantises GGUF tensors into ``dtype`` while loading but keeps a GGUF "quantizer"
-        # marker, and its Trainer then refuses to train; the weights are plain tensors, so drop the marker
-        quantizer = getattr(model, "hf_quantizer", None)
-        if quantizer is not None:
-            quantizer.remove_quantization_config(model)
-        for module in model.modules():
-            cfg = getattr(module, "config", None)
-            if cfg is not None and getattr(cfg, "_is_quantized", False):
-                cfg._is_quantized = False
-        return model, tok
-    p = Path(base)
+        return _from_gguf(bundled_gguf_path(), torch_dtype)
+    p = dequantized_folder(base) if base in MODELS else Path(base)
     if not p.is_dir():
-        raise FileNotFoundError(f"base model {base!r} is neither {GEMMA_GGUF!r} nor a model folder")
+        raise FileNotFoundError(
+            f"base model {base!r} is neither a bundled model ({', '.join([GEMMA_GGUF, *MODELS])}) nor a model folder"
+        )
     return AutoModelForCausalLM.from_pretrained(str(p), dtype=torch_dtype), AutoTokenizer.from_pretrained(str(p))
+
+
+def is_chat_base(base: str, tokenizer: Any) -> bool:
+    """Whether prompts go through the tokenizer's chat template: a bundled model says so itself
+    (the instruction-tuned Qwens do, Gemma 3 270M base does not); a folder does when its tokenizer
+    has a chat template."""
+    from ctxsel.llm.models import MODELS
+
+    if base == GEMMA_GGUF:
+        return False
+    if base in MODELS:
+        return MODELS[base].chat
+    return getattr(tokenizer, "chat_template", None) is not None
+
+
+def model_text(tokenizer: Any, prompt: Prompt, chat: bool) -> str:
+    """The text a model reads for ``prompt``: a chat model gets its chat template (a string prompt is one
+    user message) ending where the assistant's reply begins; a base model gets the plain text."""
+    if not chat:
+        return flatten_prompt(prompt)
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+    return str(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
 
 
 class TransformersClient:
     """``complete(prompt)`` with a transformers model; greedy unless temperature > 0."""
 
-    def __init__(self, model: Any, tokenizer: Any, model_id: str) -> None:
+    def __init__(self, model: Any, tokenizer: Any, model_id: str, chat: bool = False) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.model_id = model_id
+        self.chat = chat
         self._lock = threading.Lock()
 
     @classmethod
@@ -85,7 +151,9 @@ class TransformersClient:
             )
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         base = meta["base"]
-        if base != GEMMA_GGUF and not Path(base).is_absolute():
+        from ctxsel.llm.models import MODELS
+
+        if base != GEMMA_GGUF and base not in MODELS and not Path(base).is_absolute():
             base = str((path / base).resolve())
         model, tok = load_base(base)
         try:
@@ -93,7 +161,8 @@ class TransformersClient:
         except ImportError:
             _need("peft")
         model = PeftModel.from_pretrained(model, str(path / "adapter"))
-        return cls(model, tok, f"transformers:{meta['base']}+lora:{path.resolve().name}:{meta.get('adapter_sha', '')}")
+        model_id = f"transformers:{meta['base']}+lora:{path.resolve().name}:{meta.get('adapter_sha', '')}"
+        return cls(model, tok, model_id, chat=bool(meta.get("chat", False)))
 
     def cache_identity(self) -> dict[str, Any]:
         return {"model": self.model_id}
@@ -110,8 +179,8 @@ class TransformersClient:
     ) -> Completion:
         import torch
 
-        text = flatten_prompt(prompt)
-        enc = self.tokenizer(text, return_tensors="pt", add_special_tokens=True)
+        text = model_text(self.tokenizer, prompt, self.chat)
+        enc = self.tokenizer(text, return_tensors="pt", add_special_tokens=not self.chat)  # a template has its own
         with self._lock, torch.no_grad():
             if seed is not None:
                 torch.manual_seed(seed)
@@ -133,4 +202,4 @@ class TransformersClient:
         return Completion(reply, LLMUsage(1, n_in, n_out), finish_reason="stop", model=self.model_id)
 
 
-__all__ = ["GEMMA_GGUF", "TransformersClient", "load_base"]
+__all__ = ["GEMMA_GGUF", "TransformersClient", "dequantized_folder", "is_chat_base", "load_base", "model_text"]

@@ -12,9 +12,11 @@ from ctxsel.llm.hf_client import GEMMA_GGUF  # the bundled Gemma 3 270M (GGUF, d
 @dataclass
 class PickerTrainConfig:
     base: str = field(
-        default=GEMMA_GGUF,
+        default="qwen-0.5b",
         metadata={
-            "help": "gemma-270m-gguf (bundled, default), tiny (random test model) or a transformers model folder"
+            "help": "qwen-0.5b (default) or qwen-1.5b (the bundled instruction-tuned models, de-quantised once "
+            f"into the cache), {GEMMA_GGUF} (the bundled base model), tiny (random test model) or a transformers "
+            "model folder"
         },
     )
     stage1_max_steps: int = field(

@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel.errors import InputError
-from ctxsel.llm.hf_client import GEMMA_GGUF, load_base
+from ctxsel.llm.hf_client import GEMMA_GGUF, is_chat_base, load_base, model_text
+from ctxsel.llm.models import MODELS
 from ctxsel.selectors.context_picker.picker import candidate_pool
 from ctxsel.selectors.context_picker.prompt import InvalidReply, parse_reply, render_prompt
 from ctxsel.train.picker_config import PickerTrainConfig
@@ -97,13 +98,20 @@ def picker_rows(
     return rows, {"rows": len(rows), "skipped_no_gold_in_pool": skipped, "gold_partly_outside_pool": trimmed}
 
 
-def _dataset(rows: Sequence[dict[str, Any]], stage: int) -> Any:
+def prompt_ids(tokenizer: Any, row: dict[str, Any], stage: int, chat: bool) -> list[int]:
+    """The token ids a model reads for ``row``'s picker prompt: what inference sends (the plain prompt,
+    ending in the prefill), through the chat template when the base is a chat model."""
+    text = model_text(tokenizer, render_prompt(row["question"], row["passages"], stage), chat)
+    return list(tokenizer(text, add_special_tokens=not chat)["input_ids"])
+
+
+def _dataset(rows: Sequence[dict[str, Any]], stage: int, tokenizer: Any, chat: bool) -> Any:
     from datasets import Dataset
 
     return Dataset.from_list(
         [
             {
-                "prompt": render_prompt(r["question"], r["passages"], stage),
+                "prompt": model_text(tokenizer, render_prompt(r["question"], r["passages"], stage), chat),
                 "gold": r["gold"],
                 "n_candidates": len(r["passages"]),
             }
@@ -200,7 +208,7 @@ def _target(gold: Sequence[int]) -> str:
 
 
 def format_warmup(
-    model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], steps: int, lr: float, seed: int = 0
+    model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], steps: int, lr: float, seed: int = 0, chat: bool = False
 ) -> list[float]:
     """Supervised steps on ``prompt -> {rationale, S_gold}`` (loss on the reply only); returns the losses.
 
@@ -219,10 +227,10 @@ def format_warmup(
     for _ in range(steps):
         r = rng.choice(list(rows))
         stage = rng.choice((1, 2))
-        prompt_ids = tokenizer(render_prompt(r["question"], r["passages"], stage), add_special_tokens=True)["input_ids"]
+        prompt = prompt_ids(tokenizer, r, stage, chat)
         target_ids = tokenizer(_target(r["gold"]), add_special_tokens=False)["input_ids"]
-        ids = torch.tensor([prompt_ids + target_ids])
-        labels = torch.tensor([[-100] * len(prompt_ids) + target_ids])
+        ids = torch.tensor([prompt + target_ids])
+        labels = torch.tensor([[-100] * len(prompt) + target_ids])
         loss = model(input_ids=ids, labels=labels).loss
         opt.zero_grad()
         loss.backward()
@@ -233,7 +241,7 @@ def format_warmup(
 
 
 def validation_reward(
-    model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], stage: int, max_new_tokens: int
+    model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], stage: int, max_new_tokens: int, chat: bool = False
 ) -> dict[str, float]:
     """Mean reward and share of valid replies of greedy replies on ``rows``."""
     import torch
@@ -245,11 +253,15 @@ def validation_reward(
     rewards, valid = [], []
     with torch.no_grad():
         for r in rows:
-            enc = tokenizer(render_prompt(r["question"], r["passages"], stage), return_tensors="pt")
+            ids = torch.tensor([prompt_ids(tokenizer, r, stage, chat)])
             out = model.generate(
-                **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=tokenizer.pad_token_id,
             )
-            text = tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+            text = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
             rew, ok = score_reply(text, r["gold"], len(r["passages"]), stage)
             rewards.append(rew)
             valid.append(float(ok))
@@ -268,6 +280,7 @@ def _callback(
     cfg: PickerTrainConfig,
     curve: dict[str, Any],
     stop_on_plateau: bool,
+    chat: bool,
 ) -> Any:
     from transformers import TrainerCallback
 
@@ -278,7 +291,7 @@ def _callback(
         since_best = 0
 
         def _validate(self, step: int, model: Any) -> dict[str, float]:
-            v = validation_reward(model, tokenizer, val_rows, stage, cfg.max_completion_length)
+            v = validation_reward(model, tokenizer, val_rows, stage, cfg.max_completion_length, chat)
             curve["val"].append({"step": step, **v})
             return v
 
@@ -321,6 +334,7 @@ def run_stage(
     out: Path,
     peft_config: Any = None,
     stop_on_plateau: bool = False,
+    chat: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
     """One GRPO stage with TRL's GRPOTrainer; returns (the trained peft model, its curve)."""
     import torch
@@ -358,10 +372,10 @@ def run_stage(
         model=model,
         reward_funcs=[reward_fn],  # type: ignore[list-item]  # a callable object; TRL's hint wants a function
         args=args,
-        train_dataset=_dataset(train_rows, stage),
+        train_dataset=_dataset(train_rows, stage, tokenizer, chat),
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[_callback(stage, val_rows, tokenizer, cfg, curve, stop_on_plateau)],
+        callbacks=[_callback(stage, val_rows, tokenizer, cfg, curve, stop_on_plateau, chat)],
     )
     trainer.train()
     for i, log in enumerate(h for h in trainer.state.log_history if "reward" in h):
@@ -451,7 +465,9 @@ def train_picker(
         rel_base = "../base"
     else:
         model, tok = load_base(cfg.base)
-        rel_base = cfg.base if cfg.base == GEMMA_GGUF else str(Path(cfg.base).resolve())
+        rel_base = cfg.base if cfg.base == GEMMA_GGUF or cfg.base in MODELS else str(Path(cfg.base).resolve())
+    chat = is_chat_base(cfg.base, tok)
+    info = {**(info or {}), "chat": chat}  # the adapter reads prompts as it was trained on them
     newline_ends_replies(model, tok)
     lora = LoraConfig(
         r=cfg.lora_r,
@@ -471,13 +487,23 @@ def train_picker(
 
         model = get_peft_model(model, lora)
         lora = None  # type: ignore[assignment]  # applied once: the stages train the same adapter
-        summary["warmup_loss"] = format_warmup(model, tok, train_rows, cfg.warmup_steps, cfg.warmup_lr, cfg.seed)
+        summary["warmup_loss"] = format_warmup(model, tok, train_rows, cfg.warmup_steps, cfg.warmup_lr, cfg.seed, chat)
     model, c1 = run_stage(
-        model, tok, 1, train_rows, val_rows, cfg.stage1_max_steps, cfg, out, peft_config=lora, stop_on_plateau=True
+        model,
+        tok,
+        1,
+        train_rows,
+        val_rows,
+        cfg.stage1_max_steps,
+        cfg,
+        out,
+        peft_config=lora,
+        stop_on_plateau=True,
+        chat=chat,
     )
-    _save_stage(model, out, 1, rel_base, cfg, info or {})
-    model, c2 = run_stage(model, tok, 2, train_rows, val_rows, cfg.stage2_steps, cfg, out)
-    _save_stage(model, out, 2, rel_base, cfg, info or {})
+    _save_stage(model, out, 1, rel_base, cfg, info)
+    model, c2 = run_stage(model, tok, 2, train_rows, val_rows, cfg.stage2_steps, cfg, out, chat=chat)
+    _save_stage(model, out, 2, rel_base, cfg, info)
     curves = {"stage1": c1, "stage2": c2}
     (out / "reward_curves.json").write_text(json.dumps(curves, indent=1) + "\n", encoding="utf-8")
     plot_curves(out / "reward_curves.png", curves)
