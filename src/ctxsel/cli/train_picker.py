@@ -36,6 +36,7 @@ PICKER_FLAGS = [
     "warmup_steps",
     "n_tokens",
     "max_candidates",
+    "max_completion_length",
     "eval_every",
 ]
 

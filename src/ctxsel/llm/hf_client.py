@@ -72,6 +72,7 @@ def dequantized_folder(name: str) -> Path:
     try:
         model.save_pretrained(str(tmp))
         tok.save_pretrained(str(tmp))
+        tmp.chmod(0o755)  # mkdtemp makes it private; the cache is readable like the GGUF beside it
         tmp.rename(folder)  # atomic: a folder with config.json is complete
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -43,7 +43,14 @@ class PickerTrainConfig:
     epsilon: float = 0.2
     epsilon_high: float = 0.28
     temperature: float = 1.0
-    max_completion_length: int = 96
+    max_completion_length: int = field(
+        default=160,
+        metadata={
+            "flag": "--max-reply-tokens",
+            "help": "longest sampled reply in tokens; a longer one is cut and scores -1 (the picker's own "
+            "max_reply_tokens at inference is 160)",
+        },
+    )
     warmup_steps: int = field(
         default=0, metadata={"help": "supervised format warm-up steps before GRPO (not in the paper)"}
     )

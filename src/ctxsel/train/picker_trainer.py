@@ -19,7 +19,7 @@ Choices where the paper is silent (all in :class:`PickerTrainConfig`):
 
 - group size K = 8, 2 questions per step, LoRA r = 16, alpha = 32 on the
   attention projections, learning rate 1e-4 (a usual LoRA rate), sampling
-  temperature 1.0, replies up to 96 tokens;
+  temperature 1.0, replies up to 160 tokens (as the picker allows at inference);
 - ``beta = 0`` (no KL term) with ``epsilon = 0.2`` and ``epsilon_high =
   0.28``: the decoupled, asymmetric clipping the paper names comes from
   DAPO, which drops the KL term; ``--beta`` restores it;
