@@ -109,6 +109,7 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
     res = train_picker(rows, rows[:2], tmp_path, cfg, model_and_tokenizer=(model, tok))
     s1 = res["curves"]["stage1"]
     assert s1["steps"] == 3 and len(s1["train"]) == 3 and len(s1["grad_norm"]) == 3
+    assert [p["step"] for p in s1["seconds"]] == [1, 2, 3] and all(p["seconds"] > 0 for p in s1["seconds"])
     differing = [i for i, p in enumerate(s1["train"]) if p["reward_std"] > 0]
     assert differing, f"no stage-1 batch had differing rewards: {s1['train']}"
     assert all(s1["grad_norm"][i]["grad_norm"] > 0 for i in differing)

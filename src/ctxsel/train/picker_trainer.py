@@ -48,6 +48,8 @@ import json
 import math
 import os
 import random
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -312,7 +314,14 @@ def _callback(
             )
             curve["grad_norm"].append({"step": state.global_step + 1, "grad_norm": math.sqrt(sq)})
 
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.t0 = time.perf_counter()
+
         def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+            seconds = time.perf_counter() - self.t0
+            curve["seconds"].append({"step": state.global_step, "seconds": seconds})
+            if os.environ.get("TQDM_DISABLE") == "1":  # no progress bar: a line per step (a CPU step takes minutes)
+                print(f"stage {stage}: step {state.global_step} took {seconds:.0f} s", file=sys.stderr, flush=True)
             if not val_rows or cfg.eval_every <= 0 or state.global_step % cfg.eval_every:
                 return
             v = self._validate(state.global_step, model)
@@ -344,7 +353,14 @@ def run_stage(
     import torch
     from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]  # lazily exported by trl
 
-    curve: dict[str, Any] = {"stage": stage, "reward": asdict(STAGES[stage]), "train": [], "val": [], "grad_norm": []}
+    curve: dict[str, Any] = {
+        "stage": stage,
+        "reward": asdict(STAGES[stage]),
+        "train": [],
+        "val": [],
+        "grad_norm": [],
+        "seconds": [],  # wall time of each GRPO step (sampling, scoring, the update)
+    }
     reward_fn = TRLPickerReward(stage)
     batch = cfg.num_generations * cfg.prompts_per_step
     args = GRPOConfig(
