@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel.errors import MissingExtraError
-from ctxsel.llm.base import Completion, Prompt
+from ctxsel.llm.base import Completion, Prompt, normalize_prompt
 from ctxsel.llm.local import flatten_prompt
 from ctxsel.types import LLMUsage
 
@@ -30,6 +30,15 @@ def _need(what: str) -> None:
     raise MissingExtraError(
         f"{what} is needed for Context-Picker training and trained pickers: pip install 'ctxsel[picker]'"
     )
+
+
+def _torch_dtype(dtype: str) -> Any:
+    try:
+        import torch
+        import transformers  # noqa: F401
+    except ImportError:
+        _need("torch and transformers")
+    return getattr(torch, dtype)
 
 
 def _from_gguf(path: Path, torch_dtype: Any) -> tuple[Any, Any]:
@@ -81,23 +90,14 @@ def dequantized_folder(name: str) -> Path:
     return folder
 
 
-def _torch_dtype(dtype: str) -> Any:
-    try:
-        import torch
-        import transformers  # noqa: F401
-    except ImportError:
-        _need("torch and transformers")
-    return getattr(torch, dtype)
-
-
 def load_base(base: str, dtype: str = "float32") -> tuple[Any, Any]:
     """(model, tokenizer) for a bundled local model's name (``qwen-0.5b``, ``qwen-1.5b``, ``gemma-270m``;
     ``gemma-270m-gguf`` is the bundled Gemma read straight from its GGUF) or a saved model folder."""
+    torch_dtype = _torch_dtype(dtype)  # a clear error when the picker extra is missing
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ctxsel.llm.models import MODELS
 
-    torch_dtype = _torch_dtype(dtype)
     if base == GEMMA_GGUF:
         from ctxsel.llm.local import bundled_gguf_path
 
@@ -128,6 +128,7 @@ def model_text(tokenizer: Any, prompt: Prompt, chat: bool) -> str:
     user message) ending where the assistant's reply begins; a base model gets the plain text."""
     if not chat:
         return flatten_prompt(prompt)
+    prompt = normalize_prompt(prompt)
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
     return str(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
 
