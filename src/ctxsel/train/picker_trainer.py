@@ -291,7 +291,7 @@ def _callback(
     from transformers import TrainerCallback
 
     class StageCallback(TrainerCallback):
-        """Validation reward every ``eval_every`` steps (plateau stop) and the gradient norm of each step."""
+        """Validation reward every ``eval_every`` steps (plateau stop) and the wall time of each step."""
 
         best = -math.inf
         since_best = 0
@@ -305,14 +305,6 @@ def _callback(
             if val_rows:
                 v = self._validate(state.global_step, model)
                 self.best = v["reward"]
-
-        def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
-            sq = sum(
-                float(p.grad.detach().pow(2).sum())
-                for p in model.parameters()
-                if p.requires_grad and p.grad is not None
-            )
-            curve["grad_norm"].append({"step": state.global_step + 1, "grad_norm": math.sqrt(sq)})
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             self.t0 = time.perf_counter()
@@ -399,9 +391,12 @@ def run_stage(
     )
     trainer.train()
     for i, log in enumerate(h for h in trainer.state.log_history if "reward" in h):
+        step = int(log.get("step", i + 1))
+        # the norm before clipping (max_grad_norm 1.0), as the Trainer logs it: after clipping it is <= 1 always
+        curve["grad_norm"].append({"step": step, "grad_norm": float(log.get("grad_norm", math.nan))})
         curve["train"].append(
             {
-                "step": int(log.get("step", i + 1)),
+                "step": step,
                 "reward": float(log["reward"]),
                 "reward_std": float(log.get("reward_std", math.nan)),
                 "valid": reward_fn.valid[i] if i < len(reward_fn.valid) else None,
