@@ -83,10 +83,13 @@ def dequantized_folder(name: str) -> Path:
         tok.save_pretrained(str(tmp))
         tmp.chmod(0o755)  # mkdtemp makes it private; the cache is readable like the GGUF beside it
         tmp.rename(folder)  # atomic: a folder with config.json is complete
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (folder / "config.json").is_file():  # not another process that got there first
+            raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-        if not (folder / "config.json").is_file():
-            raise
+        raise
     return folder
 
 
@@ -108,6 +111,13 @@ def load_base(base: str, dtype: str = "float32") -> tuple[Any, Any]:
             f"base model {base!r} is neither a bundled model ({', '.join([GEMMA_GGUF, *MODELS])}) nor a model folder"
         )
     return AutoModelForCausalLM.from_pretrained(str(p), dtype=torch_dtype), AutoTokenizer.from_pretrained(str(p))
+
+
+def is_bundled_base(base: str) -> bool:
+    """A base named by its bundled model (its adapters store the name, not a path)."""
+    from ctxsel.llm.models import MODELS
+
+    return base == GEMMA_GGUF or base in MODELS
 
 
 def is_chat_base(base: str, tokenizer: Any) -> bool:
@@ -153,9 +163,7 @@ class TransformersClient:
             )
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         base = meta["base"]
-        from ctxsel.llm.models import MODELS
-
-        if base != GEMMA_GGUF and base not in MODELS and not Path(base).is_absolute():
+        if not is_bundled_base(base) and not Path(base).is_absolute():
             base = str((path / base).resolve())
         model, tok = load_base(base)
         try:
@@ -204,4 +212,12 @@ class TransformersClient:
         return Completion(reply, LLMUsage(1, n_in, n_out), finish_reason="stop", model=self.model_id)
 
 
-__all__ = ["GEMMA_GGUF", "TransformersClient", "dequantized_folder", "is_chat_base", "load_base", "model_text"]
+__all__ = [
+    "GEMMA_GGUF",
+    "TransformersClient",
+    "dequantized_folder",
+    "is_bundled_base",
+    "is_chat_base",
+    "load_base",
+    "model_text",
+]

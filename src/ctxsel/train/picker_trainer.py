@@ -56,8 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel.errors import InputError
-from ctxsel.llm.hf_client import GEMMA_GGUF, is_chat_base, load_base, model_text
-from ctxsel.llm.models import MODELS
+from ctxsel.llm.hf_client import is_bundled_base, is_chat_base, load_base, model_text
 from ctxsel.selectors.context_picker.picker import candidate_pool
 from ctxsel.selectors.context_picker.prompt import InvalidReply, parse_reply, render_prompt
 from ctxsel.train.picker_config import PickerTrainConfig
@@ -104,11 +103,15 @@ def picker_rows(
     return rows, {"rows": len(rows), "skipped_no_gold_in_pool": skipped, "gold_partly_outside_pool": trimmed}
 
 
-def prompt_ids(tokenizer: Any, row: dict[str, Any], stage: int, chat: bool) -> list[int]:
-    """The token ids a model reads for ``row``'s picker prompt: what inference sends (the plain prompt,
+def prompt_text(tokenizer: Any, row: dict[str, Any], stage: int, chat: bool) -> str:
+    """The text a model reads for ``row``'s picker prompt: what inference sends (the plain prompt,
     ending in the prefill), through the chat template when the base is a chat model."""
-    text = model_text(tokenizer, render_prompt(row["question"], row["passages"], stage), chat)
-    return list(tokenizer(text, add_special_tokens=not chat)["input_ids"])
+    return model_text(tokenizer, render_prompt(row["question"], row["passages"], stage), chat)
+
+
+def prompt_ids(tokenizer: Any, row: dict[str, Any], stage: int, chat: bool) -> list[int]:
+    """:func:`prompt_text` as token ids (a chat template brings its own special tokens)."""
+    return list(tokenizer(prompt_text(tokenizer, row, stage, chat), add_special_tokens=not chat)["input_ids"])
 
 
 def _dataset(rows: Sequence[dict[str, Any]], stage: int, tokenizer: Any, chat: bool) -> Any:
@@ -117,7 +120,7 @@ def _dataset(rows: Sequence[dict[str, Any]], stage: int, tokenizer: Any, chat: b
     return Dataset.from_list(
         [
             {
-                "prompt": model_text(tokenizer, render_prompt(r["question"], r["passages"], stage), chat),
+                "prompt": prompt_text(tokenizer, r, stage, chat),
                 "gold": r["gold"],
                 "n_candidates": len(r["passages"]),
             }
@@ -480,7 +483,7 @@ def train_picker(
         rel_base = "../base"
     else:
         model, tok = load_base(cfg.base)
-        rel_base = cfg.base if cfg.base == GEMMA_GGUF or cfg.base in MODELS else str(Path(cfg.base).resolve())
+        rel_base = cfg.base if is_bundled_base(cfg.base) else str(Path(cfg.base).resolve())
     chat = is_chat_base(cfg.base, tok)
     info = {**(info or {}), "chat": chat}  # the adapter reads prompts as it was trained on them
     newline_ends_replies(model, tok)
