@@ -40,6 +40,7 @@ GROUPS = {
     # One method alone on all 20: enough replies to state its invalid-reply or unreadable-verdict rate and SubEM
     # (their prompts stay far below 8k tokens, so the window does not matter).
     "picker": (20, "context-picker", None),
+    "picker-free": (20, "context-picker[constrained=false]", None),
     "sage": (20, "sage", None),
     # The full window and Self-Route (which falls back to it) alone: each question reads up to 8k tokens.
     "full": (20, "full", 8192),
@@ -210,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         limit, methods, n_ctx = GROUPS[name]
         runs[name] = run_eval("test", limit, methods, f"{args.output}_{name}", args, n_ctx)
     if args.all_methods:
-        runs["all 100"] = run_eval(None, None, args.all_methods, f"{args.output}_all", args)
+        # the core group's window: its 20 test questions are then served from the response cache
+        runs["all 100"] = run_eval(None, None, args.all_methods, f"{args.output}_all", args, GROUPS["core"][2])
     for run in runs.values():
         run.update(date=info["date"], git=info["git"])
     info["loadavg_end"] = loadavg()
