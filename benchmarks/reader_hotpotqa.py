@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info(setup_threads(args.threads), versions=("llama_cpp",))
 
     runs = {}
-    for name in args.groups.split(","):
+    for name in filter(None, args.groups.split(",")):
         limit, methods, n_ctx = GROUPS[name]
         runs[name] = run_eval("test", limit, methods, f"{args.output}_{name}", args, n_ctx)
     if args.all_methods:
