@@ -117,10 +117,20 @@ def reward_log(llm_dir: Path) -> dict[str, Any]:
     cache = llm_dir / "llm_rewards.jsonl"
     rows = [json.loads(line) for line in cache.read_text().splitlines() if line.strip()] if cache.exists() else []
     curve = json.loads((llm_dir / "reward_curve.json").read_text()) if (llm_dir / "reward_curve.json").exists() else {}
+    steps = curve.get("steps", [])
+
+    def window(part: list[dict[str, Any]]) -> dict[str, float] | None:
+        return {k: mean(part, k) for k in ("reward", "k")} if part else None
+
     return {
         "bands_read": sum(r["answer"] != "<context overflow>" for r in rows),
         "bands_overflowed": sum(r["answer"] == "<context overflow>" for r in rows),
         "correct_share": mean([{"r": r["reward"]} for r in rows], "r") if rows else None,
+        "steps": len(steps),
+        "samples": len(steps) * curve.get("config", {}).get("batch_size", 0),
+        "train_seconds": sum(s["seconds"] for s in steps),
+        "first_10": window(steps[:10]),
+        "last_10": window(steps[-10:]),
         "curve": curve,
     }
 
@@ -192,9 +202,26 @@ def main() -> int:
                     if log["bands_read"]
                     else ""
                 ),
-                "Seconds (this call): " + ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()),
+                *(["Seconds (this call): " + ", ".join(f"{k} {v:.0f}" for k, v in seconds.items())] if seconds else []),
             ],
         ),
+        "## Training with the LLM reward",
+        "",
+        f"{log['steps']} steps of {args.batch_size} questions ({log['samples']} sampled bands) in "
+        f"{log['train_seconds'] / 60:.0f} minutes; the band cache holds {log['bands_read']} bands read by the reader "
+        f"(so {max(0, log['samples'] - log['bands_read'] - log['bands_overflowed'])} or more samples were served "
+        "from it).",
+        "",
+        "| steps | mean reward (share answered right) | mean k |",
+        "|---|---:|---:|",
+        *(
+            f"| {name} | {w['reward']:.3f} | {w['k']:.2f} |"
+            for name, w in (("first 10", log["first_10"]), ("last 10", log["last_10"]))
+            if w is not None
+        ),
+        "",
+        "![reward curve](ldar_llm_reward_curve.png)",
+        "",
         f"## The reader on the 20 held-out questions (`ctxsel {' '.join(eval_argv)}`)",
         "",
         "| method | SubEM % | EM % | F1 % | recall % | tokens | k |",
