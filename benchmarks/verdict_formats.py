@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     test = split_examples(load_dataset("hotpotqa-long"), "test")
     questions = [(e.question, False) for e in test]
     questions += [(q, True) for q in COUNTING]
-    client = LocalLlamaClient(n_ctx=2048, n_threads=args.llm_threads)
+    client = LocalLlamaClient(n_ctx=4096, n_threads=args.llm_threads)
     rows = []
     for q, counting in tqdm(questions, desc="verdicts", unit="q"):
         prompt = SAGE_IS_COUNTING.render(query=q)
