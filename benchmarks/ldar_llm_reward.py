@@ -14,8 +14,11 @@ kept small, as the issue asks:
   policy samples again is free, across steps and resumed runs;
 - the LLM run starts from a policy trained on the same pools with the label reward
   (``--init-policy``): random initial bands of ~30 paragraphs would overflow and teach nothing.
+  That policy ends nearly deterministic, so the LLM run uses the options against collapse
+  (``--llm-train-args``, default ``--baseline question --normalize-advantages --entropy-coef
+  0.01``): without them every sample is the same band and REINFORCE has nothing to compare.
 
-    python benchmarks/ldar_llm_reward.py [--llm-steps 30] [--batch-size 8] [--reader local]
+    python benchmarks/ldar_llm_reward.py [--llm-steps 40] [--batch-size 8] [--reader local]
 
 Stages, each skipped when its output exists (training resumes where a killed run stopped; raise
 ``--llm-steps`` to train longer): pools, label policy, LLM-reward policy, the reader on the 20

@@ -66,16 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         obj = as_object.parse(client.complete(prompt, max_tokens=24, reply_format=as_object).text)
         bare = COUNTING_FORMAT.parse(client.complete(prompt, max_tokens=8, reply_format=COUNTING_FORMAT).text)
         rows.append({"question": q, "counting": counting, "free": free, "json_object": obj, "bare_words": bare})
-    sage = SAGE(client)
+    sage = SAGE(client)  # its default recall_index, n_seeds and neighbor_num
     graph = SentenceGraph(test[0].chunks)  # one pool for every question of hotpotqa-long
     sufficiency = []
     for ex in tqdm(test, desc="sufficiency", unit="q"):
         hits, _ = graph.retrieve([ex.question], sage.recall_index)
         evidence = dict.fromkeys([*hits, *graph.neighbours(hits[: sage.n_seeds], sage.neighbor_num)])
         for importance in ("0.200", "0.800"):
-            prompt = SAGE_SUFFICIENT.render(
-                query=ex.question, retrieved=sage._text(graph, evidence), importance=importance
-            )
+            retrieved = "\n".join(graph.vertices[i].text for i in sorted(evidence))  # as SAGE lists it
+            prompt = SAGE_SUFFICIENT.render(query=ex.question, retrieved=retrieved, importance=importance)
             free = client.complete(prompt, max_tokens=8).text
             bare = client.complete(prompt, max_tokens=8, reply_format=SUFFICIENT_FORMAT).text
             try:
