@@ -81,11 +81,10 @@ def write_pools(path: Path, pool: int) -> int:
     for ex in load_hotpotqa_long():
         scores = np.asarray(scorer.score(ex.question, ex.chunks), dtype=np.float64)
         ranked = [int(i) for i in np.argsort(-scores, kind="stable")]
-        gold = {i for i, c in enumerate(ex.chunks) if c.id in set(ex.gold_ids)}
-        missing = [i for i in ranked if i in gold and i not in ranked[:pool]]
-        kept = [i for i in ranked[:pool] if i in gold]
-        keep = [i for i in ranked if i not in gold][: pool - len(kept) - len(missing)] + kept + missing
-        swapped += len(missing)
+        gold_ids = set(ex.gold_ids)
+        gold = {i for i, c in enumerate(ex.chunks) if c.id in gold_ids}
+        keep = [i for i in ranked if i not in gold][: pool - len(gold)] + sorted(gold)
+        swapped += len(gold - set(ranked[:pool]))
         row = example_dict(ex, "")
         row["chunks"] = [row["chunks"][i] for i in sorted(keep)]  # document order, as the full pool
         lines.append(json.dumps(row))
@@ -112,7 +111,9 @@ def best_fixed_k(pools: Path) -> int:
     scorer = get_scorer("dense")
     exs = split_examples(load_dataset(str(pools)), "train")
     scored = [(ex, np.asarray(scorer.score(ex.question, ex.chunks), dtype=np.float64)) for ex in exs]
-    return max(K_GRID[:8], key=lambda k: mean(rows_for(get_selector(f"top-k@{k}"), scored), "f2"))
+    pool = max(len(ex.chunks) for ex in exs)
+    ks = [k for k in K_GRID if k <= pool]
+    return max(ks, key=lambda k: mean(rows_for(get_selector(f"top-k@{k}"), scored), "f2"))
 
 
 def reward_log(llm_dir: Path) -> dict[str, Any]:
@@ -128,7 +129,7 @@ def reward_log(llm_dir: Path) -> dict[str, Any]:
     return {
         "bands_read": sum(r["answer"] != "<context overflow>" for r in rows),
         "bands_overflowed": sum(r["answer"] == "<context overflow>" for r in rows),
-        "correct_share": mean([{"r": r["reward"]} for r in rows], "r") if rows else None,
+        "correct_share": sum(r["reward"] for r in rows) / len(rows) if rows else None,
         "steps": len(steps),
         "samples": len(steps) * curve.get("config", {}).get("batch_size", 0),
         "train_seconds": sum(s["seconds"] for s in steps),

@@ -83,13 +83,10 @@ def dequantized_folder(name: str) -> Path:
         tok.save_pretrained(str(tmp))
         tmp.chmod(0o755)  # mkdtemp makes it private; the cache is readable like the GGUF beside it
         tmp.rename(folder)  # atomic: a folder with config.json is complete
-    except OSError:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        if not (folder / "config.json").is_file():  # not another process that got there first
+        if not (isinstance(e, OSError) and (folder / "config.json").is_file()):  # lost a rename race: fine
             raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return folder
 
 
