@@ -48,6 +48,9 @@ GROUPS = {
     # adaptive-k alone, so that its rows can be paired with a partial full group question by question.
     "adaptive-k": (20, "adaptive-k", 8192),
 }
+#: The group of cheap methods on all 100 questions (``--all-methods``). Its rows are listed beside the 20-question
+#: rows, not instead of them: those are the ones to compare with the expensive methods, read on the same questions.
+ALL_GROUP = "all 100"
 #: (group, method) pairs compared on the questions both have answered (see paired()).
 PAIRS = ((("adaptive-k", "adaptive-k"), ("full", "full")),)
 
@@ -171,9 +174,11 @@ def previous_runs(path: Path, now: dict) -> dict:
 
 
 def best_rows(runs: dict) -> dict[str, str]:
-    """method -> the group whose row has the most questions (later groups win ties: they are the newer runs)."""
+    """method -> the test-split group whose row has the most questions (later groups win ties: they are newer)."""
     best: dict[str, tuple[int, str]] = {}
     for name, run in runs.items():
+        if name == ALL_GROUP:
+            continue
         for method, row in run["summary"].items():
             if isinstance(row, dict) and "n" in row and row["n"] >= best.get(method, (0, ""))[0]:
                 best[method] = (int(row["n"]), name)
@@ -212,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         runs[name] = run_eval("test", limit, methods, f"{args.output}_{name}", args, n_ctx)
     if args.all_methods:
         # the core group's window: its 20 test questions are then served from the response cache
-        runs["all 100"] = run_eval(None, None, args.all_methods, f"{args.output}_all", args, GROUPS["core"][2])
+        runs[ALL_GROUP] = run_eval(None, None, args.all_methods, f"{args.output}_all", args, GROUPS["core"][2])
     for run in runs.values():
         run.update(date=info["date"], git=info["git"])
     info["loadavg_end"] = loadavg()
@@ -234,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     best = best_rows(runs)
     for name, run in runs.items():
         for method, row in run["summary"].items():
-            if best.get(method) != name:
+            if best.get(method) != name and name != ALL_GROUP:
                 continue
             lines.append(
                 f"| {method} | {name} | {row['n']} | " + " | ".join(_cell(row.get(k), f) for k, _, f in COLUMNS) + " |"
@@ -245,11 +250,12 @@ def main(argv: list[str] | None = None) -> int:
             f"- {name}: `{r['command']}` (reader window {r['window'] or '?'} tokens; "
             f"{r.get('date', '?')[:10]}, git {r.get('git', '?')})"
             for name, r in runs.items()
-            if name in best.values()
+            if name in best.values() or name == ALL_GROUP
         ),
         "",
-        "A method that ran in several groups is listed once, from the group with the most questions (the newest "
-        "run on a tie). Groups not run by this call are carried over from the previous report with their own date "
+        f"A method that ran in several groups of the 20 test questions is listed once, from the group with the most "
+        f"questions (the newest run on a tie); the {ALL_GROUP!r} group's rows, on all 100 questions (80 of them the "
+        "training split), are listed besides. Groups not run by this call are carried over from the previous report with their own date "
         "and commit (`--no-keep-previous` drops them).",
     ]
     pairs = []
