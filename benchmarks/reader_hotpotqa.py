@@ -237,9 +237,10 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---:|" + "|".join("---:" for _ in COLUMNS) + "|",
     ]
     best = best_rows(runs)
+    listed = {*best.values(), ALL_GROUP}
     for name, run in runs.items():
         for method, row in run["summary"].items():
-            if best.get(method) != name and name != ALL_GROUP:
+            if name != ALL_GROUP and best.get(method) != name:
                 continue
             lines.append(
                 f"| {method} | {name} | {row['n']} | " + " | ".join(_cell(row.get(k), f) for k, _, f in COLUMNS) + " |"
@@ -250,12 +251,12 @@ def main(argv: list[str] | None = None) -> int:
             f"- {name}: `{r['command']}` (reader window {r['window'] or '?'} tokens; "
             f"{r.get('date', '?')[:10]}, git {r.get('git', '?')})"
             for name, r in runs.items()
-            if name in best.values() or name == ALL_GROUP
+            if name in listed
         ),
         "",
-        f"A method that ran in several groups of the 20 test questions is listed once, from the group with the most "
+        "A method that ran in several groups of the 20 test questions is listed once, from the group with the most "
         f"questions (the newest run on a tie); the {ALL_GROUP!r} group's rows, on all 100 questions (80 of them the "
-        "training split), are listed besides. Groups not run by this call are carried over from the previous report with their own date "
+        "training split), are listed beside them. Groups not run by this call are carried over from the previous report with their own date "
         "and commit (`--no-keep-previous` drops them).",
     ]
     pairs = []

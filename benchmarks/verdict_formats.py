@@ -73,8 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         hits, _ = graph.retrieve([ex.question], sage.recall_index)
         evidence = dict.fromkeys([*hits, *graph.neighbours(hits[: sage.n_seeds], sage.neighbor_num)])
         for importance in ("0.200", "0.800"):
-            retrieved = "\n".join(graph.vertices[i].text for i in sorted(evidence))  # as SAGE lists it
-            prompt = SAGE_SUFFICIENT.render(query=ex.question, retrieved=retrieved, importance=importance)
+            prompt = SAGE_SUFFICIENT.render(query=ex.question, retrieved=graph.text(evidence), importance=importance)
             free = client.complete(prompt, max_tokens=8).text
             bare = client.complete(prompt, max_tokens=8, reply_format=SUFFICIENT_FORMAT).text
             try:

@@ -48,6 +48,11 @@ class SentenceGraph:
     def __len__(self) -> int:
         return len(self.vertices)
 
+    def text(self, evidence: Iterable[int]) -> str:
+        """The evidence as SAGE's prompts list it: one sentence a line, in document order."""
+        order = sorted(evidence)  # vertex indices are in document order
+        return "\n".join(self.vertices[i].text for i in order) if order else "(nothing yet)"
+
     def relevance(self, keys: Iterable[str]) -> np.ndarray:
         """relevance(c, keys) = |WordsOf(c) & keys| for every vertex (SAGE Sec. 4.2)."""
         if self._words is None:

@@ -532,7 +532,7 @@ class SAGE(CommonOptions, Selector):
         why = f"no YES verdict within iter_max={self.iter_max} rounds"
         for r in range(1, self.iter_max + 1):
             got = self._ask(
-                run, SAGE_KEYS, SAGE_KEYS.render(query=q, retrieved=self._text(graph, evidence)), 64, fmt=KEYS_FORMAT
+                run, SAGE_KEYS, SAGE_KEYS.render(query=q, retrieved=graph.text(evidence)), 64, fmt=KEYS_FORMAT
             )
             if got is None:
                 why = f"stopped in round {r}: the keys prompt exceeds the model's window"
@@ -561,7 +561,7 @@ class SAGE(CommonOptions, Selector):
                 "neighbours": [graph.vertices[i].id for i in neigh],
                 "new_sentences": len(evidence) - before,
             }
-            context = self._text(graph, evidence)
+            context = graph.text(evidence)
             # the answers behind the importance read what the final answer would: the evidence that fits
             imp, clean, lambdas = self.importance(
                 run, question, options, self._fit_evidence(run, graph, evidence, question, options, context), rng
@@ -642,7 +642,7 @@ class SAGE(CommonOptions, Selector):
         t0: float,
     ) -> Selection:
         order = sorted(evidence)  # vertex indices are in document order
-        context = self._text(graph, evidence)
+        context = graph.text(evidence)
         if final is None and question is not None:
             read = self._fit_evidence(run, graph, evidence, question, options, context)
             final = self._vote(run, question, options, read) if options else self._infer(run, question, options, read)
@@ -712,7 +712,7 @@ class SAGE(CommonOptions, Selector):
         )
 
         def text(s: Selection) -> str:
-            return self._text(graph, {index[c.id]: None for c in s.chunks})
+            return graph.text({index[c.id]: None for c in s.chunks})
 
         try:
             kept, cut = fit_to_window(sel, lambda s: t.render(question=q, context=text(s)), self._window, n)
@@ -726,10 +726,6 @@ class SAGE(CommonOptions, Selector):
             run.trace.append({"step": "cut", **{k: v for k, v in cut.items() if k != "dropped"}})
         run.cut = cut
         return text(kept)
-
-    @staticmethod
-    def _text(graph: SentenceGraph, evidence: dict[int, Any]) -> str:
-        return "\n".join(graph.vertices[i].text for i in sorted(evidence)) if evidence else "(nothing yet)"
 
 
 __all__ = [
