@@ -85,7 +85,10 @@ def cpu_flags() -> str:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("flags"):
                 flags = set(line.split(":", 1)[1].split())
-                return ", ".join(f for f in ("avx2", "avx512f", "fma") if f in flags) or "no AVX2"
+                return (
+                    ", ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "fma") if f in flags)
+                    or "no AVX2"
+                )
     except OSError:
         pass
     return "unknown"

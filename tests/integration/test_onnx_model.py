@@ -85,6 +85,16 @@ def test_int8_is_close_but_kept_apart(model_path: str, torch_vectors: np.ndarray
     assert float(np.abs(v8 - v32).max()) > 1e-4
 
 
+def test_int8_vector_of_a_text_does_not_depend_on_its_neighbours(model_path: str) -> None:
+    from ctxsel.scoring.onnx_backend import OnnxBackend
+
+    int8 = OnnxBackend(model_path, quantize=True, num_threads=1)
+    alone = np.vstack([int8.encode([t]) for t in TEXTS])
+    together = int8.encode(list(reversed(TEXTS)) + TEXTS, batch_size=32)
+    assert np.array_equal(together[len(TEXTS) :], alone)
+    assert np.array_equal(together[: len(TEXTS)], alone[::-1])
+
+
 def test_export_happens_once(model_path: str, onnx_fp32) -> None:
     from ctxsel.scoring.onnx_backend import OnnxBackend, export_dir
 

@@ -87,14 +87,33 @@ class TestResolveBackend:
     def test_auto_with_onnxruntime(self, fake_onnxruntime: None, monkeypatch: pytest.MonkeyPatch) -> None:
         import importlib.util
 
-        from ctxsel.scoring import dense
+        from ctxsel.scoring import dense, onnx_backend
 
         monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: object())
-        assert resolve_backend("auto") == dense.DEFAULT_BACKEND
-        assert resolve_backend("auto", DEFAULT_MODEL) == dense.DEFAULT_BACKEND
+        for vnni, expected in ((True, "onnx-int8"), (False, "onnx")):
+            monkeypatch.setattr(onnx_backend, "has_int8_dot", lambda vnni=vnni: vnni)
+            assert dense.default_backend() == expected
+            assert resolve_backend("auto") == expected
+            assert resolve_backend("auto", DEFAULT_MODEL) == expected
         # other models and other devices stay on torch: the ONNX path is measured for the bundled MiniLM
         assert resolve_backend("auto", "/models/e5-small") == "torch"
         assert resolve_backend("auto", None, device="cuda") == "torch"
+
+    @pytest.mark.parametrize(
+        ("cpuinfo", "expected"),
+        [
+            ("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma avx512f avx512_vnni avx512_bf16\n", True),
+            ("flags\t\t: fpu sse2 avx2 avx_vnni\n", True),
+            ("flags\t\t: fpu sse2 avx2 fma avx512f avx512bw\n", False),  # AVX-512 without VNNI
+            ("flags\t\t: avx512_vnnix\n", False),  # whole flags only
+            ("processor\t: 0\nFeatures\t: fp asimd asimddp\n", False),  # no x86 flags line
+            ("", False),
+        ],
+    )
+    def test_int8_dot_is_read_from_the_cpu_flags(self, cpuinfo: str, expected: bool) -> None:
+        from ctxsel.scoring.onnx_backend import has_int8_dot
+
+        assert has_int8_dot(cpuinfo) is expected
 
     def test_onnx_on_a_gpu_device_is_refused(self, fake_onnxruntime: None) -> None:
         from ctxsel.scoring.dense import load_backend

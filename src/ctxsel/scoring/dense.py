@@ -20,7 +20,7 @@ by ``backend=``: ``"torch"`` (sentence-transformers), ``"onnx"`` (ONNX
 Runtime, fp32: the same vectors within ~1e-6, so it shares torch's cache
 entries) or ``"onnx-int8"`` (dynamically quantised weights: different
 vectors, so its cache entries are separate). ``"auto"``, the default, is
-explained at ``DEFAULT_BACKEND``. The ONNX code lives in
+explained at ``default_backend``. The ONNX code lives in
 ``ctxsel.scoring.onnx_backend``.
 """
 
@@ -42,23 +42,32 @@ from ctxsel.types import Chunk
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
-DEFAULT_BACKEND = "onnx"
-"""What ``backend="auto"`` uses for the bundled MiniLM on the CPU when onnxruntime is installed
-(otherwise torch). The rule (issue 16): the fastest backend whose hotpotqa-long recall is within
-0.5 points of torch's (``benchmarks/embedding_throughput.py`` measures all three in one run).
 
-- ONNX fp32 returns torch's vectors within 2.4e-7 (max abs difference over the pool paragraphs), so
-  its recall is torch's by construction and it shares torch's cache entries. Its graph is fused
-  (one Attention / SkipLayerNorm / BiasGelu kernel per layer), batches are length-sorted and capped
-  at 1,024 padded tokens, and a new process is ready in about 1 s against about 7-20 s for
-  torch + sentence-transformers.
-- ONNX int8 gave 1.5-1.7x fp32's passages per CPU-second (300 paragraphs, 1 thread, measured under load), but it is
-  not the default even where its recall passes: dynamic quantisation scales activations per batch,
-  so a text's vector depends on the texts it was batched with (up to 0.04 per coordinate between two
-  batchings of the same 200+ texts in our check). A cached vector would then depend on what happened to be embedded
-  beside it, against the "a run is reproducible" convention. Ask for it with ``backend="onnx-int8"``
-  where speed matters more; its cache entries are separate (``vector_id``).
-"""
+
+def default_backend() -> str:
+    """What ``backend="auto"`` uses for the bundled MiniLM on the CPU when onnxruntime is installed
+    (otherwise torch): ``onnx-int8`` on a CPU with an 8-bit dot product (VNNI), else ``onnx``.
+
+    The rule (issue 16): the fastest backend whose hotpotqa-long recall is within 0.5 points of
+    torch's. ``benchmarks/embedding_throughput.py`` measures all three in one run and states its choice.
+
+    - ONNX fp32 returns torch's vectors within 2.4e-7 (max abs difference over the pool paragraphs), so
+      its recall is torch's by construction and it shares torch's cache entries. Its graph is fused
+      (one Attention / SkipLayerNorm / BiasGelu kernel per layer), batches are length-sorted and capped
+      at 1,024 padded tokens, and a new process is ready in under a second against 6-20 s for
+      torch + sentence-transformers.
+    - ONNX int8, on an AVX-512 VNNI machine, ran at 1.4x fp32 (84 against 58 passages/s on 2 threads,
+      one text per run) with adaptive-k's recall unchanged and top-k@5's within 0.5 points. Each
+      text is read alone, so its vector never depends on what was embedded beside it. On a CPU
+      without VNNI (AVX2 only) it ran at 1.7x fp32 and lost 1.5 points of top-k@5 recall, outside the
+      rule, so there fp32 stays the default (``onnx_backend.has_int8_dot``).
+
+    int8 vectors keep their own cache entries (``vector_id``), so caches filled on the two kinds of CPU
+    never mix; ask for one backend by name to get the same vectors everywhere.
+    """
+    from ctxsel.scoring.onnx_backend import has_int8_dot
+
+    return "onnx-int8" if has_int8_dot() else "onnx"
 
 
 def bundled_model_path() -> Path | None:
@@ -152,7 +161,7 @@ def resolve_backend(backend: str | None, model: str | None = None, device: str =
             return "torch"  # the ONNX path is measured for the bundled MiniLM on the CPU only
         import importlib.util
 
-        return DEFAULT_BACKEND if importlib.util.find_spec("onnxruntime") is not None else "torch"
+        return default_backend() if importlib.util.find_spec("onnxruntime") is not None else "torch"
     if name not in BACKENDS:
         raise InputError(f"unknown dense backend {backend!r}; choose auto, {', '.join(BACKENDS)}")
     if name.startswith("onnx"):

@@ -13,9 +13,19 @@ a scorer starts in well under a second. Files are written to a temporary name
 and renamed, so concurrent processes never read half a model.
 
 ``quantize=True`` quantises the exported graph's weights to int8 with
-``onnxruntime.quantization.quantize_dynamic`` (activations are quantised per
-batch at run time). Its vectors differ from fp32 by about 1e-2, so the dense
-scorer keys its cache entries apart (``INT8_ID``).
+``onnxruntime.quantization.quantize_dynamic`` (activations are quantised at
+run time, with one scale per tensor). Its vectors differ from fp32 by about
+1e-2, so the dense scorer keys its cache entries apart (``INT8_ID``). The int8
+model reads one text per run: a batch would share one activation scale, so a
+text's vector would depend on the texts beside it (up to 0.03 per coordinate
+on the hotpotqa-long paragraphs); alone, a text always gets the same vector,
+and it is padded to nothing.
+
+int8 is fast and faithful only where the CPU has an 8-bit dot product
+(``has_int8_dot``): with VNNI, ONNX Runtime's u8 x s8 kernels accumulate in
+32 bits; without it (plain AVX2) they sum pairs of products in saturating
+16-bit lanes, which loses accuracy (ONNX Runtime's quantisation guide advises
+``reduce_range`` there; ``dense.default_backend`` has the measurements).
 
 Texts are tokenised once (truncated at the model's ``max_seq_length``),
 sorted by length and batched (at most ``batch_size`` texts and ``MAX_BATCH_TOKENS``
@@ -41,7 +51,11 @@ from ctxsel.errors import InputError, MissingExtraError
 from ctxsel.paths import default_cache_dir
 
 EXPORT_VERSION = 1  # bump when the exported graph or the quantisation settings change
-INT8_ID = f"onnx-int8-v{EXPORT_VERSION}"  # in the int8 cache key: its vectors differ from fp32
+# In the int8 cache key: its vectors differ from fp32. "-per-text": since each text is read alone (the
+# vectors of the batched reads before it depended on their batch, so they are not reused).
+INT8_ID = f"onnx-int8-v{EXPORT_VERSION}-per-text"
+#: CPU flags of an 8-bit dot-product instruction (x86 VNNI) that ONNX Runtime's int8 kernels use.
+INT8_DOT_FLAGS = frozenset({"avx512_vnni", "avx_vnni"})
 OPSET = 17
 MAX_THREADS = 4  # beyond this, MiniLM batches gain little on a CPU
 # Padded tokens per batch. Measured on 300 hotpotqa-long paragraphs (~130 word pieces each), 1 thread,
@@ -68,6 +82,20 @@ def default_threads() -> int:
     except AttributeError:  # pragma: no cover - not Linux
         n = os.cpu_count() or 1
     return max(1, min(n, MAX_THREADS))
+
+
+def has_int8_dot(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU has an 8-bit dot product (``INT8_DOT_FLAGS``), from ``/proc/cpuinfo``'s flags
+    (or the text given); False where that cannot be read (not Linux, not x86)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            return not INT8_DOT_FLAGS.isdisjoint(line.partition(":")[2].split())
+    return False
 
 
 # -- the model folder -----------------------------------------------------------------------------------------
@@ -318,6 +346,7 @@ class OnnxBackend:
         from tokenizers import Tokenizer
 
         self.name = "onnx-int8" if quantize else "onnx"
+        self.one_text_per_run = quantize  # see the module docstring: per-tensor activation scales
         self.max_batch_tokens = max_batch_tokens
         info = check_model_folder(model_path)
         self.max_seq_length = int(info["max_seq_length"])
@@ -357,6 +386,8 @@ class OnnxBackend:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         encodings = self.tokenize(texts)
+        if self.one_text_per_run:
+            batch_size = 1
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))  # length-sorted batches
         out: np.ndarray | None = None
         bar = None
@@ -385,6 +416,7 @@ __all__ = [
     "default_threads",
     "ensure_onnx_model",
     "export_onnx",
+    "has_int8_dot",
     "quantize_int8",
     "require_onnxruntime",
 ]
