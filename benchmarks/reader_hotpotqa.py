@@ -107,6 +107,8 @@ def run_eval(
         str(args.threads),
         "--llm-threads",
         str(args.llm_threads),
+        "--backend",
+        args.backend,
     ]
     if split:
         cmd += ["--split", split]
@@ -192,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
         "--n-ctx", type=int, default=None, help="reader window for every group (default: each group's own, see GROUPS)"
     )
     p.add_argument("--llm-threads", type=int, default=1, help="llama.cpp threads per run (1: groups run side by side)")
+    p.add_argument(
+        "--backend",
+        default="onnx",
+        help="dense backend for the MiniLM scores (default onnx: fp32, torch's vectors, as every earlier row; "
+        "auto would be int8 on a VNNI CPU)",
+    )
     p.add_argument("--groups", default=",".join(GROUPS), help=f"which method groups to run ({', '.join(GROUPS)})")
     p.add_argument("--all-methods", default="", help="also run these on all 100 questions")
     p.add_argument("--output", default="runs/reader_hotpotqa")
