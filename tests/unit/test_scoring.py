@@ -241,8 +241,10 @@ class TestDenseScorerFromCache:
         return DenseScorer, DEFAULT_MODEL
 
     def test_embed_and_score_from_cache(self, dense_cls, tmp_path: Path) -> None:
-        DenseScorer, model_id = dense_cls
+        DenseScorer, _ = dense_cls
         cache = EmbeddingCache(tmp_path / "e.sqlite")
+        scorer = DenseScorer(cache=cache, query_prefix="query: ")
+        model_id = scorer.model_id  # the model, plus the backend where auto picks int8 (a VNNI CPU)
         q = np.array([1.0, 0.0, 0.0], np.float32)
         docs = {
             "alpha": np.array([0.6, 0.8, 0.0], np.float32),
@@ -251,7 +253,6 @@ class TestDenseScorerFromCache:
         }
         cache.put_many({text_key(model_id, "query: what?"): q})
         cache.put_many({text_key(model_id, t): v for t, v in docs.items()})
-        scorer = DenseScorer(cache=cache, query_prefix="query: ")
         got = scorer.embed(["gamma", "alpha", "gamma"])
         assert np.array_equal(got, np.stack([docs["gamma"], docs["alpha"], docs["gamma"]]))
         chunks = [Chunk(id=t, text=t, n_tokens=1) for t in docs]
