@@ -56,8 +56,8 @@ def default_backend() -> str:
       (one Attention / SkipLayerNorm / BiasGelu kernel per layer), batches are length-sorted and capped
       at 1,024 padded tokens, and a new process is ready in under a second against 6-20 s for
       torch + sentence-transformers.
-    - ONNX int8, on an AVX-512 VNNI machine, ran at 1.4x fp32 (84 against 58 passages/s on 2 threads,
-      one text per run) with adaptive-k's recall unchanged and top-k@5's within 0.5 points. Each
+    - ONNX int8, on an AVX-512 VNNI machine, ran at 1.4-1.7x fp32 (84-100 against 57-58 passages/s on
+      2 threads, one text per run) with adaptive-k's recall unchanged and top-k@5's within 0.5 points. Each
       text is read alone, so its vector never depends on what was embedded beside it. On a CPU
       without VNNI (AVX2 only) it ran at 1.7x fp32 and lost 1.5 points of top-k@5 recall, outside the
       rule, so there fp32 stays the default (``onnx_backend.has_int8_dot``).
