@@ -81,17 +81,12 @@ def cpu_model() -> str:
 
 
 def cpu_flags() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                return (
-                    ", ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "fma") if f in flags)
-                    or "no AVX2"
-                )
-    except OSError:
-        pass
-    return "unknown"
+    from ctxsel.scoring.onnx_backend import cpu_flags as read_flags
+
+    flags = read_flags()
+    if not flags:
+        return "unknown"
+    return ", ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "fma") if f in flags) or "no AVX2"
 
 
 def _git(*args: str) -> str | None:

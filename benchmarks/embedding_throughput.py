@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     from ctxsel.metrics import context_recall
     from ctxsel.scoring import dense
     from ctxsel.scoring.cache import EmbeddingCache
+    from ctxsel.scoring.onnx_backend import has_int8_dot
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     tmp = tempfile.TemporaryDirectory(prefix="ctxsel-bench-emb-")
@@ -316,8 +317,6 @@ def main(argv: list[str] | None = None) -> int:
             ]
         )
     best = results[fastest]["cold_passages_per_s_median"] if fastest else 0.0
-    from ctxsel.scoring.onnx_backend import has_int8_dot
-
     vnni, auto = has_int8_dot(), dense.default_backend()
     la0 = info["loadavg_start"][0] if info["loadavg_start"] else float("nan")
     goal_line = (

@@ -35,6 +35,7 @@ padded tokens a batch), so a batch pads only to its own longest text.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -84,18 +85,26 @@ def default_threads() -> int:
     return max(1, min(n, MAX_THREADS))
 
 
-def has_int8_dot(cpuinfo: str | None = None) -> bool:
-    """Whether this CPU has an 8-bit dot product (``INT8_DOT_FLAGS``), from ``/proc/cpuinfo``'s flags
-    (or the text given); False where that cannot be read (not Linux, not x86)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return False
-    for line in cpuinfo.splitlines():
+@functools.cache
+def _proc_cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""  # not Linux
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
+    """The CPU's feature flags from ``/proc/cpuinfo`` (read once a process) or the text given; empty
+    where there is no x86 ``flags`` line (not Linux, not x86)."""
+    for line in (_proc_cpuinfo() if cpuinfo is None else cpuinfo).splitlines():
         if line.startswith("flags"):
-            return not INT8_DOT_FLAGS.isdisjoint(line.partition(":")[2].split())
-    return False
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
+def has_int8_dot(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU (or the ``/proc/cpuinfo`` text given) has an 8-bit dot product (``INT8_DOT_FLAGS``)."""
+    return not INT8_DOT_FLAGS.isdisjoint(cpu_flags(cpuinfo))
 
 
 # -- the model folder -----------------------------------------------------------------------------------------
@@ -413,6 +422,7 @@ class OnnxBackend:
 __all__ = [
     "INT8_ID",
     "OnnxBackend",
+    "cpu_flags",
     "default_threads",
     "ensure_onnx_model",
     "export_onnx",
