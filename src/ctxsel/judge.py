@@ -160,8 +160,9 @@ def score_answer(example: Example, prediction: str, judge: LLMJudge | None = Non
     head, else 0. Factoid examples: SubEM against any gold answer as the
     score, and beside it ``subem``, ``em`` and ``f1`` (HotpotQA's official EM
     and F1, each the maximum over the gold answers). Aggregation examples:
-    the judge's mean label score when a judge is given and the ground truth
-    is not empty, else the set-overlap F1 of listed items.
+    the judge's mean label score when a judge is given, the ground truth is
+    not empty and the judge's reply is valid (``judge_valid`` 1), else the
+    set-overlap F1 of listed items, which is kept beside it (``overlap_f1``).
     """
     if example.choices:
         from ctxsel.datasets.multiple_choice import score_choice
@@ -175,10 +176,16 @@ def score_answer(example: Example, prediction: str, judge: LLMJudge | None = Non
     from ctxsel.datasets.holobench.scoring import score_answer as set_overlap
 
     overlap = set_overlap(prediction, example.answers)
-    out: dict[str, Any] = {"score": overlap.f1, "kind": "set-overlap-f1", "overlap_recall": overlap.recall}
+    out: dict[str, Any] = {
+        "score": overlap.f1,
+        "kind": "set-overlap-f1",
+        "overlap_f1": overlap.f1,
+        "overlap_recall": overlap.recall,
+    }
     if judge is not None and example.answers:
         j = judge.judge(example.question, prediction, example.answers)
         out["judge_usage"] = {"calls": j.usage.calls, "tokens_in": j.usage.tokens_in, "tokens_out": j.usage.tokens_out}
+        out["judge_valid"] = 0.0 if j.score is None else 1.0  # its mean is the judge's valid-reply rate
         if j.score is None:
             out["kind"] = f"set-overlap-f1 (judge reply invalid: {j.error})"
         else:

@@ -16,7 +16,8 @@ from ctxsel.types import Example, LDARBand
 METRICS = ("recall", "precision", "k", "diff_k", "diff_k_authors", "n_tokens", "reduction", "select_ms")
 #: Added by a reader (``ctxsel eval --reader``): answer score and LLM cost per example.
 #: ``subem``/``em``/``f1``: factoid answers (HotpotQA's official EM and F1);
-#: ``cut``: share of rows whose selection was cut to the reader's window, ``tokens_cut``: tokens dropped per row.
+#: ``cut``: share of rows whose selection was cut to the reader's window, ``tokens_cut``: tokens dropped per row;
+#: ``overlap_f1``: aggregation answers' set-overlap F1, ``judge_valid``: share of valid LLM-judge replies.
 READER_METRICS = (
     "score",
     "subem",
@@ -30,6 +31,8 @@ READER_METRICS = (
     "wall_s",
     "cut",
     "tokens_cut",
+    "overlap_f1",
+    "judge_valid",
 )
 #: The paper's Tables 7-16 columns (Score, Context recall, Reduction %, n_in, n_out), then the
 #: reader's window (rows cut, tokens dropped) and the rows that failed.
@@ -48,12 +51,17 @@ READER_COLUMNS = (
 )
 #: For factoid answers the score column becomes SubEM, EM and F1 (HotpotQA's official EM/F1).
 FACTOID_COLUMNS = (("subem", "SubEM %", "pct"), ("em", "EM %", "pct"), ("f1", "F1 %", "pct"))
+#: Beside an LLM judge's score: how many of its replies were valid (the others fall back to set overlap).
+JUDGE_VALID_COLUMN = ("judge_valid", "judge valid %", "pct")
 
 
 def reader_columns(summary: Mapping[str, Mapping[str, Any]]) -> tuple[tuple[str, str, str], ...]:
-    """READER_COLUMNS, with SubEM / EM / F1 in place of the score when the answers are factoid."""
+    """READER_COLUMNS, with SubEM / EM / F1 in place of the score when the answers are factoid, and the
+    LLM judge's valid-reply rate when a judge scored them."""
     if any(e.get("subem") is not None for e in summary.values()):
         return FACTOID_COLUMNS + READER_COLUMNS[1:]
+    if any(e.get("judge_valid") is not None for e in summary.values()):
+        return (*READER_COLUMNS[:1], JUDGE_VALID_COLUMN, *READER_COLUMNS[1:])
     return READER_COLUMNS
 
 

@@ -14,14 +14,14 @@ import pytest
 from fake_server import FakeOpenAIServer, Reply, chat_reply, completion_reply
 
 from ctxsel import get_selector
-from ctxsel.judge import LLMJudge, judge_format
+from ctxsel.judge import LLMJudge, judge_format, score_answer
 from ctxsel.llm import CachedClient, OpenAICompatClient, ResponseCache
 from ctxsel.llm.base import Completion, LLMBadRequest, LLMContextLengthError
 from ctxsel.llm.constrain import yes_no_format
 from ctxsel.selectors.context_picker.prompt import PREFILL, picker_format
 from ctxsel.selectors.self_route import ROUTE_FORMAT
 from ctxsel.train.picker_rewrite import REWRITE_JSON, rewrite_query, rewrites_format
-from ctxsel.types import Chunk, LLMUsage, PickerDetails, SageDetails, SelfRouteDetails
+from ctxsel.types import Chunk, Example, LLMUsage, PickerDetails, SageDetails, SelfRouteDetails
 
 VERDICT = yes_no_format("verdict")
 CHUNKS = [Chunk(str(i), f"Passage {i} about topic {i}.", position=i, n_tokens=100) for i in range(8)]
@@ -415,6 +415,22 @@ def test_the_judge_labels_under_its_schema_and_falls_back_to_the_list_parser(ser
     unconstrained = LLMJudge(client(server), constrained=False)
     server.push(completion_reply('[{"id": 0, "label": "Exact Match"}]'))
     assert unconstrained.judge("q", "a", ["a"]).score == 1.0 and "response_format" not in server.requests[-1].json
+
+
+def test_an_aggregation_answer_keeps_its_overlap_score_and_says_whether_the_judge_was_valid(server):
+    ex = Example("h1", "Which airports?", [], answers=["Seattle", "Portland"], meta={"benchmark": "holobench"})
+    judge = LLMJudge(client(server))
+    server.push(
+        completion_reply(
+            json.dumps({"labels": [{"id": 0, "label": "Exact Match"}, {"id": 1, "label": "Partial Match"}]})
+        )
+    )
+    s = score_answer(ex, "Answer: Seattle", judge)
+    assert (s["score"], s["kind"], s["judge_valid"], s["overlap_f1"]) == (0.75, "llm-judge", 1.0, pytest.approx(2 / 3))
+    server.push(completion_reply('{"labels": [{"id": 0, "label": "Exact'))
+    s = score_answer(ex, "Answer: Seattle", judge)  # an unreadable judge: the overlap F1 is the score
+    assert (s["score"], s["judge_valid"]) == (pytest.approx(2 / 3), 0.0) and "judge reply invalid" in s["kind"]
+    assert "judge_valid" not in score_answer(ex, "Answer: Seattle")  # no judge, no rate
 
 
 def test_rewrites_unconstrained_by_default_and_json_when_asked(server):
