@@ -89,14 +89,22 @@ def finished_rows(methods: str, output: str) -> dict:
 
 
 def run_eval(
-    split: str | None, limit: int | None, methods: str, output: str, args: argparse.Namespace, n_ctx: int | None = None
+    split: str | None,
+    limit: int | None,
+    methods: str,
+    output: str,
+    args: argparse.Namespace,
+    n_ctx: int | None = None,
+    dataset: str = "hotpotqa-long",
+    extra: tuple[str, ...] = (),
 ) -> dict:
+    """``ctxsel eval`` of ``methods`` with the reader (unless ``--report-only``) and its summary; ``extra``: more flags."""
     from ctxsel.cli.main import main as ctxsel
 
     cmd = [
         "eval",
         "--dataset",
-        "hotpotqa-long",
+        dataset,
         "--methods",
         methods,
         "--reader",
@@ -119,6 +127,7 @@ def run_eval(
         cmd += ["--n-ctx", str(n_ctx)]
     if args.no_progress:
         cmd.append("--no-progress")
+    cmd += extra
     if not args.report_only:
         rc = ctxsel(cmd)
         if rc:
