@@ -54,6 +54,7 @@ from ctxsel.eval.lock import OutputLock
 from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, write_reports
 from ctxsel.eval.results import ResultLog, write_atomic
 from ctxsel.judge import LLMJudge, score_answer
+from ctxsel.llm.prompts import MULTIPLE_CHOICE
 from ctxsel.pipeline import Pipeline, Scored
 from ctxsel.reader import Reader
 from ctxsel.scoring import Scorer, get_scorer
@@ -332,6 +333,14 @@ def _rationale(sel: Selection) -> str | None:
 def _make_selector(method: str, reader: Reader | None, resources: dict[str, Any]) -> Any:
     if reader is None and get_selector_class(parse_spec(method)[0]).needs_llm:
         raise InputError(f"method {method!r} needs an LLM: pass a reader (ctxsel eval --reader ...)")
+    if reader is not None and reader.template.name != MULTIPLE_CHOICE.name:
+        # a method that answers itself (Self-Route, SAGE) answers as the reader would: a HoloBench list gets the
+        # aggregation template and its 384 tokens, not a 32-token factoid (options are read by the methods' own prompts)
+        resources = {
+            "answer_template": reader.template.name,
+            "max_answer_tokens": reader.max_answer_tokens,
+            **resources,
+        }
     return get_selector(method, llm=None if reader is None else reader.client, resources=resources)
 
 

@@ -25,7 +25,8 @@ Where the papers are silent:
 
 Constrained replies (``constrained=True``, the default): the first reply is
 asked for as ``{"answer": "..."}`` (:data:`ROUTE_FORMAT`, at most
-``MAX_ROUTE_ANSWER_CHARS`` characters), enforced by a llama.cpp grammar or a
+``MAX_ROUTE_ANSWER_CHARS`` characters, or 4 a token of ``max_answer_tokens``
+where that is more: :func:`route_format`), enforced by a llama.cpp grammar or a
 server's ``response_format``; its answer is "unanswerable" or the answer.
 A constrained reply that cannot be read is routed to the long context, as
 "unanswerable" is (``details.route_reply_unreadable``). Any other reply is
@@ -43,7 +44,7 @@ import numpy as np
 from ctxsel.errors import InputError
 from ctxsel.inputs import MissingLLMError
 from ctxsel.llm.base import LLMClient
-from ctxsel.llm.constrain import ReplyFormatError, answer_format
+from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError, answer_format
 from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, get_template
 from ctxsel.reader import Reader, clean_answer, fit_to_window, for_template
 from ctxsel.selectors.base import CommonOptions, Selector
@@ -53,6 +54,12 @@ from ctxsel.types import Chunk, RoutedAnswer, Selection, SelfRouteDetails
 MAX_ROUTE_ANSWER_CHARS = 128
 #: Self-Route's first reply, constrained: the answer, or "unanswerable".
 ROUTE_FORMAT = answer_format("self_route", max_chars=MAX_ROUTE_ANSWER_CHARS)
+
+
+def route_format(max_answer_tokens: int) -> ReplyFormat:
+    """ROUTE_FORMAT, or one that holds a longer answer (about 4 characters a token: a HoloBench list)."""
+    chars = max(MAX_ROUTE_ANSWER_CHARS, 4 * max_answer_tokens)
+    return ROUTE_FORMAT if chars == MAX_ROUTE_ANSWER_CHARS else answer_format("self_route", max_chars=chars)
 
 
 class SelfRoute(CommonOptions, Selector):
@@ -92,6 +99,7 @@ class SelfRoute(CommonOptions, Selector):
             "fallback_max_tokens": self.fallback_max_tokens,
             "datatype": self.datatype,
             "answer_template": self.reader.template.key,
+            "max_answer_tokens": self.max_answer_tokens,
             "route_template": SELF_ROUTE.key,
             "constrained": self.constrained,
             "llm": getattr(self.llm, "model_id", ""),
@@ -118,7 +126,8 @@ class SelfRoute(CommonOptions, Selector):
             self.reader.window,
             self.max_answer_tokens + (24 if self.constrained else 0),
         )
-        extra: dict[str, Any] = {"reply_format": ROUTE_FORMAT} if self.constrained else {}
+        fmt = route_format(self.max_answer_tokens)
+        extra: dict[str, Any] = {"reply_format": fmt} if self.constrained else {}
         first = self.route_client.complete(
             SELF_ROUTE.render(datatype=self.datatype, context=rag_read.text("\n\n"), question=question),
             # a constrained reply carries its JSON around the answer
@@ -130,7 +139,7 @@ class SelfRoute(CommonOptions, Selector):
         unreadable = None
         if extra and first.constrained:
             try:
-                answer = ROUTE_FORMAT.parse(first.text)
+                answer = fmt.parse(first.text)
             except ReplyFormatError as e:
                 answer, unreadable = "unanswerable", str(e)
         else:

@@ -160,6 +160,30 @@ def test_reader_eval_whose_server_fails_resumes_without_repeating_finished_calls
     assert summary["top-k@1"]["llm_calls"] == 1 and summary["top-k@1"]["tokens_in"] == 7
 
 
+@pytest.mark.parametrize(
+    ("template", "max_tokens", "max_chars"), [("factoid-qa", 32, 128), ("holobench-qa", 384, 1536)]
+)
+def test_a_self_answering_method_answers_in_the_readers_template_and_length(
+    server, tmp_path, template, max_tokens, max_chars
+):
+    """Self-Route answers in place of the reader: on aggregation data a whole list (the reader's 384 tokens and
+    a route reply schema that holds them), not a 32-token factoid."""
+    server.push(completion_reply('{"answer": "ans0"}'))
+    evaluate(
+        _examples()[:1],
+        ["self-route"],
+        output_dir=tmp_path,
+        scorer=_FixedScorer(),
+        progress=False,
+        reader=Reader(client(server), template),
+    )
+    route = server.requests[0].json
+    assert route["max_tokens"] == max_tokens + 24
+    assert route["response_format"]["json_schema"]["schema"]["properties"]["answer"]["maxLength"] == max_chars
+    config = json.loads((tmp_path / "config.json").read_text())["method_configs"]["self-route"]
+    assert config["answer_template"].startswith(template) and config["max_answer_tokens"] == max_tokens
+
+
 def test_reader_config_change_is_refused_on_resume(server, tmp_path):
     server.push(completion_reply("x"))
     ex = _examples()[:1]

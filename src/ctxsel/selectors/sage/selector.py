@@ -286,6 +286,7 @@ class SAGE(CommonOptions, Selector):
             "counting": self.counting,
             "seed": self.seed,
             "answer_template": self.answer_template.key,
+            "max_answer_tokens": self.max_answer_tokens,
             "constrained": self.constrained,
             "templates": [
                 t.key for t in (SAGE_KEYS, SAGE_SUFFICIENT, MULTIPLE_CHOICE, SAGE_IS_COUNTING, SAGE_COUNT_TARGETS)
