@@ -15,7 +15,7 @@ llama.cpp's KV cache) and out, LLM calls of the method and the reader (the
 judge's are not counted), seconds per question (selection and reading, not
 judging), and the share of selections cut to the reader's window.
 
-    OMP_NUM_THREADS=1 python benchmarks/reader_holobench.py [--sets 5k,10k] [--groups core,expensive] [--report-only]
+    OMP_NUM_THREADS=1 python benchmarks/reader_holobench.py [--sets 5k,10k] [--groups core,llm,sage] [--report-only]
 
 Each (set, group) is one resumable ``ctxsel eval`` run in
 ``runs/reader_holobench_SET_GROUP`` with the response cache on. Two calls
@@ -36,7 +36,8 @@ from reader_hotpotqa import _cell, previous_runs, run_eval
 #: selection (10-13k tokens on these sets) is cut to the same window.
 GROUPS = {
     "core": "closed-book,top-k@5,top-n-tokens@2k,oracle,adaptive-k,full",
-    "expensive": "self-route,context-picker,sage",
+    "llm": "context-picker,self-route",
+    "sage": "sage",
 }
 SETS = {"5k": 5000, "10k": 10000}
 WINDOW = 8192  # the hotpotqa-long table's window: "full" and the oracle at 10k are cut to it
