@@ -380,14 +380,34 @@ _GBNF: dict[str, str] = {}
 _GRAMMAR_LOCK = threading.Lock()
 
 
+#: The longest ``maxLength`` a llama.cpp grammar enforces. The converter writes ``maxLength`` N as N nested
+#: optional rules, and the sampler walks them at every token: at 1,536 (Self-Route's answer on HoloBench-style
+#: data) one reply ran for over ten minutes without ending. A longer string is bounded in the grammar only by
+#: the call's ``max_tokens``, and its length is still checked when the reply is parsed.
+GRAMMAR_MAX_LENGTH = 256
+
+
+def _grammar_schema(schema: Any) -> Any:
+    """``schema`` without the ``maxLength`` bounds over :data:`GRAMMAR_MAX_LENGTH` (see there)."""
+    if isinstance(schema, dict):
+        return {
+            k: _grammar_schema(v)
+            for k, v in schema.items()
+            if not (k == "maxLength" and isinstance(v, int) and v > GRAMMAR_MAX_LENGTH)
+        }
+    if isinstance(schema, list):
+        return [_grammar_schema(v) for v in schema]
+    return schema
+
+
 def gbnf(fmt: ReplyFormat) -> str:
     """The GBNF grammar llama.cpp enforces for ``fmt`` (cached by ``fmt.key``).
 
     Made by llama-cpp-python's own JSON-schema converter, which supports
     ``enum``, ``const``, ``prefixItems``, ``minItems`` / ``maxItems`` and
-    ``minLength`` / ``maxLength`` but not ``uniqueItems``; whitespace
-    between tokens is at most one space, one space may precede the value,
-    and strings hold no raw control characters.
+    ``minLength`` / ``maxLength`` (up to :data:`GRAMMAR_MAX_LENGTH`) but not
+    ``uniqueItems``; whitespace between tokens is at most one space, one
+    space may precede the value, and strings hold no raw control characters.
     """
     with _GRAMMAR_LOCK:
         cached = _GBNF.get(fmt.key)
@@ -400,7 +420,7 @@ def gbnf(fmt: ReplyFormat) -> str:
     except ImportError:
         raise MissingExtraError("llama.cpp grammars need llama-cpp-python: pip install 'ctxsel[local]'") from None
     try:
-        text = json_schema_to_gbnf(json.dumps(fmt.schema, ensure_ascii=False))
+        text = json_schema_to_gbnf(json.dumps(_grammar_schema(fmt.schema), ensure_ascii=False))
     except Exception as e:  # the converter asserts on what it does not know
         raise InputError(f"llama.cpp cannot turn reply format {fmt.name!r} into a grammar: {e}") from e
     text, n = _CHAR_RULE.subn(lambda m: _STRICT_CHAR, text)
@@ -431,6 +451,7 @@ def llama_grammar(fmt: ReplyFormat) -> Any:
 
 __all__ = [
     "DEFAULT_MAX_CHARS",
+    "GRAMMAR_MAX_LENGTH",
     "ReplyFormat",
     "ReplyFormatError",
     "answer_format",

@@ -26,7 +26,7 @@ from ctxsel.selectors.context_picker.prompt import (
     picker_format,
 )
 from ctxsel.selectors.sage.selector import KEYS_FORMAT, SUFFICIENT_FORMAT, TARGETS_FORMAT, vote_format
-from ctxsel.selectors.self_route import ROUTE_FORMAT
+from ctxsel.selectors.self_route import ROUTE_FORMAT, route_format
 from ctxsel.train.picker_rewrite import InvalidRewrites, parse_rewrites_json, rewrites_format
 
 N = 5
@@ -337,6 +337,19 @@ def test_every_format_compiles_to_a_llama_grammar(fmt):
     assert text.count("root ::= ") == 1 and 'root ::= " "? (' in text
     if "char ::=" in text:  # strings hold no raw newline (a stop sequence) or other control character
         assert 'char ::= [^"\\\\\\x00-\\x1F\\x7F]' in text
+
+
+def test_a_long_string_is_bounded_by_the_parser_not_by_a_deep_grammar():
+    """maxLength N is N nested optional grammar rules, which llama.cpp's sampler walks at every token: a long
+    answer (Self-Route's 1,536 characters on aggregation data) is left to max_tokens and the strict parser."""
+    pytest.importorskip("llama_cpp")
+    short, long = route_format(32), route_format(384)
+    assert short is ROUTE_FORMAT and short.schema["properties"]["answer"]["maxLength"] == 128
+    assert gbnf(short).count("char (") == 127  # 128 and under: the grammar bounds the length itself
+    assert long.schema["properties"]["answer"]["maxLength"] == 1536 and "char (" not in gbnf(long)
+    assert long.parse(json.dumps({"answer": "x" * 1536})) == "x" * 1536
+    with pytest.raises(ReplyFormatError, match="over the 1,536 allowed"):
+        long.parse(json.dumps({"answer": "x" * 1537}))
 
 
 def test_the_picker_grammar_can_only_write_candidate_numbers():
