@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 from _common import add_common_args, header_md, loadavg, machine_info, setup_threads, write_report
+from reader_hotpotqa import COLUMNS as HOTPOTQA_COLUMNS
 from reader_hotpotqa import _cell, previous_runs, run_eval
 
 #: name: methods. "full" is the best-ranked sentences that fit the window, in document order; adaptive-k's
@@ -42,21 +43,13 @@ GROUPS = {
 SETS = {"5k": 5000, "10k": 10000}
 WINDOW = 8192  # the hotpotqa-long table's window: "full" and the oracle at 10k are cut to it
 
+#: reader_hotpotqa's columns with the judge's score, its valid-reply rate and the set overlap in place of
+#: SubEM / EM / F1.
 COLUMNS = (
     ("score", "judge score %", "pct"),
     ("judge_valid", "judge valid %", "pct"),
     ("overlap_f1", "overlap F1 %", "pct"),
-    ("recall", "recall %", "pct"),
-    ("n_tokens", "tokens", ",.0f"),
-    ("tokens_in", "reader in", ",.0f"),
-    ("tokens_reused", "of which reused", ",.0f"),
-    ("tokens_out", "reader out", ",.1f"),
-    ("llm_calls", "LLM calls", ".2f"),
-    ("wall_s", "s / question", ".1f"),
-    ("cut", "cut to window %", "pct"),
-    ("invalid_share", "invalid replies %", "pct"),
-    ("unreadable_verdicts", "unreadable verdicts %", "pct"),
-    ("errors", "errors", ".0f"),
+    *HOTPOTQA_COLUMNS[3:],
 )
 
 

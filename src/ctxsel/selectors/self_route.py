@@ -90,6 +90,7 @@ class SelfRoute(CommonOptions, Selector):
         self.datatype = datatype
         self.fallback_max_tokens = fallback_max_tokens
         self.max_answer_tokens = max_answer_tokens
+        self.route_format = route_format(max_answer_tokens)
         self.route_client = for_template(llm, SELF_ROUTE)
         self.reader = Reader(llm, get_template(answer_template), max_answer_tokens=max_answer_tokens)
 
@@ -126,8 +127,7 @@ class SelfRoute(CommonOptions, Selector):
             self.reader.window,
             self.max_answer_tokens + (24 if self.constrained else 0),
         )
-        fmt = route_format(self.max_answer_tokens)
-        extra: dict[str, Any] = {"reply_format": fmt} if self.constrained else {}
+        extra: dict[str, Any] = {"reply_format": self.route_format} if self.constrained else {}
         first = self.route_client.complete(
             SELF_ROUTE.render(datatype=self.datatype, context=rag_read.text("\n\n"), question=question),
             # a constrained reply carries its JSON around the answer
@@ -139,7 +139,7 @@ class SelfRoute(CommonOptions, Selector):
         unreadable = None
         if extra and first.constrained:
             try:
-                answer = fmt.parse(first.text)
+                answer = self.route_format.parse(first.text)
             except ReplyFormatError as e:
                 answer, unreadable = "unanswerable", str(e)
         else:
