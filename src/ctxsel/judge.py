@@ -9,7 +9,11 @@ their mean over the items. Where the paper is silent:
   scores 1 if it says there is no answer, else 0 (the template's own rule);
 - a judge reply that is not a JSON list with one known label per item is
   not guessed at: :func:`score_answer` then falls back to the deterministic
-  set-overlap F1 and records why in ``kind``.
+  set-overlap F1 and records why in ``kind``;
+- an empty answer (nothing but the template's ``Reasoning:`` / ``Answer:``
+  labels and markdown) is "missing entirely", the rubric's No Match for
+  every item: it scores 0 without a judge call. The bundled 1.5B judge gave
+  such answers full marks (:func:`is_empty_answer`).
 
 Constrained replies (``LLMJudge(constrained=True)``, the default): the
 reply is asked for as ``{"labels": [{"id": 0, "label": ...}, ...]}``
@@ -39,6 +43,14 @@ LABEL_SCORES = {"exact match": 1.0, "partial match": 0.5, "no match": 0.0}
 #: The labels as the prompt writes them (the constrained reply's enum).
 LABELS = ("Exact Match", "Partial Match", "No Match")
 _ARRAY = re.compile(r"\[.*\]", re.DOTALL)
+#: What is left of an answer once the HoloBench template's field labels, markdown and punctuation go.
+_SCAFFOLD = re.compile(r"\b(?:reasoning|answer)\s*:|[\W_]+", re.IGNORECASE)
+
+
+def is_empty_answer(prediction: str) -> bool:
+    """True when an answer says nothing: only the template's labels (``- **Reasoning:**``), markdown and
+    punctuation, or whitespace."""
+    return not _SCAFFOLD.sub("", prediction)
 
 
 def parse_labels(reply: str, n_items: int) -> list[float]:
@@ -163,6 +175,7 @@ def score_answer(example: Example, prediction: str, judge: LLMJudge | None = Non
     the judge's mean label score when a judge is given, the ground truth is
     not empty and the judge's reply is valid (``judge_valid`` 1), else the
     set-overlap F1 of listed items, which is kept beside it (``overlap_f1``).
+    An empty answer (:func:`is_empty_answer`) scores 0 there without a judge call.
     """
     if example.choices:
         from ctxsel.datasets.multiple_choice import score_choice
@@ -182,7 +195,9 @@ def score_answer(example: Example, prediction: str, judge: LLMJudge | None = Non
         "overlap_f1": overlap.f1,
         "overlap_recall": overlap.recall,
     }
-    if judge is not None and example.answers:
+    if judge is not None and example.answers and is_empty_answer(prediction):
+        out.update(score=0.0, kind="llm-judge (empty answer: No Match without a call)")
+    elif judge is not None and example.answers:
         j = judge.judge(example.question, prediction, example.answers)
         out["judge_usage"] = {"calls": j.usage.calls, "tokens_in": j.usage.tokens_in, "tokens_out": j.usage.tokens_out}
         out["judge_valid"] = 0.0 if j.score is None else 1.0  # its mean is the judge's valid-reply rate
@@ -199,6 +214,7 @@ __all__ = [
     "Judgement",
     "LLMJudge",
     "is_aggregation",
+    "is_empty_answer",
     "judge_format",
     "parse_labels",
     "score_answer",

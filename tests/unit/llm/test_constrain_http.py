@@ -14,7 +14,7 @@ import pytest
 from fake_server import FakeOpenAIServer, Reply, chat_reply, completion_reply
 
 from ctxsel import get_selector
-from ctxsel.judge import LLMJudge, judge_format, score_answer
+from ctxsel.judge import LLMJudge, is_empty_answer, judge_format, score_answer
 from ctxsel.llm import CachedClient, OpenAICompatClient, ResponseCache
 from ctxsel.llm.base import Completion, LLMBadRequest, LLMContextLengthError
 from ctxsel.llm.constrain import yes_no_format
@@ -431,6 +431,18 @@ def test_an_aggregation_answer_keeps_its_overlap_score_and_says_whether_the_judg
     s = score_answer(ex, "Answer: Seattle", judge)  # an unreadable judge: the overlap F1 is the score
     assert (s["score"], s["judge_valid"]) == (pytest.approx(2 / 3), 0.0) and "judge reply invalid" in s["kind"]
     assert "judge_valid" not in score_answer(ex, "Answer: Seattle")  # no judge, no rate
+
+
+@pytest.mark.parametrize("empty", ["", "  ", "- **Reasoning:**", "- **Reasoning:**\n\n- **Answer:** ...", "Answer:"])
+def test_an_empty_answer_is_no_match_without_asking_the_judge(server, empty):
+    ex = Example("h1", "Which airports?", [], answers=["Seattle"], meta={"benchmark": "holobench"})
+    s = score_answer(ex, empty, LLMJudge(client(server)))  # the server has no reply queued: a call would fail
+    assert (s["score"], server.calls) == (0.0, 0) and "judge_valid" not in s and "empty answer" in s["kind"]
+
+
+@pytest.mark.parametrize("said", ["No answer.", "Answer: 0", "- **Reasoning:** none of the rows match", "东京"])
+def test_an_answer_with_content_is_not_empty(said):
+    assert not is_empty_answer(said)
 
 
 def test_rewrites_unconstrained_by_default_and_json_when_asked(server):
