@@ -52,6 +52,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot-example", default=None, help="example id whose similarity curve is plotted")
     p.add_argument("--overwrite", action="store_true", help="discard earlier results in --output")
     p.add_argument(
+        "--rescore",
+        action="store_true",
+        help="select and read nothing: score the answers already in --output again (with --judge, or SubEM / "
+        "set overlap without it) and rewrite its summary; the rows keep everything else as measured",
+    )
+    p.add_argument(
         "--no-retry-errors",
         action="store_true",
         help="on resume, keep rows that ended in an error instead of running them again",
@@ -115,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
     dataset_name = f"{args.dataset} ({args.split} split: {len(examples)} questions)" if args.split else args.dataset
     if not examples:
         raise InputError(f"dataset {args.dataset!r} has no examples")
+    if args.rescore:
+        return _rescore(args, examples, dataset_name)
     reader = judge = None
     if not split_specs(args.methods):
         raise InputError(
@@ -201,6 +209,18 @@ def run(args: argparse.Namespace) -> int:
 
         print("\n" + markdown_table(picker_rows, SELECTOR_REPLY_COLUMNS), end="")
     print(f"\nwrote {args.output}/results.jsonl, summary.md, summary.json, plots/")
+    return 0
+
+
+def _rescore(args: argparse.Namespace, examples: list[Any], dataset_name: str) -> int:
+    from ctxsel.eval.report import markdown_table, reader_columns
+    from ctxsel.eval.rescore import rescore
+    from ctxsel.judge import LLMJudge
+
+    judge = LLMJudge(make_llm(args, "judge")) if args.judge else None
+    summary = rescore(examples, args.output, dataset_name=dataset_name, judge=judge, progress=not args.no_progress)
+    print(markdown_table(summary, reader_columns(summary)), end="")
+    print(f"\nrescored the answers in {args.output}/results.jsonl; rewrote summary.md, summary.json")
     return 0
 
 
