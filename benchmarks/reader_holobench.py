@@ -69,18 +69,21 @@ def make_sets(work: Path, names: list[str]) -> dict[str, tuple[str, str]]:
 def judge_check(output: str) -> dict[str, int]:
     """How the LLM judge's scores sit beside the set overlap of the same answers, over the rows it judged:
     ``credited_none``: judge score > 0 where the answer lists none of the ground-truth items (overlap recall 0);
-    ``missed_all``: judge score < 1 where the answer lists all of them (overlap recall 1)."""
+    ``missed_all``: judge score < 1 where the answer lists all of them (overlap recall 1);
+    ``empty``: answers with nothing but the template's labels, scored 0 without the judge."""
     from ctxsel.eval.results import ResultLog
 
     path = Path(output) / "results.jsonl"
     if not path.is_file():
         return {}
     with ResultLog(path) as log:
-        judged = [r for r in log.rows if r.get("kind") == "llm-judge"]
+        rows = log.latest_rows()
+    judged = [r for r in rows if r.get("kind") == "llm-judge"]
     return {
         "judged": len(judged),
         "credited_none": sum(1 for r in judged if r["overlap_recall"] == 0 and r["score"] > 0),
         "missed_all": sum(1 for r in judged if r["overlap_recall"] == 1 and r["score"] < 1),
+        "empty": sum(1 for r in rows if str(r.get("kind", "")).startswith("llm-judge (empty answer")),
     }
 
 
@@ -152,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(
                 f"- The judge beside the set overlap, over its {judged} valid replies: it gave credit to "
                 f"{sum(c['credited_none'] for c in checks)} answers that list none of the ground-truth items, "
-                f"and less than full marks to {sum(c['missed_all'] for c in checks)} that list all of them."
+                f"and less than full marks to {sum(c['missed_all'] for c in checks)} that list all of them. "
+                f"{sum(c.get('empty', 0) for c in checks)} answers were empty (the model wrote only "
+                "`- **Reasoning:**` and stopped) and scored 0 without the judge."
             )
     md = "\n".join(lines) + "\n"
     write_report("reader_holobench", args.out, md, {"machine": info, "runs": runs})

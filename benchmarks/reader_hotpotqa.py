@@ -85,7 +85,7 @@ def finished_rows(methods: str, output: str) -> dict:
     from ctxsel.selectors import split_specs
 
     with ResultLog(Path(output) / "results.jsonl") as log:
-        return summarize(log.rows, split_specs(methods))
+        return summarize(log.latest_rows(), split_specs(methods))
 
 
 def run_eval(
@@ -153,7 +153,9 @@ def paired(output: str, a: tuple[str, str], b: tuple[str, str]) -> dict | None:
         if not path.is_file():
             return None
         with ResultLog(path) as log:
-            rows[method] = {r["example_id"]: r for r in log.rows if r["method"] == method and not r.get("error")}
+            rows[method] = {
+                r["example_id"]: r for r in log.latest_rows() if r["method"] == method and not r.get("error")
+            }
     common = sorted(set(rows[a[1]]) & set(rows[b[1]]))
     if not common:
         return None
