@@ -156,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"- The judge beside the set overlap, over its {judged} valid replies: it gave credit to "
                 f"{sum(c['credited_none'] for c in checks)} answers that list none of the ground-truth items, "
                 f"and less than full marks to {sum(c['missed_all'] for c in checks)} that list all of them. "
-                f"{sum(c.get('empty', 0) for c in checks)} answers were empty (the model wrote only "
-                "`- **Reasoning:**` and stopped) and scored 0 without the judge."
+                f"{sum(c.get('empty', 0) for c in checks)} answers were empty (nothing but the template's "
+                "labels) and scored 0 without the judge."
             )
     md = "\n".join(lines) + "\n"
     write_report("reader_holobench", args.out, md, {"machine": info, "runs": runs})
