@@ -72,6 +72,7 @@ def judge_check(output: str) -> dict[str, int]:
     ``missed_all``: judge score < 1 where the answer lists all of them (overlap recall 1);
     ``empty``: answers with nothing but the template's labels, scored 0 without the judge."""
     from ctxsel.eval.results import ResultLog
+    from ctxsel.judge import is_empty_answer
 
     path = Path(output) / "results.jsonl"
     if not path.is_file():
@@ -83,7 +84,7 @@ def judge_check(output: str) -> dict[str, int]:
         "judged": len(judged),
         "credited_none": sum(1 for r in judged if r["overlap_recall"] == 0 and r["score"] > 0),
         "missed_all": sum(1 for r in judged if r["overlap_recall"] == 1 and r["score"] < 1),
-        "empty": sum(1 for r in rows if str(r.get("kind", "")).startswith("llm-judge (empty answer")),
+        "empty": sum(1 for r in rows if r.get("kind", "").startswith("llm-judge") and is_empty_answer(r["answer"])),
     }
 
 

@@ -165,6 +165,10 @@ def is_aggregation(example: Example) -> bool:
     return str(example.meta.get("benchmark", "")).startswith("holobench")
 
 
+#: Every field :func:`score_answer` may write into a result row.
+SCORE_FIELDS = ("score", "kind", "subem", "em", "f1", "overlap_f1", "overlap_recall", "judge_valid", "judge_usage")
+
+
 def score_answer(example: Example, prediction: str, judge: LLMJudge | None = None) -> dict[str, Any]:
     """``{"score", "kind", ...}`` for one answer; score None without gold answers.
 
@@ -211,6 +215,7 @@ def score_answer(example: Example, prediction: str, judge: LLMJudge | None = Non
 __all__ = [
     "LABELS",
     "LABEL_SCORES",
+    "SCORE_FIELDS",
     "Judgement",
     "LLMJudge",
     "is_aggregation",

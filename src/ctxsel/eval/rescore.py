@@ -21,11 +21,8 @@ from ctxsel.errors import InputError
 from ctxsel.eval.lock import OutputLock
 from ctxsel.eval.report import summarize, write_reports
 from ctxsel.eval.results import ResultLog, write_atomic
-from ctxsel.judge import LLMJudge, score_answer
+from ctxsel.judge import SCORE_FIELDS, LLMJudge, score_answer
 from ctxsel.types import Example
-
-#: The fields score_answer writes: a rescored row drops all of them first, so none survives from the old rule.
-SCORE_FIELDS = ("score", "kind", "subem", "em", "f1", "overlap_f1", "overlap_recall", "judge_valid", "judge_usage")
 
 
 def rescore(
@@ -59,7 +56,7 @@ def rescore(
         if not answered:
             raise InputError(f"{out} has no answers to rescore: its run had no --reader")
         for row in tqdm(answered, desc="rescore", unit="answer", disable=not progress):
-            new = {k: v for k, v in row.items() if k not in SCORE_FIELDS}
+            new = {k: v for k, v in row.items() if k not in SCORE_FIELDS}  # none survives from the old rule
             new.update(score_answer(by_id[row["example_id"]], row["answer"], judge))
             log.append(new)
         rows = [r for r in log.latest_rows() if r["example_id"] in by_id]
@@ -70,4 +67,4 @@ def rescore(
     return summary
 
 
-__all__ = ["SCORE_FIELDS", "rescore"]
+__all__ = ["rescore"]

@@ -230,6 +230,13 @@ class FakeOpenAIServer:
         self.stop()
 
 
+def fake_client(server: FakeOpenAIServer, mode: str = "completions", **kw: Any) -> Any:
+    """An OpenAICompatClient of model "fake" on ``server``: no retries, no sleeping."""
+    from ctxsel.llm import OpenAICompatClient
+
+    return OpenAICompatClient(server.base_url, "fake", mode=mode, max_retries=0, sleep=lambda s: None, **kw)
+
+
 def free_port() -> int:
     """A local port with nothing listening on it (connections are refused)."""
     with socket.socket() as s:

@@ -11,11 +11,12 @@ import logging
 from typing import Any
 
 import pytest
-from fake_server import FakeOpenAIServer, Reply, chat_reply, completion_reply
+from fake_server import Reply, chat_reply, completion_reply
+from fake_server import fake_client as client
 
 from ctxsel import get_selector
 from ctxsel.judge import LLMJudge, is_empty_answer, judge_format, score_answer
-from ctxsel.llm import CachedClient, OpenAICompatClient, ResponseCache
+from ctxsel.llm import CachedClient, ResponseCache
 from ctxsel.llm.base import Completion, LLMBadRequest, LLMContextLengthError
 from ctxsel.llm.constrain import yes_no_format
 from ctxsel.selectors.context_picker.prompt import PREFILL, picker_format
@@ -32,16 +33,6 @@ REFUSALS = [
     Reply(400, {"error": "Unsupported parameter: 'response_format'"}),
     Reply(400, {"object": "error", "message": "Invalid JSON schema: 'uniqueItems' is not permitted"}),
 ]
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as s:
-        yield s
-
-
-def client(server, mode="completions", **kw):
-    return OpenAICompatClient(server.base_url, "fake", mode=mode, max_retries=0, sleep=lambda s: None, **kw)
 
 
 # -- the client -------------------------------------------------------------------------------------

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_server import FakeOpenAIServer, completion_reply
+from fake_server import completion_reply
+from fake_server import fake_client as client
 
 from ctxsel import get_selector
 from ctxsel.eval.runner import evaluate
-from ctxsel.llm import OpenAICompatClient
 from ctxsel.selectors.context_picker.prompt import (
     MAX_REPLY_CHARS,
     PREFILL,
@@ -23,16 +23,6 @@ from ctxsel.types import Chunk, Example, PickerDetails
 
 CHUNKS = [Chunk(str(i), f"Passage {i} about topic {i}.", position=i, n_tokens=100) for i in range(8)]
 SCORES = [0.1, 0.9, 0.2, 0.8, 0.3, 0.7, 0.05, 0.6]  # ranking 1, 3, 5, 7, 4, 2, 0, 6
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as s:
-        yield s
-
-
-def client(server):
-    return OpenAICompatClient(server.base_url, "fake", mode="completions", max_retries=0, sleep=lambda s: None)
 
 
 def picker(server, **kw):

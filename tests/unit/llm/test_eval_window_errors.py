@@ -11,11 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fake_server import FakeOpenAIServer, completion_reply
+from fake_server import completion_reply
+from fake_server import fake_client as http_client
 
 from ctxsel import get_selector
 from ctxsel.eval.runner import evaluate
-from ctxsel.llm import CachedClient, OpenAICompatClient, ResponseCache
+from ctxsel.llm import CachedClient, ResponseCache
 from ctxsel.llm.base import Completion, LLMContextLengthError, LLMServerError
 from ctxsel.llm.prompts import FACTOID_QA
 from ctxsel.reader import TEMPLATE_MARGIN, Reader, context_window
@@ -107,16 +108,6 @@ def test_a_question_that_alone_exceeds_the_window_is_a_context_length_error() ->
     reader = Reader(WindowClient(60))
     with pytest.raises(LLMContextLengthError, match="without any context"):
         reader.answer("q?", get_selector("top-k@1").select("q?", CHUNKS, SCORES))
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as s:
-        yield s
-
-
-def http_client(server, **kw):
-    return OpenAICompatClient(server.base_url, "fake", mode="completions", max_retries=0, sleep=lambda s: None, **kw)
 
 
 def test_http_reader_with_a_window_counts_with_cl100k_and_cuts(server) -> None:

@@ -43,12 +43,6 @@ class FixedRandom:
 
 
 @pytest.fixture
-def server():
-    with FakeOpenAIServer() as s:
-        yield s
-
-
-@pytest.fixture
 def sleeps():
     return []
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_server import FakeOpenAIServer, Reply, completion_reply
+from fake_server import Reply, completion_reply
+from fake_server import fake_client as client
 
 from ctxsel import get_selector
 from ctxsel.eval.runner import evaluate
-from ctxsel.llm import CachedClient, OpenAICompatClient, ResponseCache
+from ctxsel.llm import CachedClient, ResponseCache
 from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, TEMPLATES
 from ctxsel.reader import Reader, clean_answer
 from ctxsel.types import Chunk, Example
@@ -21,16 +22,6 @@ CHUNKS = [
     Chunk("c", "Rome is the capital of Italy.", position=2, n_tokens=3000),
 ]
 SCORES = [0.2, 0.9, 0.5]  # ranking b, c, a
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as s:
-        yield s
-
-
-def client(server, **kw):
-    return OpenAICompatClient(server.base_url, "fake", mode="completions", max_retries=0, sleep=lambda s: None, **kw)
 
 
 def test_reader_prompt_has_context_in_reading_order_and_cleans_the_answer(server):

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_server import FakeOpenAIServer, completion_reply
+from fake_server import completion_reply
+from fake_server import fake_client as client
 
 from ctxsel.cli.main import main
 from ctxsel.eval.rescore import rescore
 from ctxsel.eval.runner import evaluate
 from ctxsel.judge import LLMJudge
-from ctxsel.llm import OpenAICompatClient
 from ctxsel.reader import Reader
 from ctxsel.types import Chunk, Example
 
@@ -36,16 +36,6 @@ EXAMPLES = [
         meta=HOLO,
     ),
 ]
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as s:
-        yield s
-
-
-def client(server):
-    return OpenAICompatClient(server.base_url, "fake", mode="completions", max_retries=0, sleep=lambda s: None)
 
 
 def labels(*names: str) -> str:
