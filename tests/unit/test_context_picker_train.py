@@ -145,7 +145,7 @@ def test_a_chat_base_reads_the_picker_prompt_through_its_chat_template(tmp_path)
     """An instruction-tuned base (the bundled Qwens) is trained and used on its chat template, a base
     model on the plain prompt; the adapter records which, so inference reads what training read."""
     from ctxsel.llm.hf_client import TransformersClient, is_chat_base, model_text
-    from ctxsel.selectors.context_picker.prompt import render_prompt
+    from ctxsel.selectors.context_picker.prompt import PREFILL, render_prompt
     from ctxsel.train.picker_trainer import make_tiny_model, prompt_ids
 
     model, tok = make_tiny_model(seed=0)
@@ -156,10 +156,13 @@ def test_a_chat_base_reads_the_picker_prompt_through_its_chat_template(tmp_path)
     assert is_chat_base(str(tmp_path), tok)
 
     prompt = render_prompt("Who?", ["a b", "c d"], 1)
-    assert model_text(tok, prompt, chat=True) == f"<user>{prompt}<assistant>"
+    # the reply's first characters start the assistant's turn, not the end of the user's message
+    user = render_prompt("Who?", ["a b", "c d"], 1, prefill=False).rstrip()
+    assert prompt == user + " " + PREFILL
+    assert model_text(tok, prompt, chat=True) == f"<user>{user}<assistant>{PREFILL}"
     assert model_text(tok, prompt, chat=False) == prompt
     row = {"question": "Who?", "passages": ["a b", "c d"]}
-    assert tok.decode(prompt_ids(tok, row, 1, chat=True)) == f"<user>{prompt}<assistant>"
+    assert tok.decode(prompt_ids(tok, row, 1, chat=True)) == f"<user>{user}<assistant>{PREFILL}"
     assert tok.decode(prompt_ids(tok, row, 1, chat=False), skip_special_tokens=True) == prompt
 
     client = TransformersClient(model, tok, "tiny", chat=True)

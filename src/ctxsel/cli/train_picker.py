@@ -1,7 +1,8 @@
-"""``ctxsel train picker``: two-stage GRPO of Context-Picker on mined evidence sets.
+"""``ctxsel train picker``: two-stage GRPO of Context-Picker on mined evidence sets (or labelled ones).
 
     ctxsel mine --dataset hotpotqa-long --reader local --rewrites 5 --output runs/mined/hotpotqa100.jsonl
     ctxsel train picker --dataset hotpotqa-long --mined runs/mined/hotpotqa100.jsonl --output runs/picker
+    ctxsel train picker --dataset hotpotqa-long --labels --output runs/picker_labels
 
 The kept mined questions (and their rewrites) are split 80/20 by original
 question with the same fixed split as every ``ctxsel train``; 20% of the
@@ -9,8 +10,8 @@ training questions are held out again for the validation reward that ends
 stage 1. Writes OUTPUT/stage1, OUTPUT/stage2 (adapters; use as
 ``--method "context-picker[adapter=OUTPUT/stage2]"``), OUTPUT/reward_curves.{json,png},
 OUTPUT/train_summary.json and OUTPUT/split.json. The default base is the
-bundled Gemma 3 270M (GGUF, de-quantised into PyTorch); ``--base tiny`` is
-the random test model.
+bundled Qwen2.5-Coder-0.5B-Instruct (GGUF, de-quantised once into PyTorch);
+``--base tiny`` is the random test model.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ PICKER_FLAGS = [
     "max_candidates",
     "max_completion_length",
     "eval_every",
+    "stage_seconds",
 ]
 
 
@@ -45,7 +47,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from ctxsel.train.picker_config import PickerTrainConfig
 
     g = p.add_argument_group("context-picker (ctxsel train picker)")
-    g.add_argument("--mined", default=None, help="JSONL from `ctxsel mine` (required for picker)")
+    g.add_argument("--mined", default=None, help="JSONL from `ctxsel mine`: S_gold mined by Algorithm 1")
+    g.add_argument(
+        "--labels",
+        action="store_true",
+        help="S_gold = each training question's labelled gold chunks instead of --mined sets (not the paper's "
+        "mining; for datasets with evidence labels)",
+    )
     add_dataclass_arguments(g, PickerTrainConfig, PICKER_FLAGS)
 
 
@@ -70,14 +78,16 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.cli.common import make_scorer
     from ctxsel.datasets import load_dataset
     from ctxsel.eval.results import write_atomic
-    from ctxsel.train.picker_mining import read_mined
+    from ctxsel.train.picker_mining import labelled_records, read_mined
     from ctxsel.train.picker_rewrite import split_records
     from ctxsel.train.picker_trainer import PickerTrainConfig, picker_rows, split_train_val, train_picker
 
-    if not args.mined:
-        raise InputError("ctxsel train picker needs --mined FILE.jsonl (from `ctxsel mine`)")
-    records = read_mined(args.mined)
+    if bool(args.mined) == bool(args.labels):
+        raise InputError("ctxsel train picker needs either --mined FILE.jsonl (from `ctxsel mine`) or --labels")
     examples = {e.id: e for e in load_dataset(args.dataset, hotpotqa_path=args.hotpotqa)}
+    records = labelled_records(examples.values()) if args.labels else read_mined(args.mined)
+    if not any(r["kept"] for r in records):
+        raise InputError(f"no training question has an S_gold ({'no gold labels' if args.labels else 'none kept'})")
     unknown = [r["id"] for r in records if r["id"] not in examples]
     if unknown:
         raise InputError(
@@ -86,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     split = picker_split(list(examples), records, args.train_fraction, args.split_seed)
-    write_atomic(out / "split.json", json.dumps({"mined": args.mined, **split}, indent=1) + "\n")
+    write_atomic(out / "split.json", json.dumps({"mined": args.mined, "labels": args.labels, **split}, indent=1) + "\n")
     args.model = getattr(args, "model", None)
     scorer = make_scorer(args, progress=not args.no_progress)
     cfg = from_args(PickerTrainConfig, args, PICKER_FLAGS, seed=args.seed, threads=args.threads)
@@ -102,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     info = {
         "dataset": args.dataset,
         "mined": args.mined,
+        "labels": args.labels,
         "rows": stats,
         "command": " ".join(["ctxsel", *sys.argv[1:]]) if sys.argv else None,
     }

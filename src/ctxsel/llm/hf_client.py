@@ -132,12 +132,22 @@ def is_chat_base(base: str, tokenizer: Any) -> bool:
 
 def model_text(tokenizer: Any, prompt: Prompt, chat: bool) -> str:
     """The text a model reads for ``prompt``: a chat model gets its chat template (a string prompt is one
-    user message) ending where the assistant's reply begins; a base model gets the plain text."""
+    user message) ending where the assistant's reply begins; a base model gets the plain text.
+
+    A picker prompt ends in the first characters of its reply (``PREFILL``, ``{"rationale": "``). A
+    chat model reads them as the start of its own turn: inside the user's message the 0.5B Qwen
+    answers with a pretty-printed object whose first line, ``{``, is all a one-line reply keeps.
+    """
+    from ctxsel.selectors.context_picker.prompt import PREFILL
+
     if not chat:
         return flatten_prompt(prompt)
     prompt = normalize_prompt(prompt)
+    reply_start = ""
+    if isinstance(prompt, str) and prompt.endswith(PREFILL):
+        prompt, reply_start = prompt[: -len(PREFILL)].rstrip(), PREFILL
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-    return str(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+    return str(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)) + reply_start
 
 
 class TransformersClient:

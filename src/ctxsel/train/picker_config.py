@@ -61,6 +61,13 @@ class PickerTrainConfig:
     max_candidates: int = field(
         default=20, metadata={"help": "at most this many candidate chunks in the picker's prompt"}
     )
+    stage_seconds: float = field(
+        default=0.0,
+        metadata={
+            "help": "stop each stage after this many seconds (0: no limit); the adapter of the last step is "
+            "saved, e.g. to fit a GPU lease or a CPU budget"
+        },
+    )
     seed: int = 0
     threads: int = 1
 

@@ -205,6 +205,22 @@ def mine(
     return [done[e.id] for e in examples if e.id in done]
 
 
+def labelled_records(examples: Iterable[Example]) -> list[dict[str, Any]]:
+    """Records in ``read_mined``'s shape whose S_gold is each question's *labelled* gold chunks
+    (``Example.gold_ids``: HotpotQA's supporting paragraphs, a HoloBench-style set's relevant rows).
+
+    Not the paper's Algorithm 1, which mines S_gold because most corpora have no evidence labels:
+    a leave-one-out set is minimal *for the generator* (the bundled 1.5B answers most hotpotqa-long
+    questions from the answer paragraph alone), so a picker trained on it learns to name one
+    paragraph. Where labels exist they teach the whole reasoning chain. Questions without labels
+    are not kept.
+    """
+    return [
+        {"id": e.id, "question": e.question, "s_gold": list(e.gold_ids), "kept": bool(e.gold_ids), "labels": True}
+        for e in examples
+    ]
+
+
 def read_mined(path: str | Path) -> list[dict[str, Any]]:
     """The records of a mined JSONL file (a torn last line from a kill is skipped)."""
     rows = []
@@ -281,6 +297,7 @@ __all__ = [
     "bm25_candidates",
     "compare_with_supporting_facts",
     "comparison_markdown",
+    "labelled_records",
     "mine",
     "mine_example",
     "read_mined",

@@ -238,8 +238,8 @@ def format_warmup(
         stage = rng.choice((1, 2))
         prompt = prompt_ids(tokenizer, r, stage, chat)
         target_ids = tokenizer(_target(r["gold"]), add_special_tokens=False)["input_ids"]
-        ids = torch.tensor([prompt + target_ids])
-        labels = torch.tensor([[-100] * len(prompt) + target_ids])
+        ids = torch.tensor([prompt + target_ids], device=model.device)
+        labels = torch.tensor([[-100] * len(prompt) + target_ids], device=model.device)
         loss = model(input_ids=ids, labels=labels).loss
         opt.zero_grad()
         loss.backward()
@@ -249,34 +249,52 @@ def format_warmup(
     return losses
 
 
+def greedy_replies(
+    model: Any,
+    tokenizer: Any,
+    rows: Sequence[dict[str, Any]],
+    stage: int,
+    max_new_tokens: int,
+    chat: bool = False,
+    batch_size: int = 8,
+) -> list[str]:
+    """Greedy replies (up to the first newline) to ``rows``' picker prompts, ``batch_size`` at a time,
+    left-padded on the model's device."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    replies: list[str] = []
+    try:
+        with torch.no_grad():
+            for i in range(0, len(rows), batch_size):
+                texts = [prompt_text(tokenizer, r, stage, chat) for r in rows[i : i + batch_size]]
+                enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not chat).to(model.device)
+                out = model.generate(
+                    **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+                )
+                new = out[:, enc["input_ids"].shape[1] :]
+                replies += [_reply_text(tokenizer.decode(o, skip_special_tokens=True)) for o in new]
+    finally:
+        tokenizer.padding_side = side
+        if was_training:
+            model.train()
+    return replies
+
+
 def validation_reward(
     model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], stage: int, max_new_tokens: int, chat: bool = False
 ) -> dict[str, float]:
     """Mean reward and share of valid replies of greedy replies on ``rows``."""
-    import torch
-
     if not rows:
         return {"reward": math.nan, "valid": math.nan}
-    was_training = model.training
-    model.eval()
-    rewards, valid = [], []
-    with torch.no_grad():
-        for r in rows:
-            ids = torch.tensor([prompt_ids(tokenizer, r, stage, chat)])
-            out = model.generate(
-                input_ids=ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=max_new_tokens,
-                do_sample=False,
-                pad_token_id=tokenizer.pad_token_id,
-            )
-            text = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
-            rew, ok = score_reply(text, r["gold"], len(r["passages"]), stage)
-            rewards.append(rew)
-            valid.append(float(ok))
-    if was_training:
-        model.train()
-    return {"reward": sum(rewards) / len(rewards), "valid": sum(valid) / len(valid)}
+    scored = [
+        score_reply(text, r["gold"], len(r["passages"]), stage)
+        for text, r in zip(greedy_replies(model, tokenizer, rows, stage, max_new_tokens, chat), rows)
+    ]
+    return {"reward": sum(s for s, _ in scored) / len(scored), "valid": sum(v for _, v in scored) / len(scored)}
 
 
 # -- the stages -------------------------------------------------------------------------------------
@@ -294,7 +312,8 @@ def _callback(
     from transformers import TrainerCallback
 
     class StageCallback(TrainerCallback):
-        """Validation reward every ``eval_every`` steps (plateau stop) and the wall time of each step."""
+        """Validation reward every ``eval_every`` steps (plateau stop), the wall time of each step and
+        the stage's time limit."""
 
         best = -math.inf
         since_best = 0
@@ -305,6 +324,7 @@ def _callback(
             return v
 
         def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+            self.started = time.perf_counter()
             if val_rows:
                 v = self._validate(state.global_step, model)
                 self.best = v["reward"]
@@ -317,6 +337,9 @@ def _callback(
             curve["seconds"].append({"step": state.global_step, "seconds": seconds})
             if os.environ.get("TQDM_DISABLE") == "1":  # no progress bar: a line per step (a CPU step takes minutes)
                 print(f"stage {stage}: step {state.global_step} took {seconds:.0f} s", file=sys.stderr, flush=True)
+            if cfg.stage_seconds and time.perf_counter() - self.started >= cfg.stage_seconds:
+                curve["stopped"] = f"time limit of {cfg.stage_seconds:.0f} s reached at step {state.global_step}"
+                control.should_training_stop = True
             if not val_rows or cfg.eval_every <= 0 or state.global_step % cfg.eval_every:
                 return
             v = self._validate(state.global_step, model)

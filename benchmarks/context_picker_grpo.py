@@ -1,0 +1,236 @@
+"""Context-Picker's two-stage GRPO on the bundled Qwen2.5-Coder-0.5B-Instruct, before and after.
+
+Three steps, which may run on different machines (the pools need the embedder, GRPO wants a GPU):
+
+    python benchmarks/context_picker_grpo.py prepare --labels --run runs/picker_grpo   # rows.json
+    python benchmarks/context_picker_grpo.py train --run runs/picker_grpo --stage-seconds 150
+    python benchmarks/context_picker_grpo.py report --run runs/picker_grpo
+
+``prepare`` builds every row as ``ctxsel train picker`` does (the candidate pool the picker sees at
+inference, B = 1,000 tokens of MiniLM-ranked chunks; S_gold as pool numbers) for the hotpotqa-long
+training split (80/20 into GRPO and validation questions) and for the 20 held-out test questions,
+and writes them to RUN/rows.json: training then needs neither the embedder nor the data.
+``--labels`` takes S_gold from HotpotQA's supporting paragraphs, ``--mined FILE`` from ``ctxsel
+mine`` (the paper's Algorithm 1). ``train`` runs :func:`ctxsel.train.picker_trainer.train_picker`
+(adapters, reward curves) and then the greedy picks, with the stage-2 prompt as at inference, of
+the untrained model, the stage-1 and the stage-2 adapter on the test rows (RUN/picks.json).
+``report`` writes benchmarks/results/context_picker_grpo.{md,json,png}. The reader's SubEM at the
+picker's tokens comes from ``ctxsel eval`` with the stage-2 adapter as a method (README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS_DIR, header_md, machine_info, md_table, setup_threads, write_report  # noqa: E402
+
+NAME = "context_picker_grpo"
+POOL_TOKENS = 1000
+
+
+def prepare(args: argparse.Namespace) -> None:
+    from ctxsel.datasets import load_dataset
+    from ctxsel.datasets.splits import split_ids
+    from ctxsel.scoring import get_scorer
+    from ctxsel.train.picker_mining import labelled_records, read_mined
+    from ctxsel.train.picker_rewrite import split_records
+    from ctxsel.train.picker_trainer import picker_rows, split_train_val
+
+    examples = {e.id: e for e in load_dataset("hotpotqa-long")}
+    train_ids, test_ids = split_ids(list(examples), 0.8, 0)
+    records = labelled_records(examples.values()) if args.labels else read_mined(args.mined)
+    scorer = get_scorer("dense", num_threads=args.threads, show_progress=True)
+    rows, stats = picker_rows(split_records(records, set(train_ids)), examples, scorer, POOL_TOKENS)
+    train, val = split_train_val(rows, 0.2, 0)
+    # test rows carry every gold chunk (recall is against all of them, in the pool or not)
+    test_records = labelled_records(examples[i] for i in test_ids)
+    test, test_stats = picker_rows(split_records(test_records, set(test_ids)), examples, scorer, POOL_TOKENS)
+    for r in test:
+        r["n_gold"] = len(examples[r["query_id"]].gold_ids)
+    data = {
+        "labels": "supporting paragraphs" if args.labels else f"mined: {args.mined}",
+        "pool_tokens": POOL_TOKENS,
+        "rows": stats,
+        "test_rows": test_stats,
+        "train": train,
+        "val": val,
+        "test": test,
+    }
+    args.run.mkdir(parents=True, exist_ok=True)
+    (args.run / "rows.json").write_text(json.dumps(data) + "\n", encoding="utf-8")
+    print(f"{len(train)} training, {len(val)} validation, {len(test)} test rows -> {args.run / 'rows.json'}")
+
+
+def pick_stats(replies: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Valid share, mean number named, gold recall (against every gold chunk) and precision of replies."""
+    from ctxsel.selectors.context_picker.prompt import InvalidReply, parse_reply
+
+    valid, named, recall, precision, picks = 0, [], [], [], []
+    for text, r in zip(replies, rows):
+        try:
+            ids = parse_reply(text, len(r["passages"])).ids
+        except InvalidReply:
+            picks.append(None)
+            continue
+        valid += 1
+        hit = len(set(ids) & set(r["gold"]))
+        picks.append(ids)
+        named.append(len(ids))
+        recall.append(hit / r["n_gold"])
+        precision.append(hit / len(ids))
+    n = len(rows)
+
+    def mean(xs: list[float]) -> float | None:
+        return sum(xs) / len(xs) if xs else None
+
+    return {
+        "valid": valid / n,
+        "named": mean(named),
+        # an invalid reply names nothing: it counts 0 recall here (at inference the picker retries)
+        "recall": sum(recall) / n,
+        "precision": mean(precision),
+        "picks": picks,
+        "replies": replies,
+    }
+
+
+def train(args: argparse.Namespace) -> None:
+    import torch
+
+    from ctxsel.train.picker_trainer import PickerTrainConfig, greedy_replies, train_picker
+
+    data = json.loads((args.run / "rows.json").read_text(encoding="utf-8"))
+    cfg = PickerTrainConfig(
+        base=args.base,
+        stage1_max_steps=args.stage1_max_steps,
+        stage2_steps=args.stage2_steps,
+        prompts_per_step=args.prompts_per_step,
+        eval_every=args.eval_every,
+        stage_seconds=args.stage_seconds,
+        n_tokens=data["pool_tokens"],
+        threads=args.threads,
+    )
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    t0 = time.perf_counter()
+    info = {"labels": data["labels"], "device": device, "command": " ".join(["python", *sys.argv])}
+    res = train_picker(data["train"], data["val"], args.run, cfg, info)
+    t_train = time.perf_counter() - t0
+    model, tok, test = res["model"], res["tokenizer"], data["test"]
+    chat = res["summary"]["chat"]
+    t0 = time.perf_counter()
+
+    def replies() -> list[str]:
+        return greedy_replies(model, tok, test, 2, cfg.max_completion_length, chat, batch_size=len(test))
+
+    with model.disable_adapter():
+        picks = {"untrained": pick_stats(replies(), test)}
+    picks["stage2"] = pick_stats(replies(), test)
+    model.load_adapter(str(args.run / "stage1" / "adapter"), adapter_name="stage1")
+    model.set_adapter("stage1")
+    picks["stage1"] = pick_stats(replies(), test)
+    out = {"device": device, "train_seconds": t_train, "pick_seconds": time.perf_counter() - t0, "picks": picks}
+    (args.run / "picks.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    for k, v in picks.items():
+        print(f"{k}: valid {v['valid']:.0%}, named {v['named']}, recall {v['recall']:.1%}")
+
+
+def _fmt(x: float | None, pct: bool = True) -> str:
+    if x is None:
+        return "-"
+    return f"{100 * x:.1f}" if pct else f"{x:.2f}"
+
+
+def report(args: argparse.Namespace) -> None:
+    run = args.run
+    rows = json.loads((run / "rows.json").read_text(encoding="utf-8"))
+    summary = json.loads((run / "train_summary.json").read_text(encoding="utf-8"))
+    curves = json.loads((run / "reward_curves.json").read_text(encoding="utf-8"))
+    picks = json.loads((run / "picks.json").read_text(encoding="utf-8"))
+    table = md_table(
+        ["picker (stage-2 prompt, greedy)", "valid %", "named", "gold recall %", "precision %"],
+        [
+            [k, _fmt(v["valid"]), _fmt(v["named"], False), _fmt(v["recall"]), _fmt(v["precision"])]
+            for k, v in ((k, picks["picks"][k]) for k in ("untrained", "stage1", "stage2"))
+        ],
+    )
+    stage_rows = []
+    for k in ("stage1", "stage2"):
+        c = curves[k]
+        secs = [s["seconds"] for s in c["seconds"]]
+        tr = [p["reward"] for p in c["train"]]
+        stage_rows.append(
+            [
+                k,
+                str(c["steps"]),
+                f"{sum(secs) / max(1, len(secs)):.1f}",
+                _fmt(tr[0] if tr else None, False) + " -> " + _fmt(tr[-1] if tr else None, False),
+                " -> ".join(_fmt(p["reward"], False) for p in (c["val"][0], c["val"][-1])) if c["val"] else "-",
+                c.get("stopped") or "step limit",
+            ]
+        )
+    stages = md_table(
+        ["stage", "steps", "s/step", "train reward first -> last", "validation reward first -> last", "stopped"],
+        stage_rows,
+    )
+    info = machine_info(args.thread_info, ("torch", "transformers", "trl", "peft"))
+    notes = [
+        f"GRPO ran on: {picks['device']} ({picks['train_seconds']:.0f} s training, validation included; "
+        f"{picks['pick_seconds']:.0f} s for the test picks); this header describes the machine that wrote the report.",
+        f"S_gold: {rows['labels']}; pools of {rows['pool_tokens']} tokens; rows {rows['rows']}; "
+        f"{len(rows['train'])} training, {len(rows['val'])} validation and {len(rows['test'])} test rows.",
+    ]
+    md = (
+        header_md("Context-Picker GRPO on the bundled Qwen2.5-Coder-0.5B-Instruct", info, notes)
+        + "\n## Held-out picks (20 hotpotqa-long test questions)\n\n"
+        + table
+        + "\n\n## GRPO stages\n\n"
+        + stages
+        + f"\n\n![reward curves]({NAME}.png)\n\nCommand: `{summary.get('command') or ''}`\n"
+    )
+    data = {
+        "summary": summary,
+        "picks": {k: {kk: vv for kk, vv in v.items() if kk != "replies"} for k, v in picks["picks"].items()},
+        "device": picks["device"],
+        "train_seconds": picks["train_seconds"],
+        "rows": rows["rows"],
+    }
+    write_report(NAME, args.out, md, data)
+    shutil.copyfile(run / "reward_curves.png", args.out / f"{NAME}.png")
+    shutil.copyfile(run / "reward_curves.json", args.out / f"{NAME}_curve.json")
+    print(f"wrote {args.out / (NAME + '.md')}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="step", required=True)
+    for name in ("prepare", "train", "report"):
+        s = sub.add_parser(name)
+        s.add_argument("--run", type=Path, default=Path("runs/picker_grpo"))
+        s.add_argument("--threads", type=int, default=1)
+        s.add_argument("--out", type=Path, default=RESULTS_DIR)
+    pp = sub.choices["prepare"]
+    src = pp.add_mutually_exclusive_group(required=True)
+    src.add_argument("--labels", action="store_true", help="S_gold = HotpotQA's supporting paragraphs")
+    src.add_argument("--mined", type=Path, help="S_gold from `ctxsel mine` (Algorithm 1)")
+    tp = sub.choices["train"]
+    tp.add_argument("--base", default="qwen-0.5b")
+    tp.add_argument("--stage1-max-steps", type=int, default=300)
+    tp.add_argument("--stage2-steps", type=int, default=150)
+    tp.add_argument("--prompts-per-step", type=int, default=2)
+    tp.add_argument("--eval-every", type=int, default=10)
+    tp.add_argument("--stage-seconds", type=float, default=0.0)
+    args = p.parse_args(argv)
+    args.thread_info = setup_threads(args.threads)
+    {"prepare": prepare, "train": train, "report": report}[args.step](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
