@@ -14,8 +14,9 @@ and writes them to RUN/rows.json: training then needs neither the embedder nor t
 mine`` (the paper's Algorithm 1). ``train`` runs :func:`ctxsel.train.picker_trainer.train_picker`
 (adapters, reward curves) and then the greedy picks, with the stage-2 prompt as at inference, of
 the untrained model, the stage-1 and the stage-2 adapter on the test rows (RUN/picks.json).
-``report`` writes benchmarks/results/context_picker_grpo.{md,json,png}. The reader's SubEM at the
-picker's tokens comes from ``ctxsel eval`` with the stage-2 adapter as a method (README).
+``report`` writes benchmarks/results/context_picker_grpo.{md,json,png}; ``--eval FOLDER`` appends
+the tables of a ``ctxsel eval`` run with the adapters as methods (the reader's SubEM at the
+picker's tokens; command in docs/methods/context-picker.md).
 """
 
 from __future__ import annotations
@@ -194,6 +195,8 @@ def report(args: argparse.Namespace) -> None:
         + stages
         + f"\n\n![reward curves]({NAME}.png)\n\nCommand: `{summary.get('command') or ''}`\n"
     )
+    if args.eval:  # the reader's answers with the trained adapters as methods (`ctxsel eval`)
+        md += "\n## Read by the bundled reader (`ctxsel eval`)\n\n" + (args.eval / "summary.md").read_text(encoding="utf-8")
     data = {
         "summary": summary,
         "picks": {k: {kk: vv for kk, vv in v.items() if kk != "replies"} for k, v in picks["picks"].items()},
@@ -219,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     src = pp.add_mutually_exclusive_group(required=True)
     src.add_argument("--labels", action="store_true", help="S_gold = HotpotQA's supporting paragraphs")
     src.add_argument("--mined", type=Path, help="S_gold from `ctxsel mine` (Algorithm 1)")
+    sub.choices["report"].add_argument("--eval", type=Path, help="a `ctxsel eval` folder whose summary to append")
     tp = sub.choices["train"]
     tp.add_argument("--base", default="qwen-0.5b")
     tp.add_argument("--stage1-max-steps", type=int, default=300)

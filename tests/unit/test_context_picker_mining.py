@@ -142,7 +142,21 @@ def test_cli_mine_and_train_picker_say_what_is_missing(capsys):
     assert main(["mine", "--dataset", "example", "--output", "x.jsonl"]) == 2
     assert "needs a generator: --reader local" in capsys.readouterr().err
     assert main(["train", "picker", "--dataset", "example", "--output", "out"]) == 2
-    assert "needs --mined FILE.jsonl" in capsys.readouterr().err
+    assert "needs either --mined FILE.jsonl" in capsys.readouterr().err
+    assert main(["train", "picker", "--dataset", "example", "--labels", "--mined", "m.jsonl", "--output", "o"]) == 2
+    assert "needs either --mined FILE.jsonl (from `ctxsel mine`) or --labels" in capsys.readouterr().err
+
+
+def test_labelled_records_take_s_gold_from_the_gold_chunks():
+    from ctxsel.train.picker_mining import labelled_records
+    from ctxsel.types import Chunk, Example
+
+    chunks = [Chunk("a", "x"), Chunk("b", "y")]
+    recs = labelled_records([Example("q1", "Who?", chunks, gold_ids=["b", "a"]), Example("q2", "What?", chunks)])
+    assert [(r["id"], r["question"], r["s_gold"], r["kept"]) for r in recs] == [
+        ("q1", "Who?", ["b", "a"], True),
+        ("q2", "What?", [], False),
+    ]
 
 
 def test_the_picker_trains_only_on_the_datasets_training_split():

@@ -141,6 +141,31 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
     assert sel.config["adapter"].endswith("stage2")
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")
+def test_a_stage_stops_at_its_time_limit_and_keeps_its_adapter(tmp_path):
+    from ctxsel.train.picker_trainer import PickerTrainConfig, train_picker
+
+    rows, _ = picker_rows(_records()[:4], _examples(), get_scorer("keywords"), n_tokens=30, max_candidates=3)
+    cfg = PickerTrainConfig(
+        base="tiny",
+        stage1_max_steps=5,
+        stage2_steps=5,
+        eval_every=0,
+        num_generations=2,
+        prompts_per_step=1,
+        max_completion_length=8,
+        lora_r=2,
+        target_modules=["q_proj"],
+        stage_seconds=1e-3,  # every step takes longer: each stage stops after its first
+    )
+    res = train_picker(rows, [], tmp_path, cfg)
+    for stage in ("stage1", "stage2"):
+        curve = res["curves"][stage]
+        assert curve["steps"] == 1 and curve["stopped"] == "time limit of 0.001 s reached at step 1"
+        assert (tmp_path / stage / "adapter" / "adapter_config.json").is_file()
+
+
 def test_a_chat_base_reads_the_picker_prompt_through_its_chat_template(tmp_path):
     """An instruction-tuned base (the bundled Qwens) is trained and used on its chat template, a base
     model on the plain prompt; the adapter records which, so inference reads what training read."""

