@@ -30,9 +30,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS_DIR, header_md, machine_info, md_table, setup_threads, write_report  # noqa: E402
+from _common import RESULTS_DIR, header_md, machine_info, md_table, setup_threads, write_report
 
-NAME = "context_picker_grpo"
 POOL_TOKENS = 1000
 
 
@@ -115,6 +114,8 @@ def train(args: argparse.Namespace) -> None:
         prompts_per_step=args.prompts_per_step,
         eval_every=args.eval_every,
         stage_seconds=args.stage_seconds,
+        beta=args.kl_beta,
+        lr=args.lr,
         n_tokens=data["pool_tokens"],
         threads=args.threads,
     )
@@ -193,10 +194,12 @@ def report(args: argparse.Namespace) -> None:
         + table
         + "\n\n## GRPO stages\n\n"
         + stages
-        + f"\n\n![reward curves]({NAME}.png)\n\nCommand: `{summary.get('command') or ''}`\n"
+        + f"\n\n![reward curves]({args.name}.png)\n\nCommand: `{summary.get('command') or ''}`\n"
     )
     if args.eval:  # the reader's answers with the trained adapters as methods (`ctxsel eval`)
-        md += "\n## Read by the bundled reader (`ctxsel eval`)\n\n" + (args.eval / "summary.md").read_text(encoding="utf-8")
+        md += "\n## Read by the bundled reader (`ctxsel eval`)\n\n" + (args.eval / "summary.md").read_text(
+            encoding="utf-8"
+        )
     data = {
         "summary": summary,
         "picks": {k: {kk: vv for kk, vv in v.items() if kk != "replies"} for k, v in picks["picks"].items()},
@@ -204,10 +207,10 @@ def report(args: argparse.Namespace) -> None:
         "train_seconds": picks["train_seconds"],
         "rows": rows["rows"],
     }
-    write_report(NAME, args.out, md, data)
-    shutil.copyfile(run / "reward_curves.png", args.out / f"{NAME}.png")
-    shutil.copyfile(run / "reward_curves.json", args.out / f"{NAME}_curve.json")
-    print(f"wrote {args.out / (NAME + '.md')}")
+    write_report(args.name, args.out, md, data)
+    shutil.copyfile(run / "reward_curves.png", args.out / f"{args.name}.png")
+    shutil.copyfile(run / "reward_curves.json", args.out / f"{args.name}_curve.json")
+    print(f"wrote {args.out / (args.name + '.md')}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     src = pp.add_mutually_exclusive_group(required=True)
     src.add_argument("--labels", action="store_true", help="S_gold = HotpotQA's supporting paragraphs")
     src.add_argument("--mined", type=Path, help="S_gold from `ctxsel mine` (Algorithm 1)")
-    sub.choices["report"].add_argument("--eval", type=Path, help="a `ctxsel eval` folder whose summary to append")
+    rp = sub.choices["report"]
+    rp.add_argument("--eval", type=Path, help="a `ctxsel eval` folder whose summary to append")
+    rp.add_argument("--name", default="context_picker_grpo", help="benchmarks/results/NAME.{md,json,png}")
     tp = sub.choices["train"]
     tp.add_argument("--base", default="qwen-0.5b")
     tp.add_argument("--stage1-max-steps", type=int, default=300)
@@ -230,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     tp.add_argument("--prompts-per-step", type=int, default=2)
     tp.add_argument("--eval-every", type=int, default=10)
     tp.add_argument("--stage-seconds", type=float, default=0.0)
+    tp.add_argument("--kl-beta", type=float, default=0.0, help="KL weight to the untrained model (default 0)")
+    tp.add_argument("--lr", type=float, default=1e-4)
     args = p.parse_args(argv)
     args.thread_info = setup_threads(args.threads)
     {"prepare": prepare, "train": train, "report": report}[args.step](args)

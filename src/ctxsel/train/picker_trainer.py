@@ -438,7 +438,8 @@ def _save_stage(model: Any, out: Path, stage: int, base_ref: str, cfg: PickerTra
     folder = out / f"stage{stage}"
     model.save_pretrained(str(folder / "adapter"))
     h = hashlib.sha256()
-    for f in sorted((folder / "adapter").glob("*")):
+    # with a KL term TRL keeps the reference as a second adapter, saved in a subfolder (adapter/ref)
+    for f in sorted(p for p in (folder / "adapter").rglob("*") if p.is_file()):
         h.update(f.read_bytes())
     meta = {
         "base": base_ref,
