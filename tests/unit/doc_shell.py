@@ -182,8 +182,9 @@ class Sandbox:
             assert status == 200, body
 
     def _benchmark(self, script: str, args: list[str], env: dict[str, str]) -> None:
+        sub = args[:1] if args and not args[0].startswith("-") else []  # a subcommand has its own flags
         out = subprocess.run(
-            [sys.executable, str(REPO / script), "--help"],
+            [sys.executable, str(REPO / script), *sub, "--help"],
             capture_output=True,
             text=True,
             env={**os.environ, **env},
