@@ -184,12 +184,13 @@ def test_a_chat_base_reads_the_picker_prompt_through_its_chat_template(tmp_path)
     # the reply's first characters start the assistant's turn, not the end of the user's message
     user = render_prompt("Who?", ["a b", "c d"], 1, prefill=False).rstrip()
     assert prompt == user + " " + PREFILL
-    assert model_text(tok, prompt, chat=True) == f"<user>{user}<assistant>{PREFILL}"
-    assert model_text(tok, prompt, chat=False) == prompt
+    assert model_text(tok, prompt, chat=True, reply_start=PREFILL) == f"<user>{user}<assistant>{PREFILL}"
+    assert model_text(tok, prompt, chat=True) == f"<user>{prompt}<assistant>"  # a prompt with no reply start
+    assert model_text(tok, prompt, chat=False, reply_start=PREFILL) == prompt
     row = {"question": "Who?", "passages": ["a b", "c d"]}
     assert tok.decode(prompt_ids(tok, row, 1, chat=True)) == f"<user>{user}<assistant>{PREFILL}"
     assert tok.decode(prompt_ids(tok, row, 1, chat=False), skip_special_tokens=True) == prompt
 
-    client = TransformersClient(model, tok, "tiny", chat=True)
+    client = TransformersClient(model, tok, "tiny", chat=True, reply_start=PREFILL)  # as a trained adapter's
     reply = client.complete(prompt, max_tokens=3)
     assert reply.usage.tokens_in == len(prompt_ids(tok, row, 1, chat=True))

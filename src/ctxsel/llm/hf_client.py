@@ -130,38 +130,38 @@ def is_chat_base(base: str, tokenizer: Any) -> bool:
     return getattr(tokenizer, "chat_template", None) is not None
 
 
-def model_text(tokenizer: Any, prompt: Prompt, chat: bool) -> str:
+def model_text(tokenizer: Any, prompt: Prompt, chat: bool, reply_start: str = "") -> str:
     """The text a model reads for ``prompt``: a chat model gets its chat template (a string prompt is one
     user message) ending where the assistant's reply begins; a base model gets the plain text.
 
-    A picker prompt ends in the first characters of its reply (``PREFILL``, ``{"rationale": "``). A
-    chat model reads them as the start of its own turn: inside the user's message the 0.5B Qwen
-    answers with a pretty-printed object whose first line, ``{``, is all a one-line reply keeps.
+    ``reply_start`` names the first characters of the reply that a prompt may end with (the picker's
+    ``{"rationale": "``). A chat model reads them as the start of its own turn: inside the user's
+    message the 0.5B Qwen answers with a pretty-printed object whose first line, ``{``, is all a
+    one-line reply keeps.
     """
-    from ctxsel.selectors.context_picker.prompt import PREFILL
-
     if not chat:
         return flatten_prompt(prompt)
     prompt = normalize_prompt(prompt)
-    reply_start = ""
-    if isinstance(prompt, str) and prompt.endswith(PREFILL):
-        prompt, reply_start = prompt[: -len(PREFILL)].rstrip(), PREFILL
+    start = ""
+    if reply_start and isinstance(prompt, str) and prompt.endswith(reply_start):
+        prompt, start = prompt[: -len(reply_start)].rstrip(), reply_start
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-    return str(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)) + reply_start
+    return str(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)) + start
 
 
 class TransformersClient:
     """``complete(prompt)`` with a transformers model; greedy unless temperature > 0."""
 
-    def __init__(self, model: Any, tokenizer: Any, model_id: str, chat: bool = False) -> None:
+    def __init__(self, model: Any, tokenizer: Any, model_id: str, chat: bool = False, reply_start: str = "") -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.model_id = model_id
         self.chat = chat
+        self.reply_start = reply_start  # see model_text
         self._lock = threading.Lock()
 
     @classmethod
-    def from_adapter(cls, adapter: str | Path) -> TransformersClient:
+    def from_adapter(cls, adapter: str | Path, reply_start: str = "") -> TransformersClient:
         path = Path(adapter)
         meta_path = path / "picker.json"
         if not meta_path.is_file():
@@ -179,7 +179,7 @@ class TransformersClient:
             _need("peft")
         model = PeftModel.from_pretrained(model, str(path / "adapter"))
         model_id = f"transformers:{meta['base']}+lora:{path.resolve().name}:{meta.get('adapter_sha', '')}"
-        return cls(model, tok, model_id, chat=bool(meta.get("chat", False)))
+        return cls(model, tok, model_id, chat=bool(meta.get("chat", False)), reply_start=reply_start)
 
     def cache_identity(self) -> dict[str, Any]:
         return {"model": self.model_id}
@@ -196,7 +196,7 @@ class TransformersClient:
     ) -> Completion:
         import torch
 
-        text = model_text(self.tokenizer, prompt, self.chat)
+        text = model_text(self.tokenizer, prompt, self.chat, self.reply_start)
         enc = self.tokenizer(text, return_tensors="pt", add_special_tokens=not self.chat)  # a template has its own
         with self._lock, torch.no_grad():
             if seed is not None:

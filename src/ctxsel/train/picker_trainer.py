@@ -58,7 +58,7 @@ from typing import Any
 from ctxsel.errors import InputError
 from ctxsel.llm.hf_client import is_bundled_base, is_chat_base, load_base, model_text
 from ctxsel.selectors.context_picker.picker import candidate_pool
-from ctxsel.selectors.context_picker.prompt import InvalidReply, parse_reply, render_prompt
+from ctxsel.selectors.context_picker.prompt import PREFILL, InvalidReply, parse_reply, render_prompt
 from ctxsel.train.picker_config import PickerTrainConfig
 from ctxsel.train.picker_reward import STAGES, PickerReward, picker_reward
 from ctxsel.types import Example
@@ -106,7 +106,7 @@ def picker_rows(
 def prompt_text(tokenizer: Any, row: dict[str, Any], stage: int, chat: bool) -> str:
     """The text a model reads for ``row``'s picker prompt: what inference sends (the plain prompt,
     ending in the prefill), through the chat template when the base is a chat model."""
-    return model_text(tokenizer, render_prompt(row["question"], row["passages"], stage), chat)
+    return model_text(tokenizer, render_prompt(row["question"], row["passages"], stage), chat, PREFILL)
 
 
 def prompt_ids(tokenizer: Any, row: dict[str, Any], stage: int, chat: bool) -> list[int]:

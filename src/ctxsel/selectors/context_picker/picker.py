@@ -51,6 +51,7 @@ from ctxsel.selectors.base import CommonOptions, NanPolicy, Selector, as_int
 from ctxsel.selectors.context_picker.prompt import (
     MAX_RATIONALE_CHARS,
     PICKER,
+    PREFILL,
     parse_reply,
     picker_format,
     render_prompt,
@@ -102,7 +103,7 @@ class ContextPicker(CommonOptions, Selector):
         if adapter is not None:
             from ctxsel.llm.hf_client import TransformersClient
 
-            llm = TransformersClient.from_adapter(adapter)
+            llm = TransformersClient.from_adapter(adapter, reply_start=PREFILL)
         if llm is None:
             raise MissingLLMError("context-picker", "; or name a trained adapter: context-picker[adapter=PATH]")
         self.llm = llm
