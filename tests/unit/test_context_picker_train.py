@@ -191,6 +191,6 @@ def test_a_chat_base_reads_the_picker_prompt_through_its_chat_template(tmp_path)
     assert tok.decode(prompt_ids(tok, row, 1, chat=True)) == f"<user>{user}<assistant>{PREFILL}"
     assert tok.decode(prompt_ids(tok, row, 1, chat=False), skip_special_tokens=True) == prompt
 
-    client = TransformersClient(model, tok, "tiny", chat=True, reply_start=PREFILL)  # as a trained adapter's
-    reply = client.complete(prompt, max_tokens=3)
+    client = TransformersClient(model, tok, "tiny", chat=True)
+    reply = client.complete(prompt, max_tokens=3, reply_start=PREFILL)  # as the picker calls a trained adapter
     assert reply.usage.tokens_in == len(prompt_ids(tok, row, 1, chat=True))

@@ -113,8 +113,12 @@ class LLMClient(Protocol):
     :class:`~ctxsel.llm.constrain.ReplyFormat`) asks for a reply in that
     format: a client that can enforce it does and sets
     ``Completion.constrained``; one that cannot ignores it (reporting
-    ``constrained=False``). ``extra`` holds backend-specific generation
-    parameters (``top_p``...), which are sent as-is.
+    ``constrained=False``). ``reply_start`` (an optional keyword) names
+    the first characters of the reply, which the prompt ends with: a client
+    that renders a chat template opens the model's turn with them (the
+    local clients); others read them where they are. ``extra`` holds
+    backend-specific generation parameters (``top_p``...), which are sent
+    as-is.
     """
 
     model_id: str

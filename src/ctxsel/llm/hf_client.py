@@ -117,6 +117,16 @@ def is_bundled_base(base: str) -> bool:
     return base == GEMMA_GGUF or base in MODELS
 
 
+def adapter_meta(path: Path) -> dict[str, Any]:
+    """A trained picker folder's ``picker.json`` (its base model, chat flag, adapter hash, how it was trained)."""
+    meta_path = path / "picker.json"
+    if not meta_path.is_file():
+        raise FileNotFoundError(
+            f"{path} is not a trained picker (no picker.json): train one with `ctxsel train picker`"
+        )
+    return dict(json.loads(meta_path.read_text(encoding="utf-8")))
+
+
 def is_chat_base(base: str, tokenizer: Any) -> bool:
     """Whether prompts go through the tokenizer's chat template: a bundled model says so itself
     (the instruction-tuned Qwens do, Gemma 3 270M base does not); a folder does when its tokenizer
@@ -150,25 +160,20 @@ def model_text(tokenizer: Any, prompt: Prompt, chat: bool, reply_start: str = ""
 
 
 class TransformersClient:
-    """``complete(prompt)`` with a transformers model; greedy unless temperature > 0."""
+    """``complete(prompt)`` with a transformers model; greedy unless temperature > 0; ``reply_start``
+    as in :func:`model_text`."""
 
-    def __init__(self, model: Any, tokenizer: Any, model_id: str, chat: bool = False, reply_start: str = "") -> None:
+    def __init__(self, model: Any, tokenizer: Any, model_id: str, chat: bool = False) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.model_id = model_id
         self.chat = chat
-        self.reply_start = reply_start  # see model_text
         self._lock = threading.Lock()
 
     @classmethod
-    def from_adapter(cls, adapter: str | Path, reply_start: str = "") -> TransformersClient:
+    def from_adapter(cls, adapter: str | Path) -> TransformersClient:
         path = Path(adapter)
-        meta_path = path / "picker.json"
-        if not meta_path.is_file():
-            raise FileNotFoundError(
-                f"{path} is not a trained picker (no picker.json): train one with `ctxsel train picker`"
-            )
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = adapter_meta(path)
         base = meta["base"]
         if not is_bundled_base(base) and not Path(base).is_absolute():
             base = str((path / base).resolve())
@@ -179,7 +184,7 @@ class TransformersClient:
             _need("peft")
         model = PeftModel.from_pretrained(model, str(path / "adapter"))
         model_id = f"transformers:{meta['base']}+lora:{path.resolve().name}:{meta.get('adapter_sha', '')}"
-        return cls(model, tok, model_id, chat=bool(meta.get("chat", False)), reply_start=reply_start)
+        return cls(model, tok, model_id, chat=bool(meta.get("chat", False)))
 
     def cache_identity(self) -> dict[str, Any]:
         return {"model": self.model_id}
@@ -192,11 +197,12 @@ class TransformersClient:
         temperature: float = 0.0,
         stop: list[str] | None = None,
         seed: int | None = None,
+        reply_start: str = "",
         **extra: Any,
     ) -> Completion:
         import torch
 
-        text = model_text(self.tokenizer, prompt, self.chat, self.reply_start)
+        text = model_text(self.tokenizer, prompt, self.chat, reply_start)
         enc = self.tokenizer(text, return_tensors="pt", add_special_tokens=not self.chat)  # a template has its own
         with self._lock, torch.no_grad():
             if seed is not None:
@@ -222,6 +228,7 @@ class TransformersClient:
 __all__ = [
     "GEMMA_GGUF",
     "TransformersClient",
+    "adapter_meta",
     "dequantized_folder",
     "is_bundled_base",
     "is_chat_base",

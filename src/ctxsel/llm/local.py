@@ -100,6 +100,15 @@ class LocalLlamaClient:
     the model's tokens (prompt + answer); a prompt that does not fit raises
     :class:`LLMContextLengthError` before any compute. Calls are serialised
     (one llama.cpp context is not thread-safe).
+
+    ``lora`` is a llama.cpp LoRA GGUF applied on top of the model (a trained
+    picker: :mod:`ctxsel.llm.lora_gguf` converts peft's adapters).
+    ``complete(..., reply_start=S)`` names the first characters of the reply,
+    which the prompt ends with; a chat model reads them as the start of its
+    own turn, after the template's assistant header, as
+    :func:`ctxsel.llm.hf_client.model_text` does in training (inside the
+    user's message a chat model restates the whole reply instead of
+    continuing it).
     """
 
     def __init__(
@@ -111,6 +120,7 @@ class LocalLlamaClient:
         chat: bool | None = None,
         seed: int = 0,
         verbose: bool = False,
+        lora: str | Path | None = None,
     ) -> None:
         try:
             from llama_cpp import Llama
@@ -120,8 +130,12 @@ class LocalLlamaClient:
         self.model_path = path
         self.n_threads = int(n_threads or DEFAULT_THREADS)
         self.seed = seed
+        self.lora = Path(lora) if lora is not None else None
+        if self.lora is not None and not self.lora.is_file():
+            raise FileNotFoundError(f"no LoRA GGUF at {self.lora}")
         self._llm = Llama(
             model_path=str(path),
+            lora_path=str(self.lora) if self.lora is not None else None,
             n_ctx=int(n_ctx or n_ctx_train or 0),
             n_threads=self.n_threads,
             n_threads_batch=self.n_threads,
@@ -144,7 +158,9 @@ class LocalLlamaClient:
                 eos_token=tok.token_get_text(eos) if eos >= 0 else "",
                 bos_token=tok.token_get_text(bos) if bos >= 0 else "",
             )
-        self.model_id = f"llama.cpp:{name if name in MODELS else path.name}"
+        self.model_id = f"llama.cpp:{name if name in MODELS else path.name}" + (
+            f"+lora:{self.lora.name}" if self.lora is not None else ""
+        )
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -153,14 +169,18 @@ class LocalLlamaClient:
     def cache_identity(self) -> dict[str, Any]:
         return {"model": self.model_id, "n_ctx": self.n_ctx, "chat": self.chat}
 
-    def render(self, prompt: Prompt) -> tuple[str, list[str]]:
-        """The text the model reads for ``prompt`` and the stop strings its format adds."""
+    def render(self, prompt: Prompt, reply_start: str = "") -> tuple[str, list[str]]:
+        """The text the model reads for ``prompt`` and the stop strings its format adds; a string prompt
+        that ends with ``reply_start`` has those characters open the model's turn (see the class doc)."""
         if not self.chat:
             return flatten_prompt(prompt), []
         prompt = normalize_prompt(prompt)
+        start = ""
+        if reply_start and isinstance(prompt, str) and prompt.endswith(reply_start):
+            prompt, start = prompt[: -len(reply_start)].rstrip(), reply_start
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         out = self._formatter(messages=cast(Any, messages))  # type: ignore[misc]
-        return out.prompt, [s for s in (out.stop if isinstance(out.stop, list) else [out.stop]) if s]
+        return out.prompt + start, [s for s in (out.stop if isinstance(out.stop, list) else [out.stop]) if s]
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` in this model's vocabulary, as the model reads it (special tokens parsed)."""
@@ -181,9 +201,10 @@ class LocalLlamaClient:
         temperature: float = 0.0,
         stop: list[str] | None = None,
         seed: int | None = None,
+        reply_start: str = "",
         **extra: Any,
     ) -> Completion:
-        text, format_stop = self.render(prompt)
+        text, format_stop = self.render(prompt, reply_start)
         tokens = self._tokens(text)
         n_prompt = len(tokens)
         if n_prompt + max_tokens > self.n_ctx:

@@ -289,7 +289,10 @@ class OpenAICompatClient:
         reply_format: ReplyFormat | None = None,
         **extra: Any,
     ) -> dict[str, Any]:
-        """The JSON body ``complete`` sends (useful to inspect or log)."""
+        """The JSON body ``complete`` sends (useful to inspect or log). ``reply_start`` is not sent: a
+        completions prompt ends with it anyway, and the chat API has no portable way to open the assistant's
+        turn, so there it stays at the end of the user's message."""
+        extra.pop("reply_start", None)
         prompt = normalize_prompt(prompt)
         if reply_format is not None and "response_format" in extra:
             raise InputError("pass either reply_format= or response_format=, not both")

@@ -500,8 +500,8 @@ def test_the_local_client_passes_a_llama_grammar_and_marks_the_reply(monkeypatch
     assert "grammar" not in seen[1] and out.constrained is False
 
 
-def test_a_trained_adapter_reads_the_plain_prompt():
+def test_a_trained_adapter_in_transformers_reads_the_plain_prompt():
     from ctxsel.selectors.context_picker.picker import ContextPicker
 
-    with pytest.raises(ValueError, match="use constrained=false"):
-        ContextPicker(adapter="/nonexistent", constrained=True)
+    with pytest.raises(ValueError, match="transformers cannot enforce a reply format"):
+        ContextPicker(adapter="/nonexistent", runtime="transformers", constrained=True)

@@ -104,6 +104,8 @@ def test_valid_reply_picks_those_chunks_and_keeps_the_rationale(server):
     # the pool: top chunks by similarity within 500 tokens, numbered in rank order
     assert "[1] Passage 1 " in prompt and "[2] Passage 3 " in prompt and "[5] Passage 4 " in prompt
     assert "[6]" not in prompt
+    # the prefill is asked for as reply_start, which a server reads where it is: at the prompt's end, not sent
+    assert prompt.endswith(PREFILL) and "reply_start" not in server.requests[0].json
     assert sel.ids == ["3", "1"] and sel.scores == [0.8, 0.9]
     picked = sel.details_as(PickerDetails)
     assert picked.rationale == "Passage 3 and 1 hold both hops."

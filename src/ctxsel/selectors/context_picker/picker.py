@@ -6,14 +6,19 @@ similarity that fit a token budget ``n_tokens`` (the paper's B; at most
 rationale (:mod:`.prompt` documents the one strict format), and the
 selection is exactly those chunks.
 
-With ``constrained=True`` (the default, except with a trained ``adapter``,
-which runs in transformers and was trained on the plain prompt) the
-request carries the reply's
-JSON schema (:func:`~.prompt.picker_format`): llama.cpp enforces it with a
-grammar, an OpenAI-compatible server with ``response_format``; a reply
-produced under it is parsed by the schema, any other by the strict
-:func:`~.prompt.parse_reply`. ``constrained=False`` sends the plain prompt
-(ending in the prefill), as training sees it.
+With ``constrained=True`` (the default wherever the client can enforce a
+format: not for a trained ``adapter`` run by transformers) the request
+carries the reply's JSON schema (:func:`~.prompt.picker_format`) and the
+prompt ends before the reply: llama.cpp enforces the schema with a
+grammar, an OpenAI-compatible server with ``response_format``, and the
+model writes the whole object. A reply produced under it is parsed by the
+schema, any other by the strict :func:`~.prompt.parse_reply`.
+``constrained=False`` sends the plain prompt, which ends in the reply's
+first characters (the prefill), as training sees it: passed as
+``reply_start``, they open the model's own turn with a local chat model,
+which then continues the object instead of starting its own (in the user's
+message, the 1.5B opened a code fence or restated the object in most
+replies).
 
 On an invalid reply the picker asks once more with the error stated in the
 prompt; if the second reply is invalid too it falls back to adaptive-k
@@ -23,8 +28,13 @@ replies, and the rationale of the reply it used) and in the eval's ``invalid_sha
 ``fallback`` columns.
 
 A trained picker is a LoRA adapter from ``ctxsel train picker``; pass
-``adapter=PATH`` and the picker runs it in process (transformers + peft)
-instead of the ``llm`` client.
+``adapter=PATH`` and the picker runs it in process instead of the ``llm``
+client. ``runtime=llama.cpp`` (the default when the adapter's base is a
+bundled model and llama-cpp-python is installed) converts the adapter once
+to a llama.cpp LoRA (:mod:`ctxsel.llm.lora_gguf`) and applies it to the
+base model's GGUF, with the reader's llama.cpp threads: no torch, and the
+reply format enforced by a grammar. ``runtime=transformers`` loads the
+de-quantised base with peft, as training does, and cannot constrain.
 
 Where the paper is silent: B defaults to 2,000 cl100k tokens and the pool
 to 20 chunks (about 15 hotpotqa paragraphs, so the prompt fits the local
@@ -75,19 +85,27 @@ class ContextPicker(CommonOptions, Selector):
         max_reply_tokens: int = 160,
         adapter: str | None = None,
         constrained: bool | None = None,
+        runtime: str | None = None,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
-        if constrained is None:  # on, except for a trained adapter: transformers cannot enforce a format,
-            constrained = adapter is None  # and the adapter was trained on the plain prompt
+        if adapter is None and runtime is not None:
+            raise InputError("runtime= chooses how a trained adapter runs: name one with adapter=PATH")
+        if adapter is not None:
+            runtime = default_runtime(adapter) if runtime is None else runtime
+            if runtime not in RUNTIMES:
+                raise InputError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+        if constrained is None:  # on wherever the client can enforce a format
+            constrained = runtime != "transformers"
         if not isinstance(constrained, bool):
             raise InputError(f"constrained must be true or false, got {constrained!r}")
-        if constrained and adapter is not None:
+        if constrained and runtime == "transformers":
             raise InputError(
-                "a trained adapter runs in transformers, which cannot enforce a reply format, and was "
-                "trained on the plain prompt: use constrained=false (the default with adapter=)"
+                "transformers cannot enforce a reply format: use runtime=llama.cpp, or constrained=false "
+                "(the default with runtime=transformers)"
             )
         self.constrained = constrained
+        self.runtime = runtime
         self.n_tokens = as_int("n_tokens", n_tokens)
         self.max_candidates = as_int("max_candidates", max_candidates)
         self.retries = as_int("retries", retries)
@@ -100,10 +118,14 @@ class ContextPicker(CommonOptions, Selector):
             raise InputError(f"retries must be >= 0, got {retries}")
         self.stage = stage
         self.adapter = adapter
-        if adapter is not None:
+        if runtime == "llama.cpp":
+            from ctxsel.llm.lora_gguf import llama_adapter_client
+
+            llm = llama_adapter_client(cast(str, adapter), n_threads=getattr(llm, "n_threads", None))
+        elif runtime == "transformers":
             from ctxsel.llm.hf_client import TransformersClient
 
-            llm = TransformersClient.from_adapter(adapter, reply_start=PREFILL)
+            llm = TransformersClient.from_adapter(cast(str, adapter))
         if llm is None:
             raise MissingLLMError("context-picker", "; or name a trained adapter: context-picker[adapter=PATH]")
         self.llm = llm
@@ -120,6 +142,7 @@ class ContextPicker(CommonOptions, Selector):
             "template": PICKER.key,
             "constrained": self.constrained,
             "adapter": self.adapter,
+            "runtime": self.runtime,
             "llm": getattr(self.llm, "model_id", ""),
             **super().config(),
         }
@@ -161,7 +184,8 @@ class ContextPicker(CommonOptions, Selector):
             else max(self.max_reply_tokens, MAX_RATIONALE_CHARS // 2 + 3 * len(passages) + 16)
         )
         error: str | None = None
-        constrained: dict[str, Any] = {} if fmt is None else {"reply_format": fmt}
+        # constrained, the reply is the whole object; else it continues the prefill, which opens the model's turn
+        constrained: dict[str, Any] = {"reply_start": PREFILL} if fmt is None else {"reply_format": fmt}
         for _ in range(1 + self.retries):
             reply = self.client.complete(
                 render_prompt(question, passages, self.stage, error, prefill=fmt is None),
@@ -240,6 +264,22 @@ class ContextPicker(CommonOptions, Selector):
             for i, r in enumerate(replies)
         )
         return sel
+
+
+#: How a trained adapter runs (see the module docstring).
+RUNTIMES = ("llama.cpp", "transformers")
+
+
+def default_runtime(adapter: str) -> str:
+    """llama.cpp when the adapter's base is a bundled model (it has a GGUF) and llama-cpp-python is installed."""
+    import importlib.util
+    from pathlib import Path
+
+    from ctxsel.llm.hf_client import adapter_meta
+    from ctxsel.llm.lora_gguf import bundled_base
+
+    base = bundled_base(str(adapter_meta(Path(adapter))["base"]))
+    return "llama.cpp" if base is not None and importlib.util.find_spec("llama_cpp") is not None else "transformers"
 
 
 def candidate_pool(
