@@ -184,7 +184,8 @@ def run(args: argparse.Namespace) -> int:
         ray_options=ray_options,
         retry_errors=not args.no_retry_errors,
         on_ray_run=ray_runs.append,
-        resources={"policy": args.policy} if args.policy else None,  # rows keep the label `ldar`
+        # rows keep the label `ldar`; SAGE embeds its answers the way the scorer embeds chunks
+        resources={"backend": args.backend, **({"policy": args.policy} if args.policy else {})},
     )
     for info in ray_runs:
         if info.num_actors:

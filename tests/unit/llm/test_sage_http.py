@@ -110,3 +110,29 @@ def test_the_answer_command_prints_sage_rounds_and_counting_from_the_typed_trace
     rounds = [line for line in printed.splitlines() if line.startswith("round ")]
     assert rounds[0].startswith("round 1: keys Kestrel Optical Works -> 1 retrieved")
     assert rounds[-1].endswith("sufficient: True")
+
+
+def test_sages_importance_embeds_with_the_evals_dense_backend(monkeypatch) -> None:
+    import numpy as np
+    import pytest
+
+    import ctxsel.scoring.dense as dense
+    from ctxsel import get_selector
+
+    made: list[str] = []
+
+    class Recorder:  # the embedding model's boundary: which backend SAGE asks for
+        def __init__(self, *, cache: bool, backend: str) -> None:
+            made.append(backend)
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return np.ones((len(texts), 3))
+
+    monkeypatch.setattr(dense, "DenseScorer", Recorder)
+    llm = object()
+    sage = get_selector("sage", llm=llm, resources={"backend": "onnx"})  # what `ctxsel eval --backend onnx` passes
+    assert sage.config()["backend"] == "onnx" and sage.embed(["a", "b"]).shape == (2, 3) and made == ["onnx"]
+    assert "backend" not in get_selector("sage", llm=llm).config()  # auto: the configs of earlier runs
+    assert get_selector("sage[backend=torch]", llm=llm, resources={"backend": "onnx"}).config()["backend"] == "torch"
+    with pytest.raises(ValueError, match="backend must be auto or one of torch, onnx, onnx-int8, got 'gpu'"):
+        get_selector("sage[backend=gpu]", llm=llm)

@@ -27,7 +27,8 @@ Where the paper is silent (each choice is a parameter):
 
 - importance uses ``n_perturb = 3`` perturbed answers (the paper gives no
   n), lambda ~ U(0.3, 1] as the probability that a word is perturbed
-  (:mod:`.noise`), and the cosine of the project's embeddings (MiniLM) of
+  (:mod:`.noise`), and the cosine of the project's embeddings (MiniLM, run
+  by ``backend``, which ``ctxsel eval`` sets from its ``--backend``) of
   the clean and perturbed answers; the clean answer is the same call as a
   free-form final answer, so the last round's is reused rather than asked
   twice;
@@ -103,7 +104,14 @@ from ctxsel.llm.prompts import (
     PromptTemplate,
     get_template,
 )
-from ctxsel.reader import DEFAULT_MAX_ANSWER_TOKENS, clean_answer, context_window, fit_to_window, for_template
+from ctxsel.reader import (
+    DEFAULT_MAX_ANSWER_TOKENS,
+    clean_answer,
+    context_window,
+    cue_args,
+    fit_to_window,
+    for_template,
+)
 from ctxsel.scoring.keywords import words
 from ctxsel.selectors.base import CommonOptions, Selector, as_int
 from ctxsel.selectors.sage.graph import SentenceGraph
@@ -240,6 +248,7 @@ class SAGE(CommonOptions, Selector):
         answer_template: str = FACTOID_QA.name,
         max_answer_tokens: int = 32,
         embed: Callable[[list[str]], np.ndarray] | None = None,
+        backend: str = "auto",
         constrained: bool = True,
         **kw: Any,
     ) -> None:
@@ -269,7 +278,12 @@ class SAGE(CommonOptions, Selector):
         self.counting, self.seed, self.max_keys = bool(counting), int(seed), int(max_keys)
         self.answer_template = get_template(answer_template)
         self.max_answer_tokens = int(max_answer_tokens)
+        from ctxsel.scoring.dense import BACKENDS
+
+        if backend not in ("auto", *BACKENDS):
+            raise InputError(f"backend must be auto or one of {', '.join(BACKENDS)}, got {backend!r}")
         self._embed = embed
+        self.backend = backend if embed is None else "given"  # an embed callable replaces the dense scorer
         self._clients: dict[str, LLMClient] = {}
         self._window = context_window(llm)
 
@@ -288,6 +302,7 @@ class SAGE(CommonOptions, Selector):
             "answer_template": self.answer_template.key,
             "max_answer_tokens": self.max_answer_tokens,
             "constrained": self.constrained,
+            **({} if self.backend in ("auto", "given") else {"backend": self.backend}),
             "templates": [
                 t.key for t in (SAGE_KEYS, SAGE_SUFFICIENT, MULTIPLE_CHOICE, SAGE_IS_COUNTING, SAGE_COUNT_TARGETS)
             ],
@@ -330,6 +345,8 @@ class SAGE(CommonOptions, Selector):
         if fmt is not None and self.constrained:
             extra["reply_format"] = fmt
             max_tokens = max(max_tokens, CONSTRAINED_MAX_TOKENS.get(template.name, max_tokens))
+        else:
+            extra.update(cue_args(template))
         try:
             replies = complete_n(
                 self._clients[template.key],
@@ -423,7 +440,7 @@ class SAGE(CommonOptions, Selector):
         if self._embed is None:
             from ctxsel.scoring.dense import DenseScorer
 
-            self._embed = DenseScorer(cache=False).embed
+            self._embed = DenseScorer(cache=False, backend=self.backend).embed
         v = np.asarray(self._embed(texts), dtype=np.float64)
         return cast(np.ndarray, v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12))
 
