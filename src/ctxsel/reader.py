@@ -283,6 +283,7 @@ class Reader:
             max_tokens=self.max_answer_tokens,
             temperature=0.0,
             stop=list(self.template.stop) or None,
+            **cue_args(self.template),
         )
         return Answer(
             text=clean_answer(reply.text, self.template),
@@ -293,6 +294,12 @@ class Reader:
             template=self.template.key,
             meta={"cached": reply.cached, **({"cut": cut} if cut else {})},
         )
+
+
+def cue_args(template: PromptTemplate) -> dict[str, Any]:
+    """``reply_start`` for a template with a cue (see :class:`~ctxsel.llm.prompts.PromptTemplate`), else
+    nothing, so the calls (and cache keys) of templates without one stay as they were."""
+    return {"reply_start": template.cue} if template.cue else {}
 
 
 def for_template(client: LLMClient, template: PromptTemplate) -> LLMClient:
@@ -312,6 +319,7 @@ __all__ = [
     "Reader",
     "clean_answer",
     "context_window",
+    "cue_args",
     "fit_to_window",
     "for_template",
     "format_context",

@@ -24,7 +24,11 @@ and old cached replies then simply miss.
 Every template ends where the answer starts, so it works completion-style
 with a base model (stop at a newline) as well as in a chat message. The
 factoid template ends in a space after ``**Answer:**``: without it the
-bundled base model's first token is a newline, i.e. an empty answer.
+bundled base model's first token is a newline, i.e. an empty answer. The
+HoloBench template ends in the cue ``- **Reasoning:**``, meant to start a
+completion; version 2 sends it as the reply's start (``cue``), because a
+chat model that reads it at the end of the user's message may echo it and
+stop (benchmarks/results/reader_cue.md measures both).
 """
 
 from __future__ import annotations
@@ -43,6 +47,10 @@ class PromptTemplate:
     text: str
     #: Where a completion-style answer ends (the reader's default ``stop``).
     stop: tuple[str, ...] = ("\n",)
+    #: The words the text ends with that start the reply, sent as ``reply_start``: a local chat model reads
+    #: them as the start of its own turn (a base model continues them either way). Empty: the text's end
+    #: stays in the user's message.
+    cue: str = ""
 
     @property
     def key(self) -> str:
@@ -65,7 +73,7 @@ FACTOID_QA = PromptTemplate(
 
 HOLOBENCH_QA = PromptTemplate(
     "holobench-qa",
-    1,
+    2,
     "You'll be given a set of sentences to read through carefully. Once you've reviewed them, I'll ask you a "
     "question related to the information in those sentences. Your job is to think critically about the details, "
     "analyze the sentences in relation to the question, and then provide your answer. If the information clearly "
@@ -79,6 +87,7 @@ HOLOBENCH_QA = PromptTemplate(
     'evidence is unclear or insufficient, respond with "No answer."]\n\n'
     "- **Reasoning:**",
     stop=(),
+    cue="- **Reasoning:**",
 )
 
 SELF_ROUTE = PromptTemplate(

@@ -249,3 +249,31 @@ def test_sigkilled_reader_eval_repeats_no_finished_call(server, tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert len(rows) == n_prompts and len({(r["example_id"], r["method"]) for r in rows}) == n_prompts
     assert all(r["answer"].startswith("answer") and r["llm_calls"] == 1 for r in rows)
+
+
+class RecordingClient:
+    """An LLM client that records its calls: the keywords a reader sends are what is under test."""
+
+    model_id = "recording"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+
+    def complete(self, prompt, **kw):
+        from ctxsel.llm.base import Completion
+        from ctxsel.types import LLMUsage
+
+        self.calls.append((prompt, kw))
+        return Completion("The rows say three.\n- **Answer:** 3", LLMUsage(1, 10, 5))
+
+
+def test_a_templates_cue_is_sent_as_the_reply_start():
+    rec = RecordingClient()
+    sel = get_selector("top-k@2").select("How many?", CHUNKS, SCORES)
+    holo = Reader(rec, "holobench-qa").answer("How many?", sel)
+    Reader(rec, "factoid-qa").answer("How many?", sel)
+    (holo_prompt, holo_kw), (_, factoid_kw) = rec.calls
+    assert TEMPLATES["holobench-qa"].cue == "- **Reasoning:**" and TEMPLATES["holobench-qa"].key == "holobench-qa-v2"
+    assert holo_prompt.endswith("- **Reasoning:**") and holo_kw["reply_start"] == "- **Reasoning:**"
+    assert "reply_start" not in factoid_kw  # a template without a cue calls (and caches) as before
+    assert holo.text == "The rows say three.\n- **Answer:** 3"
