@@ -155,6 +155,14 @@ def normalize_prompt(prompt: Prompt) -> Prompt:
     raise InputTypeError(f"prompt must be a str or a list of chat messages, got {type(prompt).__name__}")
 
 
+def split_reply_start(prompt: Prompt, reply_start: str) -> tuple[Prompt, str]:
+    """(the user's part, the reply's start) of a prompt that ends with ``reply_start``: what a chat model
+    reads in the user's message and what opens its own turn (see :class:`LLMClient`); else (prompt, "")."""
+    if reply_start and isinstance(prompt, str) and prompt.endswith(reply_start):
+        return prompt[: -len(reply_start)].rstrip(), reply_start
+    return prompt, ""
+
+
 def complete_n(client: LLMClient, prompt: Prompt, n: int, *, seed: int | None = None, **kw: Any) -> list[Completion]:
     """``n`` sampled replies to one prompt, the prompt paid for once where the backend allows it.
 
@@ -368,4 +376,5 @@ __all__ = [
     "body_excerpt",
     "complete_n",
     "normalize_prompt",
+    "split_reply_start",
 ]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel.errors import MissingExtraError
-from ctxsel.llm.base import Completion, Prompt, normalize_prompt
+from ctxsel.llm.base import Completion, Prompt, normalize_prompt, split_reply_start
 from ctxsel.llm.local import flatten_prompt
 from ctxsel.types import LLMUsage
 
@@ -110,11 +110,18 @@ def load_base(base: str, dtype: str = "float32") -> tuple[Any, Any]:
     return AutoModelForCausalLM.from_pretrained(str(p), dtype=torch_dtype), AutoTokenizer.from_pretrained(str(p))
 
 
-def is_bundled_base(base: str) -> bool:
-    """A base named by its bundled model (its adapters store the name, not a path)."""
+def bundled_base(base: str) -> str | None:
+    """The bundled model (:data:`ctxsel.llm.models.MODELS`) a base names, or None for a model folder."""
     from ctxsel.llm.models import MODELS
 
-    return base == GEMMA_GGUF or base in MODELS
+    if base == GEMMA_GGUF:
+        return "gemma-270m"
+    return base if base in MODELS else None
+
+
+def is_bundled_base(base: str) -> bool:
+    """A base named by its bundled model (its adapters store the name, not a path)."""
+    return bundled_base(base) is not None
 
 
 def adapter_meta(path: Path) -> dict[str, Any]:
@@ -151,10 +158,7 @@ def model_text(tokenizer: Any, prompt: Prompt, chat: bool, reply_start: str = ""
     """
     if not chat:
         return flatten_prompt(prompt)
-    prompt = normalize_prompt(prompt)
-    start = ""
-    if reply_start and isinstance(prompt, str) and prompt.endswith(reply_start):
-        prompt, start = prompt[: -len(reply_start)].rstrip(), reply_start
+    prompt, start = split_reply_start(normalize_prompt(prompt), reply_start)
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
     return str(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)) + start
 
@@ -229,6 +233,7 @@ __all__ = [
     "GEMMA_GGUF",
     "TransformersClient",
     "adapter_meta",
+    "bundled_base",
     "dequantized_folder",
     "is_bundled_base",
     "is_chat_base",

@@ -54,7 +54,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from ctxsel.errors import InputError, MissingExtraError
-from ctxsel.llm.base import Completion, LLMContextLengthError, LLMError, Prompt, normalize_prompt
+from ctxsel.llm.base import (
+    Completion,
+    LLMContextLengthError,
+    LLMError,
+    Prompt,
+    normalize_prompt,
+    split_reply_start,
+)
 from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, MODELS, get_model, gguf_path
 from ctxsel.types import LLMUsage
 
@@ -174,10 +181,7 @@ class LocalLlamaClient:
         that ends with ``reply_start`` has those characters open the model's turn (see the class doc)."""
         if not self.chat:
             return flatten_prompt(prompt), []
-        prompt = normalize_prompt(prompt)
-        start = ""
-        if reply_start and isinstance(prompt, str) and prompt.endswith(reply_start):
-            prompt, start = prompt[: -len(reply_start)].rstrip(), reply_start
+        prompt, start = split_reply_start(normalize_prompt(prompt), reply_start)
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         out = self._formatter(messages=cast(Any, messages))  # type: ignore[misc]
         return out.prompt + start, [s for s in (out.stop if isinstance(out.stop, list) else [out.stop]) if s]

@@ -142,23 +142,13 @@ def cached_lora_gguf(adapter_dir: str | Path, base_gguf: str | Path) -> Path:
     return out if out.is_file() else convert(adapter_dir, base_gguf, out)
 
 
-def bundled_base(base: str) -> str | None:
-    """The bundled model (:data:`ctxsel.llm.models.MODELS`) a trained picker's base names, or None for a folder."""
-    from ctxsel.llm.hf_client import GEMMA_GGUF
-    from ctxsel.llm.models import MODELS
-
-    if base == GEMMA_GGUF:
-        return "gemma-270m"
-    return base if base in MODELS else None
-
-
 def llama_adapter_client(
     adapter: str | Path, *, n_threads: int | None = None, n_ctx: int | None = None
 ) -> LocalLlamaClient:
     """A trained picker (``ctxsel train picker``'s folder) run by llama.cpp: its bundled base model's GGUF
     with the adapter converted (once) to a llama.cpp LoRA. A picker trained on a model folder has no GGUF:
     run it with transformers (:meth:`ctxsel.llm.hf_client.TransformersClient.from_adapter`)."""
-    from ctxsel.llm.hf_client import adapter_meta
+    from ctxsel.llm.hf_client import adapter_meta, bundled_base
     from ctxsel.llm.models import gguf_path
 
     path = Path(adapter)
@@ -177,7 +167,6 @@ def llama_adapter_client(
 __all__ = [
     "SUPPORTED_ARCHITECTURES",
     "adapter_sha",
-    "bundled_base",
     "cached_lora_gguf",
     "convert",
     "llama_adapter_client",

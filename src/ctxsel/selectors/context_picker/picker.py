@@ -276,8 +276,7 @@ def default_runtime(adapter: str) -> str:
     import importlib.util
     from pathlib import Path
 
-    from ctxsel.llm.hf_client import adapter_meta
-    from ctxsel.llm.lora_gguf import bundled_base
+    from ctxsel.llm.hf_client import adapter_meta, bundled_base
 
     base = bundled_base(str(adapter_meta(Path(adapter))["base"]))
     return "llama.cpp" if base is not None and importlib.util.find_spec("llama_cpp") is not None else "transformers"
