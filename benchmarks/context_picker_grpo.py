@@ -7,7 +7,7 @@ Three steps, which may run on different machines (the pools need the embedder, G
     python benchmarks/context_picker_grpo.py report --run runs/picker_grpo
 
 ``prepare`` builds every row as ``ctxsel train picker`` does (the candidate pool the picker sees at
-inference, B = 1,000 tokens of MiniLM-ranked chunks; S_gold as pool numbers) for the hotpotqa-long
+inference, B = 1,000 tokens of MiniLM-ranked chunks, or ``--picker-tokens``; S_gold as pool numbers) for the hotpotqa-long
 training split (80/20 into GRPO and validation questions) and for the 20 held-out test questions,
 and writes them to RUN/rows.json: training then needs neither the embedder nor the data.
 ``--labels`` takes S_gold from HotpotQA's supporting paragraphs, ``--mined FILE`` from ``ctxsel
@@ -47,16 +47,16 @@ def prepare(args: argparse.Namespace) -> None:
     train_ids, test_ids = split_ids(list(examples), 0.8, 0)
     records = labelled_records(examples.values()) if args.labels else read_mined(args.mined)
     scorer = get_scorer("dense", num_threads=args.threads, show_progress=True)
-    rows, stats = picker_rows(split_records(records, set(train_ids)), examples, scorer, POOL_TOKENS)
+    rows, stats = picker_rows(split_records(records, set(train_ids)), examples, scorer, args.picker_tokens)
     train, val = split_train_val(rows, 0.2, 0)
     # test rows carry every gold chunk (recall is against all of them, in the pool or not)
     test_records = labelled_records(examples[i] for i in test_ids)
-    test, test_stats = picker_rows(split_records(test_records, set(test_ids)), examples, scorer, POOL_TOKENS)
+    test, test_stats = picker_rows(split_records(test_records, set(test_ids)), examples, scorer, args.picker_tokens)
     for r in test:
         r["n_gold"] = len(examples[r["query_id"]].gold_ids)
     data = {
         "labels": "supporting paragraphs" if args.labels else f"mined: {args.mined}",
-        "pool_tokens": POOL_TOKENS,
+        "pool_tokens": args.picker_tokens,
         "rows": stats,
         "test_rows": test_stats,
         "train": train,
@@ -118,6 +118,8 @@ def train(args: argparse.Namespace) -> None:
         lr=args.lr,
         n_tokens=data["pool_tokens"],
         threads=args.threads,
+        init_adapter=str(args.init_adapter or ""),
+        shuffle_candidates=args.shuffle_candidates,
     )
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     t0 = time.perf_counter()
@@ -133,14 +135,28 @@ def train(args: argparse.Namespace) -> None:
 
     with model.disable_adapter():
         picks = {"untrained": pick_stats(replies(), test)}
-    picks["stage2"] = pick_stats(replies(), test)
-    model.load_adapter(str(args.run / "stage1" / "adapter"), adapter_name="stage1")
-    model.set_adapter("stage1")
-    picks["stage1"] = pick_stats(replies(), test)
+    for stage in ("stage2", "stage1"):  # the model in hand is the last stage trained
+        if stage in res["curves"]:
+            if stage != list(res["curves"])[-1]:
+                model.load_adapter(str(args.run / stage / "adapter"), adapter_name=stage)
+                model.set_adapter(stage)
+            picks[stage] = pick_stats(replies(), test)
     out = {"device": device, "train_seconds": t_train, "pick_seconds": time.perf_counter() - t0, "picks": picks}
     (args.run / "picks.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     for k, v in picks.items():
         print(f"{k}: valid {v['valid']:.0%}, named {v['named']}, recall {v['recall']:.1%}")
+
+
+def ranked_prefix_share(picks: list[list[int] | None]) -> float | None:
+    """Share of valid picks that are the first m candidates of the ranked pool (1..m): a picker
+    that names these reads the retriever's order, not the passages."""
+    valid = [p for p in picks if p is not None]
+    return sum(sorted(p) == list(range(1, len(p) + 1)) for p in valid) / len(valid) if valid else None
+
+
+def top_k_recall(rows: list[dict[str, Any]], k: int, precision: bool = False) -> float:
+    """Gold recall (against every gold chunk), or precision, of the first k candidates of each ranked pool."""
+    return sum(len(set(r["gold"]) & set(range(1, k + 1))) / (k if precision else r["n_gold"]) for r in rows) / len(rows)
 
 
 def _fmt(x: float | None, pct: bool = True) -> str:
@@ -155,15 +171,34 @@ def report(args: argparse.Namespace) -> None:
     summary = json.loads((run / "train_summary.json").read_text(encoding="utf-8"))
     curves = json.loads((run / "reward_curves.json").read_text(encoding="utf-8"))
     picks = json.loads((run / "picks.json").read_text(encoding="utf-8"))
+    test = rows["test"]
     table = md_table(
-        ["picker (stage-2 prompt, greedy)", "valid %", "named", "gold recall %", "precision %"],
+        ["picker (stage-2 prompt, greedy)", "valid %", "named", "gold recall %", "precision %", "ranked prefix %"],
         [
-            [k, _fmt(v["valid"]), _fmt(v["named"], False), _fmt(v["recall"]), _fmt(v["precision"])]
-            for k, v in ((k, picks["picks"][k]) for k in ("untrained", "stage1", "stage2"))
+            [
+                k,
+                _fmt(v["valid"]),
+                _fmt(v["named"], False),
+                _fmt(v["recall"]),
+                _fmt(v["precision"]),
+                _fmt(ranked_prefix_share(v["picks"])),
+            ]
+            for k, v in ((k, picks["picks"][k]) for k in ("untrained", "stage1", "stage2") if k in picks["picks"])
+        ]
+        + [
+            [
+                f"top-{k} of the same ranked pools",
+                "-",
+                f"{k:.2f}",
+                _fmt(top_k_recall(test, k)),
+                _fmt(top_k_recall(test, k, precision=True)),
+                "100.0",
+            ]
+            for k in (1, 2, 3)
         ],
     )
     stage_rows = []
-    for k in ("stage1", "stage2"):
+    for k in (k for k in ("stage1", "stage2") if k in curves):
         c = curves[k]
         secs = [s["seconds"] for s in c["seconds"]]
         tr = [p["reward"] for p in c["train"]]
@@ -225,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     src = pp.add_mutually_exclusive_group(required=True)
     src.add_argument("--labels", action="store_true", help="S_gold = HotpotQA's supporting paragraphs")
     src.add_argument("--mined", type=Path, help="S_gold from `ctxsel mine` (Algorithm 1)")
+    pp.add_argument("--picker-tokens", type=int, default=POOL_TOKENS, help="candidate pool budget B in tokens")
     rp = sub.choices["report"]
     rp.add_argument("--eval", type=Path, help="a `ctxsel eval` folder whose summary to append")
     rp.add_argument("--name", default="context_picker_grpo", help="benchmarks/results/NAME.{md,json,png}")
@@ -237,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     tp.add_argument("--stage-seconds", type=float, default=0.0)
     tp.add_argument("--kl-beta", type=float, default=0.0, help="KL weight to the untrained model (default 0)")
     tp.add_argument("--lr", type=float, default=1e-4)
+    tp.add_argument("--init-adapter", type=Path, help="go on training this stage folder (a previous run's)")
+    tp.add_argument("--shuffle-candidates", type=float, default=0.0, help="share of training pools shown shuffled")
     args = p.parse_args(argv)
     args.thread_info = setup_threads(args.threads)
     {"prepare": prepare, "train": train, "report": report}[args.step](args)
