@@ -194,3 +194,93 @@ def test_a_chat_base_reads_the_picker_prompt_through_its_chat_template(tmp_path)
     client = TransformersClient(model, tok, "tiny", chat=True)
     reply = client.complete(prompt, max_tokens=3, reply_start=PREFILL)  # as the picker calls a trained adapter
     assert reply.usage.tokens_in == len(prompt_ids(tok, row, 1, chat=True))
+
+
+def test_a_shuffled_pool_keeps_each_gold_number_on_its_passage():
+    import random
+
+    from ctxsel.train.picker_trainer import shuffled_row
+
+    row = {"question": "q?", "passages": [f"p{i}" for i in range(1, 9)], "gold": [1, 5]}
+    seen = set()
+    for seed in range(20):
+        out = shuffled_row(row, random.Random(seed))
+        assert sorted(out["passages"]) == sorted(row["passages"])
+        assert [out["passages"][g - 1] for g in out["gold"]] == ["p1", "p5"]
+        seen.add(tuple(out["gold"]))
+    assert len(seen) > 5  # the gold numbers move with the order
+    assert row["gold"] == [1, 5] and row["passages"][0] == "p1"  # the row itself is untouched
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"stage1_max_steps": 0, "stage2_steps": 0}, "nothing to train"),
+        ({"shuffle_candidates": 1.5}, "share of prompts, 0 to 1, not 1.5"),
+        ({"init_adapter": "no/such/run/stage2"}, "not a trained picker's stage folder"),
+    ],
+)
+def test_bad_training_settings_are_clear_errors(tmp_path, change, message):
+    from ctxsel.errors import InputError
+    from ctxsel.train.picker_trainer import PickerTrainConfig, train_picker
+
+    rows, _ = picker_rows(_records()[:4], _examples(), get_scorer("keywords"), n_tokens=30, max_candidates=3)
+    with pytest.raises(InputError, match=message):
+        train_picker(rows, [], tmp_path, PickerTrainConfig(base="tiny", **change))
+
+
+def test_an_adapter_from_another_base_is_refused(tmp_path):
+    from ctxsel.errors import InputError
+    from ctxsel.train.picker_trainer import PickerTrainConfig, train_picker
+
+    stage = tmp_path / "old" / "stage2"
+    (stage / "adapter").mkdir(parents=True)
+    (stage / "adapter" / "adapter_config.json").write_text("{}")
+    (stage / "picker.json").write_text(json.dumps({"base": "qwen-1.5b", "stage": 2}))
+    rows, _ = picker_rows(_records()[:4], _examples(), get_scorer("keywords"), n_tokens=30, max_candidates=3)
+    with pytest.raises(InputError, match="trained on base 'qwen-1.5b', this run's is '../base'"):
+        train_picker(rows, [], tmp_path / "new", PickerTrainConfig(base="tiny", init_adapter=str(stage)))
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")
+def test_training_goes_on_from_a_saved_adapter_on_shuffled_pools(tmp_path):
+    from safetensors.torch import load_file
+
+    from ctxsel.train.picker_trainer import PickerTrainConfig, train_picker
+
+    rows, _ = picker_rows(_records()[:4], _examples(), get_scorer("keywords"), n_tokens=30, max_candidates=3)
+    small = {
+        "base": "tiny",
+        "eval_every": 0,
+        "num_generations": 2,
+        "prompts_per_step": 1,
+        "max_completion_length": 8,
+        "lora_r": 2,
+        "target_modules": ["q_proj"],
+        "lr": 1e-2,
+    }
+    first = train_picker(rows, [], tmp_path / "a", PickerTrainConfig(stage1_max_steps=2, stage2_steps=0, **small))
+    assert list(first["curves"]) == ["stage1"] and not (tmp_path / "a" / "stage2").exists()
+
+    def lora_b(folder):
+        weights = load_file(str(folder / "adapter" / "adapter_model.safetensors"))
+        return {k: v for k, v in weights.items() if "lora_B" in k}
+
+    # plant known values in the saved adapter (a random tiny model's replies are all invalid, so its
+    # own steps leave lora_B at zero, as a new adapter starts): training must go on from these
+    from safetensors.torch import save_file
+
+    saved = tmp_path / "a" / "stage1" / "adapter" / "adapter_model.safetensors"
+    weights = load_file(str(saved))
+    save_file({k: v.fill_(0.5) if "lora_B" in k else v for k, v in weights.items()}, str(saved))
+    cfg = PickerTrainConfig(
+        stage1_max_steps=0, stage2_steps=1, init_adapter=str(tmp_path / "a" / "stage1"), shuffle_candidates=1.0, **small
+    )
+    res = train_picker(rows, [], tmp_path / "b", cfg)
+    assert list(res["curves"]) == ["stage2"] and res["curves"]["stage2"]["steps"] == 1
+    meta = json.loads((tmp_path / "b" / "stage2" / "picker.json").read_text())
+    sha = json.loads((tmp_path / "a" / "stage1" / "picker.json").read_text())["adapter_sha"]
+    assert meta["init_adapter"]["adapter_sha"] == sha and meta["config"]["shuffle_candidates"] == 1.0
+    resumed = lora_b(tmp_path / "b" / "stage2")
+    assert resumed and all(abs(float(v.mean()) - 0.5) < 0.05 for v in resumed.values())

@@ -40,6 +40,8 @@ PICKER_FLAGS = [
     "max_completion_length",
     "eval_every",
     "stage_seconds",
+    "init_adapter",
+    "shuffle_candidates",
 ]
 
 

@@ -20,9 +20,26 @@ class PickerTrainConfig:
         },
     )
     stage1_max_steps: int = field(
-        default=300, metadata={"help": "stage 1 stops earlier when the validation reward plateaus"}
+        default=300,
+        metadata={"help": "stage 1 stops earlier when the validation reward plateaus; 0 skips stage 1"},
     )
-    stage2_steps: int = field(default=150, metadata={"help": "GRPO steps of stage 2"})
+    stage2_steps: int = field(default=150, metadata={"help": "GRPO steps of stage 2; 0 skips stage 2"})
+    init_adapter: str = field(
+        default="",
+        metadata={
+            "help": "go on training this adapter (a previous run's OUTPUT/stage1 or OUTPUT/stage2 folder, "
+            "same base) instead of a new one, e.g. over several short GPU leases; with --kl-beta the KL "
+            "reference is then that adapter, not the untrained model"
+        },
+    )
+    shuffle_candidates: float = field(
+        default=0.0,
+        metadata={
+            "help": "share of training prompts (0-1) whose candidate pool is shown in a random order, gold "
+            "renumbered, so that the policy cannot score by the retriever's rank alone; validation and "
+            "inference keep the ranked order (not in the paper)"
+        },
+    )
     eval_every: int = field(
         default=10, metadata={"flag": "--eval-every-picker", "help": "validation reward every N GRPO steps"}
     )

@@ -36,6 +36,12 @@ Choices where the paper is silent (all in :class:`PickerTrainConfig`):
   on a 24 GB CPU machine memory is the limit, not compute; without it a group
   of 4 replies to a 1,200-token prompt on the 0.5B Qwen grew to 21 GB and was
   killed;
+- optional, not in the paper: ``shuffle_candidates`` shows a share of the training
+  prompts' pools in a random order (gold renumbered). On ranked pools the 0.5B
+  learned the retriever's order, not the passages: after 28 GRPO steps it named
+  candidates 1 and 2 for 17 of 20 held-out questions (docs/methods/context-picker.md);
+- ``init_adapter`` goes on training a saved adapter, so that short GPU leases add
+  up to a longer run (with a KL term TRL's reference is then that adapter);
 - an optional supervised format warm-up (``warmup_steps``, off by default,
   not in the paper) teaches a base model the reply format on S_gold before
   GRPO: a base model whose every sample is invalid gets reward -1 for the
@@ -114,9 +120,19 @@ def prompt_ids(tokenizer: Any, row: dict[str, Any], stage: int, chat: bool) -> l
     return list(tokenizer(prompt_text(tokenizer, row, stage, chat), add_special_tokens=not chat)["input_ids"])
 
 
-def _dataset(rows: Sequence[dict[str, Any]], stage: int, tokenizer: Any, chat: bool) -> Any:
+def shuffled_row(row: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """``row`` with its candidates in a random order and its gold numbers following them."""
+    order = list(range(len(row["passages"])))
+    rng.shuffle(order)
+    number = {old + 1: new + 1 for new, old in enumerate(order)}
+    return {**row, "passages": [row["passages"][i] for i in order], "gold": [number[g] for g in row["gold"]]}
+
+
+def _dataset(rows: Sequence[dict[str, Any]], stage: int, tokenizer: Any, chat: bool, shuffle: float = 0.0) -> Any:
     from datasets import Dataset
 
+    rng = random.Random(stage)  # the same prompts for a stage whatever ran before it
+    shown = [shuffled_row(r, rng) if shuffle and rng.random() < shuffle else r for r in rows]
     return Dataset.from_list(
         [
             {
@@ -124,7 +140,7 @@ def _dataset(rows: Sequence[dict[str, Any]], stage: int, tokenizer: Any, chat: b
                 "gold": r["gold"],
                 "n_candidates": len(r["passages"]),
             }
-            for r in rows
+            for r in shown
         ]
     )
 
@@ -410,7 +426,7 @@ def run_stage(
         model=model,
         reward_funcs=[reward_fn],  # type: ignore[list-item]  # a callable object; TRL's hint wants a function
         args=args,
-        train_dataset=_dataset(train_rows, stage, tokenizer, chat),
+        train_dataset=_dataset(train_rows, stage, tokenizer, chat, cfg.shuffle_candidates),
         processing_class=tokenizer,
         peft_config=peft_config,
         callbacks=[_callback(stage, val_rows, tokenizer, cfg, curve, stop_on_plateau, chat)],
@@ -430,6 +446,21 @@ def run_stage(
         )
     curve["steps"] = int(trainer.state.global_step)
     return trainer.model, curve
+
+
+def _init_adapter(path: str, base_ref: str) -> tuple[Path, str]:
+    """The stage folder an ``init_adapter`` names, checked: a trained adapter on this run's base."""
+    folder = Path(path)
+    meta_file = folder / "picker.json"
+    if not (folder / "adapter" / "adapter_config.json").is_file() or not meta_file.is_file():
+        raise InputError(
+            f"--init-adapter {path}: not a trained picker's stage folder (it needs adapter/ and picker.json, "
+            "as OUTPUT/stage1 or OUTPUT/stage2 of `ctxsel train picker`)"
+        )
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    if meta.get("base") != base_ref:
+        raise InputError(f"--init-adapter {path} was trained on base {meta.get('base')!r}, this run's is {base_ref!r}")
+    return folder, str(meta.get("adapter_sha", ""))
 
 
 def _save_stage(model: Any, out: Path, stage: int, base_ref: str, cfg: PickerTrainConfig, info: dict[str, Any]) -> Path:
@@ -488,7 +519,8 @@ def train_picker(
     info: dict[str, Any] | None = None,
     model_and_tokenizer: tuple[Any, Any] | None = None,
 ) -> dict[str, Any]:
-    """Algorithm 2: stage 1 until the validation reward plateaus, then stage 2 from its adapters."""
+    """Algorithm 2: stage 1 until the validation reward plateaus, then stage 2 from its adapters
+    (either stage skipped at 0 steps; both go on from ``cfg.init_adapter`` when it is set)."""
     import torch
     from peft import LoraConfig
 
@@ -499,6 +531,10 @@ def train_picker(
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if not train_rows:
         raise InputError("no training rows: mine evidence sets first (ctxsel mine) and check their pools")
+    if cfg.stage1_max_steps <= 0 and cfg.stage2_steps <= 0:
+        raise InputError("nothing to train: --stage1-max-steps and --stage2-steps are both 0")
+    if not 0.0 <= cfg.shuffle_candidates <= 1.0:
+        raise InputError(f"--shuffle-candidates is a share of prompts, 0 to 1, not {cfg.shuffle_candidates:g}")
     if model_and_tokenizer is not None or cfg.base == TINY:
         # a model made in process is saved beside the adapters, which name it relative to themselves
         model, tok = model_and_tokenizer or make_tiny_model(cfg.seed)
@@ -524,29 +560,40 @@ def train_picker(
         "n_val_rows": len(val_rows),
         **(info or {}),
     }
+    if cfg.init_adapter:
+        from peft import PeftModel
+
+        folder, sha = _init_adapter(cfg.init_adapter, rel_base)
+        model = PeftModel.from_pretrained(model, str(folder / "adapter"), is_trainable=True)
+        lora = None  # type: ignore[assignment]  # the stages go on training the loaded adapter
+        info["init_adapter"] = {"path": str(folder.resolve()), "adapter_sha": sha}
+        summary["init_adapter"] = info["init_adapter"]
     if cfg.warmup_steps:
         from peft import get_peft_model
 
-        model = get_peft_model(model, lora)
+        if lora is not None:
+            model = get_peft_model(model, lora)
         lora = None  # type: ignore[assignment]  # applied once: the stages train the same adapter
         summary["warmup_loss"] = format_warmup(model, tok, train_rows, cfg.warmup_steps, cfg.warmup_lr, cfg.seed, chat)
-    model, c1 = run_stage(
-        model,
-        tok,
-        1,
-        train_rows,
-        val_rows,
-        cfg.stage1_max_steps,
-        cfg,
-        out,
-        peft_config=lora,
-        stop_on_plateau=True,
-        chat=chat,
-    )
-    _save_stage(model, out, 1, rel_base, cfg, info)
-    model, c2 = run_stage(model, tok, 2, train_rows, val_rows, cfg.stage2_steps, cfg, out, chat=chat)
-    _save_stage(model, out, 2, rel_base, cfg, info)
-    curves = {"stage1": c1, "stage2": c2}
+    curves: dict[str, Any] = {}
+    for stage, steps in ((1, cfg.stage1_max_steps), (2, cfg.stage2_steps)):
+        if steps <= 0:
+            continue
+        model, curves[f"stage{stage}"] = run_stage(
+            model,
+            tok,
+            stage,
+            train_rows,
+            val_rows,
+            steps,
+            cfg,
+            out,
+            peft_config=lora,
+            stop_on_plateau=stage == 1,
+            chat=chat,
+        )
+        lora = None  # type: ignore[assignment]  # stage 2 goes on from stage 1's adapter
+        _save_stage(model, out, stage, rel_base, cfg, info)
     (out / "reward_curves.json").write_text(json.dumps(curves, indent=1) + "\n", encoding="utf-8")
     plot_curves(out / "reward_curves.png", curves)
     summary["curves"] = {
@@ -588,6 +635,7 @@ __all__ = [
     "plot_curves",
     "run_stage",
     "score_reply",
+    "shuffled_row",
     "split_train_val",
     "train_picker",
     "validation_reward",
