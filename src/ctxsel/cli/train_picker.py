@@ -125,8 +125,9 @@ def run(args: argparse.Namespace) -> int:
             f"{k}: {c['steps']} steps; validation reward {first} -> {last}"
             + (f" ({c['stopped']})" if c.get("stopped") else "")
         )
+    stages = list(res["curves"])  # a stage trained for 0 steps was skipped
     print(
-        f"wrote {out}/stage1, stage2 (adapters), reward_curves.png/.json, train_summary.json; use "
-        f'--method "context-picker[adapter={out}/stage2]"; held-out questions: --split test of the same split'
+        f"wrote {out}/{', '.join(stages)} (adapters), reward_curves.png/.json, train_summary.json; use "
+        f'--method "context-picker[adapter={out}/{stages[-1]}]"; held-out questions: --split test of the same split'
     )
     return 0
