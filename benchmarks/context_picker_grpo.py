@@ -14,8 +14,8 @@ and writes them to RUN/rows.json: training then needs neither the embedder nor t
 mine`` (the paper's Algorithm 1). ``train`` runs :func:`ctxsel.train.picker_trainer.train_picker`
 (adapters, reward curves) and then the greedy picks, with the stage-2 prompt as at inference, of
 the untrained model, the stage-1 and the stage-2 adapter on the test rows (RUN/picks.json).
-``report`` writes benchmarks/results/context_picker_grpo.{md,json,png}; ``--eval FOLDER`` appends
-the tables of a ``ctxsel eval`` run with the adapters as methods (the reader's SubEM at the
+``report`` writes benchmarks/results/context_picker_grpo.{md,json,png}; ``--eval FOLDER...`` appends
+the tables of ``ctxsel eval`` runs with the adapters as methods (the reader's SubEM at the
 picker's tokens; command in docs/methods/context-picker.md).
 """
 
@@ -231,8 +231,8 @@ def report(args: argparse.Namespace) -> None:
         + stages
         + f"\n\n![reward curves]({args.name}.png)\n\nCommand: `{summary.get('command') or ''}`\n"
     )
-    if args.eval:  # the reader's answers with the trained adapters as methods (`ctxsel eval`)
-        md += "\n## Read by the bundled reader (`ctxsel eval`)\n\n" + (args.eval / "summary.md").read_text(
+    for folder in args.eval:  # the reader's answers with the trained adapters as methods (`ctxsel eval`)
+        md += "\n## Read by the bundled reader (`ctxsel eval`)\n\n" + (folder / "summary.md").read_text(
             encoding="utf-8"
         )
     data = {
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--mined", type=Path, help="S_gold from `ctxsel mine` (Algorithm 1)")
     pp.add_argument("--picker-tokens", type=int, default=POOL_TOKENS, help="candidate pool budget B in tokens")
     rp = sub.choices["report"]
-    rp.add_argument("--eval", type=Path, help="a `ctxsel eval` folder whose summary to append")
+    rp.add_argument("--eval", type=Path, nargs="*", default=[], help="`ctxsel eval` folders whose summaries to append")
     rp.add_argument("--name", default="context_picker_grpo", help="benchmarks/results/NAME.{md,json,png}")
     tp = sub.choices["train"]
     tp.add_argument("--base", default="qwen-0.5b")
