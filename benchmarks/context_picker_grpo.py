@@ -7,9 +7,10 @@ Three steps, which may run on different machines (the pools need the embedder, G
     python benchmarks/context_picker_grpo.py report --run runs/picker_grpo
 
 ``prepare`` builds every row as ``ctxsel train picker`` does (the candidate pool the picker sees at
-inference, B = 1,000 tokens of MiniLM-ranked chunks, or ``--picker-tokens``; S_gold as pool numbers) for the hotpotqa-long
-training split (80/20 into GRPO and validation questions) and for the 20 held-out test questions,
-and writes them to RUN/rows.json: training then needs neither the embedder nor the data.
+inference, B = 1,000 tokens of MiniLM-ranked chunks or ``--picker-tokens``; S_gold as pool
+numbers) for the hotpotqa-long training split (80/20 into GRPO and validation questions) and for
+the 20 held-out test questions, and writes them to RUN/rows.json: training then needs neither the
+embedder nor the data.
 ``--labels`` takes S_gold from HotpotQA's supporting paragraphs, ``--mined FILE`` from ``ctxsel
 mine`` (the paper's Algorithm 1). ``train`` runs :func:`ctxsel.train.picker_trainer.train_picker`
 (adapters, reward curves) and then the greedy picks, with the stage-2 prompt as at inference, of
