@@ -17,7 +17,8 @@ mine`` (the paper's Algorithm 1). ``train`` runs :func:`ctxsel.train.picker_trai
 the untrained model, the stage-1 and the stage-2 adapter on the test rows (RUN/picks.json).
 ``report`` writes benchmarks/results/context_picker_grpo.{md,json,png}; ``--eval FOLDER...`` appends
 the tables of ``ctxsel eval`` runs with the adapters as methods (the reader's SubEM at the
-picker's tokens; command in docs/methods/context-picker.md).
+picker's tokens; command in docs/methods/context-picker.md). ``picks`` is a diagnostic: the greedy
+test picks of the base or an adapter on ranked or ``--shuffled`` pools (RUN/picks_LABEL.json).
 """
 
 from __future__ import annotations
@@ -148,6 +149,41 @@ def train(args: argparse.Namespace) -> None:
         print(f"{k}: valid {v['valid']:.0%}, named {v['named']}, recall {v['recall']:.1%}")
 
 
+def picks(args: argparse.Namespace) -> None:
+    """Greedy picks of the base model, or of ``--adapter``, on the test rows: ranked as at inference,
+    or ``--shuffled`` (each pool in a seeded random order), to see how much of a picker's recall
+    comes from reading the passages and how much from the retriever's order."""
+    import random
+
+    from ctxsel.llm.hf_client import is_chat_base, load_base
+    from ctxsel.train.picker_trainer import greedy_replies, newline_ends_replies, shuffled_row
+
+    rows = json.loads((args.run / "rows.json").read_text(encoding="utf-8"))["test"]
+    if args.shuffled:
+        rng = random.Random(args.seed)
+        rows = [shuffled_row(r, rng) for r in rows]
+    model, tok = load_base(args.base)
+    if args.adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(args.adapter / "adapter"))
+    newline_ends_replies(model, tok)
+    t0 = time.perf_counter()
+    replies = greedy_replies(model, tok, rows, 2, 160, is_chat_base(args.base, tok), batch_size=1)
+    stats = pick_stats(replies, rows)
+    named = [len(p) for p in stats["picks"] if p is not None]
+    # naming m of a pool's N candidates at random finds m/N of its gold on average
+    chance = sum(len(p) / len(r["passages"]) if p else 0.0 for p, r in zip(stats["picks"], rows)) / len(rows)
+    name = f"{args.adapter or args.base}, {'shuffled' if args.shuffled else 'ranked'}"
+    out = {"picker": name, "seconds": time.perf_counter() - t0, "chance_recall": chance, **stats}
+    path = args.run / f"picks_{args.label}.json"
+    path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    print(
+        f"{name}: valid {stats['valid']:.0%}, named {sum(named) / max(1, len(named)):.2f}, recall "
+        f"{stats['recall']:.1%} (chance at these counts {chance:.1%}), precision {stats['precision'] or 0:.1%} -> {path}"
+    )
+
+
 def ranked_prefix_share(picks: list[list[int] | None]) -> float | None:
     """Share of valid picks that are the first m candidates of the ranked pool (1..m): a picker
     that names these reads the retriever's order, not the passages."""
@@ -252,7 +288,7 @@ def report(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="step", required=True)
-    for name in ("prepare", "train", "report"):
+    for name in ("prepare", "train", "picks", "report"):
         s = sub.add_parser(name)
         s.add_argument("--run", type=Path, default=Path("runs/picker_grpo"))
         s.add_argument("--threads", type=int, default=1)
@@ -276,9 +312,15 @@ def main(argv: list[str] | None = None) -> int:
     tp.add_argument("--lr", type=float, default=1e-4)
     tp.add_argument("--init-adapter", type=Path, help="go on training this stage folder (a previous run's)")
     tp.add_argument("--shuffle-candidates", type=float, default=0.0, help="share of training pools shown shuffled")
+    kp = sub.choices["picks"]
+    kp.add_argument("--base", default="qwen-0.5b")
+    kp.add_argument("--adapter", type=Path, help="a stage folder (RUN/stage2); default: the base untrained")
+    kp.add_argument("--shuffled", action="store_true", help="each test pool in a random order (gold renumbered)")
+    kp.add_argument("--seed", type=int, default=0)
+    kp.add_argument("--label", required=True, help="writes RUN/picks_LABEL.json")
     args = p.parse_args(argv)
     args.thread_info = setup_threads(args.threads)
-    {"prepare": prepare, "train": train, "report": report}[args.step](args)
+    {"prepare": prepare, "train": train, "picks": picks, "report": report}[args.step](args)
     return 0
 
 
