@@ -169,7 +169,7 @@ def picks(args: argparse.Namespace) -> None:
         model = PeftModel.from_pretrained(model, str(args.adapter / "adapter"))
     newline_ends_replies(model, tok)
     t0 = time.perf_counter()
-    replies = greedy_replies(model, tok, rows, 2, 160, is_chat_base(args.base, tok), batch_size=1)
+    replies = greedy_replies(model, tok, rows, 2, 160, is_chat_base(args.base, tok), batch_size=1, progress=True)
     stats = pick_stats(replies, rows)
     named = [len(p) for p in stats["picks"] if p is not None]
     # naming m of a pool's N candidates at random finds m/N of its gold on average

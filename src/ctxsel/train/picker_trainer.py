@@ -273,10 +273,12 @@ def greedy_replies(
     max_new_tokens: int,
     chat: bool = False,
     batch_size: int = 8,
+    progress: bool = False,
 ) -> list[str]:
     """Greedy replies (up to the first newline) to ``rows``' picker prompts, ``batch_size`` at a time,
     left-padded on the model's device."""
     import torch
+    from tqdm.auto import tqdm
 
     was_training = model.training
     model.eval()
@@ -285,7 +287,8 @@ def greedy_replies(
     replies: list[str] = []
     try:
         with torch.no_grad():
-            for i in range(0, len(rows), batch_size):
+            starts = range(0, len(rows), batch_size)
+            for i in tqdm(starts, desc="picks", unit="batch", disable=not progress):
                 texts = [prompt_text(tokenizer, r, stage, chat) for r in rows[i : i + batch_size]]
                 enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not chat).to(model.device)
                 out = model.generate(
