@@ -171,7 +171,6 @@ def picks(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     replies = greedy_replies(model, tok, rows, 2, 160, is_chat_base(args.base, tok), batch_size=1, progress=True)
     stats = pick_stats(replies, rows)
-    named = [len(p) for p in stats["picks"] if p is not None]
     # naming m of a pool's N candidates at random finds m/N of its gold on average
     chance = sum(len(p) / len(r["passages"]) if p else 0.0 for p, r in zip(stats["picks"], rows)) / len(rows)
     name = f"{args.adapter or args.base}, {'shuffled' if args.shuffled else 'ranked'}"
@@ -179,7 +178,7 @@ def picks(args: argparse.Namespace) -> None:
     path = args.run / f"picks_{args.label}.json"
     path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     print(
-        f"{name}: valid {stats['valid']:.0%}, named {sum(named) / max(1, len(named)):.2f}, recall "
+        f"{name}: valid {stats['valid']:.0%}, named {stats['named'] or 0:.2f}, recall "
         f"{stats['recall']:.1%} (chance at these counts {chance:.1%}), precision {stats['precision'] or 0:.1%} -> {path}"
     )
 

@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from _common import add_common_args, header_md, loadavg, machine_info, setup_threads, write_report
+from _common import add_common_args, header_md, loadavg, machine_info, md_table, setup_threads, write_report
 
 AMOUNTS = {"5k": 5000, "10k": 10000}
 
@@ -92,27 +92,45 @@ def main(argv: list[str] | None = None) -> int:
         }
     info["loadavg_end"] = loadavg()
 
-    lines = [
-        header_md(
-            "Where a chat reader reads the HoloBench template's cue",
-            info,
+    header = header_md(
+        "Where a chat reader reads the HoloBench template's cue",
+        info,
+        [
+            f"Reader: `{client.model_id}`, {args.llm_threads} llama.cpp thread(s), greedy, {cap}-token answers; "
+            f"selections: `{args.method}` (MiniLM); sets: HoloBench-style, 100k-token contexts, seed {args.seed} "
+            f"(a training seed), first {args.queries} queries; score: set overlap of listed items (no judge)."
+        ],
+    )
+    table = md_table(
+        [
+            "set",
+            "the cue ...",
+            "queries",
+            "empty answers %",
+            "hit the cap %",
+            "overlap F1 %",
+            "overlap recall %",
+            "tokens out",
+            "s / answer",
+        ],
+        [
             [
-                f"Reader: `{client.model_id}`, {args.llm_threads} llama.cpp thread(s), greedy, {cap}-token answers; "
-                f"selections: `{args.method}` (MiniLM); sets: HoloBench-style, 100k-token contexts, seed {args.seed} "
-                f"(a training seed), first {args.queries} queries; score: set overlap of listed items (no judge)."
-            ],
-        ),
-        "| set | the cue ... | queries | empty answers % | hit the cap % | overlap F1 % | overlap recall % | "
-        "tokens out | s / answer |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for amount, by_variant in rows.items():
-        for name, r in by_variant.items():
-            lines.append(
-                f"| {amount} | {name} | {r['n']:.0f} | {100 * r['empty']:.1f} | {100 * r['capped']:.1f} | "
-                f"{100 * r['overlap_f1']:.1f} | {100 * r['overlap_recall']:.1f} | {r['tokens_out']:.0f} | {r['s']:.1f} |"
-            )
-    md = "\n".join(lines) + "\n"
+                amount,
+                name,
+                f"{r['n']:.0f}",
+                f"{100 * r['empty']:.1f}",
+                f"{100 * r['capped']:.1f}",
+                f"{100 * r['overlap_f1']:.1f}",
+                f"{100 * r['overlap_recall']:.1f}",
+                f"{r['tokens_out']:.0f}",
+                f"{r['s']:.1f}",
+            ]
+            for amount, by_variant in rows.items()
+            for name, r in by_variant.items()
+        ],
+        align=["l", "l"] + ["r"] * 7,
+    )
+    md = header + "\n" + table + "\n"
     write_report("reader_cue", args.out, md, {"machine": info, "rows": rows, "answers": samples})
     print(md)
     return 0

@@ -63,6 +63,11 @@ def _records() -> list[dict]:
     return out
 
 
+def _rows() -> list[dict]:
+    """Training rows of the first four records, on 3-chunk pools."""
+    return picker_rows(_records()[:4], _examples(), get_scorer("keywords"), n_tokens=30, max_candidates=3)[0]
+
+
 def test_rows_use_the_inference_pool_and_drop_gold_outside_it():
     rows, stats = picker_rows(_records(), _examples(), get_scorer("keywords"), n_tokens=30, max_candidates=3)
     assert stats == {"rows": 4, "skipped_no_gold_in_pool": 1, "gold_partly_outside_pool": 0}
@@ -85,7 +90,7 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
         train_picker,
     )
 
-    rows, _ = picker_rows(_records()[:4], _examples(), get_scorer("keywords"), n_tokens=30, max_candidates=3)
+    rows = _rows()
     model, tok = make_tiny_model(seed=0)
     # the random model first learns the reply format (all params, plain supervision), so that sampled
     # groups hold valid replies with different ids and so different rewards
@@ -146,7 +151,7 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
 def test_a_stage_stops_at_its_time_limit_and_keeps_its_adapter(tmp_path):
     from ctxsel.train.picker_trainer import PickerTrainConfig, train_picker
 
-    rows, _ = picker_rows(_records()[:4], _examples(), get_scorer("keywords"), n_tokens=30, max_candidates=3)
+    rows = _rows()
     cfg = PickerTrainConfig(
         base="tiny",
         stage1_max_steps=5,
@@ -224,7 +229,7 @@ def test_bad_training_settings_are_clear_errors(tmp_path, change, message):
     from ctxsel.errors import InputError
     from ctxsel.train.picker_trainer import PickerTrainConfig, train_picker
 
-    rows, _ = picker_rows(_records()[:4], _examples(), get_scorer("keywords"), n_tokens=30, max_candidates=3)
+    rows = _rows()
     with pytest.raises(InputError, match=message):
         train_picker(rows, [], tmp_path, PickerTrainConfig(base="tiny", **change))
 
@@ -237,7 +242,7 @@ def test_an_adapter_from_another_base_is_refused(tmp_path):
     (stage / "adapter").mkdir(parents=True)
     (stage / "adapter" / "adapter_config.json").write_text("{}")
     (stage / "picker.json").write_text(json.dumps({"base": "qwen-1.5b", "stage": 2}))
-    rows, _ = picker_rows(_records()[:4], _examples(), get_scorer("keywords"), n_tokens=30, max_candidates=3)
+    rows = _rows()
     with pytest.raises(InputError, match="trained on base 'qwen-1.5b', this run's is '../base'"):
         train_picker(rows, [], tmp_path / "new", PickerTrainConfig(base="tiny", init_adapter=str(stage)))
 
@@ -249,7 +254,7 @@ def test_training_goes_on_from_a_saved_adapter_on_shuffled_pools(tmp_path):
 
     from ctxsel.train.picker_trainer import PickerTrainConfig, train_picker
 
-    rows, _ = picker_rows(_records()[:4], _examples(), get_scorer("keywords"), n_tokens=30, max_candidates=3)
+    rows = _rows()
     small = {
         "base": "tiny",
         "eval_every": 0,

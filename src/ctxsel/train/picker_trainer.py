@@ -557,12 +557,6 @@ def train_picker(
         target_modules=list(cfg.target_modules),
         task_type="CAUSAL_LM",
     )
-    summary: dict[str, Any] = {
-        "config": asdict(cfg),
-        "n_train_rows": len(train_rows),
-        "n_val_rows": len(val_rows),
-        **(info or {}),
-    }
     if cfg.init_adapter:
         from peft import PeftModel
 
@@ -570,7 +564,12 @@ def train_picker(
         model = PeftModel.from_pretrained(model, str(folder / "adapter"), is_trainable=True)
         lora = None  # type: ignore[assignment]  # the stages go on training the loaded adapter
         info["init_adapter"] = {"path": str(folder.resolve()), "adapter_sha": sha}
-        summary["init_adapter"] = info["init_adapter"]
+    summary: dict[str, Any] = {
+        "config": asdict(cfg),
+        "n_train_rows": len(train_rows),
+        "n_val_rows": len(val_rows),
+        **info,
+    }
     if cfg.warmup_steps:
         from peft import get_peft_model
 
