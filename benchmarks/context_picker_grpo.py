@@ -122,6 +122,7 @@ def train(args: argparse.Namespace) -> None:
         threads=args.threads,
         init_adapter=str(args.init_adapter or ""),
         shuffle_candidates=args.shuffle_candidates,
+        share_prompt=not args.no_share_prompt,
     )
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     t0 = time.perf_counter()
@@ -311,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     tp.add_argument("--lr", type=float, default=1e-4)
     tp.add_argument("--init-adapter", type=Path, help="go on training this stage folder (a previous run's)")
     tp.add_argument("--shuffle-candidates", type=float, default=0.0, help="share of training pools shown shuffled")
+    tp.add_argument("--no-share-prompt", action="store_true", help="read every sample's prompt separately (TRL's way)")
     kp = sub.choices["picks"]
     kp.add_argument("--base", default="qwen-0.5b")
     kp.add_argument("--adapter", type=Path, help="a stage folder (RUN/stage2); default: the base untrained")

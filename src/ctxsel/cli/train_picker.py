@@ -42,6 +42,7 @@ PICKER_FLAGS = [
     "stage_seconds",
     "init_adapter",
     "shuffle_candidates",
+    "share_prompt",
 ]
 
 

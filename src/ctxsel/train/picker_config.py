@@ -40,6 +40,15 @@ class PickerTrainConfig:
             "inference keep the ranked order (not in the paper)"
         },
     )
+    share_prompt: bool = field(
+        default=True,
+        metadata={
+            "flag": "--no-share-prompt",
+            "help": "read every sample's prompt separately, as TRL does (default: each question's prompt is read "
+            "once for its group of samples, the same gradients for a fraction of the compute; "
+            "ctxsel.train.shared_prompt)",
+        },
+    )
     eval_every: int = field(
         default=10, metadata={"flag": "--eval-every-picker", "help": "validation reward every N GRPO steps"}
     )

@@ -32,10 +32,13 @@ Choices where the paper is silent (all in :class:`PickerTrainConfig`):
   S_gold chunks that fall outside a question's pool are dropped from its
   target, and questions with none left are skipped (counted), so training
   sees the inference distribution;
-- activations are recomputed in the backward pass (gradient checkpointing):
-  on a 24 GB CPU machine memory is the limit, not compute; without it a group
-  of 4 replies to a 1,200-token prompt on the 0.5B Qwen grew to 21 GB and was
-  killed;
+- activations are recomputed in the backward pass: on a 24 GB CPU machine
+  memory is the limit, not compute; without it a group of 4 replies to a
+  1,200-token prompt on the 0.5B Qwen grew to 21 GB and was killed;
+- not in TRL: each question's prompt is read once for its K samples
+  (:mod:`ctxsel.train.shared_prompt`, ``share_prompt``, on by default), with
+  the same log-probabilities and gradients; ``--no-share-prompt`` is TRL's
+  own path;
 - optional, not in the paper: ``shuffle_candidates`` shows a share of the training
   prompts' pools in a random order (gold renumbered). On ranked pools the 0.5B
   learned the retriever's order, not the passages: after 28 GRPO steps it named
@@ -418,13 +421,16 @@ def run_stage(
         report_to=[],
         bf16=False,
         fp16=False,
-        gradient_checkpointing=True,  # see the module doc: memory, not compute, is the limit on a CPU
+        # see the module doc: memory, not compute, is the limit on a CPU; a shared prompt recomputes per group
+        gradient_checkpointing=not cfg.share_prompt,
         use_cpu=not torch.cuda.is_available(),
         seed=cfg.seed,
         remove_unused_columns=False,
         dataloader_num_workers=0,
         disable_tqdm=os.environ.get("TQDM_DISABLE") == "1",  # what `ctxsel train --no-progress` sets
     )
+    if cfg.share_prompt:
+        from ctxsel.train.shared_prompt import SharedPromptGRPOTrainer as GRPOTrainer
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[reward_fn],  # type: ignore[list-item]  # a callable object; TRL's hint wants a function
