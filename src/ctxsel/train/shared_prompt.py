@@ -8,8 +8,9 @@ work already done. Here the prompt runs once; its key/value cache is repeated
 K times and the replies are read on top of it, in one batch. Autograd sums the
 K replies' gradients into the one prompt pass, so the log-probabilities and
 their gradients are those of the full sequences (``tests/unit/test_shared_prompt.py``
-checks both against TRL's way to 1e-5). What differs: LoRA dropout draws one
-mask for the shared prompt instead of K, and sampling uses another random stream.
+checks both against the full sequences, and the trainer's against TRL's path,
+to 1e-5). What differs: LoRA dropout draws one mask for the shared prompt
+instead of K, and sampling uses another random stream.
 
 Activations are recomputed in the backward pass per group
 (``torch.utils.checkpoint``), as TRL's gradient checkpointing does per
@@ -30,7 +31,9 @@ from transformers import DynamicCache
 from trl import GRPOTrainer  # type: ignore[attr-defined]  # lazily exported by trl
 from trl.kernels.chunked_logprob import ChunkedLogProbFunction
 from trl.models.utils import unwrap_model_for_generation
-from trl.trainer.utils import _CHUNKED_LOGPROB_CHUNK_SIZE
+
+#: vocabulary columns per tile of the chunked head (TRL's own setting)
+HEAD_CHUNK = 32768
 
 
 def causal_lm(model: Any) -> Any:
@@ -62,8 +65,8 @@ def shared_prompt_logps(
     backbone = getattr(lm, lm.base_model_prefix)
     k, length = replies.shape
     cache = DynamicCache(config=lm.config)
-    head = backbone(input_ids=prompt[None], past_key_values=cache, use_cache=True).last_hidden_state[:, -1:]
-    hidden = head.expand(k, 1, head.size(-1))
+    last = backbone(input_ids=prompt[None], past_key_values=cache, use_cache=True).last_hidden_state[:, -1:]
+    hidden = last.expand(k, 1, last.size(-1))  # the prompt's last position predicts each reply's first token
     if length > 1:
         cache.batch_repeat_interleave(k)
         n = prompt.numel()
@@ -83,7 +86,7 @@ def shared_prompt_logps(
         head.bias,
         replies.reshape(-1),
         temperature,
-        _CHUNKED_LOGPROB_CHUNK_SIZE,
+        HEAD_CHUNK,
         None,
         1.0,
         ("entropy",) if compute_entropy else (),
@@ -113,11 +116,11 @@ class SharedPromptGRPOTrainer(GRPOTrainer):
             train_args.gradient_checkpointing = False
         super().__init__(*args, **kwargs)
 
-    def _shares(self, multimodal: dict[str, Any]) -> bool:
+    def _shares(self, inputs_besides_text: Any = ()) -> bool:
         """One process, text only, a plain head: what the shared path computes exactly."""
         return (
             self.accelerator.num_processes == 1
-            and not any(v is not None for v in multimodal.values())
+            and not any(v is not None for v in inputs_besides_text)
             and supports_sharing(self.model)
         )
 
@@ -132,7 +135,7 @@ class SharedPromptGRPOTrainer(GRPOTrainer):
         compute_aux_loss: bool = False,
         **multimodal: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        if compute_aux_loss or not self._shares(multimodal):
+        if compute_aux_loss or not self._shares(multimodal.values()):
             return super()._get_per_token_logps_and_entropies(  # type: ignore[no-any-return]
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
                 **multimodal,
@@ -164,7 +167,7 @@ class SharedPromptGRPOTrainer(GRPOTrainer):
             self.use_vllm
             or self.use_transformers_continuous_batching
             or multimodal_fields
-            or not self._shares({"images": images})
+            or not self._shares([images])
         ):
             return super()._generate_single_turn(  # type: ignore[no-untyped-call]
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images
