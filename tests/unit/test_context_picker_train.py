@@ -79,7 +79,8 @@ def test_rows_use_the_inference_pool_and_drop_gold_outside_it():
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("one_torch_thread")
-def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
+@pytest.mark.parametrize("share_prompt", [True, False], ids=["shared-prompt", "trl-path"])
+def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path, share_prompt):
     from safetensors.torch import load_file
 
     from ctxsel import get_selector
@@ -110,6 +111,7 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path):
         target_modules=["q_proj", "v_proj"],
         n_tokens=30,
         max_candidates=3,
+        share_prompt=share_prompt,
     )
     res = train_picker(rows, rows[:2], tmp_path, cfg, model_and_tokenizer=(model, tok))
     s1 = res["curves"]["stage1"]
