@@ -429,9 +429,12 @@ def run_stage(
         dataloader_num_workers=0,
         disable_tqdm=os.environ.get("TQDM_DISABLE") == "1",  # what `ctxsel train --no-progress` sets
     )
+    trainer_cls = GRPOTrainer
     if cfg.share_prompt:
-        from ctxsel.train.shared_prompt import SharedPromptGRPOTrainer as GRPOTrainer
-    trainer = GRPOTrainer(
+        from ctxsel.train.shared_prompt import SharedPromptGRPOTrainer
+
+        trainer_cls = SharedPromptGRPOTrainer
+    trainer = trainer_cls(
         model=model,
         reward_funcs=[reward_fn],  # type: ignore[list-item]  # a callable object; TRL's hint wants a function
         args=args,
