@@ -421,8 +421,9 @@ def run_stage(
         report_to=[],
         bf16=False,
         fp16=False,
-        # see the module doc: memory, not compute, is the limit on a CPU; a shared prompt recomputes per group
-        gradient_checkpointing=not cfg.share_prompt,
+        # see the module doc: memory, not compute, is the limit on a CPU (the shared-prompt trainer turns
+        # transformers' recomputation off and recomputes per group instead)
+        gradient_checkpointing=True,
         use_cpu=not torch.cuda.is_available(),
         seed=cfg.seed,
         remove_unused_columns=False,

@@ -141,8 +141,6 @@ class SharedPromptGRPOTrainer(GRPOTrainer):
                 **multimodal,
             )  # fmt: skip
         replies, reply_mask = input_ids[:, -logits_to_keep:], attention_mask[:, -logits_to_keep:]
-        logps = input_ids.new_zeros(replies.shape, dtype=torch.float32)
-        entropies = torch.zeros_like(logps) if compute_entropy else None
         out_logps, out_ent, rows_of = [], [], []
         for prompt, rows in prompt_groups(input_ids[:, :-logits_to_keep], attention_mask[:, :-logits_to_keep]):
             args = (model, prompt, replies[rows], reply_mask[rows], self.temperature, compute_entropy)
@@ -154,10 +152,9 @@ class SharedPromptGRPOTrainer(GRPOTrainer):
             out_logps.append(lp)
             out_ent.append(ent)
             rows_of.extend(rows)
-        order = torch.tensor(rows_of, device=input_ids.device)
-        logps = logps.index_copy(0, order, torch.cat(out_logps))
-        if entropies is not None:
-            entropies = entropies.index_copy(0, order, torch.cat([e for e in out_ent if e is not None]))
+        back = torch.argsort(torch.tensor(rows_of, device=input_ids.device))  # group order -> batch order
+        logps = torch.cat(out_logps)[back]
+        entropies = torch.cat(out_ent)[back] if compute_entropy else None
         return logps, entropies, None
 
     def _generate_single_turn(
