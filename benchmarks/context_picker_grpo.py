@@ -18,7 +18,9 @@ the untrained model, the stage-1 and the stage-2 adapter on the test rows (RUN/p
 ``report`` writes benchmarks/results/context_picker_grpo.{md,json,png}; ``--eval FOLDER...`` appends
 the tables of ``ctxsel eval`` runs with the adapters as methods (the reader's SubEM at the
 picker's tokens; command in docs/methods/context-picker.md). ``picks`` is a diagnostic: the greedy
-test picks of the base or an adapter on ranked or ``--shuffled`` pools (RUN/picks_LABEL.json).
+test picks of the base or an adapter on ranked or ``--shuffled`` pools (RUN/picks_LABEL.json);
+``relevance`` another: how well each bundled model tells a test pool's gold passages from the rest,
+one passage at a time (benchmarks/results/context_picker_relevance.{md,json}).
 """
 
 from __future__ import annotations
@@ -184,6 +186,118 @@ def picks(args: argparse.Namespace) -> None:
     )
 
 
+#: One passage at a time, so the score cannot come from the pool's order.
+RELEVANCE_PROMPT = (
+    "Question: {question}\n\nPassage: {passage}\n\nIs this passage needed to answer the question, alone or "
+    "together with other passages? Reply YES or NO."
+)
+
+
+def yes_share(client: Any, question: str, passage: str, yes: list[int], no: list[int]) -> float:
+    """P(YES) / (P(YES) + P(NO)) for the first token of a llama.cpp chat model's reply to
+    :data:`RELEVANCE_PROMPT`; the prefix the context already holds (the question) is not recomputed."""
+    import numpy as np
+
+    llm = client._llm  # the first reply token's distribution: llama.cpp's logits, not a sampled token
+    tokens = client._tokens(client.render(RELEVANCE_PROMPT.format(question=question, passage=passage))[0])
+    held, n = llm.input_ids[: llm.n_tokens], 0
+    while n < min(len(held), len(tokens) - 1) and held[n] == tokens[n]:
+        n += 1
+    llm.n_tokens = n
+    llm.eval(tokens[n:])
+    logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
+    p = np.exp(logits - logits.max())
+    return float(p[yes].sum() / (p[yes].sum() + p[no].sum()))
+
+
+def relevance_scores(run: Path, model: str, threads: int) -> dict[str, Any]:
+    """Every candidate of every test pool scored alone by ``model`` (:func:`yes_share`), with the gold
+    recall of its top 1-3 (ties in the retriever's order); RUN/relevance_MODEL.json, read back if there."""
+    path = run / f"relevance_{model}.json"
+    if path.is_file():
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    from tqdm.auto import tqdm
+
+    from ctxsel.llm.local import LocalLlamaClient
+
+    rows = json.loads((run / "rows.json").read_text(encoding="utf-8"))["test"]
+    client = LocalLlamaClient(model, n_ctx=4096, n_threads=threads)
+
+    def first_tokens(variants: tuple[str, ...]) -> list[int]:
+        return sorted({client._llm.tokenize(v.encode(), add_bos=False, special=False)[0] for v in variants})
+
+    yes, no = first_tokens(("YES", "Yes", "yes")), first_tokens(("NO", "No", "no"))
+    t0 = time.perf_counter()
+    scores = [
+        [yes_share(client, r["question"], passage, yes, no) for passage in r["passages"]]
+        for r in tqdm(rows, desc=f"relevance {model}", unit="q")
+    ]
+    out: dict[str, Any] = {"model": model, "seconds": time.perf_counter() - t0, "threads": threads}
+    for k in (1, 2, 3):
+        top = [sorted(range(1, len(s) + 1), key=lambda i, s=s: (-s[i - 1], i))[:k] for s in scores]
+        out[f"recall@{k}"] = sum(len(set(t) & set(r["gold"])) / r["n_gold"] for t, r in zip(top, rows)) / len(rows)
+    gold = [s[i - 1] for s, r in zip(scores, rows) for i in r["gold"]]
+    other = [x for s, r in zip(scores, rows) for i, x in enumerate(s, 1) if i not in r["gold"]]
+    # AUC: the chance that a gold passage scores above another passage of any pool (ties count half)
+    out["auc"] = sum((g > o) + 0.5 * (g == o) for g in gold for o in other) / (len(gold) * len(other))
+    out["mean_yes_gold"], out["mean_yes_other"] = sum(gold) / len(gold), sum(other) / len(other)
+    out["scores"] = scores
+    path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    return out
+
+
+def relevance(args: argparse.Namespace) -> None:
+    """Can a bundled model tell the gold passages of a test pool from the rest, one passage at a time?
+
+    The model's top 1-3 by :func:`relevance_scores` is the reading a picker built on it can start
+    from; the retriever's own top 1-3 (the pool's order) and naming as many at random are the floors
+    it has to beat. Writes benchmarks/results/context_picker_relevance.{md,json}.
+    """
+    rows = json.loads((args.run / "rows.json").read_text(encoding="utf-8"))["test"]
+    results = [relevance_scores(args.run, m, args.threads) for m in args.models]
+    chance = {
+        k: sum(k * len(r["gold"]) / len(r["passages"]) / r["n_gold"] for r in rows) / len(rows) for k in (1, 2, 3)
+    }
+    table = md_table(
+        ["ranked by", "recall@1 %", "recall@2 %", "recall@3 %", "AUC", "P(YES) gold / other", "seconds"],
+        [
+            [
+                f"{r['model']}, one passage at a time",
+                *(_fmt(r[f"recall@{k}"]) for k in (1, 2, 3)),
+                f"{r['auc']:.3f}",
+                f"{r['mean_yes_gold']:.3f} / {r['mean_yes_other']:.3f}",
+                f"{r['seconds']:.0f}",
+            ]
+            for r in results
+        ]
+        + [["the retriever (the pool's order)", *(_fmt(top_k_recall(rows, k)) for k in (1, 2, 3)), "", "", ""]]
+        + [["at random", *(_fmt(chance[k]) for k in (1, 2, 3)), "0.500", "", ""]],
+    )
+    info = machine_info(args.thread_info, ("llama_cpp",))
+    n_cand = sum(len(r["passages"]) for r in rows)
+    notes = [
+        f"{len(rows)} hotpotqa-long test pools of {n_cand / len(rows):.1f} candidates (B = "
+        f"{json.loads((args.run / 'rows.json').read_text(encoding='utf-8'))['pool_tokens']} tokens, {args.run}); "
+        f"gold recall against every gold paragraph, in the pool or not. llama.cpp, {args.threads} threads.",
+        f"Prompt (the model's chat template; score P(YES) / (P(YES) + P(NO)) of its first reply token): "
+        f"`{RELEVANCE_PROMPT!r}`",
+    ]
+    md = header_md("Can the bundled models read a Context-Picker pool? One passage at a time", info, notes)
+    md += (
+        "\n"
+        + table
+        + f"\n\nCommand: `python benchmarks/context_picker_grpo.py relevance --run {args.run} "
+        + (f"--models {' '.join(args.models)} --threads {args.threads}`\n")
+    )
+    write_report(
+        "context_picker_relevance",
+        args.out,
+        md,
+        {"results": [{k: v for k, v in r.items() if k != "scores"} for r in results], "chance": chance},
+    )
+    print(md)
+
+
 def ranked_prefix_share(picks: list[list[int] | None]) -> float | None:
     """Share of valid picks that are the first m candidates of the ranked pool (1..m): a picker
     that names these reads the retriever's order, not the passages."""
@@ -288,7 +402,7 @@ def report(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="step", required=True)
-    for name in ("prepare", "train", "picks", "report"):
+    for name in ("prepare", "train", "picks", "relevance", "report"):
         s = sub.add_parser(name)
         s.add_argument("--run", type=Path, default=Path("runs/picker_grpo"))
         s.add_argument("--threads", type=int, default=1)
@@ -319,9 +433,12 @@ def main(argv: list[str] | None = None) -> int:
     kp.add_argument("--shuffled", action="store_true", help="each test pool in a random order (gold renumbered)")
     kp.add_argument("--seed", type=int, default=0)
     kp.add_argument("--label", required=True, help="writes RUN/picks_LABEL.json")
+    sub.choices["relevance"].add_argument(
+        "--models", nargs="+", default=["qwen-0.5b", "qwen-1.5b"], help="bundled models"
+    )
     args = p.parse_args(argv)
     args.thread_info = setup_threads(args.threads)
-    {"prepare": prepare, "train": train, "picks": picks, "report": report}[args.step](args)
+    {"prepare": prepare, "train": train, "picks": picks, "relevance": relevance, "report": report}[args.step](args)
     return 0
 
 
