@@ -12,7 +12,7 @@ pytest.importorskip("peft")
 import torch
 
 from ctxsel.train.picker_trainer import make_tiny_model
-from ctxsel.train.shared_prompt import prompt_groups, shared_prompt_logps, supports_sharing
+from ctxsel.train.shared_prompt import prompt_groups, recomputes_layers, shared_prompt_logps, supports_sharing
 
 
 def _lora_model():
@@ -119,6 +119,7 @@ def test_shared_prompt_grpo_trains_and_samples_like_plain_generate(tmp_path):
         report_to=[],
         use_cpu=True,
         bf16=False,  # as the picker trainer runs (fp32); TRL's default here would be bf16 autocast
+        gradient_checkpointing=True,  # as the picker trainer asks; the subclass must turn it off for good
         seed=0,
     )
     from peft import LoraConfig
@@ -131,7 +132,7 @@ def test_shared_prompt_grpo_trains_and_samples_like_plain_generate(tmp_path):
         processing_class=tok,
         peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]),
     )
-    assert not trainer.args.gradient_checkpointing  # it would drop the KV cache the replies read
+    assert not trainer.args.activation_checkpointing  # it would drop the KV cache the replies read
     ids = [tok(p)["input_ids"] for p in prompts]
     # the trainer's batch layout: left-padded prompts, right-padded replies; the same values as TRL's own path
     pad = tok.pad_token_id
@@ -139,14 +140,18 @@ def test_shared_prompt_grpo_trains_and_samples_like_plain_generate(tmp_path):
     rows = [[pad] * (width - len(i)) + i + r for i in ids for r in ([5, 6, 7], [8, pad, pad])]
     mask = [[0] * (width - len(i)) + [1] * len(i) + m for i in ids for m in ([1, 1, 1], [1, 0, 0])]
     batch = torch.tensor(rows), torch.tensor(mask)
-    trainer.model.train()
-    mine, mine_ent, _ = trainer._get_per_token_logps_and_entropies(trainer.model, *batch, 3, compute_entropy=True)
-    trl_lp, trl_ent, _ = GRPOTrainer._get_per_token_logps_and_entropies(
-        trainer, trainer.model, *batch, 3, compute_entropy=True
-    )
     real = batch[1][:, -3:].bool()
-    assert torch.allclose(mine[real], trl_lp[real], atol=1e-5)
-    assert torch.allclose(mine_ent[real], trl_ent[real], atol=1e-4)
+
+    def agrees_with_trl() -> None:
+        trainer.model.train()
+        mine, mine_ent, _ = trainer._get_per_token_logps_and_entropies(trainer.model, *batch, 3, compute_entropy=True)
+        trl_lp, trl_ent, _ = GRPOTrainer._get_per_token_logps_and_entropies(
+            trainer, trainer.model, *batch, 3, compute_entropy=True
+        )
+        assert torch.allclose(mine[real], trl_lp[real], atol=1e-5)
+        assert torch.allclose(mine_ent[real], trl_ent[real], atol=1e-4)
+
+    agrees_with_trl()
     trainer.generation_config.do_sample = False
     shared, _ = trainer._generate_single_turn([ids[0]] * 3 + [ids[1]] * 2, None, {}, 3)
     plain = [
@@ -161,3 +166,21 @@ def test_shared_prompt_grpo_trains_and_samples_like_plain_generate(tmp_path):
     after = dict(trainer.model.named_parameters())
     assert any(not torch.equal(before[n], after[n].detach()) for n in before)
     assert [h["reward"] for h in trainer.state.log_history if "reward" in h]
+    # Trainer.train() turns on the checkpointing its args ask for; under transformers 5 the old flag's name
+    # is an alias it does not read, and the replies were once scored without their prompt from here on
+    assert not recomputes_layers(trainer.model)
+    agrees_with_trl()
+
+
+def test_shared_logps_refuse_layer_checkpointing():
+    """In training, transformers' per-layer recomputation drops the prompt's KV cache: a clear error, not
+    log-probabilities of the replies without their prompt."""
+    model, _ = make_tiny_model(seed=2)
+    model.gradient_checkpointing_enable()
+    model.train()
+    assert recomputes_layers(model)
+    with pytest.raises(RuntimeError, match="activation checkpointing"):
+        shared_prompt_logps(model, torch.tensor([3, 4, 5]), torch.tensor([[6, 7]]), torch.ones(1, 2))
+    model.gradient_checkpointing_disable()
+    lp, _ = shared_prompt_logps(model, torch.tensor([3, 4, 5]), torch.tensor([[6, 7]]), torch.ones(1, 2))
+    assert lp.shape == (1, 2) and bool(torch.isfinite(lp).all())
