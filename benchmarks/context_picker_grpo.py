@@ -253,7 +253,8 @@ def relevance(args: argparse.Namespace) -> None:
     from; the retriever's own top 1-3 (the pool's order) and naming as many at random are the floors
     it has to beat. Writes benchmarks/results/context_picker_relevance.{md,json}.
     """
-    rows = json.loads((args.run / "rows.json").read_text(encoding="utf-8"))["test"]
+    data = json.loads((args.run / "rows.json").read_text(encoding="utf-8"))
+    rows = data["test"]
     results = [relevance_scores(args.run, m, args.threads) for m in args.models]
     chance = {
         k: sum(k * len(r["gold"]) / len(r["passages"]) / r["n_gold"] for r in rows) / len(rows) for k in (1, 2, 3)
@@ -277,7 +278,7 @@ def relevance(args: argparse.Namespace) -> None:
     n_cand = sum(len(r["passages"]) for r in rows)
     notes = [
         f"{len(rows)} hotpotqa-long test pools of {n_cand / len(rows):.1f} candidates (B = "
-        f"{json.loads((args.run / 'rows.json').read_text(encoding='utf-8'))['pool_tokens']} tokens, {args.run}); "
+        f"{data['pool_tokens']} tokens, {args.run}); "
         f"gold recall against every gold paragraph, in the pool or not. llama.cpp, {args.threads} threads.",
         f"Prompt (the model's chat template; score P(YES) / (P(YES) + P(NO)) of its first reply token): "
         f"`{RELEVANCE_PROMPT!r}`",
