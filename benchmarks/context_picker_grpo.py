@@ -284,12 +284,8 @@ def relevance(args: argparse.Namespace) -> None:
         f"`{RELEVANCE_PROMPT!r}`",
     ]
     md = header_md("Can the bundled models read a Context-Picker pool? One passage at a time", info, notes)
-    md += (
-        "\n"
-        + table
-        + f"\n\nCommand: `python benchmarks/context_picker_grpo.py relevance --run {args.run} "
-        + (f"--models {' '.join(args.models)} --threads {args.threads}`\n")
-    )
+    command = f"python benchmarks/context_picker_grpo.py relevance --run {args.run} --models {' '.join(args.models)}"
+    md += f"\n{table}\n\nCommand: `{command} --threads {args.threads}`\n"
     write_report(
         "context_picker_relevance",
         args.out,

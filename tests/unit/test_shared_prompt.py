@@ -12,7 +12,7 @@ pytest.importorskip("peft")
 import torch
 
 from ctxsel.train.picker_trainer import make_tiny_model
-from ctxsel.train.shared_prompt import prompt_groups, recomputes_layers, shared_prompt_logps, supports_sharing
+from ctxsel.train.shared_prompt import causal_lm, prompt_groups, shared_prompt_logps, supports_sharing
 
 
 def _lora_model():
@@ -119,7 +119,7 @@ def test_shared_prompt_grpo_trains_and_samples_like_plain_generate(tmp_path):
         report_to=[],
         use_cpu=True,
         bf16=False,  # as the picker trainer runs (fp32); TRL's default here would be bf16 autocast
-        gradient_checkpointing=True,  # as the picker trainer asks; the subclass must turn it off for good
+        gradient_checkpointing=True,  # the old name (an alias under transformers 5); the subclass turns it off for good
         seed=0,
     )
     from peft import LoraConfig
@@ -168,7 +168,7 @@ def test_shared_prompt_grpo_trains_and_samples_like_plain_generate(tmp_path):
     assert [h["reward"] for h in trainer.state.log_history if "reward" in h]
     # Trainer.train() turns on the checkpointing its args ask for; under transformers 5 the old flag's name
     # is an alias it does not read, and the replies were once scored without their prompt from here on
-    assert not recomputes_layers(trainer.model)
+    assert not causal_lm(trainer.model).is_activation_checkpointing
     agrees_with_trl()
 
 
@@ -176,11 +176,11 @@ def test_shared_logps_refuse_layer_checkpointing():
     """In training, transformers' per-layer recomputation drops the prompt's KV cache: a clear error, not
     log-probabilities of the replies without their prompt."""
     model, _ = make_tiny_model(seed=2)
-    model.gradient_checkpointing_enable()
+    model.activation_checkpointing_enable()
     model.train()
-    assert recomputes_layers(model)
+    assert model.is_activation_checkpointing
     with pytest.raises(RuntimeError, match="activation checkpointing"):
         shared_prompt_logps(model, torch.tensor([3, 4, 5]), torch.tensor([[6, 7]]), torch.ones(1, 2))
-    model.gradient_checkpointing_disable()
+    model.activation_checkpointing_disable()
     lp, _ = shared_prompt_logps(model, torch.tensor([3, 4, 5]), torch.tensor([[6, 7]]), torch.ones(1, 2))
     assert lp.shape == (1, 2) and bool(torch.isfinite(lp).all())

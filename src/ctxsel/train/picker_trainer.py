@@ -423,7 +423,7 @@ def run_stage(
         fp16=False,
         # see the module doc: memory, not compute, is the limit on a CPU (the shared-prompt trainer turns
         # transformers' recomputation off and recomputes per group instead)
-        gradient_checkpointing=True,
+        activation_checkpointing=True,
         use_cpu=not torch.cuda.is_available(),
         seed=cfg.seed,
         remove_unused_columns=False,

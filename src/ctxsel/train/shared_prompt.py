@@ -41,11 +41,6 @@ def causal_lm(model: Any) -> Any:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
-def recomputes_layers(model: Any) -> bool:
-    """Whether transformers' own activation checkpointing is on in any layer of ``model``."""
-    return any(getattr(m, "gradient_checkpointing", False) is True for m in causal_lm(model).modules())
-
-
 def supports_sharing(model: Any) -> bool:
     """Whether the shared path computes exactly what the model's own head does (plain ``lm_head(h) / T``)."""
     cfg = causal_lm(model).config.get_text_config()
@@ -67,10 +62,10 @@ def shared_prompt_logps(
     (``reply_mask`` 0) hold finite values that the loss masks out.
     """
     lm = causal_lm(model)
-    if lm.training and recomputes_layers(lm):
+    if lm.training and lm.is_activation_checkpointing:
         raise RuntimeError(
             "transformers' activation checkpointing is on: in training it drops the prompt's KV cache, so the "
-            "replies would be scored without their prompt; turn it off (model.gradient_checkpointing_disable())"
+            "replies would be scored without their prompt; turn it off (model.activation_checkpointing_disable())"
         )
     backbone = getattr(lm, lm.base_model_prefix)
     k, length = replies.shape
@@ -216,4 +211,4 @@ class SharedPromptGRPOTrainer(GRPOTrainer):
         return completions, None
 
 
-__all__ = ["SharedPromptGRPOTrainer", "prompt_groups", "recomputes_layers", "shared_prompt_logps", "supports_sharing"]
+__all__ = ["SharedPromptGRPOTrainer", "prompt_groups", "shared_prompt_logps", "supports_sharing"]
