@@ -138,7 +138,9 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path, share_pr
     ):
         assert (tmp_path / f).is_file(), f
     curves = json.loads((tmp_path / "reward_curves.json").read_text())
-    assert curves["stage1"]["val"][0]["step"] == 0
+    # validated at the start, every eval_every steps, and at the end unless that step just was
+    assert [p["step"] for p in curves["stage1"]["val"]] == [0, 2, 3]
+    assert [p["step"] for p in curves["stage2"]["val"]] == [0, 2]
     # the trained adapter is a selector: context-picker[adapter=...] loads base + LoRA and picks
     ex = next(iter(_examples().values()))
     sel = get_selector(

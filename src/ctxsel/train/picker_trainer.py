@@ -334,8 +334,9 @@ def _callback(
     from transformers import TrainerCallback
 
     class StageCallback(TrainerCallback):
-        """Validation reward every ``eval_every`` steps (plateau stop), the wall time of each step and
-        the stage's time limit."""
+        """Validation reward at the start, every ``eval_every`` steps (plateau stop) and at the end (a
+        stage cut by its time limit still shows where it got), the wall time of each step and the
+        stage's time limit."""
 
         best = -math.inf
         since_best = 0
@@ -372,6 +373,10 @@ def _callback(
                 if stop_on_plateau and self.since_best >= cfg.patience:
                     curve["stopped"] = f"validation reward plateaued at step {state.global_step}"
                     control.should_training_stop = True
+
+        def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+            if val_rows and curve["val"][-1]["step"] != state.global_step:
+                self._validate(state.global_step, model)
 
     return StageCallback()
 
