@@ -158,6 +158,8 @@ def picks(args: argparse.Namespace) -> None:
     comes from reading the passages and how much from the retriever's order."""
     import random
 
+    import torch
+
     from ctxsel.llm.hf_client import is_chat_base, load_base
     from ctxsel.train.picker_trainer import greedy_replies, newline_ends_replies, shuffled_row
 
@@ -166,6 +168,8 @@ def picks(args: argparse.Namespace) -> None:
         rng = random.Random(args.seed)
         rows = [shuffled_row(r, rng) for r in rows]
     model, tok = load_base(args.base)
+    if torch.cuda.is_available():  # load_base reads onto the CPU; the GPU machine picks 20 pools in seconds
+        model.to("cuda")
     if args.adapter:
         from peft import PeftModel
 
@@ -302,9 +306,27 @@ def ranked_prefix_share(picks: list[list[int] | None]) -> float | None:
     return sum(sorted(p) == list(range(1, len(p) + 1)) for p in valid) / len(valid) if valid else None
 
 
+def same_count_recall(picks: list[list[int] | None], rows: list[dict[str, Any]]) -> float:
+    """Gold recall of the retriever's first m candidates, m being what the picker named for each
+    question (0 for an invalid reply): the picker beats the pool's order only where it is above this."""
+    return sum(len(set(r["gold"]) & set(range(1, len(p or []) + 1))) / r["n_gold"] for p, r in zip(picks, rows)) / len(
+        rows
+    )
+
+
 def top_k_recall(rows: list[dict[str, Any]], k: int, precision: bool = False) -> float:
     """Gold recall (against every gold chunk), or precision, of the first k candidates of each ranked pool."""
     return sum(len(set(r["gold"]) & set(range(1, k + 1))) / (k if precision else r["n_gold"]) for r in rows) / len(rows)
+
+
+def val_span(val: list[dict[str, Any]]) -> str:
+    """The validation reward at a stage's first and last check (runs before the end-of-stage check
+    may have only the first)."""
+    if not val:
+        return "-"
+    if len(val) == 1:
+        return f"{_fmt(val[0]['reward'], False)} (step {val[0]['step']} only)"
+    return f"{_fmt(val[0]['reward'], False)} -> {_fmt(val[-1]['reward'], False)}"
 
 
 def _fmt(x: float | None, pct: bool = True) -> str:
@@ -321,13 +343,22 @@ def report(args: argparse.Namespace) -> None:
     picks = json.loads((run / "picks.json").read_text(encoding="utf-8"))
     test = rows["test"]
     table = md_table(
-        ["picker (stage-2 prompt, greedy)", "valid %", "named", "gold recall %", "precision %", "ranked prefix %"],
+        [
+            "picker (stage-2 prompt, greedy)",
+            "valid %",
+            "named",
+            "gold recall %",
+            "top-m recall at the same counts %",
+            "precision %",
+            "ranked prefix %",
+        ],
         [
             [
                 k,
                 _fmt(v["valid"]),
                 _fmt(v["named"], False),
                 _fmt(v["recall"]),
+                _fmt(same_count_recall(v["picks"], test)),
                 _fmt(v["precision"]),
                 _fmt(ranked_prefix_share(v["picks"])),
             ]
@@ -339,10 +370,27 @@ def report(args: argparse.Namespace) -> None:
                 "-",
                 f"{k:.2f}",
                 _fmt(top_k_recall(test, k)),
+                _fmt(top_k_recall(test, k)),
                 _fmt(top_k_recall(test, k, precision=True)),
                 "100.0",
             ]
             for k in (1, 2, 3)
+        ],
+    )
+    # the `picks` diagnostic's runs (RUN/picks_LABEL.json): ranked or shuffled pools, base or adapter
+    diag = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(run.glob("picks_*.json"))]
+    diagnostics = md_table(
+        ["picker, pools", "valid %", "named", "gold recall %", "naming as many at random %", "precision %"],
+        [
+            [
+                d["picker"],
+                _fmt(d["valid"]),
+                _fmt(d["named"], False),
+                _fmt(d["recall"]),
+                _fmt(d["chance_recall"]),
+                _fmt(d["precision"]),
+            ]
+            for d in diag
         ],
     )
     stage_rows = []
@@ -356,7 +404,7 @@ def report(args: argparse.Namespace) -> None:
                 str(c["steps"]),
                 f"{sum(secs) / max(1, len(secs)):.1f}",
                 _fmt(tr[0] if tr else None, False) + " -> " + _fmt(tr[-1] if tr else None, False),
-                " -> ".join(_fmt(p["reward"], False) for p in (c["val"][0], c["val"][-1])) if c["val"] else "-",
+                val_span(c["val"]),
                 c.get("stopped") or "step limit",
             ]
         )
@@ -372,9 +420,15 @@ def report(args: argparse.Namespace) -> None:
         f"{len(rows['train'])} training, {len(rows['val'])} validation and {len(rows['test'])} test rows.",
     ]
     md = (
-        header_md("Context-Picker GRPO on the bundled Qwen2.5-Coder-0.5B-Instruct", info, notes)
+        header_md(f"Context-Picker GRPO on the bundled {summary['config']['base']}", info, notes)
         + "\n## Held-out picks (20 hotpotqa-long test questions)\n\n"
         + table
+        + (
+            "\n\n## Diagnostic picks (`picks`): the same test questions, pools ranked or in a seeded random order\n\n"
+            + diagnostics
+            if diag
+            else ""
+        )
         + "\n\n## GRPO stages\n\n"
         + stages
         + f"\n\n![reward curves]({args.name}.png)\n\nCommand: `{summary.get('command') or ''}`\n"
