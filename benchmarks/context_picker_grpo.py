@@ -306,17 +306,20 @@ def ranked_prefix_share(picks: list[list[int] | None]) -> float | None:
     return sum(sorted(p) == list(range(1, len(p) + 1)) for p in valid) / len(valid) if valid else None
 
 
+def prefix_hits(row: dict[str, Any], m: int) -> int:
+    """Gold chunks among the first m candidates of a ranked pool."""
+    return len(set(row["gold"]) & set(range(1, m + 1)))
+
+
 def same_count_recall(picks: list[list[int] | None], rows: list[dict[str, Any]]) -> float:
     """Gold recall of the retriever's first m candidates, m being what the picker named for each
     question (0 for an invalid reply): the picker beats the pool's order only where it is above this."""
-    return sum(len(set(r["gold"]) & set(range(1, len(p or []) + 1))) / r["n_gold"] for p, r in zip(picks, rows)) / len(
-        rows
-    )
+    return sum(prefix_hits(r, len(p or [])) / r["n_gold"] for p, r in zip(picks, rows)) / len(rows)
 
 
 def top_k_recall(rows: list[dict[str, Any]], k: int, precision: bool = False) -> float:
     """Gold recall (against every gold chunk), or precision, of the first k candidates of each ranked pool."""
-    return sum(len(set(r["gold"]) & set(range(1, k + 1))) / (k if precision else r["n_gold"]) for r in rows) / len(rows)
+    return sum(prefix_hits(r, k) / (k if precision else r["n_gold"]) for r in rows) / len(rows)
 
 
 def val_span(val: list[dict[str, Any]]) -> str:
@@ -342,6 +345,20 @@ def report(args: argparse.Namespace) -> None:
     curves = json.loads((run / "reward_curves.json").read_text(encoding="utf-8"))
     picks = json.loads((run / "picks.json").read_text(encoding="utf-8"))
     test = rows["test"]
+    top_rows = []
+    for k in (1, 2, 3):
+        recall = _fmt(top_k_recall(test, k))  # also its recall "at the same counts"
+        top_rows.append(
+            [
+                f"top-{k} of the same ranked pools",
+                "-",
+                f"{k:.2f}",
+                recall,
+                recall,
+                _fmt(top_k_recall(test, k, precision=True)),
+                "100.0",
+            ]
+        )
     table = md_table(
         [
             "picker (stage-2 prompt, greedy)",
@@ -364,18 +381,7 @@ def report(args: argparse.Namespace) -> None:
             ]
             for k, v in ((k, picks["picks"][k]) for k in ("untrained", "stage1", "stage2") if k in picks["picks"])
         ]
-        + [
-            [
-                f"top-{k} of the same ranked pools",
-                "-",
-                f"{k:.2f}",
-                _fmt(top_k_recall(test, k)),
-                _fmt(top_k_recall(test, k)),
-                _fmt(top_k_recall(test, k, precision=True)),
-                "100.0",
-            ]
-            for k in (1, 2, 3)
-        ],
+        + top_rows,
     )
     # the `picks` diagnostic's runs (RUN/picks_LABEL.json): ranked or shuffled pools, base or adapter
     diag = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(run.glob("picks_*.json"))]
