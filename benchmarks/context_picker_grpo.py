@@ -118,6 +118,7 @@ def train(args: argparse.Namespace) -> None:
         prompts_per_step=args.prompts_per_step,
         eval_every=args.eval_every,
         stage_seconds=args.stage_seconds,
+        stage2_seconds=args.stage2_seconds,
         beta=args.kl_beta,
         lr=args.lr,
         n_tokens=data["pool_tokens"],
@@ -135,8 +136,11 @@ def train(args: argparse.Namespace) -> None:
     chat = res["summary"]["chat"]
     t0 = time.perf_counter()
 
+    def replies_to(rows: list[dict[str, Any]]) -> list[str]:
+        return greedy_replies(model, tok, rows, 2, cfg.max_completion_length, chat, batch_size=len(rows))
+
     def replies() -> list[str]:
-        return greedy_replies(model, tok, test, 2, cfg.max_completion_length, chat, batch_size=len(test))
+        return replies_to(test)
 
     with model.disable_adapter():
         picks = {"untrained": pick_stats(replies(), test)}
@@ -146,27 +150,55 @@ def train(args: argparse.Namespace) -> None:
                 model.load_adapter(str(args.run / stage / "adapter"), adapter_name=stage)
                 model.set_adapter(stage)
             picks[stage] = pick_stats(replies(), test)
+            # the same pools in `picks --shuffled`'s order, while the model is on this machine's GPU
+            shuffled, t1 = shuffled_rows(test, seed=0), time.perf_counter()
+            got = replies_to(shuffled)
+            name = f"{stage}, shuffled"
+            diagnostic_picks(args.run, f"s{stage[-1]}_shuffled", name, shuffled, got, time.perf_counter() - t1)
     out = {"device": device, "train_seconds": t_train, "pick_seconds": time.perf_counter() - t0, "picks": picks}
     (args.run / "picks.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     for k, v in picks.items():
         print(f"{k}: valid {v['valid']:.0%}, named {v['named']}, recall {v['recall']:.1%}")
 
 
+def shuffled_rows(rows: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """Each pool in a seeded random order, gold renumbered (``picks --shuffled``)."""
+    import random
+
+    from ctxsel.train.picker_trainer import shuffled_row
+
+    rng = random.Random(seed)
+    return [shuffled_row(r, rng) for r in rows]
+
+
+def diagnostic_picks(
+    run: Path, label: str, name: str, rows: list[dict[str, Any]], replies: list[str], seconds: float
+) -> None:
+    """Write RUN/picks_LABEL.json: a picker's greedy test picks beside the recall of naming as many at random."""
+    stats = pick_stats(replies, rows)
+    # naming m of a pool's N candidates at random finds m/N of its gold on average
+    chance = sum(len(p) / len(r["passages"]) if p else 0.0 for p, r in zip(stats["picks"], rows)) / len(rows)
+    out = {"picker": name, "seconds": seconds, "chance_recall": chance, **stats}
+    path = run / f"picks_{label}.json"
+    path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    print(
+        f"{name}: valid {stats['valid']:.0%}, named {stats['named'] or 0:.2f}, recall "
+        f"{stats['recall']:.1%} (chance at these counts {chance:.1%}), precision {stats['precision'] or 0:.1%} -> {path}"
+    )
+
+
 def picks(args: argparse.Namespace) -> None:
     """Greedy picks of the base model, or of ``--adapter``, on the test rows: ranked as at inference,
     or ``--shuffled`` (each pool in a seeded random order), to see how much of a picker's recall
     comes from reading the passages and how much from the retriever's order."""
-    import random
-
     import torch
 
     from ctxsel.llm.hf_client import is_chat_base, load_base
-    from ctxsel.train.picker_trainer import greedy_replies, newline_ends_replies, shuffled_row
+    from ctxsel.train.picker_trainer import greedy_replies, newline_ends_replies
 
     rows = json.loads((args.run / "rows.json").read_text(encoding="utf-8"))["test"]
     if args.shuffled:
-        rng = random.Random(args.seed)
-        rows = [shuffled_row(r, rng) for r in rows]
+        rows = shuffled_rows(rows, args.seed)
     model, tok = load_base(args.base)
     if torch.cuda.is_available():  # load_base reads onto the CPU; the GPU machine picks 20 pools in seconds
         model.to("cuda")
@@ -177,17 +209,8 @@ def picks(args: argparse.Namespace) -> None:
     newline_ends_replies(model, tok)
     t0 = time.perf_counter()
     replies = greedy_replies(model, tok, rows, 2, 160, is_chat_base(args.base, tok), batch_size=1, progress=True)
-    stats = pick_stats(replies, rows)
-    # naming m of a pool's N candidates at random finds m/N of its gold on average
-    chance = sum(len(p) / len(r["passages"]) if p else 0.0 for p, r in zip(stats["picks"], rows)) / len(rows)
     name = f"{args.adapter or args.base}, {'shuffled' if args.shuffled else 'ranked'}"
-    out = {"picker": name, "seconds": time.perf_counter() - t0, "chance_recall": chance, **stats}
-    path = args.run / f"picks_{args.label}.json"
-    path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-    print(
-        f"{name}: valid {stats['valid']:.0%}, named {stats['named'] or 0:.2f}, recall "
-        f"{stats['recall']:.1%} (chance at these counts {chance:.1%}), precision {stats['precision'] or 0:.1%} -> {path}"
-    )
+    diagnostic_picks(args.run, args.label, name, rows, replies, time.perf_counter() - t0)
 
 
 #: One passage at a time, so the score cannot come from the pool's order.
@@ -479,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     tp.add_argument("--prompts-per-step", type=int, default=2)
     tp.add_argument("--eval-every", type=int, default=10)
     tp.add_argument("--stage-seconds", type=float, default=0.0)
+    tp.add_argument("--stage2-seconds", type=float, default=-1.0, help="stage 2's limit (negative: --stage-seconds)")
     tp.add_argument("--kl-beta", type=float, default=0.0, help="KL weight to the untrained model (default 0)")
     tp.add_argument("--lr", type=float, default=1e-4)
     tp.add_argument("--init-adapter", type=Path, help="go on training this stage folder (a previous run's)")

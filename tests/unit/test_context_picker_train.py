@@ -4,6 +4,7 @@ literal completions; training rows built from mined records."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -173,6 +174,11 @@ def test_a_stage_stops_at_its_time_limit_and_keeps_its_adapter(tmp_path):
         curve = res["curves"][stage]
         assert curve["steps"] == 1 and curve["stopped"] == "time limit of 0.001 s reached at step 1"
         assert (tmp_path / stage / "adapter" / "adapter_config.json").is_file()
+    # stage 2 may have its own limit: here none, so it runs its 2 steps
+    cfg = dataclasses.replace(cfg, stage2_steps=2, stage2_seconds=0.0)
+    res = train_picker(rows, [], tmp_path / "own", cfg)
+    assert res["curves"]["stage1"]["steps"] == 1 and res["curves"]["stage2"]["steps"] == 2
+    assert "time limit" not in str(res["curves"]["stage2"].get("stopped"))
 
 
 def test_a_chat_base_reads_the_picker_prompt_through_its_chat_template(tmp_path):

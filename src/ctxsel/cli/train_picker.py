@@ -40,6 +40,7 @@ PICKER_FLAGS = [
     "max_completion_length",
     "eval_every",
     "stage_seconds",
+    "stage2_seconds",
     "init_adapter",
     "shuffle_candidates",
     "share_prompt",

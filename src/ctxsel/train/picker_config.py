@@ -94,6 +94,10 @@ class PickerTrainConfig:
             "saved, e.g. to fit a GPU lease or a CPU budget"
         },
     )
+    stage2_seconds: float = field(
+        default=-1.0,
+        metadata={"help": "stage 2's own time limit in seconds (0: no limit; negative: --stage-seconds)"},
+    )
     seed: int = 0
     threads: int = 1
 

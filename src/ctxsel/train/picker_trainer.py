@@ -333,6 +333,8 @@ def _callback(
 ) -> Any:
     from transformers import TrainerCallback
 
+    limit = cfg.stage2_seconds if stage == 2 and cfg.stage2_seconds >= 0 else cfg.stage_seconds
+
     class StageCallback(TrainerCallback):
         """Validation reward at the start, every ``eval_every`` steps (plateau stop) and at the end (a
         stage cut by its time limit still shows where it got), the wall time of each step and the
@@ -360,8 +362,8 @@ def _callback(
             curve["seconds"].append({"step": state.global_step, "seconds": seconds})
             if os.environ.get("TQDM_DISABLE") == "1":  # no progress bar: a line per step (a CPU step takes minutes)
                 print(f"stage {stage}: step {state.global_step} took {seconds:.0f} s", file=sys.stderr, flush=True)
-            if cfg.stage_seconds and time.perf_counter() - self.started >= cfg.stage_seconds:
-                curve["stopped"] = f"time limit of {cfg.stage_seconds:g} s reached at step {state.global_step}"
+            if limit and time.perf_counter() - self.started >= limit:
+                curve["stopped"] = f"time limit of {limit:g} s reached at step {state.global_step}"
                 control.should_training_stop = True
             if not val_rows or cfg.eval_every <= 0 or state.global_step % cfg.eval_every:
                 return
