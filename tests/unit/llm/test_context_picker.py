@@ -123,6 +123,17 @@ def test_valid_reply_picks_those_chunks_and_keeps_the_rationale(server):
     assert sel.method == "context-picker" and "picked 2 of 5 candidates" in sel.explanation
 
 
+def test_min_k_tops_a_short_pick_up_with_the_pools_best_ranked(server):
+    # pool in rank order: 1, 3, 5, 7, 4; the model names [2] (chunk 3) and [4] (chunk 7)
+    server.push(completion_reply('x", "ids": [2, 4]}'), completion_reply('x", "ids": [2, 4]}'))
+    sel = picker(server, n_tokens=500, min_k=3).select("q?", CHUNKS, SCORES)
+    assert sel.ids == ["3", "7", "1"] and sel.scores == [0.8, 0.6, 0.9]
+    assert "picked 2 of 5 candidates" in sel.explanation and "raised to min_k=3" in sel.explanation
+    assert sel.details_as(PickerDetails).valid is True
+    sel = picker(server, n_tokens=500, min_k=2).select("q?", CHUNKS, SCORES)  # already 2: nothing added
+    assert sel.ids == ["3", "7"] and "min_k" not in sel.explanation
+
+
 def test_max_candidates_caps_the_pool(server):
     server.push(completion_reply('x", "ids": [4]}'), completion_reply('x", "ids": [3]}'))
     sel = picker(server, n_tokens=10_000, max_candidates=3).select("q?", CHUNKS, SCORES)

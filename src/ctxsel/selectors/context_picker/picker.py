@@ -42,6 +42,9 @@ to 20 chunks (about 15 hotpotqa paragraphs, so the prompt fits the local
 model's 8k window with room to spare); greedy decoding (temperature 0) at
 inference; the fallback is adaptive-k's largest gap over all chunks, capped
 at B tokens so a fallback never reads more than the picker could have.
+``min_k`` is a floor, as for the score-based methods: a pick of fewer chunks
+is topped up with the pool's best-ranked ones it did not name (not in the
+paper; the default, 1, never adds any, since a valid pick names one or more).
 """
 
 from __future__ import annotations
@@ -210,6 +213,9 @@ class ContextPicker(CommonOptions, Selector):
                 errors.append(error)
                 continue
             idx = [i - 1 for i in parsed.ids]
+            picked = len(idx)
+            # min_k, as for every method: a floor, topped up with the pool's best-ranked chunks not named
+            idx += [i for i in range(pool.k) if i not in idx][: max(0, min(self.min_k, pool.k) - picked)]
             sel = Selection(
                 ids=[pool.ids[i] for i in idx],
                 scores=[pool.scores[i] for i in idx],
@@ -219,7 +225,9 @@ class ContextPicker(CommonOptions, Selector):
                 explanation="",
                 n_candidates=len(chunk_list),
             )
-            why = f"picked {sel.k} of {pool.k} candidates: {parsed.rationale[:200]}"
+            why = f"picked {picked} of {pool.k} candidates: {parsed.rationale[:200]}"
+            if sel.k > picked:
+                why += f"; raised to min_k={self.min_k} with the pool's best-ranked"
             return self._finish(sel, why, usage, replies, errors, parsed.rationale, False, t0, n_constrained)
         fb = self.fallback.select(question, chunk_list, scores)
         why = (
