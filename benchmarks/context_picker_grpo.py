@@ -14,7 +14,8 @@ embedder nor the data.
 ``--labels`` takes S_gold from HotpotQA's supporting paragraphs, ``--mined FILE`` from ``ctxsel
 mine`` (the paper's Algorithm 1). ``train`` runs :func:`ctxsel.train.picker_trainer.train_picker`
 (adapters, reward curves) and then the greedy picks, with the stage-2 prompt as at inference, of
-the untrained model, the stage-1 and the stage-2 adapter on the test rows (RUN/picks.json).
+the untrained model, the stage-1 and the stage-2 adapter on the test rows (RUN/picks.json), and
+each stage's picks on the same pools shuffled (RUN/picks_s1_shuffled.json, picks_s2_shuffled.json).
 ``report`` writes benchmarks/results/context_picker_grpo.{md,json,png}; ``--eval FOLDER...`` appends
 the tables of ``ctxsel eval`` runs with the adapters as methods (the reader's SubEM at the
 picker's tokens; command in docs/methods/context-picker.md). ``picks`` is a diagnostic: the greedy
@@ -139,17 +140,14 @@ def train(args: argparse.Namespace) -> None:
     def replies_to(rows: list[dict[str, Any]]) -> list[str]:
         return greedy_replies(model, tok, rows, 2, cfg.max_completion_length, chat, batch_size=len(rows))
 
-    def replies() -> list[str]:
-        return replies_to(test)
-
     with model.disable_adapter():
-        picks = {"untrained": pick_stats(replies(), test)}
+        picks = {"untrained": pick_stats(replies_to(test), test)}
     for stage in ("stage2", "stage1"):  # the model in hand is the last stage trained
         if stage in res["curves"]:
             if stage != list(res["curves"])[-1]:
                 model.load_adapter(str(args.run / stage / "adapter"), adapter_name=stage)
                 model.set_adapter(stage)
-            picks[stage] = pick_stats(replies(), test)
+            picks[stage] = pick_stats(replies_to(test), test)
             # the same pools in `picks --shuffled`'s order, while the model is on this machine's GPU
             shuffled, t1 = shuffled_rows(test, seed=0), time.perf_counter()
             got = replies_to(shuffled)
