@@ -142,17 +142,18 @@ def train(args: argparse.Namespace) -> None:
 
     with model.disable_adapter():
         picks = {"untrained": pick_stats(replies_to(test), test)}
+    shuffled = shuffled_rows(test, seed=0)  # the pools in `picks --shuffled`'s order
     for stage in ("stage2", "stage1"):  # the model in hand is the last stage trained
         if stage in res["curves"]:
             if stage != list(res["curves"])[-1]:
                 model.load_adapter(str(args.run / stage / "adapter"), adapter_name=stage)
                 model.set_adapter(stage)
             picks[stage] = pick_stats(replies_to(test), test)
-            # the same pools in `picks --shuffled`'s order, while the model is on this machine's GPU
-            shuffled, t1 = shuffled_rows(test, seed=0), time.perf_counter()
+            t1 = time.perf_counter()  # the shuffled picks too, while the model is on this machine's GPU
             got = replies_to(shuffled)
-            name = f"{stage}, shuffled"
-            diagnostic_picks(args.run, f"s{stage[-1]}_shuffled", name, shuffled, got, time.perf_counter() - t1)
+            diagnostic_picks(
+                args.run, f"s{stage[-1]}_shuffled", f"{stage}, shuffled", shuffled, got, time.perf_counter() - t1
+            )
     out = {"device": device, "train_seconds": t_train, "pick_seconds": time.perf_counter() - t0, "picks": picks}
     (args.run / "picks.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     for k, v in picks.items():
