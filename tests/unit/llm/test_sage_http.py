@@ -134,5 +134,5 @@ def test_sages_importance_embeds_with_the_evals_dense_backend(monkeypatch) -> No
     assert sage.config()["backend"] == "onnx" and sage.embed(["a", "b"]).shape == (2, 3) and made == ["onnx"]
     assert "backend" not in get_selector("sage", llm=llm).config()  # auto: the configs of earlier runs
     assert get_selector("sage[backend=torch]", llm=llm, resources={"backend": "onnx"}).config()["backend"] == "torch"
-    with pytest.raises(ValueError, match="backend must be auto or one of torch, onnx, onnx-int8, got 'gpu'"):
+    with pytest.raises(ValueError, match="unknown dense backend 'gpu'; choose auto, torch, onnx, onnx-int8"):
         get_selector("sage[backend=gpu]", llm=llm)

@@ -278,10 +278,10 @@ class SAGE(CommonOptions, Selector):
         self.counting, self.seed, self.max_keys = bool(counting), int(seed), int(max_keys)
         self.answer_template = get_template(answer_template)
         self.max_answer_tokens = int(max_answer_tokens)
-        from ctxsel.scoring.dense import BACKENDS
+        if backend != "auto":  # checked now (a name, onnxruntime), loaded at the first embedding
+            from ctxsel.scoring.dense import resolve_backend
 
-        if backend not in ("auto", *BACKENDS):
-            raise InputError(f"backend must be auto or one of {', '.join(BACKENDS)}, got {backend!r}")
+            backend = resolve_backend(backend)
         self._embed = embed
         self.backend = backend if embed is None else "given"  # an embed callable replaces the dense scorer
         self._clients: dict[str, LLMClient] = {}
