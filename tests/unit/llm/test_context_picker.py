@@ -215,6 +215,21 @@ def test_without_scores_or_llm_is_a_clear_error(server):
         picker(server).select("q?", CHUNKS)
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ("n_tokens=0", r"n_tokens \(the candidate pool's budget B\) must be >= 1, got 0"),
+        ("n_tokens=-5", r"n_tokens \(the candidate pool's budget B\) must be >= 1, got -5"),
+        ("max_candidates=0", "max_candidates must be >= 1, got 0"),
+        ("stage=3", "stage must be 1 or 2, got 3"),
+        ("retries=-1", "retries must be >= 0, got -1"),
+    ],
+)
+def test_bad_options_name_the_option(server, options, message):
+    with pytest.raises(ValueError, match=message):
+        get_selector(f"context-picker[{options}]", llm=client(server))
+
+
 def test_eval_reports_invalid_share_and_fallbacks(server, tmp_path):
     from ctxsel.reader import Reader
     from ctxsel.scoring.base import Scorer

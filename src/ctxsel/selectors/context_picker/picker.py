@@ -114,6 +114,8 @@ class ContextPicker(CommonOptions, Selector):
         self.max_candidates = as_int("max_candidates", max_candidates)
         self.retries = as_int("retries", retries)
         self.max_reply_tokens = as_int("max_reply_tokens", max_reply_tokens)
+        if self.n_tokens < 1:
+            raise InputError(f"n_tokens (the candidate pool's budget B) must be >= 1, got {n_tokens}")
         if self.max_candidates < 1:
             raise InputError(f"max_candidates must be >= 1, got {max_candidates}")
         if stage not in (1, 2):
