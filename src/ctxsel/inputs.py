@@ -7,8 +7,11 @@ the input, the rule it broke and what to do instead.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
+
+import numpy as np
 
 from ctxsel.errors import InputError, InputTypeError
 
@@ -64,3 +67,21 @@ class MissingLLMError(InputError):
             "(local, local:NAME or an OpenAI-compatible URL), start the service with `ctxsel serve --reader ...`, "
             f"or in Python pass llm=CLIENT (e.g. ctxsel.llm.local.LocalLlamaClient()){alternative}"
         )
+
+
+def as_int(name: str, value: object) -> int:
+    """An integer parameter; 1.5 or "3" is an error, not a silent truncation (1e9, a whole float, is fine)."""
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InputError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def as_float(name: str, value: object) -> float:
+    """A finite number parameter: "abc", None or NaN is an error that names the parameter."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InputError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise InputError(f"{name} must be finite, got {value!r}")
+    return float(value)

@@ -183,6 +183,12 @@ def assert_one_line_error(rc: int, out: str, err: str, fragment: str) -> None:
 
 
 class TestSelectErrors:
+    def test_a_scorer_option_it_does_not_take(self, capsys, doc: Path) -> None:
+        assert_one_line_error(
+            *run_cli(capsys, "select", "--document", str(doc), "--question", "q", "--scorer", "bm25[zz=1]"),
+            "bad options for scorer 'bm25': no option 'zz'; its options are: k1, b, stopwords",
+        )
+
     def test_empty_document(self, capsys, tmp_path: Path) -> None:
         p = tmp_path / "empty.txt"
         p.write_text("\n  \n\n", encoding="utf-8")

@@ -112,6 +112,36 @@ def test_get_scorer() -> None:
         get_scorer("tfidf")
 
 
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("keywords[stopwords=en]", "bad options for scorer 'keywords': no option 'stopwords'; it takes none"),
+        ("bm25[k=1.2]", "no option 'k' \\(did you mean 'k1'\\?\\); its options are: k1, b, stopwords"),
+        ("bm25[k1=-1]", "BM25 needs k1 >= 0 and b in \\[0, 1\\], got k1=-1, b=0.75"),
+        ("bm25[b=5]", "BM25 needs k1 >= 0 and b in \\[0, 1\\], got k1=1.5, b=5"),
+        ("bm25[k1=abc]", "bad options for scorer 'bm25': k1 must be a number, got 'abc'"),
+        ("bm25[stopwords=zz]", "bad options for scorer 'bm25': stopwords: zz not recognized"),
+        ("dense[batch_size=abc]", "bad options for scorer 'dense': batch_size must be an integer, got 'abc'"),
+        ("dense[batch_size=0]", "batch_size must be >= 1, got 0"),
+        ("dense[query_cache_size=-1]", "query_cache_size must be >= 0, got -1"),
+        ("dense[batch=8]", "no option 'batch' \\(did you mean 'batch_size'\\?\\)"),
+        ("hybrid[k1=1.2]", "bad options for scorer 'hybrid': no option 'k1'"),  # hybrid's BM25 keeps its defaults
+        ("hybrid[batch_size=0]", "bad options for scorer 'hybrid': batch_size must be >= 1, got 0"),
+    ],
+)
+def test_bad_scorer_options_are_errors_that_name_the_option(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        get_scorer(spec)
+
+
+def test_good_scorer_options_are_kept() -> None:
+    from ctxsel.scoring.bm25 import BM25Scorer
+
+    bm = get_scorer("bm25[k1=1.2,b=0.5,stopwords=de]")
+    assert isinstance(bm, BM25Scorer) and (bm.k1, bm.b, bm.stopwords) == (1.2, 0.5, "de")
+    assert get_scorer("dense", batch_size=8, cache=False).batch_size == 8
+
+
 class TestCacheDir:
     def test_env_var(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path / "c"))

@@ -6,6 +6,8 @@ that kind is built.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from typing import Any
 
 from ctxsel.errors import InputError, SpecError
@@ -25,36 +27,62 @@ def parse_scorer_spec(spec: str) -> tuple[str, dict[str, Any]]:
 SCORERS: tuple[str, ...] = ("dense", "bm25", "keywords", "hybrid")
 
 
+def scorer_class(name: str) -> type[Scorer]:
+    """The class behind a scorer name; its module (and backend) is imported only now."""
+    if name == "dense":
+        from ctxsel.scoring.dense import DenseScorer
+
+        return DenseScorer
+    if name == "bm25":
+        from ctxsel.scoring.bm25 import BM25Scorer
+
+        return BM25Scorer
+    if name == "keywords":
+        from ctxsel.scoring.keywords import KeywordScorer
+
+        return KeywordScorer
+    if name == "hybrid":
+        from ctxsel.scoring.hybrid import HybridScorer
+
+        return HybridScorer
+    raise SpecError(f"unknown scorer {name!r}; choose {', '.join(SCORERS)}")
+
+
+def scorer_options(name: str) -> tuple[str, ...]:
+    """The keyword options a scorer takes (``hybrid`` passes the ones it does not know to its dense part)."""
+    init = scorer_class(name).__dict__.get("__init__")
+    if init is None:
+        return ()
+    params = list(inspect.signature(init).parameters.values())[1:]
+    names = tuple(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    return names + scorer_options("dense") if name == "hybrid" else names
+
+
 def get_scorer(name: str = "dense", **options: Any) -> Scorer:
     """``dense`` (MiniLM on torch or ONNX Runtime), ``bm25`` (bm25s), ``keywords``, or
     ``hybrid`` (dense + BM25 fused: ``hybrid[dense=1,bm25=0.25,fusion=minmax|rrf]``, see
     :mod:`ctxsel.scoring.hybrid`; other options go to its dense part, e.g. ``backend=onnx``).
 
     ``name`` may carry options: ``get_scorer("dense[backend=onnx-int8]")`` equals
-    ``get_scorer("dense", backend="onnx-int8")``; an option given both ways is an error.
+    ``get_scorer("dense", backend="onnx-int8")``; an option given both ways is an error, and so is
+    an option the scorer does not take (the message lists the ones it does) or a value it cannot use.
     """
     name, spec_options = parse_scorer_spec(name)
     both = sorted(set(spec_options) & set(options))
     if both:
         raise InputError(f"scorer option(s) {', '.join(both)} given both in the spec and as arguments")
     options = {**spec_options, **options}
-    if name == "dense":
-        from ctxsel.scoring.dense import DenseScorer
-
-        return DenseScorer(**options)
-    if name == "bm25":
-        from ctxsel.scoring.bm25 import BM25Scorer
-
-        return BM25Scorer(**options)
-    if name == "keywords":
-        from ctxsel.scoring.keywords import KeywordScorer
-
-        return KeywordScorer(**options)
-    if name == "hybrid":
-        from ctxsel.scoring.hybrid import HybridScorer
-
-        return HybridScorer(**options)
-    raise SpecError(f"unknown scorer {name!r}; choose {', '.join(SCORERS)}")
+    cls, valid = scorer_class(name), scorer_options(name)
+    for key in options:
+        if key not in valid:
+            close = difflib.get_close_matches(key, valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            takes = f"its options are: {', '.join(valid)}" if valid else "it takes none"
+            raise InputError(f"bad options for scorer {name!r}: no option {key!r}{hint}; {takes}")
+    try:
+        return cls(**options)
+    except (TypeError, ValueError) as e:  # ctxsel's checks (InputError) and any a library makes
+        raise InputError(f"bad options for scorer {name!r}: {e}") from None
 
 
-__all__ = ["SCORERS", "Scorer", "get_scorer", "parse_scorer_spec"]
+__all__ = ["SCORERS", "Scorer", "get_scorer", "parse_scorer_spec", "scorer_options"]

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.errors import MissingExtraError
+from ctxsel.errors import InputError, MissingExtraError
+from ctxsel.inputs import as_float
 from ctxsel.types import Chunk
 
 
@@ -22,7 +23,14 @@ class BM25Scorer:
         except ImportError as e:  # pragma: no cover
             raise MissingExtraError("BM25 scoring needs bm25s: pip install 'ctxsel[bm25]'") from e
         self._bm25s = bm25s
-        self.k1, self.b, self.stopwords = k1, b, stopwords
+        self.k1, self.b = as_float("k1", k1), as_float("b", b)
+        if self.k1 < 0 or not 0 <= self.b <= 1:
+            raise InputError(f"BM25 needs k1 >= 0 and b in [0, 1], got k1={k1!r}, b={b!r}")
+        try:  # bm25s names its stopword lists ("en", "german", ...) and checks the name only when it tokenizes
+            bm25s.tokenize(["a"], stopwords=stopwords, show_progress=False)
+        except ValueError as e:
+            raise InputError(f"stopwords: {e}") from None
+        self.stopwords = stopwords
         self._key: str | None = None
         self._index: Any = None
 

@@ -35,6 +35,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from ctxsel.errors import InputError, MissingExtraError
+from ctxsel.inputs import as_int
 from ctxsel.scoring.cache import EmbeddingCache, text_key
 from ctxsel.scoring.windows import LONG_CHUNKS, ModelWindow, truncation_note, warn_truncation
 from ctxsel.types import Chunk
@@ -224,7 +225,13 @@ class DenseScorer:
         # the cache key and the id in result files: int8 vectors never mix with fp32 ones
         self.model_id = vector_id(DEFAULT_MODEL if model is None else model, self.backend)
         self.device = device
-        self.batch_size = batch_size
+        self.batch_size = as_int("batch_size", batch_size)
+        if self.batch_size < 1:
+            raise InputError(f"batch_size must be >= 1, got {batch_size}")
+        if num_threads is not None and as_int("num_threads", num_threads) < 0:
+            raise InputError(f"num_threads must be >= 1 (0 or None: the backend's default), got {num_threads}")
+        if as_int("query_cache_size", query_cache_size) < 0:
+            raise InputError(f"query_cache_size must be >= 0, got {query_cache_size}")
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
         self.num_threads = num_threads

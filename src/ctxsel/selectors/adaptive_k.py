@@ -35,8 +35,9 @@ from typing import Any, Literal
 import numpy as np
 
 from ctxsel.errors import InputError
+from ctxsel.inputs import as_int
 from ctxsel.selectors._fastcut import SMALL_N, RankView, largest_gap
-from ctxsel.selectors.base import Cut, ScoreCutSelector, as_int
+from ctxsel.selectors.base import Cut, ScoreCutSelector
 from ctxsel.types import AdaptiveKGap
 
 Strategy = Literal["largest_gap", "moving_avg", "2diff_spike"]

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from ctxsel.errors import InputError
+from ctxsel.inputs import as_int
 from ctxsel.selectors._fastcut import SMALL_N, RankView
-from ctxsel.selectors.base import Cut, ScoreCutSelector, as_int
+from ctxsel.selectors.base import Cut, ScoreCutSelector
 
 
 def autocut_k(sorted_scores: np.ndarray, jumps: int = 1) -> int:

@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ctxsel.errors import InputError, InputTypeError
-from ctxsel.inputs import check_question
+from ctxsel.inputs import as_int, check_question
 from ctxsel.selectors._fastcut import SMALL_N, RankView, nonfinite_error
 from ctxsel.types import Chunk, MethodDetails, Selection, as_chunks
 
@@ -298,24 +298,6 @@ def as_scores(scores: object) -> np.ndarray:
         return np.asarray(scores, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError) as e:
         raise InputError(f"scores must be numbers, one per chunk ({e})") from None
-
-
-def as_int(name: str, value: object) -> int:
-    """An integer parameter; 1.5 or "3" is an error, not a silent truncation (1e9, a whole float, is fine)."""
-    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InputError(f"{name} must be an integer, got {value!r}")
-    return int(value)
-
-
-def as_float(name: str, value: object) -> float:
-    """A finite number parameter: "abc", None or NaN is an error that names the parameter."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InputError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise InputError(f"{name} must be finite, got {value!r}")
-    return float(value)
 
 
 def _as_float(x: float) -> float | None:

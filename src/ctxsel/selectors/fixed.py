@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from ctxsel.errors import InputError
+from ctxsel.inputs import as_float, as_int
 from ctxsel.selectors._fastcut import RankView
-from ctxsel.selectors.base import Cut, Decision, ScoreCutSelector, as_float, as_int, rank
+from ctxsel.selectors.base import Cut, Decision, ScoreCutSelector, rank
 
 
 class TopK(ScoreCutSelector):

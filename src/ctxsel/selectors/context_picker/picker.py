@@ -56,12 +56,12 @@ from typing import Any, cast
 import numpy as np
 
 from ctxsel.errors import InputError
-from ctxsel.inputs import MissingLLMError, check_question
+from ctxsel.inputs import MissingLLMError, as_int, check_question
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.constrain import ReplyFormatError
 from ctxsel.reader import for_template
 from ctxsel.selectors.adaptive_k import AdaptiveK
-from ctxsel.selectors.base import CommonOptions, NanPolicy, Selector, as_int
+from ctxsel.selectors.base import CommonOptions, NanPolicy, Selector
 from ctxsel.selectors.context_picker.prompt import (
     MAX_RATIONALE_CHARS,
     PICKER,

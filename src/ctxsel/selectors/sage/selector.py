@@ -85,7 +85,7 @@ import numpy as np
 
 from ctxsel.datasets.multiple_choice import LETTERS, parse_choice, question_with_options
 from ctxsel.errors import InputError
-from ctxsel.inputs import MissingLLMError, check_question
+from ctxsel.inputs import MissingLLMError, as_int, check_question
 from ctxsel.llm.base import LLMClient, LLMContextLengthError, complete_n
 from ctxsel.llm.constrain import (
     ReplyFormat,
@@ -113,7 +113,7 @@ from ctxsel.reader import (
     for_template,
 )
 from ctxsel.scoring.keywords import words
-from ctxsel.selectors.base import CommonOptions, Selector, as_int
+from ctxsel.selectors.base import CommonOptions, Selector
 from ctxsel.selectors.sage.graph import SentenceGraph
 from ctxsel.selectors.sage.noise import disturb, draw_lambda
 from ctxsel.selectors.sage.trace import CountingStep, RoundStep
