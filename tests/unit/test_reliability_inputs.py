@@ -628,3 +628,20 @@ def test_a20_method_that_is_not_a_spec_string() -> None:
         get_selector("top-k@")
     with pytest.raises(ValueError, match="buffer must be an integer, got ''"):
         get_selector("adaptive-k[buffer=]")
+
+
+@pytest.mark.parametrize(
+    ("port", "message"),
+    [("99999", "must be at most 65535, got 99999"), ("-1", "must be at least 0, got -1"), ("x", "expected an integer")],
+)
+def test_a_port_out_of_range_is_a_usage_error(capsys, port: str, message: str) -> None:
+    err = usage_error(capsys, "serve", "--port", port)
+    assert f"argument --port: {message}" in err  # before: OverflowError from bind(), reported as "this is a bug"
+
+
+def test_an_eval_output_that_is_a_file_is_named(capsys, tmp_path: Path) -> None:
+    f = tmp_path / "results"
+    f.write_text("not a folder", encoding="utf-8")
+    err = usage_error(capsys, "eval", "--dataset", "example", "--methods", "top-k@1", "--output", str(f))
+    assert f"the output {f} is a file, not a folder" in err  # before: "[Errno 17] File exists"
+    assert f.read_text(encoding="utf-8") == "not a folder"

@@ -11,15 +11,25 @@ from __future__ import annotations
 import argparse
 import os
 
-from ctxsel.cli.common import add_llm_arguments, make_llm
+from ctxsel.cli.common import add_llm_arguments, make_llm, non_negative_int
 
 NAME = "serve"
 HELP = "run the HTTP service (POST /select, /answer)"
 
 
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 0..65535 (0: any free one)."""
+    value = non_negative_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be at most 65535, got {value}")
+    return value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback only)")
-    p.add_argument("--port", type=int, default=8000, help="port (0: any free one; the 'listening' log line says which)")
+    p.add_argument(
+        "--port", type=port, default=8000, help="port (0: any free one; the 'listening' log line says which)"
+    )
     p.add_argument(
         "--token-env",
         default="CTXSEL_SERVE_TOKEN",

@@ -137,6 +137,8 @@ def evaluate(
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; choose {' or '.join(ENGINES)}")
     out = Path(output_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"the output {out} is a file, not a folder: pass a folder for the results (--output)")
     out.mkdir(parents=True, exist_ok=True)
     make_selector = functools.partial(_make_selector, resources=dict(resources or {}))
     with OutputLock(out):  # one run per folder: a second fails at once, naming this one's pid
