@@ -232,6 +232,11 @@ def test_a_shuffled_pool_keeps_each_gold_number_on_its_passage():
     [
         ({"stage1_max_steps": 0, "stage2_steps": 0}, "nothing to train"),
         ({"shuffle_candidates": 1.5}, "share of prompts, 0 to 1, not 1.5"),
+        ({"prompts_per_step": 0}, "--prompts-per-step must be at least 1, got 0"),  # was "this is a bug"
+        ({"num_generations": 1}, "--group-size must be at least 2, got 1"),
+        ({"stage_seconds": -5}, r"--stage-seconds must be 0 or more, got 0.0, 0.01 and -5"),  # trained on before
+        ({"beta": -1.0}, r"--kl-beta, min_delta and --stage-seconds must be 0 or more, got -1.0"),
+        ({"lr": 0.0}, "--picker-lr must be above 0, got 0.0"),
         ({"init_adapter": "no/such/run/stage2"}, "not a trained picker's stage folder"),
     ],
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ctxsel.errors import InputError
 from ctxsel.llm.hf_client import GEMMA_GGUF  # the bundled Gemma 3 270M (GGUF, de-quantised into PyTorch)
 
 
@@ -100,6 +101,49 @@ class PickerTrainConfig:
     )
     seed: int = 0
     threads: int = 1
+
+    def __post_init__(self) -> None:
+        """Settings no run can use are errors here, before a model loads: named by their flag where they have one."""
+        if self.stage1_max_steps <= 0 and self.stage2_steps <= 0:
+            raise InputError("nothing to train: --stage1-max-steps and --stage2-steps are both 0")
+        if not 0.0 <= self.shuffle_candidates <= 1.0:
+            raise InputError(f"--shuffle-candidates is a share of prompts, 0 to 1, not {self.shuffle_candidates:g}")
+        at_least = {
+            "--stage1-max-steps": (self.stage1_max_steps, 0),
+            "--stage2-steps": (self.stage2_steps, 0),
+            "--eval-every-picker": (self.eval_every, 1),
+            "patience": (self.patience, 1),
+            "--group-size": (self.num_generations, 2),  # GRPO compares a question's samples with each other
+            "--prompts-per-step": (self.prompts_per_step, 1),
+            "lora_r": (self.lora_r, 1),
+            "--max-reply-tokens": (self.max_completion_length, 1),
+            "--warmup-steps": (self.warmup_steps, 0),
+            "--picker-tokens": (self.n_tokens, 1),
+            "--max-candidates": (self.max_candidates, 1),
+            "--threads": (self.threads, 1),
+        }
+        for flag, (value, low) in at_least.items():
+            if value < low:
+                raise InputError(f"{flag} must be at least {low}, got {value}")
+        positive = {
+            "--picker-lr": self.lr,
+            "lora_alpha": self.lora_alpha,
+            "epsilon": self.epsilon,
+            "temperature": self.temperature,
+            "warmup_lr": self.warmup_lr,
+        }
+        for flag, number in positive.items():
+            if not number > 0:
+                raise InputError(f"{flag} must be above 0, got {number}")
+        if not self.epsilon_high >= self.epsilon:
+            raise InputError(f"epsilon_high must be at least epsilon ({self.epsilon}), got {self.epsilon_high}")
+        if not (self.beta >= 0 and self.min_delta >= 0 and self.stage_seconds >= 0):
+            raise InputError(
+                "--kl-beta, min_delta and --stage-seconds must be 0 or more, got "
+                f"{self.beta}, {self.min_delta} and {self.stage_seconds}"
+            )
+        if not 0 <= self.lora_dropout < 1:
+            raise InputError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
 
 
 __all__ = ["PickerTrainConfig"]

@@ -551,10 +551,6 @@ def train_picker(
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if not train_rows:
         raise InputError("no training rows: mine evidence sets first (ctxsel mine) and check their pools")
-    if cfg.stage1_max_steps <= 0 and cfg.stage2_steps <= 0:
-        raise InputError("nothing to train: --stage1-max-steps and --stage2-steps are both 0")
-    if not 0.0 <= cfg.shuffle_candidates <= 1.0:
-        raise InputError(f"--shuffle-candidates is a share of prompts, 0 to 1, not {cfg.shuffle_candidates:g}")
     if model_and_tokenizer is not None or cfg.base == TINY:
         # a model made in process is saved beside the adapters, which name it relative to themselves
         model, tok = model_and_tokenizer or make_tiny_model(cfg.seed)
