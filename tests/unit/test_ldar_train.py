@@ -217,7 +217,18 @@ def test_per_question_baselines_and_the_cosine_schedule(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [{"baseline": "median"}, {"lr_schedule": "linear"}, {"entropy_coef": -0.1}, {"entropy_coef": float("nan")}]
+    "bad",
+    [
+        {"baseline": "median"},
+        {"lr_schedule": "linear"},
+        {"entropy_coef": -0.1},
+        {"entropy_coef": float("nan")},
+        {"lr": -1.0},  # was an optimizer error reported as "this is a bug"
+        {"lr": 0.0},
+        {"threads": 0},
+        {"checkpoint_every": -1},
+        {"eval_every": -1},
+    ],
 )
 def test_bad_stability_options_are_refused(bad: dict) -> None:
     with pytest.raises(ValueError):

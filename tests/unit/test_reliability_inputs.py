@@ -645,3 +645,17 @@ def test_an_eval_output_that_is_a_file_is_named(capsys, tmp_path: Path) -> None:
     err = usage_error(capsys, "eval", "--dataset", "example", "--methods", "top-k@1", "--output", str(f))
     assert f"the output {f} is a file, not a folder" in err  # before: "[Errno 17] File exists"
     assert f.read_text(encoding="utf-8") == "not a folder"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["picker", "--labels", "--prompts-per-step", "0"], "--prompts-per-step must be at least 1, got 0"),
+        (["picker", "--labels", "--stage-seconds", "-5"], "--stage-seconds must be 0 or more"),
+        (["ldar", "--lr", "0"], "need lr > 0"),
+    ],
+)
+def test_training_settings_no_run_can_use_stop_before_a_model_loads(capsys, tmp_path: Path, argv, message) -> None:
+    err = usage_error(capsys, "train", *argv, "--dataset", "example", "--output", str(tmp_path / "run"))
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()

@@ -130,6 +130,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.reward == "llm" and not args.reader:
         raise InputError("--reward llm needs a reader: --reader local (the bundled model) or --reader URL")
+    # settings first: one that no run can use stops here, before the data is read, scored or written
+    policy_config = from_args(PolicyConfig, args, NETWORK_FLAGS)
+    train_config = from_args(TrainConfig, args, TRAIN_FLAGS + STABILITY_FLAGS, random_reference=args.reward == "label")
     examples = load_dataset(args.dataset, hotpotqa_path=args.hotpotqa)
     if len(examples) < 2:
         raise InputError(f"dataset {args.dataset!r} has {len(examples)} example(s); training needs a split")
@@ -175,8 +178,6 @@ def run(args: argparse.Namespace) -> int:
     if args.cost_weight:
         reward = CostRegularized(reward, args.cost_weight)
 
-    policy_config = from_args(PolicyConfig, args, NETWORK_FLAGS)
-    train_config = from_args(TrainConfig, args, TRAIN_FLAGS + STABILITY_FLAGS, random_reference=args.reward == "label")
     info = {
         "dataset": args.dataset,
         "scorer": _scorer_id(scorer),

@@ -88,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
 
     if bool(args.mined) == bool(args.labels):
         raise InputError("ctxsel train picker needs either --mined FILE.jsonl (from `ctxsel mine`) or --labels")
+    # settings first: one that no run can use stops here, before the data is read, scored or written
+    cfg = from_args(PickerTrainConfig, args, PICKER_FLAGS, seed=args.seed, threads=args.threads)
     examples = {e.id: e for e in load_dataset(args.dataset, hotpotqa_path=args.hotpotqa)}
     records = labelled_records(examples.values()) if args.labels else read_mined(args.mined)
     if not any(r["kept"] for r in records):
@@ -103,7 +105,6 @@ def run(args: argparse.Namespace) -> int:
     write_atomic(out / "split.json", json.dumps({"mined": args.mined, "labels": args.labels, **split}, indent=1) + "\n")
     args.model = getattr(args, "model", None)
     scorer = make_scorer(args, progress=not args.no_progress)
-    cfg = from_args(PickerTrainConfig, args, PICKER_FLAGS, seed=args.seed, threads=args.threads)
     rows, stats = picker_rows(
         split_records(records, set(split["train"])),
         examples,

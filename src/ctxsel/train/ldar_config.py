@@ -68,6 +68,17 @@ class TrainConfig:
             raise InputError(f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
         if not self.entropy_coef >= 0:
             raise InputError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
+        if not (self.lr > 0 and self.adam_eps > 0 and all(0 <= b < 1 for b in self.adam_betas)):
+            raise InputError(
+                f"need lr > 0, adam_eps > 0 and adam_betas in [0, 1), got {self.lr}, {self.adam_eps}, {self.adam_betas}"
+            )
+        if self.threads < 1:
+            raise InputError(f"threads must be >= 1, got {self.threads}")
+        if self.checkpoint_every < 0 or self.eval_every < 0:
+            raise InputError(
+                f"checkpoint_every and eval_every must be >= 0 (0: never), got {self.checkpoint_every}, "
+                f"{self.eval_every}"
+            )
 
     def identity(self) -> dict[str, Any]:
         """The settings a resumed run must share (steps may grow, threads may change)."""

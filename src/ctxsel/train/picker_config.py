@@ -111,7 +111,7 @@ class PickerTrainConfig:
         at_least = {
             "--stage1-max-steps": (self.stage1_max_steps, 0),
             "--stage2-steps": (self.stage2_steps, 0),
-            "--eval-every-picker": (self.eval_every, 1),
+            "--eval-every-picker": (self.eval_every, 0),  # 0: at the start and the end only
             "patience": (self.patience, 1),
             "--group-size": (self.num_generations, 2),  # GRPO compares a question's samples with each other
             "--prompts-per-step": (self.prompts_per_step, 1),
