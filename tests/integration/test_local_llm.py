@@ -63,6 +63,15 @@ def test_prompt_past_the_window_is_a_typed_error_before_compute(client):
         client.complete("word " * 3000, max_tokens=8)
 
 
+def test_a_window_below_llama_cpps_smallest_is_the_one_a_prompt_must_fit():
+    # llama.cpp rounds 10 up to 256 and llama-cpp-python keeps 10: a 20-token prompt fitted the first
+    # check and failed inside with "could not broadcast input array from shape (..) into shape (0,)"
+    small = LocalLlamaClient("gemma-270m", n_ctx=10, n_threads=1)
+    assert small.n_ctx == 10
+    with pytest.raises(LLMContextLengthError, match="past the 10-token window"):
+        small.complete(PROMPT, max_tokens=4)
+
+
 def test_openai_server_over_the_same_model_gives_the_same_answer(client, tmp_path):
     pytest.importorskip("uvicorn")
     with serve_local("gemma-270m", n_ctx=2048, n_threads=2) as url:

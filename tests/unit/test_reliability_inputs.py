@@ -659,3 +659,13 @@ def test_training_settings_no_run_can_use_stop_before_a_model_loads(capsys, tmp_
     err = usage_error(capsys, "train", *argv, "--dataset", "example", "--output", str(tmp_path / "run"))
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"), [("--k", "0", "--k must be >= 1"), ("--rewrites", "-1", "--rewrites")]
+)
+def test_mining_settings_no_run_can_use(capsys, tmp_path: Path, flag: str, value: str, message: str) -> None:
+    out = tmp_path / "mined.jsonl"
+    reader = ["--reader", "http://127.0.0.1:9", "--reader-model", "m"]  # never called: the settings stop it first
+    err = usage_error(capsys, "mine", "--dataset", "example", "--output", str(out), *reader, flag, value)
+    assert message in err and not out.exists()  # --rewrites -1 mined with no rewrites before

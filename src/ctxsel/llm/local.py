@@ -140,16 +140,19 @@ class LocalLlamaClient:
         self.lora = Path(lora) if lora is not None else None
         if self.lora is not None and not self.lora.is_file():
             raise FileNotFoundError(f"no LoRA GGUF at {self.lora}")
+        asked = int(n_ctx or n_ctx_train or 0)
         self._llm = Llama(
             model_path=str(path),
             lora_path=str(self.lora) if self.lora is not None else None,
-            n_ctx=int(n_ctx or n_ctx_train or 0),
+            n_ctx=asked,
             n_threads=self.n_threads,
             n_threads_batch=self.n_threads,
             seed=seed,
             verbose=verbose,
         )
-        self.n_ctx = int(self._llm.n_ctx())
+        # llama.cpp rounds a small window up (to 256 tokens), llama-cpp-python keeps the one asked for:
+        # the smaller is the window a prompt must fit (past it, llama-cpp-python fails with a numpy error)
+        self.n_ctx = min(int(self._llm.n_ctx()), asked) if asked else int(self._llm.n_ctx())
         template = self._llm.metadata.get("tokenizer.chat_template")
         self.chat = bool(next(c for c in (chat, model_chat, bool(template)) if c is not None))
         if self.chat and not template:

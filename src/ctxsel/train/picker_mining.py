@@ -109,6 +109,8 @@ class MineConfig:
     def __post_init__(self) -> None:
         if self.k < 1:
             raise InputError(f"--k must be >= 1, got {self.k}")
+        if self.rewrites < 0:
+            raise InputError(f"--rewrites must be >= 0 (0: none), got {self.rewrites}")
 
 
 def mine_example(
