@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ctxsel.errors import InputError
+from ctxsel.errors import InputError, InputTypeError
 from ctxsel.inputs import check_question
 from ctxsel.selectors import get_selector
 from ctxsel.selectors.base import Selector
@@ -54,6 +54,11 @@ class Pipeline:
 
     def __init__(self, selector: Selector, scorer: Scorer | str | None = None, expand: Any = None) -> None:
         self.selector = selector
+        if scorer is not None and not isinstance(scorer, str) and not callable(getattr(scorer, "score", None)):
+            raise InputTypeError(
+                "scorer must be a scorer spec such as 'dense' or 'bm25', or an object with "
+                f"score(question, chunks), got {type(scorer).__name__}"
+            )
         self._scorer: Any = scorer
         self.expansion: Expansion | None = None
         if expand is not None:

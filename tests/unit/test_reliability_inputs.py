@@ -669,3 +669,8 @@ def test_mining_settings_no_run_can_use(capsys, tmp_path: Path, flag: str, value
     reader = ["--reader", "http://127.0.0.1:9", "--reader-model", "m"]  # never called: the settings stop it first
     err = usage_error(capsys, "mine", "--dataset", "example", "--output", str(out), *reader, flag, value)
     assert message in err and not out.exists()  # --rewrites -1 mined with no rewrites before
+
+
+def test_a_scorer_that_is_neither_a_spec_nor_a_scorer_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="scorer must be a scorer spec such as 'dense' or 'bm25', .* got int"):
+        ctxsel.select(QUESTION, CHUNKS, "top-k@1", scorer=42)  # was AttributeError: 'int' object has no 'score'
