@@ -60,6 +60,20 @@ def test_bad_records_are_refused_with_their_line(tmp_path: Path, record: dict[st
     assert "bad.jsonl:1" in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("plain.txt", "hostname\n", r"plain.txt:1: not valid JSON \(Expecting value\); a Marathon file is"),
+        ("two.jsonl", '{"question": "q?"}\nnot json\n', r"two.jsonl:2: not valid JSON"),
+        ("numbers.json", "[1, 2]", r"numbers.json: a Marathon file is a JSON list of question objects"),
+    ],
+)
+def test_a_file_that_is_not_marathon_shaped_is_refused(tmp_path: Path, name: str, text: str, message: str) -> None:
+    (tmp_path / name).write_text(text)
+    with pytest.raises(ValueError, match=message):  # was json.JSONDecodeError or a TypeError: "this is a bug"
+        load_marathon(tmp_path / name)
+
+
 def test_novelqa_questions_without_their_book_are_refused(tmp_path: Path) -> None:
     (tmp_path / "Books").mkdir()
     (tmp_path / "Data").mkdir()

@@ -168,12 +168,22 @@ def load_novelqa(root: str | Path, limit: int | None = None) -> list[Example]:
 def load_marathon(path: str | Path, limit: int | None = None) -> list[Example]:
     path = Path(path)
     text = path.read_text(encoding="utf-8")
-    if path.suffix == ".jsonl":
-        records = [json.loads(line) for line in text.splitlines() if line.strip()]
-    else:
-        records = json.loads(text)
+    shape = 'a JSON list of question objects, {"data": [...]}, or JSONL (.jsonl) with one object a line'
+    jsonl = path.suffix == ".jsonl"
+    parts = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()] if jsonl else [(0, text)]
+    records: Any = []
+    for n, part in parts:
+        try:
+            records.append(json.loads(part))
+        except json.JSONDecodeError as e:
+            line = n or e.lineno
+            raise InputError(f"{path}:{line}: not valid JSON ({e.msg}); a Marathon file is {shape}") from None
+    if not jsonl:
+        records = records[0]
         if isinstance(records, Mapping):
             records = records.get("data", [records])
+    if not isinstance(records, list) or not all(isinstance(r, Mapping) for r in records):
+        raise InputError(f"{path}: a Marathon file is {shape}")
     out = []
     for i, r in enumerate(records):
         where = f"{path}:{i + 1}"
