@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,20 @@ class TestHotpotQALong:
 def test_hotpotqa_missing_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="HotpotQA file not found"):
         load_hotpotqa_long(tmp_path / "nope.json")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("hostname\n", r":1: not valid JSON \(Expecting value\)"),
+        ('[{"question": "q"}]', "expected a JSON list of HotpotQA"),
+    ],
+)
+def test_hotpotqa_file_of_another_shape(tmp_path: Path, text: str, message: str) -> None:
+    p = tmp_path / FILENAME
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=message):  # was a JSONDecodeError or KeyError: "this is a bug"
+        load_hotpotqa_long(p)
 
 
 def test_hotpotqa_conflicting_paragraphs(tmp_path: Path) -> None:
@@ -277,6 +292,25 @@ class TestJSONLErrors:
     def test_no_context(self, tmp_path: Path) -> None:
         p = write_jsonl(tmp_path / "bad.jsonl", [{"id": "q", "question": "?"}])
         with pytest.raises(ValueError, match="needs 'chunks' or 'document'"):
+            load_jsonl(p)
+
+    @pytest.mark.parametrize(
+        ("line", "message"),
+        [
+            ({"question": 5, "document": "abc"}, "'question' must be a string, got int"),
+            ({"question": "?", "chunks": 5}, "'chunks' must be a list, got int"),
+            ({"question": "?", "chunks": [5]}, "chunk 0 must be a text or an object with 'text', got int"),
+            ({"question": "?", "chunks": [{"text": 5}]}, "Chunk '0': text must be str, got int"),
+            ({"question": "?", "document": 7}, "'document' must be a string, got int"),
+            ({"question": "?", "document": "abc", "gold_ids": "0"}, "'gold_ids' must be a list, got str"),
+            ({"question": "?", "ctxs": "abc"}, "'ctxs' must be a list, got str"),
+            ({"question": "?", "chunks": [{"text": "a", "position": "x"}]}, "a field has the wrong type"),
+            ({"question": "?", "document": "abc", "answers": 5}, "a field has the wrong type"),
+        ],
+    )
+    def test_fields_of_the_wrong_type_name_their_line(self, tmp_path: Path, line: dict, message: str) -> None:
+        p = write_jsonl(tmp_path / "bad.jsonl", [line])
+        with pytest.raises(ValueError, match=re.escape(f"bad.jsonl:1: {message}")):  # several were "this is a bug"
             load_jsonl(p)
 
     def test_chunk_without_text(self, tmp_path: Path) -> None:

@@ -74,6 +74,19 @@ def test_a_file_that_is_not_marathon_shaped_is_refused(tmp_path: Path, name: str
         load_marathon(tmp_path / name)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("not json", r"B01.json:1: not valid JSON"), ("[1, 2]", "expected NovelQA questions"), ("5", "expected NovelQA")],
+)
+def test_a_novelqa_question_file_of_another_shape_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "Books").mkdir()
+    (tmp_path / "Data").mkdir()
+    (tmp_path / "Books" / "B01.txt").write_text("The book.")
+    (tmp_path / "Data" / "B01.json").write_text(text)
+    with pytest.raises(ValueError, match=message):  # was a JSONDecodeError or TypeError: "this is a bug"
+        load_novelqa(tmp_path)
+
+
 def test_novelqa_questions_without_their_book_are_refused(tmp_path: Path) -> None:
     (tmp_path / "Books").mkdir()
     (tmp_path / "Data").mkdir()

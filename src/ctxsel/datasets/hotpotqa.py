@@ -48,7 +48,15 @@ def find_hotpotqa_file(path: str | Path | None = None) -> Path:
 
 def load_hotpotqa_long(path: str | Path | None = None, limit: int | None = None) -> list[Example]:
     src = find_hotpotqa_file(path)
-    items: list[dict[str, Any]] = json.loads(src.read_text(encoding="utf-8"))
+    shape = "a JSON list of HotpotQA records (question, answer, context, supporting_facts), as in the shared data"
+    try:
+        items: list[dict[str, Any]] = json.loads(src.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise InputError(f"{src}:{e.lineno}: not valid JSON ({e.msg}); expected {shape}") from None
+    if not isinstance(items, list) or not all(
+        isinstance(it, dict) and {"question", "answer", "context", "supporting_facts"} <= it.keys() for it in items
+    ):
+        raise InputError(f"{src}: expected {shape}")
     paragraphs: dict[str, tuple[str, list[str]]] = {}
     for item in items:
         for title, sents in zip(item["context"]["title"], item["context"]["sentences"]):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel.chunking import Method, chunk_text
-from ctxsel.errors import InputError
+from ctxsel.errors import CtxselError, InputError
 from ctxsel.types import Chunk, Example, check_unique_ids
 
 
@@ -53,15 +53,31 @@ def _answers(obj: dict[str, Any]) -> list[str]:
     return [str(x) for x in flat]
 
 
-def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "paragraphs") -> Example:
+def _list(obj: dict[str, Any], key: str, where: str) -> list[Any]:
+    """A field that must be a JSON list (a string of ids is refused: it would be read letter by letter)."""
+    value = obj.get(key, [])
+    if not isinstance(value, list):
+        raise InputError(f"{where}: '{key}' must be a list, got {type(value).__name__}")
+    return value
+
+
+def _check_question(obj: dict[str, Any], where: str) -> None:
     if "question" not in obj:
         raise InputError(f"{where}: missing 'question'")
+    if not isinstance(obj["question"], str):
+        raise InputError(f"{where}: 'question' must be a string, got {type(obj['question']).__name__}")
+
+
+def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "paragraphs") -> Example:
+    _check_question(obj, where)
     eid = str(obj.get("id", where))
     if "chunks" in obj:
         chunks = []
-        for i, c in enumerate(obj["chunks"]):
+        for i, c in enumerate(_list(obj, "chunks", where)):
             if isinstance(c, str):
                 c = {"id": str(i), "text": c}
+            if not isinstance(c, dict):
+                raise InputError(f"{where}: chunk {i} must be a text or an object with 'text', got {type(c).__name__}")
             if "text" not in c:
                 raise InputError(f"{where}: chunk {i} has no 'text'")
             chunks.append(
@@ -74,10 +90,12 @@ def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "pa
             )
         check_unique_ids(chunks)
     elif "document" in obj:
+        if not isinstance(obj["document"], str):
+            raise InputError(f"{where}: 'document' must be a string, got {type(obj['document']).__name__}")
         chunks = chunk_text(obj["document"], chunking, doc_id=str(obj.get("doc_id", eid)))
     else:
         raise InputError(f"{where}: needs 'chunks' or 'document'")
-    gold = [str(g) for g in obj.get("gold_ids", [])]
+    gold = [str(g) for g in _list(obj, "gold_ids", where)]
     ids = {c.id for c in chunks}
     unknown = [g for g in gold if g not in ids]
     if unknown:
@@ -94,11 +112,10 @@ def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "pa
 
 
 def example_from_helmet(obj: dict[str, Any], where: str) -> Example:
-    if "question" not in obj:
-        raise InputError(f"{where}: missing 'question'")
+    _check_question(obj, where)
     chunks, gold = [], []
     positive = {str(p.get("id")) for p in obj.get("positive_ctxs", []) if isinstance(p, dict)}
-    for i, ctx in enumerate(obj["ctxs"]):
+    for i, ctx in enumerate(_list(obj, "ctxs", where)):
         if not isinstance(ctx, dict) or "text" not in ctx:
             raise InputError(f"{where}: ctxs[{i}] has no 'text'")
         cid = str(ctx.get("id", i))
@@ -107,7 +124,7 @@ def example_from_helmet(obj: dict[str, Any], where: str) -> Example:
         chunks.append(Chunk(id=cid, text=text, doc_id=str(obj.get("id", where)), position=i))
         if ctx.get("has_answer") or ctx.get("is_gold") or cid in positive:
             gold.append(cid)
-    gold.extend(str(g) for g in obj.get("gold_ids", []) if str(g) not in gold)
+    gold.extend(str(g) for g in _list(obj, "gold_ids", where) if str(g) not in gold)
     check_unique_ids(chunks)
     unknown = sorted(set(gold) - {c.id for c in chunks})
     if unknown:
@@ -123,7 +140,16 @@ def load_jsonl(path: str | Path, chunking: Method = "paragraphs", limit: int | N
     out = []
     for lineno, obj in _read_jsonl(p):
         where = f"{p.name}:{lineno}"
-        out.append(example_from_helmet(obj, where) if "ctxs" in obj else example_from_generic(obj, where, chunking))
+        try:
+            out.append(example_from_helmet(obj, where) if "ctxs" in obj else example_from_generic(obj, where, chunking))
+        except CtxselError as e:
+            if str(e).startswith(where):
+                raise
+            raise InputError(f"{where}: {e}") from None  # e.g. a Chunk's own check, which knows no line
+        except (TypeError, ValueError, AttributeError) as e:  # a field of another JSON type than the format's
+            raise InputError(
+                f"{where}: a field has the wrong type ({e}); see the format in ctxsel.datasets.jsonl"
+            ) from None
         if limit is not None and len(out) >= limit:
             break
     ids = [e.id for e in out]

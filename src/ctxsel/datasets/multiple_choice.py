@@ -140,8 +140,16 @@ def load_novelqa(root: str | Path, limit: int | None = None) -> list[Example]:
         if book not in books:
             raise FileNotFoundError(f"{qfile}: no Books/**/{book}.txt for its questions")
         text = books[book].read_text(encoding="utf-8")
-        data = json.loads(qfile.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(qfile.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise InputError(f"{qfile}:{e.lineno}: not valid JSON ({e.msg})") from None
+        shape = 'expected NovelQA questions: {"Q1": {"Question": ..., "Options": ...}, ...} or a list of them'
+        if not isinstance(data, (Mapping, list)):
+            raise InputError(f"{qfile}: {shape}")
         items = list(data.items()) if isinstance(data, Mapping) else [(str(i), q) for i, q in enumerate(data)]
+        if not all(isinstance(q, Mapping) for _, q in items):
+            raise InputError(f"{qfile}: {shape}")
         for qid, q in items:
             where = f"{qfile}:{qid}"
             opts = _options(_get(q, "Options", "options"), where)
