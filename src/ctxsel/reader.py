@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ctxsel.errors import InputError
+from ctxsel.errors import InputError, InputTypeError
 from ctxsel.llm.base import LLMClient, LLMContextLengthError
 from ctxsel.llm.prompts import FACTOID_QA, PromptTemplate, get_template
 from ctxsel.tokens import count_tokens as cl100k_tokens
@@ -247,6 +247,11 @@ class Reader:
         max_answer_tokens: int | None = None,
         window: int | None = None,
     ) -> None:
+        if not callable(getattr(client, "complete", None)):
+            raise InputTypeError(
+                "a Reader needs an LLM client (an object with complete(prompt, ...), e.g. "
+                f"ctxsel.llm.local.LocalLlamaClient()), got {type(client).__name__}"
+            )
         self.template = get_template(template) if isinstance(template, str) else template
         self.client = for_template(client, self.template)
         self.max_answer_tokens = max_answer_tokens or DEFAULT_MAX_ANSWER_TOKENS.get(self.template.name, 64)

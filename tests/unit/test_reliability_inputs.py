@@ -674,3 +674,22 @@ def test_mining_settings_no_run_can_use(capsys, tmp_path: Path, flag: str, value
 def test_a_scorer_that_is_neither_a_spec_nor_a_scorer_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="scorer must be a scorer spec such as 'dense' or 'bm25', .* got int"):
         ctxsel.select(QUESTION, CHUNKS, "top-k@1", scorer=42)  # was AttributeError: 'int' object has no 'score'
+
+
+def test_a_reader_without_an_llm_client_is_a_type_error() -> None:
+    from ctxsel.reader import Reader
+
+    with pytest.raises(TypeError, match="a Reader needs an LLM client .* got NoneType"):
+        Reader(None, "factoid-qa")  # type: ignore[arg-type]  # was accepted, and failed at the first answer
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"n_threads": -1}, "n_threads must be >= 1"), ({"n_ctx": -5}, "n_ctx must be >= 1 tokens")],
+)
+def test_local_client_settings_are_checked_before_the_model_loads(options: dict, message: str) -> None:
+    pytest.importorskip("llama_cpp")
+    from ctxsel.llm.local import LocalLlamaClient
+
+    with pytest.raises(ValueError, match=message):  # n_ctx=-5 was llama.cpp's "Failed to create llama_context"
+        LocalLlamaClient("no-such-model", **options)  # the settings are refused before the model is looked up

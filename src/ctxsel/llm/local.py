@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ctxsel.errors import InputError, MissingExtraError
+from ctxsel.inputs import as_int
 from ctxsel.llm.base import (
     Completion,
     LLMContextLengthError,
@@ -133,6 +134,12 @@ class LocalLlamaClient:
             from llama_cpp import Llama
         except ImportError:
             raise MissingExtraError("LocalLlamaClient needs llama-cpp-python: pip install 'ctxsel[local]'") from None
+        if n_threads is not None and as_int("n_threads", n_threads) < 1:
+            raise InputError(f"n_threads must be >= 1 (or None: {DEFAULT_THREADS}), got {n_threads}")
+        if n_ctx is not None and as_int("n_ctx", n_ctx) < 0:
+            raise InputError(
+                f"n_ctx must be >= 1 tokens (0 or None: the window the model was trained for), got {n_ctx}"
+            )
         path, name, model_chat, n_ctx_train = resolve_model(model)
         self.model_path = path
         self.n_threads = int(n_threads or DEFAULT_THREADS)
