@@ -14,7 +14,11 @@ always text (``'5'`` is the string "5"). So any path fits:
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ctxsel.errors import SpecError
@@ -138,3 +142,26 @@ def quote_value(value: str) -> str:
     if value and not any(c in value for c in ",[]=+@'\" ") and spec_value(value) == value:
         return value
     return "'" + value.replace("'", "''") + "'"
+
+
+@functools.cache  # a server asks on every request; signatures do not change
+def option_names(cls: type) -> tuple[str, ...]:
+    """The keyword options a class accepts: its own and, through ``**kw``, its bases'."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = list(inspect.signature(init).parameters.values())[1:]
+        names += [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in names]
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return tuple(names)
+
+
+def unknown_option_message(kind: str, name: str, option: str, valid: Sequence[str]) -> str:
+    """What a user reads for ``adaptive-k[foo=1]`` or ``bm25[foo=1]``: the options it takes, and the closest."""
+    close = difflib.get_close_matches(option, valid, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    takes = f"its options are: {', '.join(valid)}" if valid else "it takes none"
+    return f"bad options for {kind} {name!r}: no option {option!r}{hint}; {takes}"

@@ -12,12 +12,12 @@ with ctxsel: pass its path, or set ``CTXSEL_HOTPOTQA``.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from pathlib import Path
 from typing import Any
 
+from ctxsel.datasets.jsonl import read_json
 from ctxsel.errors import InputError
 from ctxsel.types import Chunk, Example
 
@@ -49,10 +49,7 @@ def find_hotpotqa_file(path: str | Path | None = None) -> Path:
 def load_hotpotqa_long(path: str | Path | None = None, limit: int | None = None) -> list[Example]:
     src = find_hotpotqa_file(path)
     shape = "a JSON list of HotpotQA records (question, answer, context, supporting_facts), as in the shared data"
-    try:
-        items: list[dict[str, Any]] = json.loads(src.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise InputError(f"{src}:{e.lineno}: not valid JSON ({e.msg}); expected {shape}") from None
+    items: list[dict[str, Any]] = read_json(src, f"; expected {shape}")
     if not isinstance(items, list) or not all(
         isinstance(it, dict) and {"question", "answer", "context", "supporting_facts"} <= it.keys() for it in items
     ):

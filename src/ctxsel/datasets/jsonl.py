@@ -25,7 +25,16 @@ from ctxsel.errors import CtxselError, InputError
 from ctxsel.types import Chunk, Example, check_unique_ids
 
 
-def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_json(path: Path, hint: str = "") -> Any:
+    """One JSON file; not JSON is an error that names the file and line (``hint``: what the file should be)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg}){hint}") from None
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line; a line that is not a JSON object is an error naming it."""
     with path.open("rb") as f:
         for lineno, raw in enumerate(f, start=1):
             if not raw.strip():
@@ -138,7 +147,7 @@ def load_jsonl(path: str | Path, chunking: Method = "paragraphs", limit: int | N
     """Read generic or HELMET JSONL (detected per line by the ``ctxs`` key)."""
     p = Path(path)
     out = []
-    for lineno, obj in _read_jsonl(p):
+    for lineno, obj in read_jsonl(p):
         where = f"{p.name}:{lineno}"
         try:
             out.append(example_from_helmet(obj, where) if "ctxs" in obj else example_from_generic(obj, where, chunking))

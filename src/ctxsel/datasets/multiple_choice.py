@@ -22,13 +22,13 @@ Keys are matched case-insensitively.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ctxsel.chunking import chunk_text
+from ctxsel.datasets.jsonl import read_json, read_jsonl
 from ctxsel.errors import InputError
 from ctxsel.types import Example
 
@@ -140,10 +140,7 @@ def load_novelqa(root: str | Path, limit: int | None = None) -> list[Example]:
         if book not in books:
             raise FileNotFoundError(f"{qfile}: no Books/**/{book}.txt for its questions")
         text = books[book].read_text(encoding="utf-8")
-        try:
-            data = json.loads(qfile.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise InputError(f"{qfile}:{e.lineno}: not valid JSON ({e.msg})") from None
+        data = read_json(qfile)
         shape = 'expected NovelQA questions: {"Q1": {"Question": ..., "Options": ...}, ...} or a list of them'
         if not isinstance(data, (Mapping, list)):
             raise InputError(f"{qfile}: {shape}")
@@ -175,19 +172,11 @@ def load_novelqa(root: str | Path, limit: int | None = None) -> list[Example]:
 
 def load_marathon(path: str | Path, limit: int | None = None) -> list[Example]:
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
     shape = 'a JSON list of question objects, {"data": [...]}, or JSONL (.jsonl) with one object a line'
-    jsonl = path.suffix == ".jsonl"
-    parts = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()] if jsonl else [(0, text)]
-    records: Any = []
-    for n, part in parts:
-        try:
-            records.append(json.loads(part))
-        except json.JSONDecodeError as e:
-            line = n or e.lineno
-            raise InputError(f"{path}:{line}: not valid JSON ({e.msg}); a Marathon file is {shape}") from None
-    if not jsonl:
-        records = records[0]
+    if path.suffix == ".jsonl":
+        records: Any = [obj for _, obj in read_jsonl(path)]
+    else:
+        records = read_json(path, f"; a Marathon file is {shape}")
         if isinstance(records, Mapping):
             records = records.get("data", [records])
     if not isinstance(records, list) or not all(isinstance(r, Mapping) for r in records):

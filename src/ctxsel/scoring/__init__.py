@@ -6,13 +6,11 @@ that kind is built.
 
 from __future__ import annotations
 
-import difflib
-import inspect
 from typing import Any
 
 from ctxsel.errors import InputError, SpecError
 from ctxsel.scoring.base import Scorer
-from ctxsel.specs import parse_options, split_spec
+from ctxsel.specs import option_names, parse_options, split_spec, unknown_option_message
 
 
 def parse_scorer_spec(spec: str) -> tuple[str, dict[str, Any]]:
@@ -50,12 +48,8 @@ def scorer_class(name: str) -> type[Scorer]:
 
 def scorer_options(name: str) -> tuple[str, ...]:
     """The keyword options a scorer takes (``hybrid`` passes the ones it does not know to its dense part)."""
-    init = scorer_class(name).__dict__.get("__init__")
-    if init is None:
-        return ()
-    params = list(inspect.signature(init).parameters.values())[1:]
-    names = tuple(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-    return names + scorer_options("dense") if name == "hybrid" else names
+    names = option_names(scorer_class(name))
+    return names + option_names(scorer_class("dense")) if name == "hybrid" else names
 
 
 def get_scorer(name: str = "dense", **options: Any) -> Scorer:
@@ -75,10 +69,7 @@ def get_scorer(name: str = "dense", **options: Any) -> Scorer:
     cls, valid = scorer_class(name), scorer_options(name)
     for key in options:
         if key not in valid:
-            close = difflib.get_close_matches(key, valid, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            takes = f"its options are: {', '.join(valid)}" if valid else "it takes none"
-            raise InputError(f"bad options for scorer {name!r}: no option {key!r}{hint}; {takes}")
+            raise InputError(unknown_option_message("scorer", name, key, valid))
     try:
         return cls(**options)
     except (TypeError, ValueError) as e:  # ctxsel's checks (InputError) and any a library makes

@@ -14,9 +14,7 @@ Methods register by import path, so listing them imports nothing heavy.
 from __future__ import annotations
 
 import difflib
-import functools
 import importlib
-import inspect
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +22,8 @@ from typing import Any
 from ctxsel.errors import InputError, InputTypeError, SpecError
 from ctxsel.inputs import MissingLLMError
 from ctxsel.selectors.base import ScoreCutSelector, Selector
-from ctxsel.specs import parse_options, spec_value, split_spec, split_top
+from ctxsel.specs import option_names, parse_options, spec_value, split_spec, split_top
+from ctxsel.specs import unknown_option_message as _unknown_option
 
 
 @dataclass(frozen=True)
@@ -155,21 +154,6 @@ def get_selector_class(name: str) -> type[Selector]:
     return getattr(importlib.import_module(module_name), cls_name)  # type: ignore[no-any-return]
 
 
-@functools.cache  # a server asks on every request; signatures do not change
-def option_names(cls: type[Selector]) -> tuple[str, ...]:
-    """The keyword options a selector class accepts: its own and, through ``**kw``, its bases'."""
-    names: list[str] = []
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        params = list(inspect.signature(init).parameters.values())[1:]
-        names += [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in names]
-        if not any(p.kind is p.VAR_KEYWORD for p in params):
-            break
-    return tuple(names)
-
-
 def get_selector(
     method: str | Selector, *, llm: Any = None, resources: dict[str, Any] | None = None, **options: Any
 ) -> Selector:
@@ -208,10 +192,7 @@ def get_selector(
 
 def unknown_option_message(name: str, cls: type[Selector], option: str) -> str:
     """What a user reads for ``adaptive-k[foo=1]``: the options the method takes, and the closest."""
-    valid = [n for n in option_names(cls) if n != "llm"]
-    close = difflib.get_close_matches(option, valid, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"bad options for method {name!r}: no option {option!r}{hint}; its options are: {', '.join(valid)}"
+    return _unknown_option("method", name, option, [n for n in option_names(cls) if n != "llm"])
 
 
 __all__ = [
