@@ -212,6 +212,80 @@ def picks(args: argparse.Namespace) -> None:
     diagnostic_picks(args.run, args.label, name, rows, replies, time.perf_counter() - t0)
 
 
+def votes(args: argparse.Namespace) -> None:
+    """The greedy pick and ``--samples`` sampled picks of ``--adapter`` or of the untrained 1.5B
+    (llama.cpp, under the grammar, as ``ctxsel eval`` runs it) on the ``--rows`` pools, and the recall
+    of four rules: greedy, greedy with the min_k=3 floor, the majority of the samples, and the majority
+    with the floor (``context-picker[samples=N]``). Written to RUN/votes_ROWS.json (``_untrained``
+    without an adapter). Recall counts every gold chunk on test rows and the gold inside the pool on
+    validation rows, whose rows carry no count of the rest."""
+    from tqdm.auto import tqdm
+
+    from ctxsel.llm.constrain import ReplyFormatError
+    from ctxsel.llm.local import LocalLlamaClient
+    from ctxsel.llm.lora_gguf import llama_adapter_client
+    from ctxsel.selectors.context_picker.picker import ContextPicker, vote
+    from ctxsel.selectors.context_picker.prompt import picker_format
+    from ctxsel.types import Chunk, PickerDetails
+
+    rows = json.loads((args.run / "rows.json").read_text(encoding="utf-8"))[args.rows]
+    client = (
+        llama_adapter_client(args.adapter, n_threads=args.threads)
+        if args.adapter
+        else LocalLlamaClient("qwen-1.5b", n_threads=args.threads)  # the untrained picker: the bundled reader
+    )
+    pool = {"n_tokens": 10**9, "max_candidates": 10**6}  # the rows are the pools, in rank order
+    greedy = ContextPicker(client, **pool)
+    sampler = ContextPicker(client, samples=args.samples, temperature=args.temperature, **pool)
+    out: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    for r in tqdm(rows, desc=f"votes {args.rows}", unit="q"):
+        chunks = [Chunk(str(i), text, position=i) for i, text in enumerate(r["passages"], 1)]
+        scores = [-float(i) for i in range(len(chunks))]
+        g = greedy.select(r["question"], chunks, scores)
+        v = sampler.select(r["question"], chunks, scores)
+        samples = []
+        for text in v.details_as(PickerDetails).replies:
+            try:
+                samples.append([i - 1 for i in picker_format(len(chunks)).parse(text).ids])
+            except ReplyFormatError:  # an invalid sample does not vote
+                continue
+        out.append({"query_id": r["query_id"], "greedy": [int(i) - 1 for i in g.ids], "samples": samples})
+    seconds = time.perf_counter() - t0
+
+    def rule_stats(picks: list[list[int]]) -> dict[str, float]:
+        hits = [
+            len(set(p) & {i - 1 for i in r["gold"]}) / (r.get("n_gold") or len(r["gold"])) for p, r in zip(picks, rows)
+        ]
+        return {"named": sum(map(len, picks)) / len(picks), "recall": sum(hits) / len(hits)}
+
+    def floor(pick: list[int], order: list[int], k: int = 3) -> list[int]:
+        return pick + [i for i in order if i not in pick][: max(0, k - len(pick))]
+
+    rules: dict[str, list[list[int]]] = {"greedy": [], "greedy, min_k=3": [], "vote": [], "vote, min_k=3": []}
+    for o, r in zip(out, rows):
+        n = len(r["passages"])
+        rules["greedy"].append(o["greedy"])
+        rules["greedy, min_k=3"].append(floor(o["greedy"], list(range(n))))
+        kept, order = vote(o["samples"], n)
+        rules["vote"].append(kept)
+        rules["vote, min_k=3"].append(floor(kept, order))
+    data = {
+        "adapter": str(args.adapter) if args.adapter else None,
+        "rows": args.rows,
+        "samples": args.samples,
+        "temperature": args.temperature,
+        "seconds": seconds,
+        "rules": {k: rule_stats(v) for k, v in rules.items()},
+        "picks": out,
+    }
+    path = args.run / f"votes_{args.rows}{'' if args.adapter else '_untrained'}.json"
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    for k, v in data["rules"].items():
+        print(f"{k}: named {v['named']:.2f}, recall {v['recall']:.1%}")
+    print(f"{seconds:.0f} s -> {path}")
+
+
 #: One passage at a time, so the score cannot come from the pool's order.
 RELEVANCE_PROMPT = (
     "Question: {question}\n\nPassage: {passage}\n\nIs this passage needed to answer the question, alone or "
@@ -421,6 +495,22 @@ def report(args: argparse.Namespace) -> None:
             for d in diag
         ],
     )
+    # the `votes` runs (RUN/votes_ROWS.json): greedy against the majority of sampled picks, with and without the floor
+    voted = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(run.glob("votes_*.json"))]
+    votes_table = md_table(
+        ["picker", "pools", "rule", "named", "gold recall %"],
+        [
+            [
+                v["adapter"] or "untrained 1.5B",
+                f"{v['rows']} ({len(v['picks'])})",
+                rule if rule.startswith("greedy") else f"{rule} of {v['samples']} at T = {v['temperature']}",
+                _fmt(r["named"], False),
+                _fmt(r["recall"]),
+            ]
+            for v in voted
+            for rule, r in v["rules"].items()
+        ],
+    )
     stage_rows = []
     for k in (k for k in ("stage1", "stage2") if k in curves):
         c = curves[k]
@@ -457,6 +547,12 @@ def report(args: argparse.Namespace) -> None:
             if diag
             else ""
         )
+        + (
+            "\n\n## Votes (`votes`): the greedy pick against the majority of sampled picks, llama.cpp under the "
+            "grammar (validation recall: the gold inside the pool)\n\n" + votes_table
+            if voted
+            else ""
+        )
         + "\n\n## GRPO stages\n\n"
         + stages
         + f"\n\n![reward curves]({args.name}.png)\n\nCommand: `{summary.get('command') or ''}`\n"
@@ -471,6 +567,7 @@ def report(args: argparse.Namespace) -> None:
         "device": picks["device"],
         "train_seconds": picks["train_seconds"],
         "rows": rows["rows"],
+        "votes": [{k: v for k, v in d.items() if k != "picks"} for d in voted],
     }
     write_report(args.name, args.out, md, data)
     shutil.copyfile(run / "reward_curves.png", args.out / f"{args.name}.png")
@@ -481,7 +578,7 @@ def report(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="step", required=True)
-    for name in ("prepare", "train", "picks", "relevance", "report"):
+    for name in ("prepare", "train", "picks", "votes", "relevance", "report"):
         s = sub.add_parser(name)
         s.add_argument("--run", type=Path, default=Path("runs/picker_grpo"))
         s.add_argument("--threads", type=int, default=1)
@@ -513,12 +610,19 @@ def main(argv: list[str] | None = None) -> int:
     kp.add_argument("--shuffled", action="store_true", help="each test pool in a random order (gold renumbered)")
     kp.add_argument("--seed", type=int, default=0)
     kp.add_argument("--label", required=True, help="writes RUN/picks_LABEL.json")
+    vp = sub.choices["votes"]
+    vp.add_argument("--adapter", type=Path, help="a stage folder (RUN/stage2); default: the untrained 1.5B")
+    vp.add_argument("--rows", choices=("val", "test"), default="val")
+    vp.add_argument("--samples", type=int, default=8)
+    vp.add_argument("--temperature", type=float, default=1.0)
     sub.choices["relevance"].add_argument(
         "--models", nargs="+", default=["qwen-0.5b", "qwen-1.5b"], help="bundled models"
     )
     args = p.parse_args(argv)
     args.thread_info = setup_threads(args.threads)
-    {"prepare": prepare, "train": train, "picks": picks, "relevance": relevance, "report": report}[args.step](args)
+    {"prepare": prepare, "train": train, "picks": picks, "votes": votes, "relevance": relevance, "report": report}[
+        args.step
+    ](args)
     return 0
 
 

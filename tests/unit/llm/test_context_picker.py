@@ -134,6 +134,63 @@ def test_min_k_tops_a_short_pick_up_with_the_pools_best_ranked(server):
     assert sel.ids == ["3", "7"] and "min_k" not in sel.explanation
 
 
+def sampled_reply(*continuations: str):
+    """One completion request answered with several choices (the API's ``n``)."""
+    reply = completion_reply(continuations[0], 300, 30)
+    reply.body["choices"] = [
+        {"index": i, "text": t, "finish_reason": "stop", "logprobs": None} for i, t in enumerate(continuations)
+    ]
+    return reply
+
+
+def test_vote_keeps_what_half_the_picks_name_and_orders_the_rest_by_votes_then_rank():
+    from ctxsel.selectors.context_picker.picker import vote
+
+    assert vote([[0, 2], [0], [3, 0], [2, 0]], 5) == ([0, 2], [0, 2, 3, 1, 4])
+    assert vote([[1], [3], [4]], 5) == ([], [1, 3, 4, 0, 2])  # no majority: the floor decides
+    assert vote([[3, 1]], 5) == ([3, 1], [1, 3, 0, 2, 4])  # one reply: its own order
+
+
+def test_samples_vote_in_one_request_and_the_floor_fills_by_votes_before_rank(server):
+    # pool in rank order: 1, 3, 5, 7, 4 (numbers 1..5); the third sample is invalid and does not vote
+    server.push(sampled_reply('a", "ids": [2, 4]}', 'b", "ids": [2, 5]}', 'c", "ids": [9]}', 'd", "ids": [4, 2]}'))
+    sel = picker(server, n_tokens=500, samples=4, min_k=3).select("q?", CHUNKS, SCORES)
+    assert server.calls == 1  # the prompt is read once
+    req = server.requests[0].json
+    assert (req["n"], req["temperature"], req["seed"]) == (4, 1.0, 0)
+    # [2] named 3 of 3 valid, [4] 2 of 3: kept; the floor takes [5] (1 vote) before the best-ranked [1] (none)
+    assert sel.ids == ["3", "7", "4"]
+    assert "picked 2 of 5 candidates (named by at least half of 3 valid samples)" in sel.explanation
+    assert "most-voted, then best-ranked" in sel.explanation
+    picked = sel.details_as(PickerDetails)
+    assert (picked.valid, picked.invalid_replies, len(picked.replies), picked.rationale) == (True, 1, 4, "a")
+    assert sel.meta["metrics"]["invalid_share"] == 0.25
+    assert sel.config["samples"] == 4 and sel.config["temperature"] == 1.0
+
+
+def test_samples_all_invalid_retry_with_the_error_and_then_fall_back(server):
+    server.push(sampled_reply('x", "ids": [9]}', 'x", "ids": [0]}'), sampled_reply('x", "ids": [2, 2]}', "prose"))
+    sel = picker(server, n_tokens=500, samples=2).select("q?", CHUNKS, SCORES)
+    assert server.calls == 2 and "previous reply was rejected: id 0 does not exist" in server.requests[1].json["prompt"]
+    picked = sel.details_as(PickerDetails)
+    assert (picked.fallback, picked.invalid_replies) == (True, 4) and "fell back to adaptive-k" in sel.explanation
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"samples": 0}, "samples .* must be >= 1"),
+        ({"samples": "many"}, "samples"),
+        ({"samples": 3, "temperature": 0}, "needs temperature > 0"),
+    ],
+)
+def test_bad_sampling_options_are_input_errors(server, options, message):
+    from ctxsel.errors import InputError
+
+    with pytest.raises(InputError, match=message):
+        picker(server, **options)
+
+
 def test_max_candidates_caps_the_pool(server):
     server.push(completion_reply('x", "ids": [4]}'), completion_reply('x", "ids": [3]}'))
     sel = picker(server, n_tokens=10_000, max_candidates=3).select("q?", CHUNKS, SCORES)

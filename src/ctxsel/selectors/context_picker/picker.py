@@ -45,6 +45,16 @@ at B tokens so a fallback never reads more than the picker could have.
 ``min_k`` is a floor, as for the score-based methods: a pick of fewer chunks
 is topped up with the pool's best-ranked ones it did not name (not in the
 paper; the default, 1, never adds any, since a valid pick names one or more).
+
+``samples=n`` (not in the paper; the default, 1, is its greedy pick) reads
+the prompt once and samples ``n`` replies at ``temperature`` (default 1.0,
+the temperature GRPO sampled the policy at) with seeds ``seed, seed+1, ...``:
+self-consistency (Wang et al., 2023) over the policy's own distribution.
+A candidate is kept when at least half of the valid replies name it; the
+``min_k`` floor is topped up by vote share first and rank second, so with
+one greedy reply both rules are the ones above. Invalid replies do not vote;
+when none of the ``n`` is valid the picker retries (``n`` more, the error
+stated) and then falls back as usual.
 """
 
 from __future__ import annotations
@@ -56,8 +66,8 @@ from typing import Any, cast
 import numpy as np
 
 from ctxsel.errors import InputError
-from ctxsel.inputs import MissingLLMError, as_int, check_question
-from ctxsel.llm.base import LLMClient
+from ctxsel.inputs import MissingLLMError, as_float, as_int, check_question
+from ctxsel.llm.base import LLMClient, complete_n
 from ctxsel.llm.constrain import ReplyFormatError
 from ctxsel.reader import for_template
 from ctxsel.selectors.adaptive_k import AdaptiveK
@@ -90,6 +100,9 @@ class ContextPicker(CommonOptions, Selector):
         adapter: str | None = None,
         constrained: bool | None = None,
         runtime: str | None = None,
+        samples: int = 1,
+        temperature: float = 1.0,
+        seed: int = 0,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -122,6 +135,13 @@ class ContextPicker(CommonOptions, Selector):
             raise InputError(f"stage must be 1 or 2, got {stage!r}")
         if self.retries < 0:
             raise InputError(f"retries must be >= 0, got {retries}")
+        self.samples = as_int("samples", samples)
+        self.seed = as_int("seed", seed)
+        self.temperature = as_float("temperature", temperature)
+        if self.samples < 1:
+            raise InputError(f"samples (replies that vote) must be >= 1, got {samples}")
+        if self.samples > 1 and not self.temperature > 0:
+            raise InputError(f"samples={self.samples} needs temperature > 0, got {temperature}")
         self.stage = stage
         self.adapter = adapter
         if runtime == "llama.cpp":
@@ -149,6 +169,8 @@ class ContextPicker(CommonOptions, Selector):
             "constrained": self.constrained,
             "adapter": self.adapter,
             "runtime": self.runtime,
+            "samples": self.samples,
+            **({"temperature": self.temperature, "seed": self.seed} if self.samples > 1 else {}),
             "llm": getattr(self.llm, "model_id", ""),
             **super().config(),
         }
@@ -192,32 +214,40 @@ class ContextPicker(CommonOptions, Selector):
         error: str | None = None
         # constrained, the reply is the whole object; else it continues the prefill, which opens the model's turn
         constrained: dict[str, Any] = {"reply_start": PREFILL} if fmt is None else {"reply_format": fmt}
+        sampled = self.samples > 1
         for _ in range(1 + self.retries):
-            reply = self.client.complete(
-                render_prompt(question, passages, self.stage, error, prefill=fmt is None),
-                max_tokens=max_tokens,
-                temperature=0.0,
-                stop=list(PICKER.stop),
-                **constrained,
+            prompt = render_prompt(question, passages, self.stage, error, prefill=fmt is None)
+            params: dict[str, Any] = dict(max_tokens=max_tokens, stop=list(PICKER.stop), **constrained)
+            batch = (
+                complete_n(self.client, prompt, self.samples, seed=self.seed, temperature=self.temperature, **params)
+                if sampled
+                else [self.client.complete(prompt, temperature=0.0, **params)]
             )
-            usage = usage + reply.usage
-            replies.append(reply.text)
-            if reply.constrained:
-                n_constrained += 1
-            try:
-                parsed = (
-                    fmt.parse(reply.text)
-                    if fmt is not None and reply.constrained
-                    else parse_reply(reply.text, len(passages))
-                )
-            except ReplyFormatError as e:
-                error = str(e)
-                errors.append(error)
+            picks: list[list[int]] = []
+            rationale = ""
+            for reply in batch:
+                usage = usage + reply.usage
+                replies.append(reply.text)
+                if reply.constrained:
+                    n_constrained += 1
+                try:
+                    parsed = (
+                        fmt.parse(reply.text)
+                        if fmt is not None and reply.constrained
+                        else parse_reply(reply.text, len(passages))
+                    )
+                except ReplyFormatError as e:
+                    error = str(e)
+                    errors.append(error)
+                    continue
+                picks.append([i - 1 for i in parsed.ids])
+                rationale = rationale or parsed.rationale
+            if not picks:
                 continue
-            idx = [i - 1 for i in parsed.ids]
+            idx, order = vote(picks, pool.k)
             picked = len(idx)
-            # min_k, as for every method: a floor, topped up with the pool's best-ranked chunks not named
-            idx += [i for i in range(pool.k) if i not in idx][: max(0, min(self.min_k, pool.k) - picked)]
+            # min_k, as for every method: a floor, topped up by vote share, then by rank
+            idx += [i for i in order if i not in idx][: max(0, min(self.min_k, pool.k) - picked)]
             sel = Selection(
                 ids=[pool.ids[i] for i in idx],
                 scores=[pool.scores[i] for i in idx],
@@ -227,10 +257,12 @@ class ContextPicker(CommonOptions, Selector):
                 explanation="",
                 n_candidates=len(chunk_list),
             )
-            why = f"picked {picked} of {pool.k} candidates: {parsed.rationale[:200]}"
+            why = f"picked {picked} of {pool.k} candidates"
+            why += f" (named by at least half of {len(picks)} valid samples)" if sampled else ""
+            why += f": {rationale[:200]}"
             if sel.k > picked:
-                why += f"; raised to min_k={self.min_k} with the pool's best-ranked"
-            return self._finish(sel, why, usage, replies, errors, parsed.rationale, False, t0, n_constrained)
+                why += f"; raised to min_k={self.min_k} with the {'most-voted, then ' if sampled else ''}best-ranked"
+            return self._finish(sel, why, usage, replies, errors, rationale, False, t0, n_constrained)
         fb = self.fallback.select(question, chunk_list, scores)
         why = (
             f"{len(errors)} invalid repl{'y' if len(errors) == 1 else 'ies'} (last: {errors[-1]}); "
@@ -292,6 +324,18 @@ def default_runtime(adapter: str) -> str:
     return "llama.cpp" if base is not None and importlib.util.find_spec("llama_cpp") is not None else "transformers"
 
 
+def vote(picks: Sequence[Sequence[int]], n: int) -> tuple[list[int], list[int]]:
+    """The candidates (0-based) that at least half of ``picks`` name, and all ``n`` candidates in the
+    order a floor tops up from: by the share of picks naming them, then by rank. One pick: itself."""
+    count = np.zeros(n)
+    for p in picks:
+        count[list(set(p))] += 1
+    order = sorted(range(n), key=lambda i: (-count[i], i))
+    if len(picks) == 1:  # a single (greedy) reply: its own order, as the model named them
+        return list(picks[0]), order
+    return [i for i in order if 2 * count[i] >= len(picks)], order
+
+
 def candidate_pool(
     question: str,
     chunks: Sequence[Chunk],
@@ -313,4 +357,4 @@ def candidate_pool(
     return pool
 
 
-__all__ = ["ContextPicker", "candidate_pool"]
+__all__ = ["ContextPicker", "candidate_pool", "vote"]
