@@ -212,19 +212,33 @@ def picks(args: argparse.Namespace) -> None:
     diagnostic_picks(args.run, args.label, name, rows, replies, time.perf_counter() - t0)
 
 
+def vote_recall(samples: list[list[list[int]]], rows: list[dict[str, Any]], floor: int = 0) -> tuple[float, float]:
+    """Mean size and gold recall of the majority of each row's sampled picks (0-based), topped up to
+    ``floor`` by votes, then rank, as ``context-picker[samples=N,min_k=FLOOR]`` selects."""
+    from ctxsel.selectors.context_picker.picker import vote
+
+    named, recall = [], []
+    for picks, r in zip(samples, rows):
+        kept, order = vote(picks, len(r["passages"]))
+        kept += [i for i in order if i not in kept][: max(0, floor - len(kept))]
+        named.append(len(kept))
+        recall.append(len(set(kept) & {i - 1 for i in r["gold"]}) / (r.get("n_gold") or len(r["gold"])))
+    return sum(named) / len(named), sum(recall) / len(recall)
+
+
 def votes(args: argparse.Namespace) -> None:
     """The greedy pick and ``--samples`` sampled picks of ``--adapter`` or of the untrained 1.5B
     (llama.cpp, under the grammar, as ``ctxsel eval`` runs it) on the ``--rows`` pools, and the recall
     of four rules: greedy, greedy with the min_k=3 floor, the majority of the samples, and the majority
     with the floor (``context-picker[samples=N]``). Written to RUN/votes_ROWS.json (``_untrained``
-    without an adapter). Recall counts every gold chunk on test rows and the gold inside the pool on
-    validation rows, whose rows carry no count of the rest."""
+    without an adapter, ``_seedS`` for ``--seed S``). Recall counts every gold chunk on test rows and
+    the gold inside the pool on validation rows, whose rows carry no count of the rest."""
     from tqdm.auto import tqdm
 
     from ctxsel.llm.constrain import ReplyFormatError
     from ctxsel.llm.local import LocalLlamaClient
     from ctxsel.llm.lora_gguf import llama_adapter_client
-    from ctxsel.selectors.context_picker.picker import ContextPicker, vote
+    from ctxsel.selectors.context_picker.picker import ContextPicker
     from ctxsel.selectors.context_picker.prompt import picker_format
     from ctxsel.types import Chunk, PickerDetails
 
@@ -236,7 +250,7 @@ def votes(args: argparse.Namespace) -> None:
     )
     pool = {"n_tokens": 10**9, "max_candidates": 10**6}  # the rows are the pools, in rank order
     greedy = ContextPicker(client, **pool)
-    sampler = ContextPicker(client, samples=args.samples, temperature=args.temperature, **pool)
+    sampler = ContextPicker(client, samples=args.samples, temperature=args.temperature, seed=args.seed, **pool)
     out: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for r in tqdm(rows, desc=f"votes {args.rows}", unit="q"):
@@ -253,33 +267,26 @@ def votes(args: argparse.Namespace) -> None:
         out.append({"query_id": r["query_id"], "greedy": [int(i) - 1 for i in g.ids], "samples": samples})
     seconds = time.perf_counter() - t0
 
-    def rule_stats(picks: list[list[int]]) -> dict[str, float]:
-        hits = [
-            len(set(p) & {i - 1 for i in r["gold"]}) / (r.get("n_gold") or len(r["gold"])) for p, r in zip(picks, rows)
-        ]
-        return {"named": sum(map(len, picks)) / len(picks), "recall": sum(hits) / len(hits)}
-
-    def floor(pick: list[int], order: list[int], k: int = 3) -> list[int]:
-        return pick + [i for i in order if i not in pick][: max(0, k - len(pick))]
-
-    rules: dict[str, list[list[int]]] = {"greedy": [], "greedy, min_k=3": [], "vote": [], "vote, min_k=3": []}
-    for o, r in zip(out, rows):
-        n = len(r["passages"])
-        rules["greedy"].append(o["greedy"])
-        rules["greedy, min_k=3"].append(floor(o["greedy"], list(range(n))))
-        kept, order = vote(o["samples"], n)
-        rules["vote"].append(kept)
-        rules["vote, min_k=3"].append(floor(kept, order))
+    greedy_picks = [[o["greedy"]] for o in out]  # one pick: itself, the floor topped up by rank
+    sampled = [o["samples"] for o in out]
+    rules = {
+        "greedy": vote_recall(greedy_picks, rows),
+        "greedy, min_k=3": vote_recall(greedy_picks, rows, 3),
+        "vote": vote_recall(sampled, rows),
+        "vote, min_k=3": vote_recall(sampled, rows, 3),
+    }
     data = {
         "adapter": str(args.adapter) if args.adapter else None,
         "rows": args.rows,
         "samples": args.samples,
         "temperature": args.temperature,
+        "seed": args.seed,
         "seconds": seconds,
-        "rules": {k: rule_stats(v) for k, v in rules.items()},
+        "rules": {k: {"named": named, "recall": recall} for k, (named, recall) in rules.items()},
         "picks": out,
     }
-    path = args.run / f"votes_{args.rows}{'' if args.adapter else '_untrained'}.json"
+    label = ("" if args.adapter else "_untrained") + (f"_seed{args.seed}" if args.seed else "")
+    path = args.run / f"votes_{args.rows}{label}.json"
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     for k, v in data["rules"].items():
         print(f"{k}: named {v['named']:.2f}, recall {v['recall']:.1%}")
@@ -495,22 +502,35 @@ def report(args: argparse.Namespace) -> None:
             for d in diag
         ],
     )
-    # the `votes` runs (RUN/votes_ROWS.json): greedy against the majority of sampled picks, with and without the floor
-    voted = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(run.glob("votes_*.json"))]
-    votes_table = md_table(
-        ["picker", "pools", "rule", "named", "gold recall %"],
-        [
-            [
-                v["adapter"] or "untrained 1.5B",
-                f"{v['rows']} ({len(v['picks'])})",
-                rule if rule.startswith("greedy") else f"{rule} of {v['samples']} at T = {v['temperature']}",
-                _fmt(r["named"], False),
-                _fmt(r["recall"]),
-            ]
-            for v in voted
-            for rule, r in v["rules"].items()
-        ],
-    )
+    # the `votes` runs (RUN/votes_ROWS*.json): greedy against the majority of sampled picks, with and without
+    # the floor; each (picker, pools) once for greedy, once per seed set, and once for all its seed sets pooled
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for f in sorted(run.glob("votes_*.json")):
+        v = json.loads(f.read_text(encoding="utf-8"))
+        groups.setdefault((v["adapter"] or "untrained 1.5B", v["rows"]), []).append(v)
+    vote_rows = []
+    for (picker, split), runs in groups.items():
+        runs.sort(key=lambda v: v.get("seed", 0))
+        pools = rows[split]
+        label = f"{split} ({len(pools)})"
+        vote_rows += [
+            [picker, label, rule, _fmt(runs[0]["rules"][rule]["named"], False), _fmt(runs[0]["rules"][rule]["recall"])]
+            for rule in ("greedy", "greedy, min_k=3")
+        ]
+        for v in runs:
+            for rule in ("vote", "vote, min_k=3"):
+                r = v["rules"][rule]
+                desc = f"{rule}: {v['samples']} samples at T = {v['temperature']}, seeds {v.get('seed', 0)}.."
+                vote_rows.append([picker, label, desc, _fmt(r["named"], False), _fmt(r["recall"])])
+        if len(runs) > 1:
+            pooled = [[pick for v in runs for pick in v["picks"][i]["samples"]] for i in range(len(pools))]
+            for floor in (False, True):
+                named, recall = vote_recall(pooled, pools, 3 if floor else 0)
+                n = sum(v["samples"] for v in runs)
+                desc = f"vote{', min_k=3' if floor else ''}: the {n} samples above together"
+                vote_rows.append([picker, label, desc, _fmt(named, False), _fmt(recall)])
+    votes_table = md_table(["picker", "pools", "rule", "named", "gold recall %"], vote_rows)
+    voted = [v for runs in groups.values() for v in runs]
     stage_rows = []
     for k in (k for k in ("stage1", "stage2") if k in curves):
         c = curves[k]
@@ -615,6 +635,7 @@ def main(argv: list[str] | None = None) -> int:
     vp.add_argument("--rows", choices=("val", "test"), default="val")
     vp.add_argument("--samples", type=int, default=8)
     vp.add_argument("--temperature", type=float, default=1.0)
+    vp.add_argument("--seed", type=int, default=0, help="the samples' seeds are SEED..SEED+N-1")
     sub.choices["relevance"].add_argument(
         "--models", nargs="+", default=["qwen-0.5b", "qwen-1.5b"], help="bundled models"
     )

@@ -149,6 +149,7 @@ def test_vote_keeps_what_half_the_picks_name_and_orders_the_rest_by_votes_then_r
     assert vote([[0, 2], [0], [3, 0], [2, 0]], 5) == ([0, 2], [0, 2, 3, 1, 4])
     assert vote([[1], [3], [4]], 5) == ([], [1, 3, 4, 0, 2])  # no majority: the floor decides
     assert vote([[3, 1]], 5) == ([3, 1], [1, 3, 0, 2, 4])  # one reply: its own order
+    assert vote([], 3) == ([], [0, 1, 2])  # no valid reply keeps nothing
 
 
 def test_samples_vote_in_one_request_and_the_floor_fills_by_votes_before_rank(server):

@@ -331,6 +331,8 @@ def vote(picks: Sequence[Sequence[int]], n: int) -> tuple[list[int], list[int]]:
     for p in picks:
         count[list(set(p))] += 1
     order = sorted(range(n), key=lambda i: (-count[i], i))
+    if not picks:
+        return [], order
     if len(picks) == 1:  # a single (greedy) reply: its own order, as the model named them
         return list(picks[0]), order
     return [i for i in order if 2 * count[i] >= len(picks)], order
