@@ -21,7 +21,9 @@ the tables of ``ctxsel eval`` runs with the adapters as methods (the reader's Su
 picker's tokens; command in docs/methods/context-picker.md). ``picks`` is a diagnostic: the greedy
 test picks of the base or an adapter on ranked or ``--shuffled`` pools (RUN/picks_LABEL.json);
 ``relevance`` another: how well each bundled model tells a test pool's gold passages from the rest,
-one passage at a time (benchmarks/results/context_picker_relevance.{md,json}).
+one passage at a time (benchmarks/results/context_picker_relevance.{md,json}); ``votes`` compares
+the greedy pick with the majority of sampled picks (``context-picker[samples=N]``) on the validation
+or test pools (RUN/votes_*.json, which ``report`` tabulates).
 """
 
 from __future__ import annotations
