@@ -532,7 +532,6 @@ def report(args: argparse.Namespace) -> None:
                 desc = f"vote{', min_k=3' if floor else ''}: the {n} samples above together"
                 vote_rows.append([picker, label, desc, _fmt(named, False), _fmt(recall)])
     votes_table = md_table(["picker", "pools", "rule", "named", "gold recall %"], vote_rows)
-    voted = [v for runs in groups.values() for v in runs]
     stage_rows = []
     for k in (k for k in ("stage1", "stage2") if k in curves):
         c = curves[k]
@@ -572,7 +571,7 @@ def report(args: argparse.Namespace) -> None:
         + (
             "\n\n## Votes (`votes`): the greedy pick against the majority of sampled picks, llama.cpp under the "
             "grammar (validation recall: the gold inside the pool)\n\n" + votes_table
-            if voted
+            if groups
             else ""
         )
         + "\n\n## GRPO stages\n\n"
@@ -589,7 +588,7 @@ def report(args: argparse.Namespace) -> None:
         "device": picks["device"],
         "train_seconds": picks["train_seconds"],
         "rows": rows["rows"],
-        "votes": [{k: v for k, v in d.items() if k != "picks"} for d in voted],
+        "votes": [{k: v for k, v in d.items() if k != "picks"} for runs in groups.values() for d in runs],
     }
     write_report(args.name, args.out, md, data)
     shutil.copyfile(run / "reward_curves.png", args.out / f"{args.name}.png")

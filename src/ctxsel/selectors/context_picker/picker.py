@@ -213,11 +213,11 @@ class ContextPicker(CommonOptions, Selector):
         )
         error: str | None = None
         # constrained, the reply is the whole object; else it continues the prefill, which opens the model's turn
-        constrained: dict[str, Any] = {"reply_start": PREFILL} if fmt is None else {"reply_format": fmt}
+        params: dict[str, Any] = dict(max_tokens=max_tokens, stop=list(PICKER.stop))
+        params.update({"reply_start": PREFILL} if fmt is None else {"reply_format": fmt})
         sampled = self.samples > 1
         for _ in range(1 + self.retries):
             prompt = render_prompt(question, passages, self.stage, error, prefill=fmt is None)
-            params: dict[str, Any] = dict(max_tokens=max_tokens, stop=list(PICKER.stop), **constrained)
             batch = (
                 complete_n(self.client, prompt, self.samples, seed=self.seed, temperature=self.temperature, **params)
                 if sampled
