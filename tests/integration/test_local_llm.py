@@ -132,6 +132,9 @@ def test_default_reader_is_instruction_tuned_and_uses_its_chat_template(reader_c
     # the same prompt again: llama.cpp reuses every prompt token but the last from its KV cache
     b = reader_client.complete(question, max_tokens=16)
     assert b.text == a.text and b.usage.tokens_reused >= b.usage.tokens_in - 1 and a.usage.tokens_reused < 5
+    reader_client.forget()  # as in a new process: the whole prompt is evaluated again, to the same answer
+    c = reader_client.complete(question, max_tokens=16)
+    assert c.text == a.text and c.usage.tokens_reused == 0
 
 
 def test_reader_window_is_the_trained_one_by_default():

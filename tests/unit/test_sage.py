@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from ctxsel import select
+from ctxsel.errors import InputError
 from ctxsel.llm.base import Completion, LLMContextLengthError
 from ctxsel.selectors import get_selector
 from ctxsel.selectors.sage.graph import SentenceGraph, sentence_vertices
@@ -220,9 +221,42 @@ def test_loop_stops_on_yes_and_records_each_round() -> None:
 def test_loop_stops_at_iter_max_without_yes() -> None:
     llm = loop_llm([" NO"] * 10)
     sel = sage(llm, iter_max=2, n_perturb=0).select("Who founded the lighthouse guild?", DOC)
-    assert [s["sufficient"] for s in sel.trace if s["step"] == "round"] == [False, False]
+    rounds = [s for s in sel.trace if s["step"] == "round"]
+    assert rounds[0]["sufficient"] is False and "sufficient" not in rounds[1]  # the last round asks none
     assert sel.explanation.startswith("no YES verdict within iter_max=2 rounds")
     assert llm.kinds().count("keys") == 2
+
+
+@pytest.mark.parametrize("choices", [None, ["Orla Brandt", "Jory"]])
+def test_the_last_rounds_verdict_is_skipped_and_nothing_else_changes(choices: list[str] | None) -> None:
+    """Algorithm 1 ends after round iter_max whatever its verdict: asking it (final_verdict=true) adds
+    the importance's answers and the verdict at the end and changes no other call, nor the answer."""
+    runs = {}
+    for final_verdict in (False, True):
+        llm = loop_llm([" NO"] * 10)
+        sel = sage(llm, iter_max=2, n_perturb=2, voter_num=3, final_verdict=final_verdict).select(
+            "Who founded the lighthouse guild?", DOC, choices=choices
+        )
+        runs[final_verdict] = (llm, sel)
+    (short, fast), (literal, slow) = runs[False], runs[True]
+    per_round = ["keys", "answer", "answer", "answer", "sufficient"]
+    if choices is None:  # the last round's clean answer is the final answer
+        assert literal.kinds() == ["is-counting", *per_round, *per_round]
+        assert short.kinds() == ["is-counting", *per_round, "keys", "answer"]
+    else:  # a multiple-choice question is voted on (3 voters): the last round needs no clean answer
+        assert literal.kinds() == ["is-counting", *per_round, *per_round, *["answer"] * 3]
+        assert short.kinds() == ["is-counting", *per_round, "keys", *["answer"] * 3]
+        assert short.calls[-3:] == literal.calls[-3:]  # the same votes
+    n = len(short.calls) - (3 if choices else 0)
+    assert short.calls[:n] == literal.calls[:n]  # every call before the skipped ones, unchanged
+    assert (fast.ids, fast.answer.text) == (slow.ids, slow.answer.text)
+    assert sum(s.get("prompt_tokens", 0) for s in fast.trace) < sum(s.get("prompt_tokens", 0) for s in slow.trace)
+    assert fast.usage.calls == len(short.calls) and fast.config["final_verdict"] is False
+
+
+def test_final_verdict_must_be_a_bool() -> None:
+    with pytest.raises(InputError, match="final_verdict"):
+        sage(loop_llm([]), final_verdict="yes")
 
 
 def test_importance_is_one_minus_mean_cosine_of_clean_and_perturbed_answers() -> None:
@@ -319,7 +353,7 @@ def test_nonsense_llm_still_yields_an_answer_and_recorded_failures() -> None:
     fails = sel.meta["failures"]
     assert any("counting verdict unreadable" in f for f in fails)
     assert sum("used the question's words" in f for f in fails) == 2
-    assert sum("sufficiency verdict unreadable" in f for f in fails) == 2
+    assert sum("sufficiency verdict unreadable" in f for f in fails) == 1  # the last round asks none
     assert sel.trace[1]["keys_from"] == "question (fallback)" and "p1#s0" in sel.ids
     mc = sage(llm, voter_num=3).select("Who?", DOC, choices=["Orla", "Jory"])
     assert mc.answer.text == "A. Orla" and any("no voter named an option" in f for f in mc.meta["failures"])

@@ -92,10 +92,11 @@ def run(args: argparse.Namespace) -> int:
     for step in sel.trace:
         if (r := as_round(step)) is not None:
             imp = r.get("importance")
+            verdict = f"sufficient: {r['sufficient']}" if "sufficient" in r else "last round, no verdict asked"
             print(
                 f"round {r['round']}: keys {', '.join(r['keys'][:8])} -> {len(r['retrieved'])} retrieved, "
                 f"{len(r['neighbours'])} neighbours; importance {'-' if imp is None else f'{imp:.3f}'}; "
-                f"sufficient: {r.get('sufficient')}"
+                f"{verdict}; {r.get('prompt_tokens', 0):,} prompt tokens evaluated"
             )
         elif (check := as_counting(step)) is not None:
             print(f"counting: {', '.join(check['variants'])} -> {check['count']}")

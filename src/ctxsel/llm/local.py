@@ -186,6 +186,12 @@ class LocalLlamaClient:
     def cache_identity(self) -> dict[str, Any]:
         return {"model": self.model_id, "n_ctx": self.n_ctx, "chat": self.chat}
 
+    def forget(self) -> None:
+        """Drop the evaluated prefix: the next call evaluates its whole prompt, as in a new process
+        (a benchmark that compares two runs starts each from the same state)."""
+        with self._lock:
+            self._llm.reset()  # type: ignore[no-untyped-call]
+
     def render(self, prompt: Prompt, reply_start: str = "") -> tuple[str, list[str]]:
         """The text the model reads for ``prompt`` and the stop strings its format adds; a string prompt
         that ends with ``reply_start`` has those characters open the model's turn (see the class doc)."""

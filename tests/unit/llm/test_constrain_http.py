@@ -292,7 +292,7 @@ def test_sage_asks_every_formatted_reply_under_its_schema_and_reads_it_strictly(
 
 def test_sage_counts_constrained_verdicts_it_cannot_read():
     # "YES, enough" is a fine free-text verdict but neither a bare word nor a reply to the schema:
-    # under the constraint it is unreadable
+    # under the constraint it is unreadable (3 verdicts: the counting check and rounds 1-2; round 3 asks none)
     llm = ConstrainingLLM(
         {
             "is-counting": "YES, enough",
@@ -301,7 +301,7 @@ def test_sage_counts_constrained_verdicts_it_cannot_read():
             "answer": "Orla Brandt",
         }
     )
-    sel = get_selector("sage[n_perturb=0,iter_max=2]", llm=llm, embed=const_embed).select("Who founded the guild?", DOC)
+    sel = get_selector("sage[n_perturb=0,iter_max=3]", llm=llm, embed=const_embed).select("Who founded the guild?", DOC)
     assert sel.details_as(SageDetails).verdicts == 3 and sel.details_as(SageDetails).unreadable_verdicts == 3
     assert sel.meta["metrics"] == {"unreadable_verdicts": 1.0}
     assert sum("unreadable" in f for f in sel.meta["failures"]) == 3

@@ -16,8 +16,9 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "src" / "ctxsel" / "data" / "exa
 
 def test_sage_answers_through_an_http_endpoint_even_when_every_reply_is_nonsense(capsys) -> None:
     with FakeOpenAIServer() as server:
-        # is-counting; then twice: keys, the clean answer (importance off), the verdict
-        server.push(*[completion_reply("%%% ### !!!", prompt_tokens=50 + i) for i in range(7)])
+        # is-counting; then keys, the clean answer (importance off), the verdict; then round 2 (the
+        # last): keys and the clean answer, which is the final answer (a last round asks no verdict)
+        server.push(*[completion_reply("%%% ### !!!", prompt_tokens=50 + i) for i in range(6)])
         code = main(
             [
                 "answer",
@@ -36,19 +37,19 @@ def test_sage_answers_through_an_http_endpoint_even_when_every_reply_is_nonsense
                 "--json",
             ]
         )
-        # round 2 gathers nothing new, so its answer and verdict prompts repeat round 1's and
-        # the CLI's response cache serves them: 7 calls made, 5 reach the server
+        # round 2 gathers nothing new, so its answer prompt repeats round 1's and the CLI's
+        # response cache serves it: 6 calls made, 5 reach the server
         assert code == 0 and server.calls == 5
         prompts = [r.json["prompt"] for r in server.requests]
     out = json.loads(capsys.readouterr().out)
     sel = out["selection"]
     assert out["answer"] == "%%% ### !!!"
-    assert out["usage"]["calls"] == 7 and out["usage"]["tokens_in"] == sum(50 + i for i in range(5)) + 52 + 53
+    assert out["usage"]["calls"] == 6 and out["usage"]["tokens_in"] == sum(50 + i for i in range(5)) + 52
     assert sel["method"] == "sage" and sel["meta"]["route"] == "explore"
     assert [s["keys_from"] for s in sel["trace"] if s["step"] == "round"] == ["question (fallback)"] * 2
-    assert len(sel["meta"]["failures"]) == 5  # counting verdict, 2 x keys, 2 x verdict
+    assert len(sel["meta"]["failures"]) == 4  # counting verdict, 2 x keys, round 1's verdict
     assert all("#s" in c["id"] for c in sel["chunks"]) and sel["chunks"]
-    assert "telescope" in prompts[-1].lower()  # the verdict prompt shows the gathered sentences
+    assert "telescope" in prompts[-1].lower()  # round 2's keys prompt shows the gathered sentences
 
 
 def test_sage_voters_share_one_request_with_n_samples() -> None:
@@ -71,13 +72,13 @@ def test_sage_voters_share_one_request_with_n_samples() -> None:
     }
     with FakeOpenAIServer() as server:
         client = OpenAICompatClient(server.base_url, "m", max_retries=0)
-        sage = get_selector("sage", llm=client, iter_max=1, voter_num=3, n_perturb=0, counting=False)
+        sage = get_selector("sage", llm=client, iter_max=2, voter_num=3, n_perturb=0, counting=False)
         server.push(
             chat_reply('{"keys": ["telescope"]}'),
             chat_reply(votes[0]),
             chat_reply('{"verdict": "YES"}'),
             Reply(200, multi),
-        )  # keys, the round's clean answer, the verdict, the three voters
+        )  # keys, the round's clean answer, the verdict (YES: round 1 is the last), the three voters
         sel = sage.select(
             "Who built the telescope?",
             ["The telescope was built by Kestrel.", "Rain fell."],
@@ -109,7 +110,8 @@ def test_the_answer_command_prints_sage_rounds_and_counting_from_the_typed_trace
     assert [s["step"] for s in explored][:2] == ["counting-check", "round"]
     rounds = [line for line in printed.splitlines() if line.startswith("round ")]
     assert rounds[0].startswith("round 1: keys Kestrel Optical Works -> 1 retrieved")
-    assert rounds[-1].endswith("sufficient: True")
+    evaluated = next(s for s in explored if s["step"] == "round")["prompt_tokens"]
+    assert evaluated > 0 and rounds[-1].endswith(f"sufficient: True; {evaluated:,} prompt tokens evaluated")
 
 
 def test_sages_importance_embeds_with_the_evals_dense_backend(monkeypatch) -> None:

@@ -39,6 +39,13 @@ Where the paper is silent (each choice is a parameter):
   tie goes to the option voted first;
 - the ``neighbor_num`` neighbours are shared evenly by the seeds, nearest
   first (-1, +1, -2, +2 for 4 each), within the seed's document;
+- the last round asks no verdict (``final_verdict=False``): Algorithm 1
+  leaves its loop after round ``iter_max`` whether the evidence is judged
+  sufficient or not, so that verdict, and the ``n_perturb`` perturbed answers
+  behind its importance, cannot change the answer; skipping them keeps every
+  other call, and so the answer, as it was and saves about half of a
+  two-round question's prompt tokens (benchmarks/results/sage_prompt_work.md).
+  ``final_verdict=True`` asks them as the loop is written, for its trace;
 - retrieval runs over every sentence each round (E := E u Retrieve) and
   only sentences with relevance > 0 are retrieved;
 - replies the method cannot read do not crash it, they are recorded in
@@ -250,6 +257,7 @@ class SAGE(CommonOptions, Selector):
         embed: Callable[[list[str]], np.ndarray] | None = None,
         backend: str = "auto",
         constrained: bool = True,
+        final_verdict: bool = False,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -258,6 +266,9 @@ class SAGE(CommonOptions, Selector):
         if not isinstance(constrained, bool):
             raise InputError(f"constrained must be true or false, got {constrained!r}")
         self.constrained = constrained
+        if not isinstance(final_verdict, bool):
+            raise InputError(f"final_verdict must be true or false, got {final_verdict!r}")
+        self.final_verdict = final_verdict
         for name, value, low in (
             ("iter_max", iter_max, 1),
             ("recall_index", recall_index, 1),
@@ -302,6 +313,7 @@ class SAGE(CommonOptions, Selector):
             "answer_template": self.answer_template.key,
             "max_answer_tokens": self.max_answer_tokens,
             "constrained": self.constrained,
+            "final_verdict": self.final_verdict,
             **({} if self.backend in ("auto", "given") else {"backend": self.backend}),
             "templates": [
                 t.key for t in (SAGE_KEYS, SAGE_SUFFICIENT, MULTIPLE_CHOICE, SAGE_IS_COUNTING, SAGE_COUNT_TARGETS)
@@ -549,6 +561,7 @@ class SAGE(CommonOptions, Selector):
         clean = None
         why = f"no YES verdict within iter_max={self.iter_max} rounds"
         for r in range(1, self.iter_max + 1):
+            work = run.usage.tokens_processed
             got = self._ask(
                 run, SAGE_KEYS, SAGE_KEYS.render(query=q, retrieved=graph.text(evidence)), 64, fmt=KEYS_FORMAT
             )
@@ -581,9 +594,18 @@ class SAGE(CommonOptions, Selector):
             }
             context = graph.text(evidence)
             # the answers behind the importance read what the final answer would: the evidence that fits
-            imp, clean, lambdas = self.importance(
-                run, question, options, self._fit_evidence(run, graph, evidence, question, options, context), rng
-            )
+            read = self._fit_evidence(run, graph, evidence, question, options, context)
+            if r == self.iter_max and not self.final_verdict:
+                # Algorithm 1 leaves the loop after its last round whatever the verdict says, so the
+                # verdict and the importance behind it are not asked: only the clean answer, which
+                # is the final one (a multiple-choice question is voted on in _finish instead)
+                clean = None if options else self._infer(run, question, options, read)
+                step["prompt_tokens"] = run.usage.tokens_processed - work
+                run.trace.append(dict(step))
+                if run.out_of_window:
+                    why = f"stopped in round {r}: the evidence exceeds the model's window"
+                break
+            imp, clean, lambdas = self.importance(run, question, options, read, rng)
             step["importance"], step["lambdas"] = None if imp is None else round(imp, 4), lambdas
             got = (
                 None
@@ -602,6 +624,7 @@ class SAGE(CommonOptions, Selector):
             if got is not None and verdict is None:
                 run.failures.append(f"round {r}: sufficiency verdict unreadable ({got[0][:80]!r}): treated as NO")
             step["sufficient"], step["verdict_raw"] = verdict, None if got is None else got[0][:200]
+            step["prompt_tokens"] = run.usage.tokens_processed - work
             run.trace.append(dict(step))
             if run.out_of_window:
                 why = f"stopped in round {r}: the evidence exceeds the model's window"

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 
 
 class RoundStep(TypedDict):
-    """One exploration round: the keys, what they retrieved, the neighbours added, and the
-    verdict on whether the evidence suffices."""
+    """One exploration round: the keys, what they retrieved, the neighbours added, the
+    verdict on whether the evidence suffices (absent in a last round, where it would change
+    nothing), and the prompt tokens the round's calls had evaluated."""
 
     step: Literal["round"]
     round: int
@@ -30,6 +31,7 @@ class RoundStep(TypedDict):
     lambdas: NotRequired[list[float]]
     sufficient: NotRequired[bool | None]
     verdict_raw: NotRequired[str | None]
+    prompt_tokens: NotRequired[int]  # tokens_in - tokens_reused of the round's calls
 
 
 class CountingStep(TypedDict):
