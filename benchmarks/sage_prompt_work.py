@@ -13,14 +13,21 @@ tokens_reused``), calls and seconds, and whether the clean path came out the
 same: the keys and verdict of every round both asked, the gathered sentences
 and the answer.
 
-    OMP_NUM_THREADS=1 python benchmarks/sage_prompt_work.py --limit 8 --llm-threads 2
+``--ablation`` runs ``sage[n_perturb=0]`` instead (no importance: the
+paper's "w/o importance" ablation, which changes the method) and compares it
+with the short loop of the main run's JSON, question by question.
 
-Writes benchmarks/results/sage_prompt_work.md and .json.
+    OMP_NUM_THREADS=1 python benchmarks/sage_prompt_work.py --llm-threads 2
+    OMP_NUM_THREADS=1 python benchmarks/sage_prompt_work.py --llm-threads 2 --ablation
+
+Writes benchmarks/results/sage_prompt_work.md and .json (with ``--ablation``:
+sage_prompt_work_ablation.md and .json).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from typing import Any
 
@@ -28,6 +35,7 @@ from _common import add_common_args, header_md, loadavg, machine_info, setup_thr
 
 #: What the issue measured with the bundled base model (Gemma 3 270M), hotpotqa-long, first 20 questions.
 ISSUE_BASELINE = {"tokens_in": 28_351, "calls": 12.45, "seconds": 151.8}
+VARIANTS = {"literal": "sage[final_verdict=true]", "short": "sage", "no-importance": "sage[n_perturb=0]"}
 
 
 def clean_path(sel: Any) -> dict[str, Any]:
@@ -56,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--limit", type=int, default=20, help="the first N test questions (default all 20)")
     p.add_argument("--llm-threads", type=int, default=1)
+    p.add_argument("--ablation", action="store_true", help="run sage[n_perturb=0] against the main run's JSON")
     add_common_args(p)
     args = p.parse_args(argv)
     info = machine_info(setup_threads(args.threads), versions=("llama_cpp",))
@@ -71,12 +80,12 @@ def main(argv: list[str] | None = None) -> int:
 
     test = split_examples(load_dataset("hotpotqa-long"), "test")[: args.limit]
     client = LocalLlamaClient(n_threads=args.llm_threads)
-    variants = {"literal": "sage[final_verdict=true]", "short": "sage"}
-    selectors = {k: get_selector(spec, llm=client) for k, spec in variants.items()}
+    variants = ["no-importance"] if args.ablation else ["literal", "short"]
+    selectors = {k: get_selector(VARIANTS[k], llm=client) for k in variants}
     rows = []
     for i, ex in enumerate(tqdm(test, desc="questions", unit="q")):
         row: dict[str, Any] = {"id": ex.id, "question": ex.question}
-        order = ["literal", "short"] if i % 2 == 0 else ["short", "literal"]  # neither always runs first
+        order = variants if i % 2 == 0 else variants[::-1]  # neither always runs first
         for name in order:
             client.forget()
             t0 = time.perf_counter()
@@ -92,13 +101,16 @@ def main(argv: list[str] | None = None) -> int:
                 "subem": subem(sel.answer.text, ex.answers),
                 "path": clean_path(sel),
             }
-        row["same"] = same_path(row["literal"]["path"], row["short"]["path"])
+        if not args.ablation:
+            row["same"] = same_path(row["literal"]["path"], row["short"]["path"])
         rows.append(row)
+    if args.ablation:
+        return ablation_report(args, info, client, rows)
 
     def mean(name: str, key: str) -> float:
         return sum(r[name][key] for r in rows) / len(rows)
 
-    summary = {
+    summary: dict[str, Any] = {
         name: {k: mean(name, k) for k in ("calls", "tokens_in", "tokens_reused", "evaluated", "seconds", "subem")}
         for name in variants
     }
@@ -136,13 +148,72 @@ def main(argv: list[str] | None = None) -> int:
         f"question. Seconds: literal / short = {summary['ratio_seconds']:.2f}x in this run.",
         "",
         f"Against the issue's measurement (Gemma 3 270M, {ISSUE_BASELINE['tokens_in']:,} prompt tokens and "
-        f"{ISSUE_BASELINE['calls']} calls a question, first 20 questions) the short loop evaluates "
-        f"{summary['ratio_vs_issue']:.2f}x fewer tokens; the goal was 5x.",
+        f"{ISSUE_BASELINE['calls']} calls a question, on the first 20 questions rather than these) the short "
+        f"loop evaluates {summary['ratio_vs_issue']:.2f}x fewer tokens; the goal was 5x.",
     ]
     write_report(
         "sage_prompt_work", args.out, "\n".join(lines) + "\n", {"machine": info, "summary": summary, "rows": rows}
     )
     print("\n".join(lines[-8:]))
+    return 0
+
+
+def ablation_report(args: argparse.Namespace, info: dict[str, Any], client: Any, rows: list[dict[str, Any]]) -> int:
+    """sage[n_perturb=0] beside the main run's two loops, matched by question."""
+    main_run = json.loads((args.out / "sage_prompt_work.json").read_text())
+    before = {r["id"]: r for r in main_run["rows"]}
+    rows = [r for r in rows if r["id"] in before]
+    lines = [
+        header_md("SAGE without importance (n_perturb=0) beside the main run's loops", info),
+        f"hotpotqa-long test split, {len(rows)} questions; {client.model_id}, {args.llm_threads} llama.cpp "
+        "thread(s); the literal and short loops' numbers come from sage_prompt_work.json (seconds from "
+        "another run, so compare them loosely).",
+        "",
+        "| question | evaluated: literal / short / no importance | calls | s | verdicts short / no importance | "
+        "answer as the short loop's | SubEM short / no importance |",
+        "|---|---|---:|---:|---|---|---|",
+    ]
+    same = 0
+    for r in rows:
+        a, b, c = before[r["id"]]["literal"], before[r["id"]]["short"], r["no-importance"]
+        same += c["path"]["answer"] == b["path"]["answer"]
+        lines.append(
+            f"| {r['id']} | {a['evaluated']:,} / {b['evaluated']:,} / {c['evaluated']:,} | {c['calls']} | "
+            f"{c['seconds']:.0f} | {b['path']['verdicts']} / {c['path']['verdicts']} | "
+            f"{'yes' if c['path']['answer'] == b['path']['answer'] else 'NO'} | {b['subem']:.0f} / {c['subem']:.0f} |"
+        )
+
+    def mean(rs: list[dict[str, Any]], key: str) -> float:
+        return sum(x[key] for x in rs) / max(len(rs), 1)
+
+    lit, short = [before[r["id"]]["literal"] for r in rows], [before[r["id"]]["short"] for r in rows]
+    abl = [r["no-importance"] for r in rows]
+    summary = {
+        "literal_evaluated": mean(lit, "evaluated"),
+        "short_evaluated": mean(short, "evaluated"),
+        "ablation_evaluated": mean(abl, "evaluated"),
+        "ablation_calls": mean(abl, "calls"),
+        "ablation_subem": mean(abl, "subem"),
+        "short_subem": mean(short, "subem"),
+        "same_answer_as_short": same,
+    }
+    lines += [
+        "",
+        f"Mean evaluated prompt tokens: literal {summary['literal_evaluated']:,.0f}, short "
+        f"{summary['short_evaluated']:,.0f}, no importance {summary['ablation_evaluated']:,.0f} "
+        f"({summary['literal_evaluated'] / summary['ablation_evaluated']:.2f}x fewer than the literal loop, "
+        f"{ISSUE_BASELINE['tokens_in'] / summary['ablation_evaluated']:.2f}x fewer than the issue's "
+        f"{ISSUE_BASELINE['tokens_in']:,}); {summary['ablation_calls']:.2f} calls; the same answer as the short "
+        f"loop on {same} of {len(rows)}; SubEM {100 * summary['short_subem']:.0f}% (short) and "
+        f"{100 * summary['ablation_subem']:.0f}% (no importance).",
+    ]
+    write_report(
+        "sage_prompt_work_ablation",
+        args.out,
+        "\n".join(lines) + "\n",
+        {"machine": info, "summary": summary, "rows": rows},
+    )
+    print(lines[-1])
     return 0
 
 
