@@ -217,12 +217,11 @@ def picks(args: argparse.Namespace) -> None:
 def vote_recall(samples: list[list[list[int]]], rows: list[dict[str, Any]], floor: int = 0) -> tuple[float, float]:
     """Mean size and gold recall of the majority of each row's sampled picks (0-based), topped up to
     ``floor`` by votes, then rank, as ``context-picker[samples=N,min_k=FLOOR]`` selects."""
-    from ctxsel.selectors.context_picker.picker import vote
+    from ctxsel.selectors.context_picker.picker import top_up, vote
 
     named, recall = [], []
     for picks, r in zip(samples, rows):
-        kept, order = vote(picks, len(r["passages"]))
-        kept += [i for i in order if i not in kept][: max(0, floor - len(kept))]
+        kept = top_up(*vote(picks, len(r["passages"])), floor)
         named.append(len(kept))
         recall.append(len(set(kept) & {i - 1 for i in r["gold"]}) / (r.get("n_gold") or len(r["gold"])))
     return sum(named) / len(named), sum(recall) / len(recall)

@@ -50,6 +50,11 @@ def clean_path(sel: Any) -> dict[str, Any]:
     }
 
 
+def mean(runs: list[dict[str, Any]], key: str) -> float:
+    """The mean of ``key`` over one loop's per-question records."""
+    return sum(x[key] for x in runs) / max(len(runs), 1)
+
+
 def same_path(literal: dict[str, Any], short: dict[str, Any]) -> bool:
     n = len(short["verdicts"])  # the short loop's last round asks no verdict
     return (
@@ -107,11 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.ablation:
         return ablation_report(args, info, client, rows)
 
-    def mean(name: str, key: str) -> float:
-        return sum(r[name][key] for r in rows) / len(rows)
-
     summary: dict[str, Any] = {
-        name: {k: mean(name, k) for k in ("calls", "tokens_in", "tokens_reused", "evaluated", "seconds", "subem")}
+        name: {
+            k: mean([r[name] for r in rows], k)
+            for k in ("calls", "tokens_in", "tokens_reused", "evaluated", "seconds", "subem")
+        }
         for name in variants
     }
     summary["ratio_evaluated"] = summary["literal"]["evaluated"] / summary["short"]["evaluated"]
@@ -182,9 +187,6 @@ def ablation_report(args: argparse.Namespace, info: dict[str, Any], client: Any,
             f"{c['seconds']:.0f} | {b['path']['verdicts']} / {c['path']['verdicts']} | "
             f"{'yes' if c['path']['answer'] == b['path']['answer'] else 'NO'} | {b['subem']:.0f} / {c['subem']:.0f} |"
         )
-
-    def mean(rs: list[dict[str, Any]], key: str) -> float:
-        return sum(x[key] for x in rs) / max(len(rs), 1)
 
     lit, short = [before[r["id"]]["literal"] for r in rows], [before[r["id"]]["short"] for r in rows]
     abl = [r["no-importance"] for r in rows]

@@ -246,8 +246,7 @@ class ContextPicker(CommonOptions, Selector):
                 continue
             idx, order = vote(picks, pool.k)
             picked = len(idx)
-            # min_k, as for every method: a floor, topped up by vote share, then by rank
-            idx += [i for i in order if i not in idx][: max(0, min(self.min_k, pool.k) - picked)]
+            idx = top_up(idx, order, min(self.min_k, pool.k))  # min_k, as for every method: a floor
             sel = Selection(
                 ids=[pool.ids[i] for i in idx],
                 scores=[pool.scores[i] for i in idx],
@@ -338,6 +337,12 @@ def vote(picks: Sequence[Sequence[int]], n: int) -> tuple[list[int], list[int]]:
     return [i for i in order if 2 * count[i] >= len(picks)], order
 
 
+def top_up(kept: Sequence[int], order: Sequence[int], k: int) -> list[int]:
+    """``kept`` raised to ``k`` candidates with the first of ``order`` (``vote``'s: by vote share,
+    then rank) it does not hold; unchanged when it already holds ``k``."""
+    return [*kept, *[i for i in order if i not in kept][: max(0, k - len(kept))]]
+
+
 def candidate_pool(
     question: str,
     chunks: Sequence[Chunk],
@@ -359,4 +364,4 @@ def candidate_pool(
     return pool
 
 
-__all__ = ["ContextPicker", "candidate_pool", "vote"]
+__all__ = ["ContextPicker", "candidate_pool", "top_up", "vote"]

@@ -595,35 +595,14 @@ class SAGE(CommonOptions, Selector):
             context = graph.text(evidence)
             # the answers behind the importance read what the final answer would: the evidence that fits
             read = self._fit_evidence(run, graph, evidence, question, options, context)
-            if r == self.iter_max and not self.final_verdict:
+            verdict = None
+            if r < self.iter_max or self.final_verdict:
+                verdict, clean = self._sufficient(run, step, q, question, options, context, read, rng)
+            else:
                 # Algorithm 1 leaves the loop after its last round whatever the verdict says, so the
                 # verdict and the importance behind it are not asked: only the clean answer, which
                 # is the final one (a multiple-choice question is voted on in _finish instead)
                 clean = None if options else self._infer(run, question, options, read)
-                step["prompt_tokens"] = run.usage.tokens_processed - work
-                run.trace.append(dict(step))
-                if run.out_of_window:
-                    why = f"stopped in round {r}: the evidence exceeds the model's window"
-                break
-            imp, clean, lambdas = self.importance(run, question, options, read, rng)
-            step["importance"], step["lambdas"] = None if imp is None else round(imp, 4), lambdas
-            got = (
-                None
-                if run.out_of_window
-                else self._ask(
-                    run,
-                    SAGE_SUFFICIENT,
-                    SAGE_SUFFICIENT.render(
-                        query=q, retrieved=context, importance="not computed" if imp is None else f"{imp:.3f}"
-                    ),
-                    8,
-                    fmt=SUFFICIENT_FORMAT,
-                )
-            )
-            verdict = None if got is None else self._verdict(run, got, SUFFICIENT_FORMAT)
-            if got is not None and verdict is None:
-                run.failures.append(f"round {r}: sufficiency verdict unreadable ({got[0][:80]!r}): treated as NO")
-            step["sufficient"], step["verdict_raw"] = verdict, None if got is None else got[0][:200]
             step["prompt_tokens"] = run.usage.tokens_processed - work
             run.trace.append(dict(step))
             if run.out_of_window:
@@ -634,6 +613,43 @@ class SAGE(CommonOptions, Selector):
                 break
         final = clean if (not options and clean is not None) else None
         return self._finish(graph, evidence, run, options, final, question, why, "explore", t0)
+
+    def _sufficient(
+        self,
+        run: _Run,
+        step: RoundStep,
+        query: str,
+        question: str,
+        options: list[str],
+        context: str,
+        read: str,
+        rng: np.random.Generator,
+    ) -> tuple[bool | None, tuple[str, str, LLMUsage] | None]:
+        """Algorithm 2's importance on ``read`` (the evidence that fits), then Prompt 2 on the whole
+        ``context`` (``query``: the question with its options): (the verdict, None when unreadable or not
+        asked; the clean answer), recorded in ``step``."""
+        imp, clean, lambdas = self.importance(run, question, options, read, rng)
+        step["importance"], step["lambdas"] = None if imp is None else round(imp, 4), lambdas
+        got = (
+            None
+            if run.out_of_window
+            else self._ask(
+                run,
+                SAGE_SUFFICIENT,
+                SAGE_SUFFICIENT.render(
+                    query=query, retrieved=context, importance="not computed" if imp is None else f"{imp:.3f}"
+                ),
+                8,
+                fmt=SUFFICIENT_FORMAT,
+            )
+        )
+        verdict = None if got is None else self._verdict(run, got, SUFFICIENT_FORMAT)
+        if got is not None and verdict is None:
+            run.failures.append(
+                f"round {step['round']}: sufficiency verdict unreadable ({got[0][:80]!r}): treated as NO"
+            )
+        step["sufficient"], step["verdict_raw"] = verdict, None if got is None else got[0][:200]
+        return verdict, clean
 
     def _vote(self, run: _Run, question: str, options: list[str], context: str) -> tuple[str, str, LLMUsage] | None:
         """Majority of ``voter_num`` sampled Prompt-3 answers (one greedy answer when voter_num is 1)."""
