@@ -37,7 +37,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ctxsel.errors import InputError, InputTypeError
@@ -66,11 +66,7 @@ class Answer:
             "raw": self.raw,
             "template": self.template,
             "seconds": round(self.seconds, 3),
-            "usage": {
-                "calls": self.usage.calls,
-                "tokens_in": self.usage.tokens_in,
-                "tokens_out": self.usage.tokens_out,
-            },
+            "usage": asdict(self.usage),
             "selection": self.selection.to_dict(with_text=with_text),
             "meta": self.meta,
         }

@@ -101,6 +101,9 @@ class UsageOut(BaseModel):
     calls: int
     tokens_in: int
     tokens_out: int
+    tokens_reused: int = Field(
+        0, description="prompt tokens served by a cache of an earlier call's prefix (not evaluated)"
+    )
 
 
 class SelectionOut(BaseModel):

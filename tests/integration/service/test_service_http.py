@@ -384,11 +384,13 @@ class TestConcurrencyAndDeadline:
 
 class TestAnswer:
     def test_answer_reads_the_selection_with_the_reader(self, srv: ServerProcess, fake: FakeOpenAIServer) -> None:
-        fake.push(completion_reply(" Three kilograms\nMore text", prompt_tokens=40, completion_tokens=4))
+        fake.push(
+            completion_reply(" Three kilograms\nMore text", prompt_tokens=40, completion_tokens=4, cached_tokens=32)
+        )
         status, _, ans = srv.request("POST", "/answer", {**SELECT, "method": "top-k@1"})
         assert status == 200, ans
         assert ans["answer"] == "Three kilograms"
-        assert ans["usage"] == {"calls": 1, "tokens_in": 40, "tokens_out": 4}
+        assert ans["usage"] == {"calls": 1, "tokens_in": 40, "tokens_out": 4, "tokens_reused": 32}
         prompt = fake.requests[-1].json["prompt"]
         assert CHUNKS[0] in prompt and QUESTION in prompt and CHUNKS[2] not in prompt
 

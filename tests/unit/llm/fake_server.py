@@ -73,8 +73,11 @@ def chat_reply(text: str | None = "ok", prompt_tokens: int = 11, completion_toke
     return Reply(200, body, **kw)
 
 
-def completion_reply(text: str = "ok", prompt_tokens: int = 7, completion_tokens: int = 2, **kw: Any) -> Reply:
-    body = {
+def completion_reply(
+    text: str = "ok", prompt_tokens: int = 7, completion_tokens: int = 2, cached_tokens: int | None = None, **kw: Any
+) -> Reply:
+    """A /v1/completions reply; ``cached_tokens``: the prompt tokens the server says it took from its prefix cache."""
+    body: dict[str, Any] = {
         "id": "cmpl-1",
         "object": "text_completion",
         "model": kw.pop("model", "fake-model"),
@@ -85,6 +88,8 @@ def completion_reply(text: str = "ok", prompt_tokens: int = 7, completion_tokens
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+    if cached_tokens is not None:
+        body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
     return Reply(200, body, **kw)
 
 
