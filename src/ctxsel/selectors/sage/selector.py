@@ -593,16 +593,18 @@ class SAGE(CommonOptions, Selector):
                 "new_sentences": len(evidence) - before,
             }
             context = graph.text(evidence)
-            # the answers behind the importance read what the final answer would: the evidence that fits
-            read = self._fit_evidence(run, graph, evidence, question, options, context)
-            verdict = None
+            verdict = clean = None
             if r < self.iter_max or self.final_verdict:
-                verdict, clean = self._sufficient(run, step, q, question, options, context, read, rng)
-            else:
+                # the answers behind the importance read what the final answer would: the evidence that fits
+                read = self._fit_evidence(run, graph, evidence, question, options, context)
+                verdict, clean = self._sufficient(run, step, question, options, context, read, rng)
+            elif not options:
                 # Algorithm 1 leaves the loop after its last round whatever the verdict says, so the
-                # verdict and the importance behind it are not asked: only the clean answer, which
-                # is the final one (a multiple-choice question is voted on in _finish instead)
-                clean = None if options else self._infer(run, question, options, read)
+                # verdict and the importance behind it are not asked: only the clean answer, which is
+                # the final one (a multiple-choice question is voted on in _finish instead)
+                clean = self._infer(
+                    run, question, options, self._fit_evidence(run, graph, evidence, question, options, context)
+                )
             step["prompt_tokens"] = run.usage.tokens_processed - work
             run.trace.append(dict(step))
             if run.out_of_window:
@@ -618,7 +620,6 @@ class SAGE(CommonOptions, Selector):
         self,
         run: _Run,
         step: RoundStep,
-        query: str,
         question: str,
         options: list[str],
         context: str,
@@ -626,8 +627,7 @@ class SAGE(CommonOptions, Selector):
         rng: np.random.Generator,
     ) -> tuple[bool | None, tuple[str, str, LLMUsage] | None]:
         """Algorithm 2's importance on ``read`` (the evidence that fits), then Prompt 2 on the whole
-        ``context`` (``query``: the question with its options): (the verdict, None when unreadable or not
-        asked; the clean answer), recorded in ``step``."""
+        ``context``: (the verdict, None when unreadable or not asked; the clean answer), recorded in ``step``."""
         imp, clean, lambdas = self.importance(run, question, options, read, rng)
         step["importance"], step["lambdas"] = None if imp is None else round(imp, 4), lambdas
         got = (
@@ -637,7 +637,9 @@ class SAGE(CommonOptions, Selector):
                 run,
                 SAGE_SUFFICIENT,
                 SAGE_SUFFICIENT.render(
-                    query=query, retrieved=context, importance="not computed" if imp is None else f"{imp:.3f}"
+                    query=question_with_options(question, options),
+                    retrieved=context,
+                    importance="not computed" if imp is None else f"{imp:.3f}",
                 ),
                 8,
                 fmt=SUFFICIENT_FORMAT,
