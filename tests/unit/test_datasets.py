@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
-import os
 import random
 import re
 from pathlib import Path
@@ -11,39 +12,27 @@ from pathlib import Path
 import pytest
 
 from ctxsel.datasets import BUNDLED, load_dataset
-from ctxsel.datasets.hotpotqa import FILENAME, find_hotpotqa_file, load_hotpotqa_long
+from ctxsel.datasets.hotpotqa import FILENAME, bundled_hotpotqa_file, find_hotpotqa_file, load_hotpotqa_long
 from ctxsel.datasets.jsonl import load_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _hotpot_file() -> Path | None:
-    candidates = [
-        os.environ.get("CTXSEL_HOTPOTQA"),
-        REPO / "shared" / "data" / "hotpotqa" / FILENAME,
-        REPO.parent / "shared" / "data" / "hotpotqa" / FILENAME,
-    ]
-    for c in candidates:
-        if c and Path(c).is_file():
-            return Path(c)
-    return None
-
-
-HOTPOT = _hotpot_file()
-needs_hotpot = pytest.mark.skipif(
-    HOTPOT is None,
-    reason=f"{FILENAME} not found (looked in $CTXSEL_HOTPOTQA, ./shared/data/hotpotqa, ../shared/data/hotpotqa)",
-)
+#: the bundled copy (gzip); the test below checks it is the HotpotQA file, byte for byte
+HOTPOT = bundled_hotpotqa_file()
+HOTPOT_SHA256 = "32ed3ffab548f1d57ba65365bd581d17b428980fa7be881ab0c45f79d9fe6827"
 
 
 @pytest.fixture(scope="module")
 def hotpot():
-    assert HOTPOT is not None
-    return load_hotpotqa_long(HOTPOT), json.loads(HOTPOT.read_text(encoding="utf-8"))
+    return load_hotpotqa_long(), json.loads(gzip.decompress(HOTPOT.read_bytes()))
 
 
-@needs_hotpot
 class TestHotpotQALong:
+    def test_the_bundled_file_is_the_published_one(self) -> None:
+        assert hashlib.sha256(gzip.decompress(HOTPOT.read_bytes())).hexdigest() == HOTPOT_SHA256
+        assert (HOTPOT.parent / "README.md").read_text(encoding="utf-8").count("CC BY-SA 4.0") == 1
+
     def test_sizes(self, hotpot) -> None:
         examples, raw = hotpot
         assert len(raw) == 100
@@ -90,15 +79,26 @@ class TestHotpotQALong:
         assert 120_000 < total < 160_000
 
     def test_limit_and_name(self) -> None:
-        examples = load_dataset("hotpotqa-long", limit=3, hotpotqa_path=str(HOTPOT))
+        examples = load_dataset("hotpotqa-long", limit=3)
         assert [e.id for e in examples] == ["hotpotqa-000", "hotpotqa-001", "hotpotqa-002"]
         assert len(examples[0].chunks) == 991
 
-    def test_folder_or_env(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        assert HOTPOT is not None
-        assert find_hotpotqa_file(HOTPOT.parent) == HOTPOT
-        monkeypatch.setenv("CTXSEL_HOTPOTQA", str(HOTPOT))
+    def test_a_path_or_the_env_overrides_the_bundled_copy(
+        self, hotpot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.delenv("CTXSEL_HOTPOTQA", raising=False)
         assert find_hotpotqa_file() == HOTPOT
+        _, raw = hotpot
+        plain = tmp_path / FILENAME
+        plain.write_text(json.dumps(raw[:3]), encoding="utf-8")  # plain JSON, a 3-question override
+        assert find_hotpotqa_file(tmp_path) == plain
+        assert len(load_hotpotqa_long(tmp_path)) == 3
+        monkeypatch.setenv("CTXSEL_HOTPOTQA", str(plain))
+        assert find_hotpotqa_file() == plain
+        assert len(load_dataset("hotpotqa-long")) == 3
+        monkeypatch.setenv("CTXSEL_HOTPOTQA", str(tmp_path / "missing.json"))
+        with pytest.raises(FileNotFoundError, match="missing.json"):
+            load_dataset("hotpotqa-long")
 
 
 def test_hotpotqa_missing_file(tmp_path: Path) -> None:

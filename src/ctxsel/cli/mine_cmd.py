@@ -33,7 +33,9 @@ MINE_FLAGS = ["k", "rewrites", "constrained_rewrites"]
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", required=True, help="hotpotqa-long, example, or a JSONL path")
-    p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
+    p.add_argument(
+        "--hotpotqa", default=None, help="another HotpotQA file for hotpotqa-long (default: the bundled copy)"
+    )
     add_split_arguments(p)  # mine only the questions a picker may be trained on: --split train
     p.add_argument(
         "--limit",

@@ -36,7 +36,9 @@ STABILITY_FLAGS = ["baseline", "normalize_advantages", "entropy_coef", "lr_sched
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("method", choices=["ldar", "picker"], help="what to train (picker: see `ctxsel.cli.train_picker`)")
     p.add_argument("--dataset", required=True, help="hotpotqa-long, example, or a JSONL path")
-    p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
+    p.add_argument(
+        "--hotpotqa", default=None, help="another HotpotQA file for hotpotqa-long (default: the bundled copy)"
+    )
     p.add_argument("--output", required=True, help="output folder (rerun to resume)")
     r = p.add_argument_group("reward")
     r.add_argument(

@@ -1,19 +1,24 @@
 """``hotpotqa-long``: HotpotQA questions over one ~139k-token pool.
 
-Built exactly as shared/data/hotpotqa/README.md defines it (after HELMET):
+Built as HELMET builds its long HotpotQA task:
 the pool is every unique paragraph of the file, one chunk per paragraph,
 text ``"{title}: {paragraph}"``, id = title; every question sees the whole
 pool in one fixed order (sorted by title, then shuffled with
 ``random.Random(0)``); its gold chunks are its supporting-fact titles.
 
-HotpotQA (Yang et al., 2018), CC BY-SA 4.0. The data file is not shipped
-with ctxsel: pass its path, or set ``CTXSEL_HOTPOTQA``.
+HotpotQA (Yang et al., 2018), CC BY-SA 4.0. The 100-question file ships
+inside the package (``ctxsel/data/hotpotqa/``, gzip, with its licence
+beside it), so ``--dataset hotpotqa-long`` works on any install; a path
+(``--hotpotqa PATH``) or ``$CTXSEL_HOTPOTQA`` overrides it, plain JSON or
+gzip. Nothing outside the install is searched: a folder beside the
+checkout is not a place a user's install has.
 """
 
 from __future__ import annotations
 
 import os
 import random
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -24,31 +29,32 @@ from ctxsel.types import Chunk, Example
 FILENAME = "hotpot_dev_distractor_100.json"
 
 
+def bundled_hotpotqa_file() -> Path:
+    """The copy inside the package (gzip)."""
+    return Path(str(files("ctxsel") / "data" / "hotpotqa" / (FILENAME + ".gz")))
+
+
 def find_hotpotqa_file(path: str | Path | None = None) -> Path:
-    """The explicit path, else $CTXSEL_HOTPOTQA, else a ``shared/data/hotpotqa``
-    folder beside the working directory or this checkout."""
-    candidates: list[Path] = []
-    if path is not None:
-        p = Path(path)
-        candidates.append(p / FILENAME if p.is_dir() else p)
-    else:
-        if os.environ.get("CTXSEL_HOTPOTQA"):
-            candidates.append(Path(os.environ["CTXSEL_HOTPOTQA"]))
-        for base in (Path.cwd(), *Path(__file__).resolve().parents):
-            candidates.append(base / "shared" / "data" / "hotpotqa" / FILENAME)
-            candidates.append(base.parent / "shared" / "data" / "hotpotqa" / FILENAME)
-    for c in candidates:
-        if c.is_file():
-            return c
-    raise FileNotFoundError(
-        "HotpotQA file not found; pass --hotpotqa PATH (or path=...) to "
-        f"{FILENAME}, or set CTXSEL_HOTPOTQA. Looked in: " + ", ".join(str(c) for c in candidates[:4])
-    )
+    """The explicit path (a file, or a folder holding ``FILENAME``), else $CTXSEL_HOTPOTQA, else the
+    bundled copy."""
+    if path is None and os.environ.get("CTXSEL_HOTPOTQA"):
+        path = os.environ["CTXSEL_HOTPOTQA"]
+    if path is None:
+        return bundled_hotpotqa_file()
+    p = Path(path)
+    if p.is_dir():
+        p = p / FILENAME
+    if not p.is_file():
+        raise FileNotFoundError(
+            f"HotpotQA file not found: {p} (from --hotpotqa, path= or $CTXSEL_HOTPOTQA); "
+            "leave them unset to use the copy bundled with ctxsel"
+        )
+    return p
 
 
 def load_hotpotqa_long(path: str | Path | None = None, limit: int | None = None) -> list[Example]:
     src = find_hotpotqa_file(path)
-    shape = "a JSON list of HotpotQA records (question, answer, context, supporting_facts), as in the shared data"
+    shape = "a JSON list of HotpotQA records (question, answer, context, supporting_facts)"
     items: list[dict[str, Any]] = read_json(src, f"; expected {shape}")
     if not isinstance(items, list) or not all(
         isinstance(it, dict) and {"question", "answer", "context", "supporting_facts"} <= it.keys() for it in items

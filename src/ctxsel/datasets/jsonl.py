@@ -15,6 +15,7 @@ and ``ctxs: [{"id", "title", "text", ...}]``; gold chunks are those marked
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,9 +27,18 @@ from ctxsel.types import Chunk, Example, check_unique_ids
 
 
 def read_json(path: Path, hint: str = "") -> Any:
-    """One JSON file; not JSON is an error that names the file and line (``hint``: what the file should be)."""
+    """One JSON file, plain or gzip (by its magic bytes); not JSON is an error that names the file and line
+    (``hint``: what the file should be)."""
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as e:
+            raise InputError(f"{path}: not a readable gzip file ({e}){hint}") from None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not valid UTF-8 ({e.reason} at byte {e.start}){hint}") from None
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg}){hint}") from None
 
