@@ -5,8 +5,12 @@ trained in one block is there for the block that uses it, as for a reader follow
 What would take hours, a GPU or the network is made small, and *only* that -- the command,
 its subcommand and every other flag stay as written:
 
-- ``--dataset hotpotqa-long`` reads the bundled ``example`` dataset (6 questions; hotpotqa-long
-  needs ``../shared``), ``novelqa:path/to/NovelQA`` the NovelQA fixture; ``--limit`` is at most 2.
+- ``--dataset hotpotqa-long`` runs for real on the copy bundled in the package, on 2 questions
+  (``--limit`` is at most 2, and is added where a command takes one); ``novelqa:path/to/NovelQA``
+  reads the NovelQA fixture.
+- Nothing outside the install is read: while a ``ctxsel`` command runs, an audit hook records every
+  file it opens, and one inside the checkout but outside the package (or in a ``shared/`` folder
+  beside it, where the HotpotQA file used to be found) fails the page.
 - ``--document report.md`` (or any file the page assumes) is the bundled example document.
 - Every reader -- ``--reader local`` or a server URL -- is a local OpenAI-compatible HTTP server
   that answers every JSON schema it is sent with a valid instance (the smallest one) and every
@@ -34,6 +38,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,6 +55,45 @@ KNOWN = {
     d["question"]: d["answers"][0]
     for d in map(json.loads, (REPO / "src" / "ctxsel" / "data" / "example.jsonl").read_text().splitlines())
 }
+
+
+#: where a user's install has nothing: the checkout and a ``shared/`` folder beside it
+WATCHED = (REPO, REPO.parent / "shared")
+#: what a sandboxed command may read there: the package (an editable install is ``src/``), the virtual
+#: environment, and the fixture the sandbox substitutes for a page's NovelQA folder
+ALLOWED_IN_CHECKOUT = (REPO / "src", REPO / ".venv", NOVELQA)
+_opened: list[str] | None = None  # the paths opened while a command runs (None: not recording)
+
+
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    if _opened is not None and event == "open" and isinstance(args[0], str | bytes):
+        _opened.append(os.fsdecode(args[0]))
+
+
+sys.addaudithook(_audit)  # hooks cannot be removed: it records only inside `reads_nothing_outside`
+
+
+@contextlib.contextmanager
+def reads_nothing_outside(*allowed: Path) -> Iterator[None]:
+    """Fail if the block opens a file in ``WATCHED`` that is not in ``ALLOWED_IN_CHECKOUT`` or ``allowed``
+    (the page's scratch folder)."""
+    global _opened
+    _opened, roots = [], [*ALLOWED_IN_CHECKOUT, *allowed]
+    try:
+        yield
+    finally:
+        opened, _opened = _opened, None
+    outside = sorted(
+        {
+            str(f)
+            for f in (Path(p).resolve() for p in opened if p)
+            if any(f.is_relative_to(w) for w in WATCHED)
+            and not any(f.is_relative_to(r.resolve()) for r in roots)
+            and not (f.suffix == ".py" and f.is_relative_to(REPO / "tests"))  # this harness's source: a
+            # warning or a traceback shows its lines (linecache), which is no data a command reads
+        }
+    )
+    assert not outside, f"read files outside the install: {outside[:5]}"
 
 
 def _flag(words: list[str], name: str) -> int | None:
@@ -69,7 +113,12 @@ def sandbox(words: list[str], reader_url: str) -> list[str]:
     words = list(words)
     i = _flag(words, "--dataset")
     if i is not None:
-        words[i + 1] = f"novelqa:{NOVELQA}" if words[i + 1].startswith("novelqa:") else "example"
+        if words[i + 1].startswith("novelqa:"):
+            words[i + 1] = f"novelqa:{NOVELQA}"
+        elif words[i + 1] != "hotpotqa-long":
+            words[i + 1] = "example"
+        elif words[0] in ("eval", "mine"):  # the commands that take --limit
+            _set(words, "--limit", "2")
     i = _flag(words, "--document")
     if i is not None:
         words[i + 1] = str(EXAMPLE_DOC)
@@ -164,7 +213,11 @@ class Sandbox:
         err, here = io.StringIO(), Path.cwd()
         os.chdir(self.cwd)
         try:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            with (
+                reads_nothing_outside(self.cwd),
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(err),
+            ):
                 rc = main([*argv, *(["--no-progress"] if argv[0] in ("eval", "mine") else [])])
         finally:
             os.chdir(here)

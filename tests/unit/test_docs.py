@@ -71,8 +71,9 @@ def test_shell_blocks_run(
 ) -> None:
     from doc_shell import Sandbox, command_lines
 
-    # one embedding cache for every page: the example document is embedded once
+    # one embedding cache for every page: the example document and hotpotqa-long's pool are embedded once
     monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "docs-cache"))
+    monkeypatch.delenv("CTXSEL_HOTPOTQA", raising=False)  # hotpotqa-long from the package alone
     monkeypatch.setattr(sys, "argv", ["ctxsel"])
     with Sandbox(tmp_path) as box:
         for where, body in blocks("bash"):
@@ -85,6 +86,19 @@ def test_shell_blocks_run(
         if where.startswith(page + "["):
             with contextlib.redirect_stdout(io.StringIO()):
                 exec(compile(body, where, "exec"), {"__name__": "__docs__"})
+
+
+def test_the_sandbox_fails_a_command_that_reads_outside_the_install(tmp_path: Path) -> None:
+    from doc_shell import reads_nothing_outside
+
+    with reads_nothing_outside(tmp_path):  # the package and the page's scratch folder are fine
+        (REPO / "src" / "ctxsel" / "data" / "example.md").read_bytes()
+        (tmp_path / "x").write_text("x")
+    with (
+        pytest.raises(AssertionError, match=r"outside the install: \['.*README.md'\]"),
+        reads_nothing_outside(tmp_path),
+    ):
+        (REPO / "README.md").read_bytes()
 
 
 def cli_reference() -> str:
