@@ -307,8 +307,8 @@ class TestCLI:
         summary = json.loads((tmp_path / "o" / "summary.json").read_text())
         methods = summary["methods"] if "methods" in summary else summary
         assert {"top-k@2 on keywords", "top-k@2 on bm25", "top-k@2 on keywords+links[m=1,boost=1]"} <= set(methods)
-        assert "| top-k@2 on keywords+links[m=1,boost=1] | 100.0 |" in out
-        assert "| top-k@2 on keywords | 50.0 |" in out
+        assert "| top-k@2 on keywords+links[m=1,boost=1] | 100.0 [100.0, 100.0] |" in out
+        assert "| top-k@2 on keywords | 50.0 [50.0, 50.0] |" in out
         row = [
             json.loads(x)
             for x in (tmp_path / "o" / "results.jsonl").read_text().splitlines()
@@ -335,7 +335,7 @@ class TestCLI:
                 "links[boost=1]",
             ]
         )
-        assert rc == 0 and "| top-k@2 | 50.0 |" in capsys.readouterr().out
+        assert rc == 0 and "| top-k@2 | 50.0 [50.0, 50.0] |" in capsys.readouterr().out
         config = json.loads((tmp_path / "o" / "config.json").read_text())
         assert config["scorer"].startswith("hybrid+links[m=1,boost=1,question=true,keys=titles]")
         row = json.loads((tmp_path / "o" / "results.jsonl").read_text().splitlines()[0])

@@ -8,8 +8,10 @@ hold the table, DIR/plots the figures.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from ctxsel.cli.common import (
@@ -48,8 +50,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="only the first N examples (of the split, with --split); N >= 1",
     )
-    p.add_argument("--hotpotqa", default=None, help="path to hotpot_dev_distractor_100.json (for hotpotqa-long)")
+    p.add_argument(
+        "--hotpotqa", default=None, help="another HotpotQA file for hotpotqa-long (default: the bundled copy)"
+    )
     p.add_argument("--plot-example", default=None, help="example id whose similarity curve is plotted")
+    p.add_argument(
+        "--ci",
+        choices=["bootstrap", "none"],
+        default="bootstrap",
+        help="a 95%% interval beside every mean: a seeded bootstrap over examples (2,000 resamples; default), or none",
+    )
+    p.add_argument(
+        "--compare",
+        default=None,
+        metavar="METHOD",
+        help="every other row's paired difference to this row (one of --methods) on the same examples, with its "
+        "95%% interval and a paired test (exact McNemar for 0/1 scores, paired bootstrap otherwise)",
+    )
     p.add_argument("--overwrite", action="store_true", help="discard earlier results in --output")
     p.add_argument(
         "--rescore",
@@ -184,6 +201,8 @@ def run(args: argparse.Namespace) -> int:
         ray_options=ray_options,
         retry_errors=not args.no_retry_errors,
         on_ray_run=ray_runs.append,
+        ci=args.ci,
+        compare=args.compare,
         # rows keep the label `ldar`; SAGE embeds its answers the way the scorer embeds chunks
         resources={"backend": args.backend, **({"policy": args.policy} if args.policy else {})},
     )
@@ -209,6 +228,11 @@ def run(args: argparse.Namespace) -> int:
         from ctxsel.eval.report import SELECTOR_REPLY_COLUMNS
 
         print("\n" + markdown_table(picker_rows, SELECTOR_REPLY_COLUMNS), end="")
+    if args.compare:
+        from ctxsel.eval.report import comparisons_table
+
+        comparisons = json.loads((Path(args.output) / "summary.json").read_text(encoding="utf-8"))["comparisons"]
+        print(f"\npaired differences to {args.compare}:\n" + comparisons_table(comparisons), end="")
     print(f"\nwrote {args.output}/results.jsonl, summary.md, summary.json, plots/")
     return 0
 

@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import InputError
 from ctxsel.eval.results import write_atomic
+from ctxsel.eval.stats import CI_METHODS, bootstrap_ci, compare
 from ctxsel.types import Example, LDARBand
 
 METRICS = ("recall", "precision", "k", "diff_k", "diff_k_authors", "n_tokens", "reduction", "select_ms")
@@ -84,8 +86,19 @@ def _mean(values: list[Any]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def summarize(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> dict[str, Any]:
-    """Per method: the mean of every metric over the examples that have it, n and errors."""
+def summarize_ci(ci: str) -> str:
+    """``ci``, checked: an unknown interval method is an error before anything runs."""
+    if ci not in CI_METHODS:
+        raise InputError(f"unknown interval method {ci!r}; choose {' or '.join(CI_METHODS)}")
+    return ci
+
+
+def summarize(
+    rows: Sequence[Mapping[str, Any]], methods: Sequence[str], ci: str = "bootstrap", seed: int = 0
+) -> dict[str, Any]:
+    """Per method: the mean of every metric over the examples that have it, n and errors; with
+    ``ci="bootstrap"`` each mean's 95% interval beside it as ``<metric>_ci95`` (``ctxsel.eval.stats``)."""
+    summarize_ci(ci)
     out: dict[str, Any] = {}
     for m in methods:
         mine = [r for r in rows if r["method"] == m]
@@ -101,6 +114,8 @@ def summarize(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> dict
         for key in keys:
             vals = [r.get(key, r.get("extra_metrics", {}).get(key)) for r in mine]
             entry[key] = _mean(vals)
+            if ci == "bootstrap" and entry[key] is not None:
+                entry[f"{key}_ci95"] = list(bootstrap_ci([float(v) for v in vals if v is not None], seed=seed) or ())
         out[m] = entry
     return out
 
@@ -126,33 +141,64 @@ def markdown_table(
     for m, e in summary.items():
         cells = []
         for key, _, fmt in columns:
-            v = e.get(key)
+            v, ci = e.get(key), e.get(f"{key}_ci95")
             if v is None or (isinstance(v, float) and math.isnan(v)):
                 cells.append("-")
-            elif fmt == "pct":
-                cells.append(f"{100 * v:.1f}")
             else:
-                cells.append(format(v, fmt))
+                cells.append(_number(v, fmt) + (f" [{_number(ci[0], fmt)}, {_number(ci[1], fmt)}]" if ci else ""))
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _number(v: float, fmt: str) -> str:
+    return f"{100 * v:.1f}" if fmt == "pct" else format(v, fmt)
+
+
+def comparisons_table(comparisons: Sequence[Mapping[str, Any]]) -> str:
+    """The paired differences, a - b, percentages for the 0-1 metrics; "real" where the interval excludes 0."""
+    lines = ["| a | b | metric | a - b | 95% interval | p | n | test |", "|---|---|---|---:|---:|---:|---:|---|"]
+    for c in comparisons:
+        fmt = ",.0f" if c["metric"] == "n_tokens" else "pct"
+        lo, hi = c["ci95"]
+        real = " (real)" if lo > 0 or hi < 0 else ""
+        lines.append(
+            f"| {c['a']} | {c['b']} | {c['metric']} | {_number(c['diff'], fmt)}{real} | "
+            f"[{_number(lo, fmt)}, {_number(hi, fmt)}] | {c['p']:.3g} | {c['n']} | {c['test']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def write_reports(
     out: Path, summary: dict[str, Any], rows: Sequence[Mapping[str, Any]], config: dict[str, Any]
 ) -> None:
-    write_atomic(out / "summary.json", json.dumps({"config": config, "methods": summary}, indent=2))
+    """summary.json, summary.md and the plots; with ``config["compare"]`` (``--compare``) the paired
+    differences to that method too (``comparisons``)."""
+    report: dict[str, Any] = {"config": config, "methods": summary}
+    against, refused = config.get("compare"), None
+    if against:
+        try:
+            report["comparisons"] = compare(rows, list(summary), against, seed=int(config.get("seed") or 0))
+        except InputError as e:  # the rest of the report is still written, then the refusal is said
+            against, refused = None, e
+    write_atomic(out / "summary.json", json.dumps(report, indent=2))
     n = max((e["n"] for e in summary.values()), default=0)
-    md = f"# ctxsel eval: {config.get('dataset') or 'dataset'}\n\n{n} examples, scorer `{config.get('scorer')}`.\n\n"
-    md += markdown_table(summary)
+    md = f"# ctxsel eval: {config.get('dataset') or 'dataset'}\n\n{n} examples, scorer `{config.get('scorer')}`."
+    if config.get("ci", "bootstrap") == "bootstrap":
+        md += " Brackets: 95% bootstrap interval over examples."
+    md += "\n\n" + markdown_table(summary)
     if config.get("reader"):
         r = config["reader"]
         md += f"\n## Reading with `{r['model']}` ({r['template']})\n\n"
         md += markdown_table(summary, reader_columns(summary))
     if any(k in e for e in summary.values() for k in REPLY_METRICS):
         md += "\n## LLM selector replies\n\n" + markdown_table(summary, SELECTOR_REPLY_COLUMNS)
+    if against:
+        md += f"\n## Paired differences to `{against}`\n\n" + comparisons_table(report["comparisons"])
     write_atomic(out / "summary.md", md)
     if summary:
         plot_tradeoff(out / "plots", summary, rows)
+    if refused is not None:
+        raise refused
 
 
 def _plt() -> Any:
@@ -179,10 +225,13 @@ def plot_tradeoff(
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     families: dict[str, list[tuple[float, float, str]]] = {}
+    bars: dict[str, tuple[float, float]] = {}  # a method's 95% interval, drawn as an error bar
     for m, e in summary.items():
         if e.get(metric) is None or e.get("n_tokens") is None:
             continue
         families.setdefault(m.split("@")[0].split("[")[0], []).append((max(e["n_tokens"], 1), 100 * e[metric], m))
+        if e.get(f"{metric}_ci95"):
+            bars[m] = (100 * e[metric] - 100 * e[f"{metric}_ci95"][0], 100 * e[f"{metric}_ci95"][1] - 100 * e[metric])
     if not families:  # no labels to measure recall against (e.g. multiple-choice data)
         plt.close(fig)
         return
@@ -192,14 +241,19 @@ def plot_tradeoff(
         # adaptive methods and singletons as individual labelled markers
         if fam in ("top-k", "top-n-tokens") and len(pts) > 1:
             pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", ms=4, lw=1, alpha=0.7, label=fam)
+            line = ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", ms=4, lw=1, alpha=0.7, label=fam)
+            for x, y, m in pts:
+                if m in bars:
+                    ax.errorbar(x, y, yerr=[[bars[m][0]], [bars[m][1]]], color=line[0].get_color(), lw=0.8)
         else:
             for x, y, m in pts:
-                ax.scatter(x, y, s=70, marker=next(markers), zorder=3, label=m)
+                dot = ax.scatter(x, y, s=70, marker=next(markers), zorder=3, label=m)
+                if m in bars:
+                    ax.errorbar(x, y, yerr=[[bars[m][0]], [bars[m][1]]], color=dot.get_facecolor()[0], lw=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("input tokens (mean, log scale)")
     ax.set_ylabel(f"{metric} (%)")
-    ax.set_title(f"{metric} against tokens")
+    ax.set_title(f"{metric} against tokens" + (" (bars: 95% intervals)" if bars else ""))
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3)
     _save(fig, folder / f"{metric}_vs_tokens.png")

@@ -62,7 +62,8 @@ def rescore(
         rows = [r for r in log.latest_rows() if r["example_id"] in by_id]
     config["judge"] = None if judge is None else judge.model_id
     write_atomic(config_path, json.dumps(config, indent=2))
-    summary = summarize(rows, [m for m in config["methods"] if any(r["method"] == m for r in rows)])
+    methods = [m for m in config["methods"] if any(r["method"] == m for r in rows)]
+    summary = summarize(rows, methods, ci=config.get("ci", "bootstrap"), seed=int(config.get("seed") or 0))
     write_reports(out, summary, rows, config)
     return summary
 

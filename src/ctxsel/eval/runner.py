@@ -51,7 +51,7 @@ from ctxsel._version import __version__
 from ctxsel.datasets.multiple_choice import question_with_options
 from ctxsel.errors import InputError
 from ctxsel.eval.lock import OutputLock
-from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, write_reports
+from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, summarize_ci, write_reports
 from ctxsel.eval.results import ResultLog, write_atomic
 from ctxsel.judge import LLMJudge, score_answer
 from ctxsel.llm.prompts import MULTIPLE_CHOICE
@@ -113,6 +113,8 @@ def evaluate(
     retry_errors: bool = True,
     on_ray_run: Callable[[RayRunInfo], None] | None = None,
     resources: Mapping[str, Any] | None = None,
+    ci: str = "bootstrap",
+    compare: str | None = None,
 ) -> dict[str, Any]:
     """Run ``methods`` over ``examples``; return the per-method summary.
 
@@ -125,7 +127,9 @@ def evaluate(
     ``retry_errors``: on resume, run again the rows that ended in an error
     (default), or keep them. ``on_ray_run`` is called with the Ray engine's
     :class:`~ctxsel.eval.ray_engine.RayRunInfo` (actors, CPUs, seconds) when it ran.
-    ``resources`` go to every method that takes an option of that name and whose spec does not
+    ``ci``: each mean's 95% interval (``"bootstrap"``, the default) or none; ``compare``: a row label
+    that every other row is compared with, paired, in summary.json's ``comparisons``
+    (``ctxsel.eval.stats``). ``resources`` go to every method that takes an option of that name and whose spec does not
     set it (``{"policy": PATH}``: one LDAR policy for every ``ldar`` row, as ``--policy``).
 
     ``rankings`` compares rankings side by side: label -> Scorer (an
@@ -162,6 +166,8 @@ def evaluate(
             sc = first_scorer = get_scorer(scorer) if isinstance(scorer, str) else scorer
             selectors = {m: make_selector(m, reader) for m in methods}  # fail fast on bad specs
             scorer_id = _scorer_id(sc)
+        if compare is not None and compare not in selectors:
+            raise InputError(f"--compare {compare!r} is not one of this run's rows: {', '.join(selectors)}")
         config = {
             "dataset": dataset_name,
             "n_examples": len(examples),
@@ -169,6 +175,8 @@ def evaluate(
             "method_configs": {m: s.config() for m, s in selectors.items()},
             "scorer": scorer_id,
             "seed": seed,
+            "ci": summarize_ci(ci),
+            "compare": compare,
             "engine": engine,
             "reader": None
             if reader is None
@@ -213,7 +221,7 @@ def evaluate(
             ids = {e.id for e in examples}
             rows = [r for r in log.latest_rows() if r["method"] in selectors and r["example_id"] in ids]
 
-        summary = summarize(rows, list(methods))
+        summary = summarize(rows, list(methods), ci=ci, seed=seed)
         write_reports(out, summary, rows, config)
         if examples:
             ex = next((e for e in examples if e.id == plot_example), examples[0])

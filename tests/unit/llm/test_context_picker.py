@@ -323,4 +323,4 @@ def test_eval_reports_invalid_share_and_fallbacks(server, tmp_path):
     assert e["recall"] == pytest.approx(1.0)
     assert e["llm_calls"] == pytest.approx((2 + 3) / 2)
     md = (tmp_path / "summary.md").read_text()
-    assert "invalid replies %" in md and "| context-picker@500 | 50.0 | 50.0 |" in md
+    assert "invalid replies %" in md and "| context-picker@500 | 50.0 [0.0, 100.0] | 50.0 [0.0, 100.0] |" in md

@@ -220,7 +220,7 @@ def test_reference_rows_in_an_eval(tmp_path: Path) -> None:
     assert summary["oracle"]["n"] == 2 and summary["oracle"]["errors"] == 1 and summary["oracle"]["em"] == 1.0
     assert summary["closed-book"]["errors"] == 0 and summary["closed-book"]["n_tokens"] == 0.0
     md = (tmp_path / "summary.md").read_text()
-    assert "| oracle | 100.0 | 100.0 |" in md and "errors" in md.splitlines()[4]
+    assert "| oracle | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] |" in md and "errors" in md.splitlines()[4]
 
 
 @pytest.mark.slow  # two evals against a live fake server (about 3 s)
@@ -251,8 +251,14 @@ def test_one_failing_example_leaves_the_others_scored_and_is_retried_on_resume(t
     assert summary["top-k@1"]["errors"] == 1 and summary["top-k@1"]["n"] == 3
     assert summary["top-k@1"]["score"] == 1.0 and summary["top-k@1"]["subem"] == 1.0  # over the 2 scored rows
     md = (tmp_path / "run" / "summary.md").read_text()
-    line = next(x for x in md.splitlines() if x.startswith("| top-k@1 | 100.0 | 100.0 | 100.0 | 50.0 |"))
-    assert line.endswith("| 0.0 | 0 | 1 |")  # cut %, tokens cut, errors
+    line = next(
+        x
+        for x in md.splitlines()
+        if x.startswith(
+            "| top-k@1 | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] | 50.0 [50.0, 50.0] |"
+        )
+    )
+    assert line.endswith("| 0.0 [0.0, 0.0] | 0 [0, 0] | 1 |")  # cut %, tokens cut, errors
 
     # resume without retrying: nothing is asked, the error stays
     kept = WindowClient(10_000)
