@@ -10,7 +10,7 @@ import pytest
 
 from ctxsel.cli.main import main
 from ctxsel.errors import InputError
-from ctxsel.eval.stats import bootstrap_ci, compare, mcnemar_exact, paired_difference
+from ctxsel.eval.stats import bootstrap_ci, cohen_kappa, compare, judge_agreement, mcnemar_exact, paired_difference
 
 
 def _by_hand(values: list[float], seed: int = 0, resamples: int = 2000) -> tuple[float, float]:
@@ -105,3 +105,39 @@ def test_eval_refuses_a_compare_row_it_does_not_run(tmp_path: Path, capsys: pyte
     argv = ["eval", "--dataset", "example", "--methods", "top-k@5", "--compare", "full", "--scorer", "keywords"]
     assert main([*argv, "--output", str(tmp_path / "o"), "--no-progress"]) == 2
     assert "--compare 'full' is not one of this run's rows: top-k@5" in capsys.readouterr().err
+
+
+def test_cohen_kappa_of_the_textbook_table() -> None:
+    # 50 items: both yes 20, only a 5, only b 10, both no 15 -> p_o 0.7, p_e 0.5, kappa 0.4
+    a = [True] * 20 + [True] * 5 + [False] * 10 + [False] * 15
+    b = [True] * 20 + [False] * 5 + [True] * 10 + [False] * 15
+    assert cohen_kappa(a, b) == pytest.approx(0.4)
+    assert cohen_kappa(a, a) == pytest.approx(1.0)
+    assert cohen_kappa([True, True], [True, True]) is None  # chance agreement 1: undefined
+    assert cohen_kappa([], []) is None
+
+
+def test_a_judge_that_credits_answers_with_no_overlap_is_not_trusted() -> None:
+    judged = [  # (judge score, set-overlap F1): the judge credits two answers that list no gold item
+        (1.0, 1.0),
+        (0.75, 0.8),
+        (0.5, 0.0),
+        (1.0, 0.0),
+        (0.0, 0.0),
+        (0.0, 0.1),
+        (0.25, 0.6),
+    ]
+    rows = [{"kind": "llm-judge", "score": j, "overlap_f1": f} for j, f in judged]
+    rows.append({"kind": "set-overlap-f1 (judge reply invalid: no JSON)", "score": 0.0, "overlap_f1": 0.0})
+    agreement = judge_agreement(rows)
+    assert agreement is not None and agreement["n"] == 7  # the invalid reply is not the judge's verdict
+    assert agreement["confusion"] == {
+        "judge_yes_ref_yes": 2,
+        "judge_yes_ref_no": 2,
+        "judge_no_ref_yes": 1,
+        "judge_no_ref_no": 2,
+    }
+    # p_o = 4/7; p_judge = 4/7, p_ref = 3/7: p_e = 12/49 + 12/49 = 24/49
+    assert agreement["kappa"] == pytest.approx((4 / 7 - 24 / 49) / (1 - 24 / 49))
+    assert agreement["trusted"] is False and agreement["reference"] == "overlap_f1"
+    assert judge_agreement([{"kind": "subem", "score": 1.0}]) is None

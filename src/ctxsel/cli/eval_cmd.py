@@ -217,10 +217,9 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     print(markdown_table(summary), end="")
+    report = json.loads((Path(args.output) / "summary.json").read_text(encoding="utf-8"))
     if reader is not None:
-        from ctxsel.eval.report import reader_columns
-
-        print("\n" + markdown_table(summary, reader_columns(summary)), end="")
+        _print_reading(summary, report)
     from ctxsel.eval.report import REPLY_METRICS
 
     picker_rows = {m: e for m, e in summary.items() if any(k in e for k in REPLY_METRICS)}
@@ -231,22 +230,31 @@ def run(args: argparse.Namespace) -> int:
     if args.compare:
         from ctxsel.eval.report import comparisons_table
 
-        comparisons = json.loads((Path(args.output) / "summary.json").read_text(encoding="utf-8"))["comparisons"]
-        print(f"\npaired differences to {args.compare}:\n" + comparisons_table(comparisons), end="")
+        print(f"\npaired differences to {args.compare}:\n" + comparisons_table(report["comparisons"]), end="")
     print(f"\nwrote {args.output}/results.jsonl, summary.md, summary.json, plots/")
     return 0
 
 
 def _rescore(args: argparse.Namespace, examples: list[Any], dataset_name: str) -> int:
-    from ctxsel.eval.report import markdown_table, reader_columns
     from ctxsel.eval.rescore import rescore
     from ctxsel.judge import LLMJudge
 
     judge = LLMJudge(make_llm(args, "judge")) if args.judge else None
     summary = rescore(examples, args.output, dataset_name=dataset_name, judge=judge, progress=not args.no_progress)
-    print(markdown_table(summary, reader_columns(summary)), end="")
+    _print_reading(summary, json.loads((Path(args.output) / "summary.json").read_text(encoding="utf-8")))
     print(f"\nrescored the answers in {args.output}/results.jsonl; rewrote summary.md, summary.json")
     return 0
+
+
+def _print_reading(summary: dict[str, Any], report: dict[str, Any]) -> None:
+    """The reading table, and the judge's check against the deterministic score when a judge scored."""
+    from ctxsel.eval.report import agreement_text, markdown_table, reader_columns
+
+    agreement = report.get("judge_agreement")
+    trusted = agreement is None or agreement["trusted"]
+    print("\n" + markdown_table(summary, reader_columns(summary, judge_trusted=trusted)), end="")
+    if agreement is not None:
+        print("\n" + agreement_text(agreement, str(report["config"]["judge"])), end="")
 
 
 def build_reader(args: argparse.Namespace, template: str) -> tuple[Any, Any]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from ctxsel.errors import InputError
 from ctxsel.eval.results import write_atomic
-from ctxsel.eval.stats import CI_METHODS, bootstrap_ci, compare
+from ctxsel.eval.stats import CI_METHODS, TRUSTED_KAPPA, bootstrap_ci, compare, judge_agreement
 from ctxsel.types import Example, LDARBand
 
 METRICS = ("recall", "precision", "k", "diff_k", "diff_k_authors", "n_tokens", "reduction", "select_ms")
@@ -55,14 +55,21 @@ READER_COLUMNS = (
 FACTOID_COLUMNS = (("subem", "SubEM %", "pct"), ("em", "EM %", "pct"), ("f1", "F1 %", "pct"))
 #: Beside an LLM judge's score: how many of its replies were valid (the others fall back to set overlap).
 JUDGE_VALID_COLUMN = ("judge_valid", "judge valid %", "pct")
+#: In place of an untrusted judge's score: the deterministic set-overlap F1 of the same answers.
+OVERLAP_COLUMN = ("overlap_f1", "overlap F1 %", "pct")
 
 
-def reader_columns(summary: Mapping[str, Mapping[str, Any]]) -> tuple[tuple[str, str, str], ...]:
+def reader_columns(
+    summary: Mapping[str, Mapping[str, Any]], judge_trusted: bool = True
+) -> tuple[tuple[str, str, str], ...]:
     """READER_COLUMNS, with SubEM / EM / F1 in place of the score when the answers are factoid, and the
-    LLM judge's valid-reply rate when a judge scored them."""
+    LLM judge's valid-reply rate when a judge scored them; a judge that is not trusted
+    (``stats.judge_agreement``) has its score column replaced by the set-overlap F1."""
     if any(e.get("subem") is not None for e in summary.values()):
         return FACTOID_COLUMNS + READER_COLUMNS[1:]
     if any(e.get("judge_valid") is not None for e in summary.values()):
+        if not judge_trusted:
+            return (OVERLAP_COLUMN, *READER_COLUMNS[1:])
         return (*READER_COLUMNS[:1], JUDGE_VALID_COLUMN, *READER_COLUMNS[1:])
     return READER_COLUMNS
 
@@ -150,6 +157,22 @@ def markdown_table(
     return "\n".join(lines) + "\n"
 
 
+def agreement_text(agreement: Mapping[str, Any], judge: str) -> str:
+    """The judge's check in words and its confusion table (summary.md)."""
+    c, kappa = agreement["confusion"], agreement["kappa"]
+    verdict = "trusted" if agreement["trusted"] else f"not trusted (below {TRUSTED_KAPPA}): its score is left out above"
+    k = "undefined" if kappa is None else f"{kappa:.2f}"
+    ref = agreement["reference"]
+    return (
+        f"## The judge `{judge}` against {ref}\n\n"
+        f"Credit means a score >= {agreement['credit_at']}. Over {agreement['n']} judged answers the judge agrees "
+        f"with {ref} on {100 * agreement['agreement']:.1f}%, Cohen's kappa {k}: {verdict}.\n\n"
+        f"| | {ref} credits | {ref} does not |\n|---|---:|---:|\n"
+        f"| judge credits | {c['judge_yes_ref_yes']} | {c['judge_yes_ref_no']} |\n"
+        f"| judge does not | {c['judge_no_ref_yes']} | {c['judge_no_ref_no']} |\n"
+    )
+
+
 def _number(v: float, fmt: str) -> str:
     return f"{100 * v:.1f}" if fmt == "pct" else format(v, fmt)
 
@@ -174,6 +197,9 @@ def write_reports(
     """summary.json, summary.md and the plots; with ``config["compare"]`` (``--compare``) the paired
     differences to that method too (``comparisons``)."""
     report: dict[str, Any] = {"config": config, "methods": summary}
+    agreement = judge_agreement(rows) if config.get("judge") else None
+    if agreement is not None:
+        report["judge_agreement"] = agreement
     against, refused = config.get("compare"), None
     if against:
         try:
@@ -189,7 +215,10 @@ def write_reports(
     if config.get("reader"):
         r = config["reader"]
         md += f"\n## Reading with `{r['model']}` ({r['template']})\n\n"
-        md += markdown_table(summary, reader_columns(summary))
+        trusted = agreement is None or agreement["trusted"]
+        md += markdown_table(summary, reader_columns(summary, judge_trusted=trusted))
+    if agreement is not None:
+        md += "\n" + agreement_text(agreement, str(config["judge"]))
     if any(k in e for e in summary.values() for k in REPLY_METRICS):
         md += "\n## LLM selector replies\n\n" + markdown_table(summary, SELECTOR_REPLY_COLUMNS)
     if against:

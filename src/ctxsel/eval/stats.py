@@ -139,4 +139,67 @@ def compare(
     return out
 
 
-__all__ = ["CI_METHODS", "COMPARED", "bootstrap_ci", "compare", "mcnemar_exact", "paired_difference"]
+#: A judge is trusted when its verdicts agree with the deterministic score at least this well
+#: (Cohen's kappa; 0.6 is the usual threshold of "substantial" agreement, Landis and Koch 1977).
+TRUSTED_KAPPA = 0.6
+#: An answer counts as credited when its score is at least this (either score, both in [0, 1]).
+CREDIT = 0.5
+
+
+def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
+    """Cohen's kappa of two binary raters; None when undefined (no rows, or chance agreement is 1)."""
+    n = len(a)
+    if n == 0:
+        return None
+    both = sum(1 for x, y in zip(a, b) if x and y)
+    neither = sum(1 for x, y in zip(a, b) if not x and not y)
+    observed = (both + neither) / n
+    pa, pb = sum(a) / n, sum(b) / n
+    chance = pa * pb + (1 - pa) * (1 - pb)
+    return None if chance >= 1.0 else (observed - chance) / (1.0 - chance)
+
+
+def judge_agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """How well an LLM judge's verdicts agree with the deterministic score on the same answers: the rows the
+    judge scored (``kind`` "llm-judge"), each answer credited by the judge when its score is >= ``CREDIT`` and
+    by the reference (set-overlap F1 for aggregation answers, EM for factoid ones) likewise. Returns the
+    confusion table, Cohen's kappa and whether the judge is trusted (kappa >= ``TRUSTED_KAPPA``); None when
+    no row was judged."""
+    pairs = []
+    for r in rows:
+        if r.get("kind") != "llm-judge" or r.get("score") is None:
+            continue
+        ref = r.get("overlap_f1", r.get("em"))
+        if ref is not None:
+            pairs.append((float(r["score"]) >= CREDIT, float(ref) >= CREDIT))
+    if not pairs:
+        return None
+    judge, ref = [p[0] for p in pairs], [p[1] for p in pairs]
+    kappa = cohen_kappa(judge, ref)
+    return {
+        "reference": "overlap_f1" if any("overlap_f1" in r for r in rows) else "em",
+        "credit_at": CREDIT,
+        "n": len(pairs),
+        "confusion": {
+            "judge_yes_ref_yes": sum(1 for j, f in pairs if j and f),
+            "judge_yes_ref_no": sum(1 for j, f in pairs if j and not f),
+            "judge_no_ref_yes": sum(1 for j, f in pairs if not j and f),
+            "judge_no_ref_no": sum(1 for j, f in pairs if not j and not f),
+        },
+        "agreement": sum(1 for j, f in pairs if j == f) / len(pairs),
+        "kappa": kappa,
+        "trusted": kappa is not None and kappa >= TRUSTED_KAPPA,
+    }
+
+
+__all__ = [
+    "CI_METHODS",
+    "COMPARED",
+    "TRUSTED_KAPPA",
+    "bootstrap_ci",
+    "cohen_kappa",
+    "compare",
+    "judge_agreement",
+    "mcnemar_exact",
+    "paired_difference",
+]

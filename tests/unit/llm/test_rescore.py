@@ -107,7 +107,16 @@ def test_rescore_judges_the_stored_answers_and_keeps_the_rest_of_each_row(server
     assert summary["top-k@1"]["score"] == 0.25 and summary["oracle"]["score"] == 0.875
     assert summary["oracle"]["judge_valid"] == 1.0
     assert json.loads((out / "config.json").read_text())["judge"] == "fake"
-    assert json.loads((out / "summary.json").read_text())["methods"]["oracle"]["score"] == 0.875
+    report = json.loads((out / "summary.json").read_text())
+    assert report["methods"]["oracle"]["score"] == 0.875
+    # the judge checked against set overlap: 3 judged answers, all credited by both, so kappa is undefined
+    # and the judge is not trusted; summary.md shows set-overlap F1 in place of its score
+    agreement = report["judge_agreement"]
+    assert (agreement["n"], agreement["confusion"]["judge_yes_ref_yes"], agreement["kappa"]) == (3, 3, None)
+    assert agreement["trusted"] is False
+    md = (out / "summary.md").read_text()
+    assert "| method | overlap F1 % |" in md and "score %" not in md
+    assert "Cohen's kappa undefined: not trusted" in md
 
 
 def test_rescore_refuses_another_dataset_and_a_run_without_answers(server, tmp_path):
