@@ -259,4 +259,32 @@ class SQLiteStore:
         return self._retry_locked(lambda: fn(self.conn()))
 
 
-__all__ = ["SQLiteStore", "is_corrupt", "is_locked"]
+class MemoryStore:
+    """:class:`SQLiteStore`'s ``run`` and ``close`` over one in-memory database, for a cache whose
+    folder cannot be written: same queries, nothing on disk, lost when the process ends. One
+    connection, used by one thread at a time; a copy sent to another process starts empty."""
+
+    path = Path(":memory:")
+
+    def __init__(self, *, schema: Sequence[str]) -> None:
+        self.schema = tuple(schema)
+        self._lock = threading.Lock()
+        self._con = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        for statement in self.schema:
+            self._con.execute(statement)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"schema": self.schema}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(schema=state["schema"])  # type: ignore[misc]
+
+    def run(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            return fn(self._con)
+
+    def close(self) -> None:
+        """Nothing to do: the one connection lives as long as the store (closing it would lose the data)."""
+
+
+__all__ = ["MemoryStore", "SQLiteStore", "is_corrupt", "is_locked"]

@@ -72,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def collect() -> dict[str, object]:
     from ctxsel._version import __version__
-    from ctxsel.paths import default_cache_dir
+    from ctxsel.paths import default_cache_dir, writable_cache_dir
     from ctxsel.scoring.dense import bundled_model_path
 
     pkgs = {name: _version(name) for name in PACKAGES}
@@ -82,6 +82,10 @@ def collect() -> dict[str, object]:
         extras[extra] = {"for": feature, "installed": not missing, "missing": missing}
     from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, MODELS
 
+    try:
+        cache_dir: str | None = str(default_cache_dir())
+    except OSError:  # no HOME and no password entry: none can be named
+        cache_dir = None
     model = bundled_model_path()
     llms = {
         f"{name}{' (default reader)' if name == DEFAULT_LOCAL_MODEL else ''}": (m.title if m.installed() else None)
@@ -107,7 +111,9 @@ def collect() -> dict[str, object]:
         "local_llms": llms,
         "reader": reader,
         "extras": extras,
-        "cache_dir": str(default_cache_dir()),
+        "cache_dir": cache_dir,
+        # False: caches stay in memory and model files go to a temporary folder (the warning says why)
+        "cache_dir_writable": writable_cache_dir() is not None,
         "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
     }
@@ -143,5 +149,7 @@ def run(args: argparse.Namespace) -> int:
     for extra, e in cast(dict[str, Any], info["extras"]).items():
         status = "installed" if e["installed"] else f"missing {', '.join(e['missing'])}"
         print(f"  {extra:<12} {e['for']:<34} {status}")
-    print(f"cache: {info['cache_dir']}")
+    where = f"{info['cache_dir']} (not writable)" if info["cache_dir"] else "none (HOME is not set)"
+    memory = ": caches stay in memory, model files go to a temporary folder (see the warning)"
+    print(f"cache: {info['cache_dir']}" if info["cache_dir_writable"] else f"cache: {where}{memory}")
     return 0

@@ -25,7 +25,10 @@ meet ``database is locked`` are retried. A corrupt or truncated file (or one
 that is not SQLite at all) is detected when opened (``PRAGMA quick_check``)
 or when a query fails with a corruption error, moved aside to
 ``<path>.corrupt-<timestamp>`` and replaced by an empty cache, with a
-warning; a cache problem never fails the model call it serves.
+warning; a cache problem never fails the model call it serves. Without a
+path, a cache folder (or HOME) that cannot be written gives an in-memory
+cache for the process (``path`` is ``:memory:``) after the one warning of
+``ctxsel.paths.writable_cache_dir``.
 """
 
 from __future__ import annotations
@@ -42,8 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 from ctxsel.errors import InputTypeError
 from ctxsel.llm.base import Completion, LLMClient, Prompt, normalize_prompt
-from ctxsel.paths import default_cache_dir
-from ctxsel.sqlite_store import SQLiteStore
+from ctxsel.paths import default_cache_dir, writable_cache_dir
+from ctxsel.sqlite_store import MemoryStore, SQLiteStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from ctxsel.llm.constrain import ReplyFormat
@@ -54,9 +57,16 @@ log = logging.getLogger("ctxsel.llm")
 KEY_SCHEMA = 1
 
 
+FILE_NAME = "llm_responses.sqlite"
+_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS responses ("
+    " key TEXT PRIMARY KEY, model_id TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"
+]
+
+
 def default_cache_path() -> Path:
     """``$CTXSEL_CACHE_DIR/llm_responses.sqlite`` (else ``$XDG_CACHE_HOME/ctxsel``, else ``~/.cache/ctxsel``)."""
-    return default_cache_dir() / "llm_responses.sqlite"
+    return default_cache_dir() / FILE_NAME
 
 
 def cache_key(
@@ -119,10 +129,19 @@ class ResponseCache:
         store_raw: bool = True,
         quick_check: bool = True,
     ) -> None:
-        self.path = Path(path).expanduser() if path is not None else default_cache_path()
         self.timeout = float(timeout)
         self.store_raw = store_raw
         self.quick_check = quick_check
+        self._db: SQLiteStore | MemoryStore
+        if path is None:
+            folder = writable_cache_dir()
+            if folder is None:  # already warned, once a process
+                self.path = MemoryStore.path
+                self._db = MemoryStore(schema=_SCHEMA)
+                return
+            self.path = folder / FILE_NAME
+        else:
+            self.path = Path(path).expanduser()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -130,18 +149,27 @@ class ResponseCache:
                 f"cannot create the LLM cache directory {self.path.parent}: {e}; "
                 "pass ResponseCache(path=...) in a writable place or set CTXSEL_CACHE_DIR"
             ) from e
-        self._db = SQLiteStore(
-            self.path,
-            schema=[
-                "CREATE TABLE IF NOT EXISTS responses ("
-                " key TEXT PRIMARY KEY, model_id TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"
-            ],
-            label="LLM response cache",
-            lost="Cached replies are lost; they will be fetched again from the model.",
-            log=log,
-            timeout=self.timeout,
-            quick_check=quick_check,
-        )
+        try:
+            self._db = SQLiteStore(
+                self.path,
+                schema=_SCHEMA,
+                label="LLM response cache",
+                lost="Cached replies are lost; they will be fetched again from the model.",
+                log=log,
+                timeout=self.timeout,
+                quick_check=quick_check,
+            )
+        except (OSError, sqlite3.Error) as e:
+            if path is not None:
+                raise  # the caller named this file: tell them it cannot be used
+            log.warning(
+                "LLM response cache %s cannot be used (%s); replies are cached in memory for this process. "
+                "Make it writable or set CTXSEL_CACHE_DIR to a writable folder.",
+                self.path,
+                e,
+            )
+            self.path = MemoryStore.path
+            self._db = MemoryStore(schema=_SCHEMA)
 
     def __repr__(self) -> str:
         return f"ResponseCache({str(self.path)!r})"

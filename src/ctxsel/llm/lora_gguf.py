@@ -34,7 +34,7 @@ from typing import Any
 
 from ctxsel.errors import InputError, MissingExtraError
 from ctxsel.llm.local import LocalLlamaClient
-from ctxsel.paths import default_cache_dir
+from ctxsel.paths import files_dir, find_cached
 
 #: Architectures whose GGUF tensors are peft's weights renamed, unpermuted (convert_hf_to_gguf's Qwen2 and Gemma3).
 SUPPORTED_ARCHITECTURES = ("qwen2", "gemma3")
@@ -138,7 +138,11 @@ def cached_lora_gguf(adapter_dir: str | Path, base_gguf: str | Path) -> Path:
     for name in ("adapter_config.json", "adapter_model.safetensors"):
         if not (adapter_dir / name).is_file():
             raise FileNotFoundError(f"{adapter_dir} is not a peft LoRA adapter (no {name})")
-    out = default_cache_dir() / "adapters" / f"lora-{adapter_sha(adapter_dir, base_gguf)[:16]}.gguf"
+    name = f"lora-{adapter_sha(adapter_dir, base_gguf)[:16]}.gguf"
+    ready = find_cached("adapters", name)  # also in a cache folder this process cannot write
+    if ready is not None and ready.is_file():
+        return ready
+    out = files_dir("adapters") / name  # the temporary folder when the cache folder cannot be written
     return out if out.is_file() else convert(adapter_dir, base_gguf, out)
 
 

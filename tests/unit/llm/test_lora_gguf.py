@@ -88,6 +88,30 @@ def test_conversion_is_cached_by_content(tmp_path: Path, cache_dir: Path) -> Non
     assert not list(first.parent.glob(".*.tmp"))
 
 
+def test_without_a_writable_cache_the_conversion_goes_to_the_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing needs a writable home (docs/reliability.md H9): a cache folder under a file cannot be made."""
+    import tempfile
+
+    from ctxsel import paths
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    paths._forget()
+    try:
+        base = tiny_base(tmp_path / "base.gguf")
+        tiny_adapter(tmp_path / "a")
+        out = cached_lora_gguf(tmp_path / "a", base)
+        assert out.parent.parent.parent == tmp_path / "tmp" and out.parent.name == "adapters" and out.is_file()
+        mtime = out.stat().st_mtime_ns
+        assert cached_lora_gguf(tmp_path / "a", base) == out and out.stat().st_mtime_ns == mtime  # reused
+    finally:
+        paths._forget()
+
+
 @pytest.mark.parametrize(
     ("cfg", "extra", "match"),
     [
