@@ -1,6 +1,7 @@
 """Answer a question about a document: select chunks, read them with an LLM.
 
     ctxsel answer --document report.md --question "..." [--method adaptive-k] [--reader local]
+    ctxsel answer --document novel.txt --question "Who founded the guild?" --choice Orla --choice Jory
 
 Prints the answer, the chunks it read and the token counts (the selection's
 cl100k tokens and the reader's own input and output tokens); --json prints

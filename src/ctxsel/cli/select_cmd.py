@@ -3,7 +3,6 @@
     ctxsel select --document report.md --question "Who built the telescope?"
     ctxsel select --document report.md --question-file long_question.txt --method top-k@5 --json
     ctxsel select --document chunks.jsonl --question "..." --scores scores.txt --method adaptive-k
-
     ctxsel select --document - --question "..." < report.md | head -5
 
 Prints the kept chunks, best first, and why the cut fell where it did; --json prints one object, the
