@@ -12,13 +12,24 @@ sentence ends, then between words, then (a "word" of thousands of
 characters) at token boundaries, and consecutive pieces are packed back
 together up to the limit. Without it one 50 MB line became one chunk of
 10.5M tokens. ``max_chunk_tokens=None`` turns the limit off.
+
+Markdown headings (ATX ``#`` .. ``######`` lines and setext underlines,
+outside fenced code) join the text that follows them (``headings="attach"``,
+the default): the heading lines prefix the first chunk of their section, and
+every chunk of the section carries ``meta["heading"]`` (the innermost title)
+and ``meta["headings"]`` (the path, outermost first). A heading alone is a
+few tokens that share the question's words, so as its own chunk it ranked
+first for the dense scorer and crowded the cut. A heading with no text of its
+own (the next heading is not below it, or the document ends) stays a chunk.
+``headings="separate"`` splits as before: a heading paragraph is a chunk.
+Token windows ignore headings (they cut the raw text).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -27,6 +38,8 @@ from ctxsel.tokens import count_tokens, token_offsets
 from ctxsel.types import Chunk
 
 Method = Literal["paragraphs", "sentences", "tokens", "semantic"]
+Headings = Literal["attach", "separate"]
+HEADINGS: tuple[str, ...] = ("attach", "separate")
 
 _PARA = re.compile(r"\n\s*\n")
 # Sentence ends: . ! ? (optionally followed by closing quotes/brackets) then
@@ -77,11 +90,91 @@ _ABBREV = frozenset(
 )
 
 
-def _make_chunks(texts: Sequence[str], doc_id: str) -> list[Chunk]:
+def _make_chunks(texts: Sequence[str], doc_id: str, metas: Sequence[dict[str, Any]] | None = None) -> list[Chunk]:
     def cid(i: int) -> str:
         return str(i) if doc_id == "doc" else f"{doc_id}#{i}"
 
-    return [Chunk(id=cid(i), text=t, doc_id=doc_id, position=i) for i, t in enumerate(texts)]
+    metas = metas or [{}] * len(texts)
+    return [
+        Chunk(id=cid(i), text=t, doc_id=doc_id, position=i, meta=dict(m))
+        for i, (t, m) in enumerate(zip(texts, metas, strict=True))
+    ]
+
+
+# -- Markdown headings ------------------------------------------------------------------------------------------
+
+# ATX: up to 3 spaces, 1-6 '#', then a space or the line's end (``#tag`` is no heading); setext: a text
+# line underlined with '=' (level 1) or '-' (level 2); fences: ``` or ~~~ (their lines are never headings)
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+_ATX_CLOSE = re.compile(r"(?:^|[ \t]+)#+$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_NOT_SETEXT_TEXT = re.compile(r"^\s*(?:[-*+>|]|\d+[.)]\s)")
+
+
+def _heading(lines: list[str], i: int, block_start: bool) -> tuple[int, str, int] | None:
+    """The heading at ``lines[i]``: (level, title, lines it spans), or None."""
+    m = _ATX.match(lines[i])
+    if m:
+        return len(m.group(1)), _ATX_CLOSE.sub("", m.group(2) or "").strip(), 1
+    if (
+        block_start
+        and i + 1 < len(lines)
+        and lines[i].strip()
+        and not _NOT_SETEXT_TEXT.match(lines[i])
+        and (u := _SETEXT.match(lines[i + 1]))
+    ):
+        return (1 if u.group(1)[0] == "=" else 2), lines[i].strip(), 2
+    return None
+
+
+def markdown_sections(text: str) -> list[tuple[str, tuple[str, ...], str]]:
+    """``text`` as ``(heading lines, heading path, body)`` in reading order.
+
+    The heading lines are those waiting for the body (a run of headings, each below the last, e.g.
+    the title and the first section's heading); a run whose last heading is followed by one at its own
+    level or above, or by the end, has no body of its own and comes out with ``body == ""``. The path
+    is the titles of the headings the body sits under, outermost first."""
+    lines = text.split("\n")
+    out: list[tuple[str, tuple[str, ...], str]] = []
+    stack: list[tuple[int, str]] = []  # the open headings: (level, title)
+    run: list[str] = []  # heading lines not yet followed by text
+    run_level = 0
+    run_path: tuple[str, ...] = ()
+    body: list[str] = []
+    fence = ""
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        found = None
+        if fence:
+            if line.strip().startswith(fence) and not line.strip().strip(fence[0]):
+                fence = ""
+        elif m := _FENCE.match(line):
+            fence = m.group(1)
+        else:
+            found = _heading(lines, i, block_start=i == 0 or not lines[i - 1].strip() or bool(run and not body))
+        if found is None:
+            body.append(line)
+            i += 1
+            continue
+        level, title, span = found
+        if "\n".join(body).strip():
+            out.append(("\n".join(run), run_path, "\n".join(body)))
+            run = []
+        elif run and level <= run_level:  # the run has no text of its own
+            out.append(("\n".join(run), run_path, ""))
+            run = []
+        body = []
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        run += [ln.strip() for ln in lines[i : i + span]]
+        run_level, run_path = level, tuple(t for _, t in stack)
+        i += span
+    if "\n".join(body).strip() or run:
+        out.append(("\n".join(run), run_path, "\n".join(body) if "\n".join(body).strip() else ""))
+    return out
 
 
 def split_paragraphs(text: str) -> list[str]:
@@ -249,31 +342,49 @@ def chunk_text(
     threshold: float = 0.75,
     embed: Callable[[list[str]], np.ndarray] | None = None,
     max_chunk_tokens: int | None = DEFAULT_MAX_CHUNK_TOKENS,
+    headings: Headings = "attach",
 ) -> list[Chunk]:
     """Chunk one document. ``semantic`` needs ``embed`` (e.g. DenseScorer().embed).
 
     Paragraphs, sentences and semantic segments longer than ``max_chunk_tokens`` are split
-    (module docstring); token windows are bounded by ``size`` already."""
+    (module docstring); token windows are bounded by ``size`` already. ``headings``: attach
+    Markdown headings to the text after them (default) or keep them as text of their own
+    ("separate"; the module docstring says which chunks each gives)."""
     if not isinstance(text, str):
         raise InputTypeError(f"text must be str, got {type(text).__name__}")
     if max_chunk_tokens is not None and (
         isinstance(max_chunk_tokens, bool) or not isinstance(max_chunk_tokens, int) or max_chunk_tokens < 1
     ):
         raise InputError(f"max_chunk_tokens must be a positive integer or None, got {max_chunk_tokens!r}")
+    if headings not in HEADINGS:
+        raise InputError(f"unknown headings option {headings!r}: attach or separate")
+    split: Callable[[str], list[str]]
     if method == "paragraphs":
-        parts = split_paragraphs(text)
+        split = split_paragraphs
     elif method == "sentences":
-        parts = split_sentences(text)
+        split = split_sentences
     elif method == "tokens":
-        parts = split_token_windows(text, size, overlap)
+        return _make_chunks(split_token_windows(text, size, overlap), doc_id)
     elif method == "semantic":
         if embed is None:
             from ctxsel.scoring.dense import DenseScorer
 
             embed = DenseScorer().embed
-        parts = split_semantic(text, embed, threshold)
+        model = embed
+
+        def split(body: str) -> list[str]:
+            return split_semantic(body, model, threshold)
     else:
         raise InputError(f"unknown chunking method {method!r}: paragraphs, sentences, tokens or semantic")
-    if method != "tokens":
+    if headings == "separate":
+        return _make_chunks(_bounded(split(text), max_chunk_tokens), doc_id)
+    texts: list[str] = []
+    metas: list[dict[str, Any]] = []
+    for heading, path, body in markdown_sections(text):
+        parts = split(body) if body.strip() else []
+        if heading:
+            parts = [heading + ("\n" + parts[0] if parts else ""), *parts[1:]]
         parts = _bounded(parts, max_chunk_tokens)
-    return _make_chunks(parts, doc_id)
+        texts += parts
+        metas += [{"heading": path[-1], "headings": list(path)} if path else {} for _ in parts]
+    return _make_chunks(texts, doc_id, metas)

@@ -8,9 +8,12 @@ to JSON (``to_dict``) and say in one line why the cut fell where it did.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
+
+import numpy as np
 
 from ctxsel.errors import InputError, InputTypeError
 from ctxsel.inputs import check_chunk_sequence, check_text
@@ -306,6 +309,22 @@ class Selection:
                 **(self.answer.to_meta() if self.answer is not None else {}),
             },
         }
+
+
+def jsonable(x: Any) -> Any:
+    """``x`` with numpy scalars and arrays (selector meta holds them) as Python values and non-finite
+    floats as None, so every surface (HTTP, ``ctxsel select --json``) writes the same valid JSON."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
 
 
 def as_chunks(items: Iterable[Chunk | str], doc_id: str = "doc") -> list[Chunk]:

@@ -44,7 +44,7 @@ def test_sage_with_the_bundled_model_gathers_sentences_and_accounts_every_call(c
     rounds = [s for s in sel["trace"] if s["step"] == "round"]
     assert 1 <= len(rounds) <= 2
     # the sentence that answers it shares "main telescope" with any sensible keys or the question
-    assert "2#s0" in sel["ids"] and sel["ids"] == sel["reading_order"]
+    assert "4#s1" in sel["ids"] and sel["ids"] == sel["reading_order"]  # 4#s0 is its heading
     judged = [r for r in rounds if "sufficient" in r]  # round 2, the last, asks no verdict
     assert judged and len(judged) == len(rounds) - (len(rounds) == 2)
     assert all(0.0 <= r["importance"] <= 2.0 and len(r["lambdas"]) == 2 for r in judged)

@@ -13,6 +13,7 @@ from ctxsel.chunking import (
     split_token_windows,
 )
 from ctxsel.tokens import count_tokens, decode, encode
+from ctxsel.types import Chunk
 
 
 class TestParagraphs:
@@ -193,3 +194,113 @@ def test_unknown_method() -> None:
 def test_text_must_be_str() -> None:
     with pytest.raises(TypeError, match="text must be str"):
         chunk_text(b"bytes")  # type: ignore[arg-type]
+
+
+# -- Markdown headings ------------------------------------------------------------------------------------------
+
+MARKDOWN = """Intro text.
+
+# Title
+
+## A
+
+para a1
+
+para a2
+
+## B
+## C
+Text c
+```
+# not a heading
+```
+
+Setext
+======
+
+x
+
+# Last"""
+
+
+def _rows(chunks: list[Chunk]) -> list[tuple[str, str, dict[str, object]]]:
+    return [(c.id, c.text, c.meta) for c in chunks]
+
+
+class TestHeadings:
+    def test_headings_join_the_text_after_them(self) -> None:
+        assert _rows(chunk_text(MARKDOWN)) == [
+            ("0", "Intro text.", {}),
+            ("1", "# Title\n## A\npara a1", {"heading": "A", "headings": ["Title", "A"]}),
+            ("2", "para a2", {"heading": "A", "headings": ["Title", "A"]}),
+            ("3", "## B", {"heading": "B", "headings": ["Title", "B"]}),  # no text of its own
+            ("4", "## C\nText c\n```\n# not a heading\n```", {"heading": "C", "headings": ["Title", "C"]}),
+            ("5", "Setext\n======\nx", {"heading": "Setext", "headings": ["Setext"]}),
+            ("6", "# Last", {"heading": "Last", "headings": ["Last"]}),  # the document ends
+        ]
+        assert [c.position for c in chunk_text(MARKDOWN)] == list(range(7))
+
+    def test_separate_splits_as_plain_text(self) -> None:
+        chunks = chunk_text(MARKDOWN, headings="separate")
+        assert [c.text for c in chunks] == split_paragraphs(MARKDOWN)
+        assert [c.text for c in chunks][:4] == ["Intro text.", "# Title", "## A", "para a1"]
+        assert all(c.meta == {} for c in chunks)
+
+    def test_sentences_named_document(self) -> None:
+        chunks = chunk_text("# Tickets\n\nAdults pay 8 euros. Children pay 4.", "sentences", doc_id="h")
+        assert _rows(chunks) == [
+            ("h#0", "# Tickets\nAdults pay 8 euros.", {"heading": "Tickets", "headings": ["Tickets"]}),
+            ("h#1", "Children pay 4.", {"heading": "Tickets", "headings": ["Tickets"]}),
+        ]
+
+    def test_semantic_segments_do_not_cross_a_heading(self) -> None:
+        text = "# Cats\n\nThe cat purrs. A kitten sat.\n\n# More cats\n\nThe cat naps."
+        chunks = chunk_text(text, "semantic", embed=_topic_embed([]))
+        assert [c.text for c in chunks] == ["# Cats\nThe cat purrs. A kitten sat.", "# More cats\nThe cat naps."]
+        assert [c.meta["heading"] for c in chunks] == ["Cats", "More cats"]
+
+    @pytest.mark.parametrize(
+        ("line", "title"),
+        [
+            ("# Title", "Title"),
+            ("###### Six", "Six"),
+            ("## Closed ##", "Closed"),
+            ("   # Indented three", "Indented three"),
+            ("# C#", "C#"),
+        ],
+    )
+    def test_atx_titles(self, line: str, title: str) -> None:
+        (chunk,) = chunk_text(f"{line}\n\nBody.")
+        assert chunk.text == f"{line.strip()}\nBody."
+        assert chunk.meta == {"heading": title, "headings": [title]}
+
+    @pytest.mark.parametrize(
+        "text", ["#hashtag\n\nBody.", "####### seven\n\nBody.", "    # code\n\nBody.", "- item\n---\n\nBody."]
+    )
+    def test_not_headings(self, text: str) -> None:
+        chunks = chunk_text(text)
+        assert [c.text for c in chunks] == split_paragraphs(text)
+        assert all(c.meta == {} for c in chunks)
+
+    def test_a_heading_mid_paragraph_starts_a_section(self) -> None:
+        assert _rows(chunk_text("Before.\n## Tickets\nAfter.")) == [
+            ("0", "Before.", {}),
+            ("1", "## Tickets\nAfter.", {"heading": "Tickets", "headings": ["Tickets"]}),
+        ]
+
+    def test_a_long_section_keeps_its_heading_on_every_piece(self) -> None:
+        body = " ".join(f"Sentence number {i} is here." for i in range(40))
+        chunks = chunk_text(f"# Long\n\n{body}", max_chunk_tokens=50)
+        assert len(chunks) > 2
+        assert chunks[0].text.startswith("# Long\nSentence number 0 is here.")
+        assert all(c.n_tokens <= 50 for c in chunks)
+        assert all(c.meta == {"heading": "Long", "headings": ["Long"]} for c in chunks)
+        assert " ".join(c.text for c in chunks) == f"# Long\n{body}"
+
+    def test_token_windows_ignore_headings(self) -> None:
+        text = "# Title\n\nBody text."
+        assert [c.text for c in chunk_text(text, "tokens")] == [text]
+
+    def test_unknown_headings_option(self) -> None:
+        with pytest.raises(ValueError, match="unknown headings option 'drop'"):
+            chunk_text("text", headings="drop")  # type: ignore[arg-type]

@@ -243,6 +243,27 @@ class TestGenericJSONL:
             assert ex.gold_ids and set(ex.gold_ids) <= ids
         assert (BUNDLED / "example.jsonl").is_file()
 
+    def test_bundled_example_is_the_handbook_and_its_gold_chunks_hold_the_answers(self) -> None:
+        """example.jsonl carries example.md as its document (regenerate both together) and gold ids by
+        its chunking, headings attached: 28 chunks, none a heading alone."""
+        examples = load_dataset("example")
+        handbook = (BUNDLED / "example.md").read_text(encoding="utf-8")
+        raw = [json.loads(line) for line in (BUNDLED / "example.jsonl").read_text(encoding="utf-8").splitlines()]
+        assert {r["document"] for r in raw} == {handbook}
+        for ex in examples:
+            text = {c.id: c.text for c in ex.chunks}
+            assert len(text) == 28
+            assert not [c.id for c in ex.chunks if c.text.startswith("#") and "\n" not in c.text]  # no heading alone
+            assert all(any(a in text[g] for g in ex.gold_ids) for a in ex.answers), ex.id
+        assert {ex.id: ex.gold_ids for ex in examples} == {
+            "q1": ["handbook#4"],
+            "q2": ["handbook#8"],
+            "q3": ["handbook#15"],
+            "q4": ["handbook#12"],
+            "q5": ["handbook#18", "handbook#8"],
+            "q6": ["handbook#0"],
+        }
+
     def test_load_dataset_path(self, tmp_path: Path) -> None:
         p = write_jsonl(tmp_path / "d.jsonl", [{"id": "q", "question": "?", "document": "One. Two.\n\nThree."}])
         assert [c.text for c in load_dataset(p)[0].chunks] == ["One. Two.", "Three."]

@@ -34,7 +34,7 @@ from ctxsel.types import Chunk, Example
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_MD = REPO / "src" / "ctxsel" / "data" / "example.md"
 QUESTION = "How heavy is the meteorite?"
-EXPECTED_TOP2 = ["6", "11"]  # top-k@2 of example.md for QUESTION (the meteorite paragraph first)
+EXPECTED_TOP2 = ["15", "6"]  # top-k@2 of example.md for QUESTION (the meteorite paragraph first)
 
 
 def ctxsel_command() -> list[str]:

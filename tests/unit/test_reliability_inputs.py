@@ -180,12 +180,12 @@ def test_i5b_cli_long_chunks_flag(capsys: pytest.CaptureFixture[str], tmp_path: 
     )
     base = ["select", "--document", str(p), "--question", QUESTION, "--method", "top-k@1", "--json"]
     rc, out, err = cli(capsys, *base)
-    assert rc == 0 and json.loads(out)["truncated"]["chunks"] == 1
+    assert rc == 0 and json.loads(out)["meta"]["truncated"]["chunks"] == 1  # where POST /select has it
     assert err.startswith("ctxsel select: warning: 1 chunk(s) longer than") and "--long-chunks max_window" in err
     rc, out, err = cli(capsys, *base, "--long-chunks", "max_window")
     obj = json.loads(out)
     assert rc == 0 and err == ""
-    assert obj["chunks"][0]["id"] == "1" and obj["truncated"]["windowed_chunks"] == 1
+    assert obj["chunks"][0]["id"] == "1" and obj["meta"]["truncated"]["windowed_chunks"] == 1
 
 
 def test_i6_windows_fit_the_model_and_cover_the_text() -> None:

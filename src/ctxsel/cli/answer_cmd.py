@@ -1,6 +1,7 @@
 """Answer a question about a document: select chunks, read them with an LLM.
 
     ctxsel answer --document report.md --question "..." [--method adaptive-k] [--reader local]
+    ctxsel answer --document novel.txt --question "Who founded the guild?" --choice Orla --choice Jory
 
 Prints the answer, the chunks it read and the token counts (the selection's
 cl100k tokens and the reader's own input and output tokens); --json prints
@@ -13,7 +14,9 @@ import argparse
 import json
 
 from ctxsel.cli.common import (
+    add_choice_argument,
     add_chunking_arguments,
+    add_document_argument,
     add_llm_arguments,
     add_question_arguments,
     add_scorer_arguments,
@@ -24,28 +27,23 @@ from ctxsel.cli.common import (
     question_from,
     read_scores,
 )
+from ctxsel.types import jsonable
 
 NAME = "answer"
 HELP = "answer a question about a document with a reader LLM"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--document", required=True, help="text file (chunked) or .jsonl of {id, text} chunks")
+    add_document_argument(p)
     add_question_arguments(p)
     p.add_argument("--method", default="adaptive-k", help="method spec, e.g. adaptive-k, top-k@5, self-route, sage")
-    p.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="TEXT",
-        help="an answer option of a multiple-choice question (repeat: A, B, C, ...)",
-    )
+    add_choice_argument(p)
     add_chunking_arguments(p)
     p.add_argument(
         "--template",
         default=None,
         choices=["factoid-qa", "holobench-qa", "multiple-choice"],
-        help="reader prompt (default: multiple-choice with --option, else factoid-qa)",
+        help="reader prompt (default: multiple-choice with --choice, else factoid-qa)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (--json implies it)")
@@ -62,10 +60,11 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.selectors.sage.trace import as_counting, as_round
 
     question = question_from(args)
-    chunks = load_document_chunks(args.document, args.chunking, args.max_bytes, args.max_chunk_tokens)
+    chunks = load_document_chunks(args.document, args.chunking, args.max_bytes, args.max_chunk_tokens, args.headings)
     scores = read_scores(args.scores, len(chunks)) if args.scores else None
     client = make_llm(args)
-    template = args.template or ("multiple-choice" if args.option else "factoid-qa")
+    choices = args.choices or []
+    template = args.template or ("multiple-choice" if choices else "factoid-qa")
     progress = not (args.json or args.no_progress)
     sel = select(
         question,
@@ -74,11 +73,11 @@ def run(args: argparse.Namespace) -> int:
         scores,
         scorer=None if scores else make_scorer(args, progress=progress),
         llm=client,
-        choices=args.option,
+        choices=choices,
     )
-    ans = Reader(client, template).answer(question_with_options(question, args.option), sel)
+    ans = Reader(client, template).answer(question_with_options(question, choices), sel)
     if args.json:
-        print(json.dumps(ans.to_dict(with_text=True), ensure_ascii=False))
+        print(json.dumps(jsonable(ans.to_dict(with_text=True)), ensure_ascii=False))
         return 0
     total = sum(c.n_tokens for c in chunks)
     print(f"answer: {ans.text}\n")

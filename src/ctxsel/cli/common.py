@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ctxsel.chunking import DEFAULT_MAX_CHUNK_TOKENS, chunk_text
+from ctxsel.chunking import DEFAULT_MAX_CHUNK_TOKENS, HEADINGS, chunk_text
 from ctxsel.errors import InputError
 from ctxsel.inputs import check_question
 from ctxsel.scoring.base import Scorer
@@ -79,12 +79,9 @@ def add_question_arguments(p: argparse.ArgumentParser) -> None:
 def question_from(args: argparse.Namespace) -> str:
     """The question given by --question or --question-file, checked (non-empty)."""
     if args.question_file is not None:
-        if args.question_file == "-":
-            import sys
-
-            text = sys.stdin.read()
-        else:
-            text = read_text_file(args.question_file, getattr(args, "max_bytes", DEFAULT_MAX_BYTES), "--question-file")
+        if args.question_file == "-" and getattr(args, "document", None) == "-":
+            raise InputError("--document - and --question-file - both read standard input; give one of them a file")
+        text = read_text_file(args.question_file, getattr(args, "max_bytes", DEFAULT_MAX_BYTES), "--question-file")
         question = text.strip()
         if not question:
             raise InputError(
@@ -98,6 +95,30 @@ def question_from(args: argparse.Namespace) -> str:
         raise InputError(f"--question: {e}") from None
 
 
+def add_document_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--document",
+        required=True,
+        metavar="PATH",
+        help="a UTF-8 text file (chunked, see --chunking), a .jsonl of {id, text} chunks, or '-': a text on "
+        "standard input",
+    )
+
+
+def add_choice_argument(p: argparse.ArgumentParser) -> None:
+    """``--choice TEXT`` (repeated), the word the API and HTTP use; ``--option`` is its older alias."""
+    p.add_argument(
+        "--choice",
+        "--option",
+        action="append",
+        dest="choices",
+        default=None,
+        metavar="TEXT",
+        help="an answer option of a multiple-choice question, in letter order (repeat per option: A, B, ...; "
+        "--option is an alias)",
+    )
+
+
 def add_chunking_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--chunking",
@@ -105,6 +126,13 @@ def add_chunking_arguments(p: argparse.ArgumentParser) -> None:
         choices=CHUNKINGS,
         help="how a text --document is split: paragraphs (blank lines; default), sentences, tokens "
         "(600-token windows) or semantic (sentences grouped by embedding similarity)",
+    )
+    p.add_argument(
+        "--headings",
+        default="attach",
+        choices=HEADINGS,
+        help="Markdown headings in a text --document: attach (default: each heading joins the chunk of text "
+        "after it) or separate (a heading paragraph is a chunk of its own)",
     )
     p.add_argument(
         "--max-chunk-tokens",
@@ -270,8 +298,18 @@ _BINARY_BYTES = frozenset(range(0, 9)) | frozenset(range(14, 32)) - {27}
 
 
 def read_text_file(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, flag: str = "--document") -> str:
-    """A UTF-8 text file (a BOM is dropped); a directory, a binary file or another encoding is a
-    usage error that says what to pass instead."""
+    """A UTF-8 text file, or standard input for ``-`` (a BOM is dropped); a directory, a binary file or
+    another encoding is a usage error that says what to pass instead."""
+    if str(path) == "-":
+        import sys
+
+        data = sys.stdin.buffer.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise InputError(
+                f"{flag} - (standard input) is above the {max_bytes:,}-byte limit (--max-bytes); "
+                "split it, or raise --max-bytes if you mean it"
+            )
+        return _decode(data, f"{flag} - (standard input)", "input.txt")
     p = Path(path)
     if p.is_dir():
         raise InputError(f"{flag} {p} is a directory; pass one text file (e.g. {p}/report.md), or a .jsonl of chunks")
@@ -285,32 +323,43 @@ def read_text_file(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, flag: s
             f"{flag} {p} is {size:,} bytes, above the {max_bytes:,}-byte limit (--max-bytes); "
             "split it, or raise --max-bytes if you mean it (embedding it will take long)"
         )
-    data = p.read_bytes()
+    return _decode(p.read_bytes(), f"{flag} {p}", p.name)
+
+
+def _decode(data: bytes, what: str, name: str) -> str:
+    """``data`` as UTF-8 text (minus a leading BOM); ``what`` names the input in the errors, ``name``
+    is the file name their iconv example uses."""
+    stem, dot, suffix = name.rpartition(".")
+    converted = f"{stem}.utf8.{suffix}" if dot else f"{name}.utf8"
     head = data[:8192]
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise InputError(
-            f"{flag} {p} is not valid UTF-8: it starts with a UTF-16 byte order mark; convert it, e.g. "
-            f"iconv -f utf-16 -t utf-8 {p.name} > {p.stem}.utf8{p.suffix}"
+            f"{what} is not valid UTF-8: it starts with a UTF-16 byte order mark; convert it, e.g. "
+            f"iconv -f utf-16 -t utf-8 {name} > {converted}"
         )
     if head and (b"\0" in head or sum(b in _BINARY_BYTES for b in head) > len(head) // 100):
         raise InputError(
-            f"{flag} {p} looks like a binary file (control bytes such as NUL), not text; ctxsel reads UTF-8 text "
+            f"{what} looks like a binary file (control bytes such as NUL), not text; ctxsel reads UTF-8 text "
             "or .jsonl: extract the text first (e.g. pdftotext file.pdf file.txt)"
         )
     try:
         return data.decode("utf-8-sig")  # utf-8, minus a leading byte order mark
     except UnicodeDecodeError as e:
         raise InputError(
-            f"{flag} {p} is not valid UTF-8 ({e.reason} at byte {e.start}); convert it to UTF-8 from its "
-            f"encoding, e.g. iconv -f cp1252 -t utf-8 {p.name} > {p.stem}.utf8{p.suffix} (for Windows or Latin-1 "
+            f"{what} is not valid UTF-8 ({e.reason} at byte {e.start}); convert it to UTF-8 from its "
+            f"encoding, e.g. iconv -f cp1252 -t utf-8 {name} > {converted} (for Windows or Latin-1 "
             "text)"
         ) from None
 
 
 def load_document_chunks(
-    path: str, chunking: str, max_bytes: int, max_chunk_tokens: int | None = DEFAULT_MAX_CHUNK_TOKENS
+    path: str,
+    chunking: str,
+    max_bytes: int,
+    max_chunk_tokens: int | None = DEFAULT_MAX_CHUNK_TOKENS,
+    headings: str = "attach",
 ) -> list[Chunk]:
-    """A text document, or a .jsonl of {"id", "text"} chunks."""
+    """A text document (``-``: standard input), or a .jsonl of {"id", "text"} chunks."""
     text = read_text_file(path, max_bytes)
     if path.endswith(".jsonl"):
         chunks: list[Chunk] = []
@@ -326,7 +375,12 @@ def load_document_chunks(
             chunks.append(Chunk(id=str(obj.get("id", len(chunks))), text=obj["text"], position=len(chunks)))
         check_unique_ids(chunks)
     else:
-        chunks = chunk_text(text, chunking, max_chunk_tokens=max_chunk_tokens)  # type: ignore[arg-type]
+        chunks = chunk_text(
+            text,
+            chunking,  # type: ignore[arg-type]
+            max_chunk_tokens=max_chunk_tokens,
+            headings=headings,  # type: ignore[arg-type]
+        )
     if not chunks:
         raise InputError(f"--document {path} has no text to select from (it is empty or only whitespace)")
     return chunks

@@ -5,6 +5,10 @@ to stderr and exit 2; ``CTXSEL_DEBUG=1`` shows the traceback instead.
 Warnings (e.g. text the embedding model's window cut) print as one
 ``ctxsel CMD: warning: ...`` line. ``--no-progress`` also sets
 ``TQDM_DISABLE=1``, so bars of the libraries underneath stay quiet too.
+
+Output into a pipe that closed early (``ctxsel select ... | head -1``)
+ends quietly with exit status 141 (128 + SIGPIPE), as cat, yes and
+other Unix tools report it: no traceback, no error line.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from typing import Any
 from ctxsel._version import __version__
 from ctxsel.cli import answer_cmd, env_cmd, eval_cmd, make_holo_cmd, mine_cmd, select_cmd, serve_cmd, train_cmd
 from ctxsel.errors import CtxselError
+
+#: the exit status of a command whose output pipe closed: a shell's status for SIGPIPE
+EXIT_CLOSED_PIPE = 141
 
 SUBCOMMANDS = (select_cmd, answer_cmd, eval_cmd, train_cmd, mine_cmd, env_cmd, make_holo_cmd, serve_cmd)
 
@@ -57,6 +64,30 @@ def one_line_warnings(command: str) -> Iterator[None]:
         warnings.showwarning = shown
 
 
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (poll says POLLERR); True where that
+    cannot be asked, as the BrokenPipeError most likely came from it."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or stdout is no file
+        return True
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's last flush at exit finds somewhere to write
+    (else it prints "Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):  # stdout is no file (a test's capture): nothing to flush
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     tqdm_disable = os.environ.get("TQDM_DISABLE")
@@ -64,7 +95,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["TQDM_DISABLE"] = "1"  # every tqdm bar without an explicit disable= (libraries' too)
     try:
         with one_line_warnings(args.command):
-            return int(args.run(args) or 0)
+            rc = int(args.run(args) or 0)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit as "Exception ignored ..."
+            return rc
+    except BrokenPipeError:
+        if not _stdout_closed():  # another pipe or socket (an HTTP reader's): an error like any other
+            if os.environ.get("CTXSEL_DEBUG"):
+                raise
+            print(f"ctxsel {args.command}: error: broken pipe (a connection closed while writing)", file=sys.stderr)
+            return 2
+        _silence_stdout()
+        return EXIT_CLOSED_PIPE
     except (CtxselError, OSError, UnicodeDecodeError) as e:  # the input, the settings or the machine: fixable
         if os.environ.get("CTXSEL_DEBUG"):
             raise

@@ -3,8 +3,10 @@
     ctxsel select --document report.md --question "Who built the telescope?"
     ctxsel select --document report.md --question-file long_question.txt --method top-k@5 --json
     ctxsel select --document chunks.jsonl --question "..." --scores scores.txt --method adaptive-k
+    ctxsel select --document - --question "..." < report.md | head -5
 
-Prints the kept chunks, best first, and why the cut fell where it did; --json prints one object.
+Prints the kept chunks, best first, and why the cut fell where it did; --json prints one object, the
+same as the HTTP service's POST /select response.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import argparse
 import json
 
 from ctxsel.cli.common import (
+    add_choice_argument,
     add_chunking_arguments,
+    add_document_argument,
     add_llm_arguments,
     add_question_arguments,
     add_scorer_arguments,
@@ -25,13 +29,14 @@ from ctxsel.cli.common import (
     question_from,
     read_scores,
 )
+from ctxsel.types import jsonable
 
 NAME = "select"
 HELP = "select chunks of a document for a question"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--document", required=True, help="text file (chunked) or .jsonl of {id, text} chunks")
+    add_document_argument(p)
     add_question_arguments(p)
     p.add_argument("--method", default="adaptive-k", help="method spec, e.g. adaptive-k, top-k@5, top-n-tokens@5k")
     add_chunking_arguments(p)
@@ -49,14 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="hard token budget (cl100k): the kept chunks never exceed it",
     )
-    p.add_argument(
-        "--choice",
-        action="append",
-        dest="choices",
-        default=None,
-        metavar="TEXT",
-        help="an answer option of a multiple-choice question (repeat per option; SAGE reads them)",
-    )
+    add_choice_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (--json implies it)")
     add_scores_argument(p)
@@ -70,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.selectors import get_selector_class, parse_spec
 
     question = question_from(args)
-    chunks = load_document_chunks(args.document, args.chunking, args.max_bytes, args.max_chunk_tokens)
+    chunks = load_document_chunks(args.document, args.chunking, args.max_bytes, args.max_chunk_tokens, args.headings)
     scores = read_scores(args.scores, len(chunks)) if args.scores else None
     options = {k: v for k, v in (("min_k", args.min_k), ("max_tokens", args.max_tokens)) if v is not None}
     if get_selector_class(parse_spec(args.method)[0]).needs_llm:
@@ -81,15 +79,8 @@ def run(args: argparse.Namespace) -> int:
     sel = select(
         question, chunks, args.method, scores, scorer=scorer, expand=args.expand, choices=args.choices, **options
     )
-    truncated = sel.meta.get("truncated")  # the scorer's TruncationWarning has told the user already
-    if args.json:
-        d = sel.to_dict()
-        keys = ("method", "k", "n_tokens", "explanation", "chunks", "reading_order", "config")
-        print(
-            json.dumps(
-                {**{key: d[key] for key in keys}, **({"truncated": truncated} if truncated else {})}, ensure_ascii=False
-            )
-        )
+    if args.json:  # the shape of POST /select's response (ctxsel.service.models.SelectionOut)
+        print(json.dumps(jsonable(sel.to_dict(with_text=True)), ensure_ascii=False))
         return 0
     total = sum(c.n_tokens for c in chunks)
     print(f"{sel.method}: kept {sel.k} of {len(chunks)} chunks, {sel.n_tokens:,} of {total:,} tokens")

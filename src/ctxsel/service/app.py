@@ -57,7 +57,7 @@ from ctxsel.service.middleware import (
 from ctxsel.service.models import AnswerOut, AnswerRequest, ErrorOut, HealthOut, SelectionOut, SelectRequest
 from ctxsel.service.options import check_options
 from ctxsel.service.settings import LIMITED_PATHS, PUBLIC_PATHS, ServiceSettings
-from ctxsel.types import Chunk, Selection, as_chunks
+from ctxsel.types import Chunk, Selection, as_chunks, jsonable
 
 T = TypeVar("T")
 
@@ -105,21 +105,6 @@ _SERVER_ONLY_OPTIONS = {
     "adapter": "a request cannot name a file on the server",
     "embed": "the server embeds with its own scorer",
 }
-
-
-def _plain(x: Any) -> Any:
-    """numpy scalars/arrays (in selector meta) as JSON-able Python values."""
-    if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _plain(x.tolist())
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not np.isfinite(x):
-        return None
-    return x
 
 
 def _error_response(
@@ -251,7 +236,7 @@ class Service:
     def chunks(self, req: SelectRequest) -> list[Chunk]:
         if req.document is not None:
             self.check_size(req.question, [req.document], "characters")  # the text limit, before chunking it
-            chunks = chunk_text(req.document, req.chunking)
+            chunks = chunk_text(req.document, req.chunking, headings=req.headings)
             if not chunks:
                 raise InputError("the document has no text to select from")
             self.check_size(req.question, [c.text for c in chunks], f"chunks (from the document, by {req.chunking})")
@@ -541,7 +526,7 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
     async def select(req: SelectRequest, request: Request) -> Any:
         """Select the chunks a reader should see: the Selection as JSON."""
         return await service.run(
-            request, lambda token: _plain(service.select(req, token).to_dict(with_text=req.with_text))
+            request, lambda token: jsonable(service.select(req, token).to_dict(with_text=req.with_text))
         )
 
     @app.post(
@@ -569,7 +554,7 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
                 CancellableLLM(settings.reader, token), req.template, max_answer_tokens=req.max_answer_tokens
             )
             question = question_with_options(req.question, req.choices or [])  # the reader sees the options too
-            out: dict[str, Any] = _plain(reader.answer(question, sel).to_dict(with_text=req.with_text))
+            out: dict[str, Any] = jsonable(reader.answer(question, sel).to_dict(with_text=req.with_text))
             return out
 
         return await service.run(request, work)

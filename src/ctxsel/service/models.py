@@ -49,6 +49,11 @@ class SelectRequest(BaseModel):
     )
     document: str | None = Field(None, description="a text the server splits with `chunking`")
     chunking: Literal["paragraphs", "sentences", "tokens"] = "paragraphs"
+    headings: Literal["attach", "separate"] = Field(
+        "attach",
+        description="Markdown headings in `document`: attach (each joins the chunk of text after it) or separate "
+        "(a heading paragraph is a chunk of its own)",
+    )
     method: str = Field("adaptive-k", max_length=1000, description="a method spec: adaptive-k, top-k@5, autocut@2, ...")
     options: dict[str, JSONScalar] = Field(
         default_factory=dict, description="selector options: min_k, max_tokens, buffer, nan_policy, ..."
