@@ -209,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
         from ctxsel.eval.report import SELECTOR_REPLY_COLUMNS
 
         print("\n" + markdown_table(picker_rows, SELECTOR_REPLY_COLUMNS), end="")
-    print(f"\nwrote {args.output}/results.jsonl, summary.md, summary.json, plots/")
+    plots = ", plots/" if os.path.isdir(os.path.join(args.output, "plots")) else ""  # none without matplotlib
+    print(f"\nwrote {args.output}/results.jsonl, summary.md, summary.json{plots}")
     return 0
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ctxsel.eval.results import write_atomic
+from ctxsel.plotting import pyplot
 from ctxsel.types import Example, LDARBand
 
 METRICS = ("recall", "precision", "k", "diff_k", "diff_k_authors", "n_tokens", "reduction", "select_ms")
@@ -155,15 +156,6 @@ def write_reports(
         plot_tradeoff(out / "plots", summary, rows)
 
 
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _save(fig: Any, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp.png")
@@ -175,8 +167,10 @@ def plot_tradeoff(
     folder: Path, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], metric: str = "recall"
 ) -> None:
     """One PNG with every method's mean (metric vs tokens), and one per method
-    with its per-example points."""
-    plt = _plt()
+    with its per-example points. Nothing without matplotlib (``ctxsel.plotting``)."""
+    plt = pyplot()
+    if plt is None:
+        return
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     families: dict[str, list[tuple[float, float, str]]] = {}
     for m, e in summary.items():
@@ -227,8 +221,10 @@ def plot_tradeoff(
 
 
 def plot_similarity_curve(path: Path, ex: Example, scores: np.ndarray, selectors: Mapping[str, Any]) -> None:
-    """Sorted similarities of one example, gold ranks marked, each method's cut drawn."""
-    plt = _plt()
+    """Sorted similarities of one example, gold ranks marked, each method's cut drawn (if matplotlib is there)."""
+    plt = pyplot()
+    if plt is None:
+        return
     order = np.argsort(-scores, kind="stable")
     s = scores[order]
     fig, ax = plt.subplots(figsize=(8, 4.5))

