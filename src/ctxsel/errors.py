@@ -59,8 +59,9 @@ class MissingExtraError(CtxselError, ImportError):
 #: The torch that the torch extras are tested with. It goes in first, pinned: pip resolving an
 #: unpinned ``torch`` for sentence-transformers or trl picks a multi-GB CUDA build.
 TORCH_PIN = "torch==2.13.0"
-#: Extras whose packages need torch (sentence-transformers; trl, peft, accelerate).
-TORCH_EXTRAS = frozenset({"embed", "picker", "train", "all"})
+#: Extras whose packages need torch: sentence-transformers (``onnx`` too: the bundled model's package
+#: requires it, and the one-time ONNX export runs on torch); trl, peft and accelerate.
+TORCH_EXTRAS = frozenset({"embed", "onnx", "picker", "train", "all"})
 #: The extra that brings each optional top-level module a user path imports.
 EXTRA_OF_MODULE = {
     "bm25s": "bm25",

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_the_hint_names_the_extra_and_torch_first_only_where_it_is_needed() -> None:
     assert install_hint("bm25") == 'pip install "ctxsel[bm25]"'
     assert install_hint("bm25", "serve") == 'pip install "ctxsel[bm25,serve]"'
-    for extra in ("embed", "picker"):
+    for extra in ("embed", "onnx", "picker"):
         assert (
             install_hint(extra)
             == f'first pip install torch==2.13.0 (the CPU build), then pip install "ctxsel[{extra}]"'
