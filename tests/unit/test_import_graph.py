@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "sqlite_store": 6,
     "_version": 6,
     "errors": 6,
+    "plotting": 6,
 }
 
 

@@ -231,7 +231,8 @@ def run(args: argparse.Namespace) -> int:
         from ctxsel.eval.report import comparisons_table
 
         print(f"\npaired differences to {args.compare}:\n" + comparisons_table(report["comparisons"]), end="")
-    print(f"\nwrote {args.output}/results.jsonl, summary.md, summary.json, plots/")
+    plots = ", plots/" if os.path.isdir(os.path.join(args.output, "plots")) else ""  # none without matplotlib
+    print(f"\nwrote {args.output}/results.jsonl, summary.md, summary.json{plots}")
     return 0
 
 

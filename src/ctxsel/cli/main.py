@@ -1,7 +1,8 @@
 """Entry point: ``ctxsel {select,answer,eval,train,mine,env,make-holo,serve} ...``.
 
 Errors a user can fix (bad input, missing files or extras) print one line
-to stderr and exit 2; ``CTXSEL_DEBUG=1`` shows the traceback instead.
+to stderr and exit 2 (an optional package a command imports without a guard
+of its own, too: ``errors.missing_extra_error``); ``CTXSEL_DEBUG=1`` shows the traceback instead.
 Warnings (e.g. text the embedding model's window cut) print as one
 ``ctxsel CMD: warning: ...`` line. ``--no-progress`` also sets
 ``TQDM_DISABLE=1``, so bars of the libraries underneath stay quiet too.
@@ -23,7 +24,7 @@ from typing import Any
 
 from ctxsel._version import __version__
 from ctxsel.cli import answer_cmd, env_cmd, eval_cmd, make_holo_cmd, mine_cmd, select_cmd, serve_cmd, train_cmd
-from ctxsel.errors import CtxselError
+from ctxsel.errors import CtxselError, missing_extra_error
 
 #: the exit status of a command whose output pipe closed: a shell's status for SIGPIPE
 EXIT_CLOSED_PIPE = 141
@@ -117,6 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # anything else is a bug in ctxsel (or a library), not the user's input
         if os.environ.get("CTXSEL_DEBUG"):
             raise
+        missing = missing_extra_error(e) if isinstance(e, ImportError) else None
+        if missing is not None:  # an extra that is not installed: the user's to fix
+            print(f"ctxsel {args.command}: error: {missing}", file=sys.stderr)
+            return 2
         print(
             f"ctxsel {args.command}: internal error: {type(e).__name__}: {e}\n"
             "this is a bug: rerun with CTXSEL_DEBUG=1 to see the traceback, and please report it",

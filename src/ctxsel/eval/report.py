@@ -13,6 +13,7 @@ import numpy as np
 from ctxsel.errors import InputError
 from ctxsel.eval.results import write_atomic
 from ctxsel.eval.stats import CI_METHODS, TRUSTED_KAPPA, bootstrap_ci, compare, judge_agreement
+from ctxsel.plotting import pyplot
 from ctxsel.types import Example, LDARBand
 
 METRICS = ("recall", "precision", "k", "diff_k", "diff_k_authors", "n_tokens", "reduction", "select_ms")
@@ -230,15 +231,6 @@ def write_reports(
         raise refused
 
 
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _save(fig: Any, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp.png")
@@ -250,8 +242,10 @@ def plot_tradeoff(
     folder: Path, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], metric: str = "recall"
 ) -> None:
     """One PNG with every method's mean (metric vs tokens), and one per method
-    with its per-example points."""
-    plt = _plt()
+    with its per-example points. Nothing without matplotlib (``ctxsel.plotting``)."""
+    plt = pyplot()
+    if plt is None:
+        return
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     families: dict[str, list[tuple[float, float, str]]] = {}
     bars: dict[str, tuple[float, float]] = {}  # a method's 95% interval, drawn as an error bar
@@ -310,8 +304,10 @@ def plot_tradeoff(
 
 
 def plot_similarity_curve(path: Path, ex: Example, scores: np.ndarray, selectors: Mapping[str, Any]) -> None:
-    """Sorted similarities of one example, gold ranks marked, each method's cut drawn."""
-    plt = _plt()
+    """Sorted similarities of one example, gold ranks marked, each method's cut drawn (if matplotlib is there)."""
+    plt = pyplot()
+    if plt is None:
+        return
     order = np.argsort(-scores, kind="stable")
     s = scores[order]
     fig, ax = plt.subplots(figsize=(8, 4.5))

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.errors import InputError, InputTypeError, MissingExtraError
+from ctxsel.errors import InputError, InputTypeError, MissingExtraError, install_hint
 from ctxsel.inputs import check_chunk_sequence, check_question
 from ctxsel.pipeline import Pipeline
 from ctxsel.scoring.base import Scorer
@@ -256,5 +256,5 @@ def missing_extra(framework: str, extra: str, error: ImportError) -> MissingExtr
     """The ImportError a component raises when its framework is not installed."""
     return MissingExtraError(
         f"ctxsel's {framework} integration needs the {framework} package ({error.name or error}); "
-        f"install it with: pip install 'ctxsel[{extra}]'"
+        f"install it with: {install_hint(extra)}"
     )

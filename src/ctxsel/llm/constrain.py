@@ -46,7 +46,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ctxsel.errors import InputError, InputTypeError, MissingExtraError
+from ctxsel.errors import InputError, InputTypeError, MissingExtraError, install_hint
 
 #: Longest reply :meth:`ReplyFormat.parse` reads (characters), unless the format says otherwise.
 DEFAULT_MAX_CHARS = 20_000
@@ -418,7 +418,7 @@ def gbnf(fmt: ReplyFormat) -> str:
     try:
         from llama_cpp.llama_grammar import json_schema_to_gbnf
     except ImportError:
-        raise MissingExtraError("llama.cpp grammars need llama-cpp-python: pip install 'ctxsel[local]'") from None
+        raise MissingExtraError(f"llama.cpp grammars need llama-cpp-python: {install_hint('local')}") from None
     try:
         text = json_schema_to_gbnf(json.dumps(_grammar_schema(fmt.schema), ensure_ascii=False))
     except Exception as e:  # the converter asserts on what it does not know

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ctxsel.errors import MissingExtraError
+from ctxsel.errors import MissingExtraError, install_hint
 from ctxsel.llm.base import Completion, Prompt, normalize_prompt, split_reply_start
 from ctxsel.llm.local import flatten_prompt
 from ctxsel.types import LLMUsage
@@ -28,7 +28,7 @@ GEMMA_GGUF = "gemma-270m-gguf"
 
 def _need(what: str) -> None:
     raise MissingExtraError(
-        f"{what} is needed for Context-Picker training and trained pickers: pip install 'ctxsel[picker]'"
+        f"{what} is needed for Context-Picker training and trained pickers: {install_hint('picker')}"
     )
 
 

@@ -53,7 +53,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from ctxsel.errors import InputError, MissingExtraError
+from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.inputs import as_int
 from ctxsel.llm.base import (
     Completion,
@@ -133,7 +133,7 @@ class LocalLlamaClient:
         try:
             from llama_cpp import Llama
         except ImportError:
-            raise MissingExtraError("LocalLlamaClient needs llama-cpp-python: pip install 'ctxsel[local]'") from None
+            raise MissingExtraError(f"LocalLlamaClient needs llama-cpp-python: {install_hint('local')}") from None
         if n_threads is not None and as_int("n_threads", n_threads) < 1:
             raise InputError(f"n_threads must be >= 1 (or None: {DEFAULT_THREADS}), got {n_threads}")
         if n_ctx is not None and as_int("n_ctx", n_ctx) < 0:
@@ -325,7 +325,7 @@ def serve_local(
                 log.seek(0)
                 err = log.read().decode("utf-8", "replace")[-2000:]
                 raise RuntimeError(
-                    f"llama_cpp.server exited with code {proc.returncode} (needs pip install 'ctxsel[server]'):\n{err}"
+                    f"llama_cpp.server exited with code {proc.returncode} (needs {install_hint('server')}):\n{err}"
                 )
             try:
                 with urllib.request.urlopen(f"{base_url}/models", timeout=2) as r:

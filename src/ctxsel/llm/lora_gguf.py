@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ctxsel.errors import InputError, MissingExtraError
+from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.llm.local import LocalLlamaClient
 from ctxsel.paths import files_dir, find_cached
 
@@ -49,7 +49,7 @@ def _modules() -> tuple[Any, Any, Any]:
     except ImportError:
         raise MissingExtraError(
             "running a trained adapter in llama.cpp converts it once with gguf and safetensors: "
-            "pip install 'ctxsel[picker]'"
+            + install_hint("picker")
         ) from None
     return gguf, np, load_file
 

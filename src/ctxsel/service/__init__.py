@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxsel.errors import MissingExtraError
+from ctxsel.errors import MissingExtraError, install_hint
 from ctxsel.service.settings import LIMITED_PATHS, PUBLIC_PATHS, ServiceSettings
 
 
@@ -21,7 +21,7 @@ def create_app(settings: ServiceSettings | None = None, **kw: Any) -> Any:
     try:
         from ctxsel.service.app import create_app as _create_app
     except ImportError as e:
-        raise MissingExtraError(f"the HTTP service needs fastapi and uvicorn: pip install 'ctxsel[serve]' ({e})") from e
+        raise MissingExtraError(f"the HTTP service needs fastapi and uvicorn ({e}): {install_hint('serve')}") from e
     return _create_app(settings, **kw)
 
 
@@ -30,7 +30,7 @@ def run_server(settings: ServiceSettings, host: str = "127.0.0.1", port: int = 8
     try:
         from ctxsel.service.runner import run_server as _run
     except ImportError as e:
-        raise MissingExtraError(f"the HTTP service needs fastapi and uvicorn: pip install 'ctxsel[serve]' ({e})") from e
+        raise MissingExtraError(f"the HTTP service needs fastapi and uvicorn ({e}): {install_hint('serve')}") from e
     _run(settings, host, port, **kw)
 
 

@@ -15,7 +15,7 @@ import socket
 import sys
 from typing import Any, Literal
 
-from ctxsel.errors import InputError, MissingExtraError
+from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.service.middleware import JsonLogFormatter, log
 from ctxsel.service.settings import ServiceSettings
 
@@ -78,7 +78,7 @@ def run_server(
     try:
         import uvicorn
     except ImportError as e:
-        raise MissingExtraError("the HTTP service needs uvicorn: pip install 'ctxsel[serve]'") from e
+        raise MissingExtraError(f"the HTTP service needs uvicorn: {install_hint('serve')}") from e
     from ctxsel.service.app import create_app
 
     setup_json_logging(log_level)

@@ -66,6 +66,7 @@ from typing import Any
 
 from ctxsel.errors import InputError
 from ctxsel.llm.hf_client import is_bundled_base, is_chat_base, load_base, model_text
+from ctxsel.plotting import pyplot
 from ctxsel.selectors.context_picker.picker import candidate_pool
 from ctxsel.selectors.context_picker.prompt import PREFILL, InvalidReply, parse_reply, render_prompt
 from ctxsel.train.picker_config import PickerTrainConfig
@@ -505,11 +506,10 @@ def _save_stage(model: Any, out: Path, stage: int, base_ref: str, cfg: PickerTra
 
 
 def plot_curves(path: Path, curves: dict[str, Any]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """The stages' reward curves in one PNG; nothing without matplotlib (``ctxsel.plotting``)."""
+    plt = pyplot()
+    if plt is None:
+        return
     stages = [curves[k] for k in ("stage1", "stage2") if k in curves]
     fig, axes = plt.subplots(1, max(1, len(stages)), figsize=(5.5 * max(1, len(stages)), 3.8), squeeze=False)
     for ax, c in zip(axes[0], stages):

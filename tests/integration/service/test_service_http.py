@@ -539,7 +539,7 @@ def test_without_the_serve_extra_the_error_names_it(monkeypatch: pytest.MonkeyPa
     ]:
         monkeypatch.delitem(sys.modules, mod)
     monkeypatch.setattr(builtins, "__import__", no_web_framework)
-    with pytest.raises(ImportError, match=r"pip install 'ctxsel\[serve\]'"):
+    with pytest.raises(ImportError, match=r'pip install "ctxsel\[serve\]"'):
         create_app(ServiceSettings())
-    with pytest.raises(ImportError, match=r"pip install 'ctxsel\[serve\]'"):
+    with pytest.raises(ImportError, match=r'pip install "ctxsel\[serve\]"'):
         run_server(ServiceSettings())

@@ -28,7 +28,7 @@ def test_missing_framework_names_the_extra(module: str, blocked: str, extra: str
         "    print('imported')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
-    assert f"pip install 'ctxsel[{extra}]'" in out, out
+    assert f'pip install "ctxsel[{extra}]"' in out, out
 
 
 def test_package_imports_no_framework() -> None:

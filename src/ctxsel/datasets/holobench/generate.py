@@ -58,7 +58,7 @@ import numpy as np
 
 from ctxsel.datasets.holobench.queries import TEMPLATES, QueryInstance, candidates
 from ctxsel.datasets.holobench.tables import TABLE_NAMES, load_tables, verbalise
-from ctxsel.errors import InputError, MissingExtraError
+from ctxsel.errors import InputError, MissingExtraError, install_hint
 
 MERGE_STRATEGIES: tuple[str, ...] = ("uniform", "begin", "end", "middle", "bimodal")
 RELEVANCE_MODES: tuple[str, ...] = ("rows", "tables")
@@ -137,7 +137,7 @@ class _DB:
             import duckdb
         except ImportError as e:
             raise MissingExtraError(
-                "the HoloBench-style generator runs its queries with DuckDB: pip install duckdb"
+                "the HoloBench-style generator runs its queries with DuckDB: " + install_hint("holo")
             ) from e
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET threads TO 1")

