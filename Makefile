@@ -4,8 +4,12 @@
 # torch is installed first and pinned to the CPU build (ENVIRONMENT: an
 # unpinned torch pulls a multi-GB CUDA build); everything else comes from
 # requirements.lock, then ctxsel itself without dependency resolution.
-# requirements.lock includes llama-cpp-python, which pip compiles from source
-# the first time (about 6 minutes here, up to 25 under load; pip caches the wheel).
+# requirements.lock includes llama-cpp-python, which compiles from source the first time (about 6
+# minutes here, up to 25 under load). It is built without -march=native: on a CPU that announces AMX,
+# llama.cpp's native build runs AMX tile instructions that this project's virtual machines refuse
+# (SIGILL at the first matrix product, seen on an Intel Xeon on 2026-11-27), and the machines differ
+# from session to session. The AVX2/FMA/F16C build runs on every one of them. Its wheel is kept in
+# LLAMA_WHEELS, named by those flags, because pip's own cache keys a built wheel by its source alone.
 
 PYTHON ?= python3
 VENV := .venv
@@ -13,6 +17,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ctxsel-installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+LLAMA_VERSION := $(shell sed -n 's/^llama[-_]cpp[-_]python==//Ip' requirements.lock)
+LLAMA_WHEELS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ctxsel-wheels/llama-avx2
+export LLAMA_WHEELS
 
 .PHONY: setup demo check docs test test-fast wheel-smoke bench clean
 
@@ -21,7 +29,10 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
+		CMAKE_ARGS="$(LLAMA_CMAKE)" $(PY) -m pip wheel --quiet --disable-pip-version-check --no-deps \
+		--no-cache-dir --no-binary llama-cpp-python -w $(LLAMA_WHEELS) llama_cpp_python==$(LLAMA_VERSION)
+	$(PY) -m pip install --quiet --disable-pip-version-check --find-links $(LLAMA_WHEELS) -r requirements.lock
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
@@ -55,7 +66,7 @@ test-fast: setup
 
 # The wheel as a user installs it: built once, installed into three clean venvs outside the checkout (no
 # extras, [bm25,serve], [all] with torch first), each used from an empty folder (.ci/wheel_smoke.sh).
-# After setup: the [all] venv takes llama-cpp-python from the wheel pip cached when setup compiled it.
+# After setup: the [all] venv takes llama-cpp-python from the wheel setup built (LLAMA_WHEELS).
 wheel-smoke: setup
 	PYTHON=$(PYTHON) bash .ci/wheel_smoke.sh
 

@@ -8,6 +8,8 @@ set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 PIP=(--quiet --disable-pip-version-check)
+# the portable llama-cpp-python wheel that make setup built (see the Makefile); absent, pip builds one
+[ -n "${LLAMA_WHEELS:-}" ] && [ -d "$LLAMA_WHEELS" ] && PIP+=(--find-links "$LLAMA_WHEELS")
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ctxsel-wheel.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 start=$SECONDS
@@ -42,7 +44,7 @@ for kind in ${kinds[*]}; do
     case $kind in
     none) smoke none "" ;;
     bm25-serve) smoke bm25-serve "[bm25,serve]" ;;
-    # last: the largest (llama-cpp-python comes from pip's cache, where make setup left it)
+    # last: the largest (llama-cpp-python comes from LLAMA_WHEELS, where make setup left it)
     all) smoke all "[all]" torch==2.13.0 ;;
     *) echo "wheel smoke: unknown install $kind (none, bm25-serve, all)" >&2 && exit 2 ;;
     esac
