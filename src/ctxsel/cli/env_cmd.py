@@ -1,6 +1,6 @@
 """Show what is installed and which models are found offline.
 
-ctxsel env           # packages, extras, the default reader, local models, the cache folder
+ctxsel env           # packages, extras, the default reader, local models, bundled policies, the cache folder
 ctxsel env --json    # the same as one JSON object
 """
 
@@ -72,6 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def collect() -> dict[str, object]:
     from ctxsel._version import __version__
+    from ctxsel.bundled import describe_all
     from ctxsel.paths import default_cache_dir
     from ctxsel.scoring.dense import bundled_model_path
 
@@ -107,6 +108,7 @@ def collect() -> dict[str, object]:
         "local_llms": llms,
         "reader": reader,
         "extras": extras,
+        "bundled": describe_all(),
         "cache_dir": str(default_cache_dir()),
         "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
@@ -143,5 +145,12 @@ def run(args: argparse.Namespace) -> int:
     for extra, e in cast(dict[str, Any], info["extras"]).items():
         status = "installed" if e["installed"] else f"missing {', '.join(e['missing'])}"
         print(f"  {extra:<12} {e['for']:<34} {status}")
+    print("bundled trained artefacts (sha256-checked on load):")
+    for name, a in cast(dict[str, Any], info["bundled"]).items():
+        if not a["bundled"]:
+            print(f"  {name:<16} {a['title']}: {a['note']}")
+            continue
+        state = "" if a["present"] else " (FILES MISSING: reinstall ctxsel)"
+        print(f"  {name:<16} {a['title']}{state}\n  {'':<16} sha256 {a['sha256']}\n  {'':<16} card {a['card']}")
     print(f"cache: {info['cache_dir']}")
     return 0
