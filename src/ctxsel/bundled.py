@@ -81,6 +81,7 @@ class Artefact:
             "title": self.title,
             "bundled": True,
             "sha256": self.digest,
+            "main_file": self.main_file,
             "files": dict(self.sha256),
             "folder": str(self.path),
             "card": str(card) if card is not None else None,

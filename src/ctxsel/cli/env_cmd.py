@@ -151,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {name:<16} {a['title']}: {a['note']}")
             continue
         state = "" if a["present"] else " (FILES MISSING: reinstall ctxsel)"
-        print(f"  {name:<16} {a['title']}{state}\n  {'':<16} sha256 {a['sha256']}\n  {'':<16} card {a['card']}")
+        print(f"  {name:<16} {a['title']}{state}")
+        print(f"  {'':<16} sha256 {a['sha256']} ({a['main_file']})")
+        print(f"  {'':<16} card {a['card']}")
     print(f"cache: {info['cache_dir']}")
     return 0
