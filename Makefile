@@ -14,7 +14,7 @@ STAMP := $(VENV)/.ctxsel-installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo check docs test test-fast bench clean
+.PHONY: setup demo check docs test test-fast bench ldar-policy clean
 
 setup: $(STAMP)
 
@@ -59,6 +59,15 @@ bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/peers.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/end_to_end.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/ldar_latency.py
+
+# The bundled LDAR policy (src/ctxsel/data/ldar, sha256 table in src/ctxsel/bundled.py): trains on one
+# CPU thread (about 15-20 minutes), resuming a killed run, then evaluates the policy on sets it never saw
+# and writes src/ctxsel/data/ldar/MODEL_CARD.md and benchmarks/results/ldar_bundled.{md,json}.
+LDAR_TRAIN_ARGS := --baseline question --normalize-advantages --entropy-coef 0.01 --lr-schedule cosine
+ldar-policy: setup
+	OMP_NUM_THREADS=1 nice $(PY) benchmarks/ldar_holobench.py --mix-hotpotqa --steps 1500 --threads 1 \
+		--backend onnx --work-dir runs/ldar/bundled --bundle src/ctxsel/data/ldar \
+		--train-args="$(LDAR_TRAIN_ARGS)"
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis
