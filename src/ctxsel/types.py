@@ -167,6 +167,9 @@ class LDARBand(MethodDetails):
     ``l`` and ``u`` are None)."""
 
     n_ranked: int
+    #: which policy decided: its folder, or "bundled ldar policy sha256:<first 12 hex>" (None: a policy
+    #: object passed in)
+    policy: str | None = field(default=None, metadata=_meta())
     #: the reward that trained the policy (its description), the network's variant, and whether
     #: the band was drawn (None in the light selections training builds for its rewards)
     reward: dict[str, Any] | None = None

@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "tokens": 6,
     "metrics": 6,
     "paths": 6,
+    "bundled": 6,
     "sqlite_store": 6,
     "_version": 6,
     "errors": 6,

@@ -356,8 +356,7 @@ def test_band_details_keep_the_meta_keys_of_to_dict() -> None:
 
 
 def test_registry_and_missing_policy(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="needs a trained policy"):
-        get_selector("ldar")
+    assert get_selector("ldar").policy_name.startswith("bundled ldar policy sha256:")  # no policy: the bundled one
     with pytest.raises(FileNotFoundError, match="no LDAR policy"):
         get_selector(f"ldar[policy={tmp_path / 'nope'}]")
     path = save_policy(tmp_path / "policy", fixed_policy(0.5, 0.5), {"reward": {"name": "label", "beta": 2.0}})
@@ -423,8 +422,8 @@ def test_the_service_gives_ldar_its_policy_as_a_resource(tmp_path: Path, service
     path = save_policy(tmp_path / "policy", fixed_policy(0.5, 0.5), {"reward": {"name": "label"}})
     body = {"question": "q?", "chunks": [f"c{i}" for i in range(20)], "method": "ldar", "scores": list(range(20))}
     client = service_client(ServiceSettings(scorer="keywords"))
-    got = client.post("/select", json=body)
-    assert got.status_code == 422 and "--ldar-policy" in got.json()["message"]
+    got = client.post("/select", json=body)  # no --ldar-policy: the bundled policy
+    assert got.status_code == 200 and got.json()["config"]["policy"].startswith("bundled ldar policy sha256:")
     client = service_client(ServiceSettings(scorer="keywords", ldar_policy=str(path)))
     got = client.post("/select", json=body)
     assert got.status_code == 200 and got.json()["config"]["policy"] == str(path) and got.json()["k"] > 0

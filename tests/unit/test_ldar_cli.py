@@ -117,7 +117,6 @@ def test_eval_uses_a_trained_policy_on_the_test_split(trained: Path, tmp_path: P
     ("argv", "message"),
     [
         (["train", "ldar", "--dataset", "example", "--scorer", "keywords", "--reward", "llm"], "needs a reader"),
-        (["eval", "--dataset", "example", "--scorer", "keywords", "--method", "ldar"], "needs a trained policy"),
         (
             ["eval", "--dataset", "example", "--scorer", "keywords", "--method", "ldar", "--policy", "/nonexistent"],
             "no LDAR policy",

@@ -1,6 +1,6 @@
 """Show what is installed and which models are found offline.
 
-ctxsel env           # packages, extras, the default reader, local models, the cache folder
+ctxsel env           # packages, extras, the default reader, local models, bundled policies, the cache folder
 ctxsel env --json    # the same as one JSON object
 """
 
@@ -72,6 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def collect() -> dict[str, object]:
     from ctxsel._version import __version__
+    from ctxsel.bundled import describe_all
+    from ctxsel.datasets.hotpotqa import bundled_hotpotqa_file
     from ctxsel.paths import default_cache_dir, writable_cache_dir
     from ctxsel.scoring.dense import bundled_model_path
 
@@ -111,6 +113,8 @@ def collect() -> dict[str, object]:
         "local_llms": llms,
         "reader": reader,
         "extras": extras,
+        "bundled": describe_all(),
+        "bundled_data": {"hotpotqa-long": str(bundled_hotpotqa_file())},
         "cache_dir": cache_dir,
         # False: caches stay in memory and model files go to a temporary folder (the warning says why)
         "cache_dir_writable": writable_cache_dir() is not None,
@@ -145,10 +149,21 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     print(f"reader (--reader local): {r['default']} = {r['model']}, {state}; or {r['other']}")
-    print("extras (pip install 'ctxsel[EXTRA]'):")
+    print('extras (pip install "ctxsel[EXTRA]"):')
     for extra, e in cast(dict[str, Any], info["extras"]).items():
         status = "installed" if e["installed"] else f"missing {', '.join(e['missing'])}"
         print(f"  {extra:<12} {e['for']:<34} {status}")
+    print("bundled trained artefacts (sha256-checked on load):")
+    for name, a in cast(dict[str, Any], info["bundled"]).items():
+        if not a["bundled"]:
+            print(f"  {name:<16} {a['title']}: {a['note']}")
+            continue
+        state = "" if a["present"] else " (FILES MISSING: reinstall ctxsel)"
+        print(f"  {name:<16} {a['title']}{state}")
+        print(f"  {'':<16} sha256 {a['sha256']} ({a['main_file']})")
+        print(f"  {'':<16} card {a['card']}")
+    for name, path in cast(dict[str, str], info["bundled_data"]).items():
+        print(f"bundled data: {name} {path}")
     where = f"{info['cache_dir']} (not writable)" if info["cache_dir"] else "none (HOME is not set)"
     memory = ": caches stay in memory, model files go to a temporary folder (see the warning)"
     print(f"cache: {info['cache_dir']}" if info["cache_dir_writable"] else f"cache: {where}{memory}")

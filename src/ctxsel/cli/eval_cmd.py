@@ -39,7 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--methods", "--method", default=",".join(DEFAULT_METHODS), help="comma-separated method specs")
     p.add_argument(
-        "--policy", default=None, help="trained LDAR policy folder for every `ldar` method given without policy="
+        "--policy",
+        default=None,
+        help="trained LDAR policy folder for every `ldar` method given without policy= (default: the bundled policy)",
     )
     add_split_arguments(p)
     p.add_argument("--output", required=True, help="output folder")

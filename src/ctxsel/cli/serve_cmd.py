@@ -68,7 +68,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--model", default=None, help="embedding model for --scorer dense (default: bundled MiniLM)")
     p.add_argument("--threads", type=int, default=None, help="torch threads for embedding")
-    p.add_argument("--ldar-policy", default=None, help="LDAR checkpoint for method 'ldar'")
+    p.add_argument(
+        "--ldar-policy", default=None, help="LDAR checkpoint for method 'ldar' (default: the bundled policy)"
+    )
     p.add_argument(
         "--http",
         default="auto",

@@ -85,7 +85,8 @@ register(
     "ldar",
     "ctxsel.selectors.ldar.selector:LDAR",
     "policy",
-    "a trained policy reads the similarity distribution and picks a quantile band (LDAR); needs policy=PATH",
+    "a trained policy reads the similarity distribution and picks a quantile band (LDAR); "
+    "the bundled policy, or policy=PATH",
 )
 register(
     "sage",

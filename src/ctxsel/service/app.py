@@ -38,7 +38,7 @@ from ctxsel.errors import CtxselError, InputError, MissingExtraError
 from ctxsel.llm.base import LLMError
 from ctxsel.pipeline import Pipeline
 from ctxsel.scoring.base import cosine_scores
-from ctxsel.selectors import get_selector, get_selector_class, option_names, parse_spec
+from ctxsel.selectors import get_selector, get_selector_class, parse_spec
 from ctxsel.service.cancel import CancellableLLM, Cancelled, CancelToken, score_in_batches
 from ctxsel.service.memory import trim_heap
 from ctxsel.service.middleware import (
@@ -263,11 +263,6 @@ class Service:
         for key in sorted(_SERVER_ONLY_OPTIONS.keys() & (set(spec_options) | set(options))):
             raise InputError(f"'{key}' is not an option a request can set: {_SERVER_ONLY_OPTIONS[key]}")
         cls = get_selector_class(name)  # imports the method's module
-        if "policy" in option_names(cls) and not self.settings.ldar_policy:
-            raise InputError(
-                f"method {name!r} reads a trained policy and this server has none (no LDAR policy): "
-                "start it with --ldar-policy PATH"
-            )
         if cls.needs_llm and self.settings.reader is None:
             raise InputError(
                 f"method {name!r} calls an LLM and this server has no reader: start the server with "
@@ -277,7 +272,9 @@ class Service:
         check_options(name, cls, spec_options, prefix=f"method {req.method!r}: ")
         check_options(name, cls, options)
         llm = None if self.settings.reader is None else CancellableLLM(self.settings.reader, token)
-        return get_selector(req.method, llm=llm, resources={"policy": self.settings.ldar_policy}, **options)
+        # no --ldar-policy: the method's own default (ldar: the bundled, sha256-checked policy)
+        resources = {"policy": self.settings.ldar_policy} if self.settings.ldar_policy else None
+        return get_selector(req.method, llm=llm, resources=resources, **options)
 
     def given_scores(self, req: SelectRequest, n: int) -> np.ndarray | None:
         """The request's own relevance: ``scores``, or cosine similarity of its ``embeddings``;

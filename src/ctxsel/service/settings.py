@@ -38,8 +38,8 @@ class ServiceSettings:
       request brings neither scores nor embeddings.
     - ``reader``: an LLM client for /answer and LLM-routed methods (None: /answer
       answers 501). ``reader_name`` is what /health reports.
-    - ``ldar_policy``: the LDAR checkpoint the ``ldar`` method uses; clients
-      cannot name a file on the server.
+    - ``ldar_policy``: the LDAR checkpoint the ``ldar`` method uses (None: the
+      bundled, sha256-checked policy); clients cannot name a file on the server.
     """
 
     token: str | None = None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 from pathlib import Path
 from typing import Any, cast
 
@@ -69,9 +70,26 @@ def save_policy(path: str | Path, policy: LDARPolicy, training: dict[str, Any] |
         "training": training or {},
     }
     save_file(_state_dict(policy), str(tmp / WEIGHTS_NAME), metadata={"format": FORMAT, "version": str(VERSION)})
+    canonical_header(tmp / WEIGHTS_NAME)
     (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     _replace_dir(tmp, final)
     return final
+
+
+def canonical_header(file: Path) -> None:
+    """Sort the safetensors header's metadata keys in place. safetensors writes them in hash-map order,
+    which changes from process to process, so the same weights gave files with different sha256 (the
+    bundled policy's sha256 should follow from its weights alone). The header keeps its length."""
+    with file.open("r+b") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        if "__metadata__" in header:
+            header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+        text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+        if len(text) > n:  # pragma: no cover - reordering keys never lengthens it
+            return
+        f.seek(8)
+        f.write(text + b" " * (n - len(text)))
 
 
 def resolve_policy_dir(path: str | Path) -> Path:

@@ -1,5 +1,6 @@
 """The LDAR selector: a trained policy picks a quantile band of the ranking.
 
+    ctxsel.select(q, chunks, "ldar", scores=s)          # the bundled policy (ctxsel/data/ldar, sha256-checked)
     ctxsel.select(q, chunks, "ldar[policy=runs/ldar/policy]", scores=s)
     ctxsel eval --dataset hotpotqa-long --methods ldar --policy runs/ldar/policy
 
@@ -49,6 +50,24 @@ from ctxsel.selectors.ldar.checkpoint import load_policy, resolve_policy_dir
 from ctxsel.selectors.ldar.policy import LDARPolicy, upper_quantile
 from ctxsel.types import LDARBand, Selection
 
+_bundled_cache: dict[str, tuple[LDARPolicy, dict[str, Any]]] = {}
+
+
+def bundled_policy() -> tuple[LDARPolicy, dict[str, Any], str]:
+    """The bundled policy (sha256-checked on every call, loaded once per process and weights digest),
+    its config.json, and its name for Selection meta."""
+    from ctxsel import bundled
+
+    folder = bundled.verify("ldar")
+    art = bundled.get("ldar")
+    digest = art.digest or ""
+    key = f"{folder}|{digest}"
+    if key not in _bundled_cache:
+        _bundled_cache.clear()
+        _bundled_cache[key] = load_policy(folder)
+    policy, info = _bundled_cache[key]
+    return policy, info, f"bundled ldar policy sha256:{digest[:12]}"
+
 
 class LDAR(RankingSelector):
     """Learned distraction-aware band selection over the similarity distribution."""
@@ -65,20 +84,20 @@ class LDAR(RankingSelector):
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
-        if policy is None:
-            raise InputError(
-                "ldar needs a trained policy: ldar[policy=PATH], or --policy PATH for every ldar row of"
-                " `ctxsel eval` (train one with `ctxsel train ldar`)"
-            )
         if not isinstance(sample, bool):
             raise InputError(f"sample must be true or false, got {sample!r}")
         if threads is not None:
             torch.set_num_threads(int(threads))
-        if isinstance(policy, LDARPolicy):
+        #: which policy, as Selection meta and config say it: the path, or "bundled ldar policy sha256:..."
+        self.policy_name: str | None
+        if policy is None:
+            self.policy, self.info, self.policy_name = bundled_policy()
+            self.policy_path: str | None = self.policy_name
+        elif isinstance(policy, LDARPolicy):
             self.policy, self.info = policy, cast(dict[str, Any], {"training": {}})
-            self.policy_path: str | None = None
+            self.policy_path = self.policy_name = None
         else:
-            self.policy_path = str(resolve_policy_dir(policy))
+            self.policy_path = self.policy_name = str(resolve_policy_dir(policy))
             self.policy, self.info = load_policy(self.policy_path)
         training = self.info.get("training", {})
         self.snap_top = bool(training.get("snap_top", True)) if snap_top is None else bool(snap_top)
@@ -144,6 +163,7 @@ class LDAR(RankingSelector):
         a = self.act(descending[::-1])  # act() makes the one float32 copy
         details = LDARBand(
             n_ranked=n_finite,
+            policy=self.policy_name,
             reward=self.reward,
             variant=self.policy.config.variant,
             sample=self.sample,
@@ -178,6 +198,8 @@ class LDAR(RankingSelector):
             )
         if flat and n_finite > 1:
             what += " (all scores equal: ranks follow position)"
+        if self.policy_name is not None:
+            what += f" [policy: {self.policy_name}]"
         if len(band) < min(self.min_k, n_finite):
             band = self._widen(band, ranked, contiguous=details.ranks is not None)
             details = replace(details, widened_to_min_k=self.min_k)
