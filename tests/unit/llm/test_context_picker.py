@@ -123,6 +123,22 @@ def test_valid_reply_picks_those_chunks_and_keeps_the_rationale(server):
     assert sel.method == "context-picker" and "picked 2 of 5 candidates" in sel.explanation
 
 
+def test_no_adapter_is_bundled_so_the_default_is_the_untrained_picker_and_says_so(server):
+    from ctxsel import bundled
+
+    assert bundled.get("context-picker").bundled is False  # this release ships none: it needs a GPU
+    server.push(completion_reply('Both.", "ids": [1]}'), completion_reply('Both.", "ids": [1]}'))
+    default = picker(server, n_tokens=500)
+    assert default.adapter is None and default.runtime is None
+    sel = default.select("q?", CHUNKS, SCORES)
+    assert sel.ids == ["1"]
+    assert sel.explanation.endswith(
+        "(the untrained picker, the paper's baseline: no trained adapter ships with this ctxsel)"
+    )
+    asked = picker(server, n_tokens=500, adapter="none").select("q?", CHUNKS, SCORES)
+    assert asked.ids == ["1"] and "untrained" not in asked.explanation and asked.config["adapter"] is None
+
+
 def test_min_k_tops_a_short_pick_up_with_the_pools_best_ranked(server):
     # pool in rank order: 1, 3, 5, 7, 4; the model names [2] (chunk 3) and [4] (chunk 7)
     server.push(completion_reply('x", "ids": [2, 4]}'), completion_reply('x", "ids": [2, 4]}'))

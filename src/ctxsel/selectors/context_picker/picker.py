@@ -30,7 +30,11 @@ replies, and the rationale of the reply it used) and in the eval's ``invalid_sha
 
 A trained picker is a LoRA adapter from ``ctxsel train picker``; pass
 ``adapter=PATH`` and the picker runs it in process instead of the ``llm``
-client. ``runtime=llama.cpp`` (the default when the adapter's base is a
+client. Left unset, the picker would run the adapter that ships with ctxsel
+(``ctxsel.bundled``) when the reader is the bundled local model; this release
+ships none (training one needs a GPU), so it runs the untrained picker, the
+paper's baseline, and its explanation says so. ``adapter=none`` asks for the
+untrained picker outright, with no such note. ``runtime=llama.cpp`` (the default when the adapter's base is a
 bundled model and llama-cpp-python is installed) converts the adapter once
 to a llama.cpp LoRA (:mod:`ctxsel.llm.lora_gguf`) and applies it to the
 base model's GGUF, with the reader's llama.cpp threads: no torch, and the
@@ -106,6 +110,7 @@ class ContextPicker(CommonOptions, Selector):
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
+        adapter, self.note = _resolve_adapter(adapter, llm)
         if adapter is None and runtime is not None:
             raise InputError("runtime= chooses how a trained adapter runs: name one with adapter=PATH")
         if adapter is not None:
@@ -283,7 +288,7 @@ class ContextPicker(CommonOptions, Selector):
     ) -> Selection:
         sel.method = self.name
         sel.config = self.config()
-        sel.explanation = why
+        sel.explanation = f"{why} ({self.note})" if self.note else why
         sel.usage = sel.usage + usage
         n_replies = len(replies)
         sel.details = PickerDetails(
@@ -306,6 +311,23 @@ class ContextPicker(CommonOptions, Selector):
             for i, r in enumerate(replies)
         )
         return sel
+
+
+def _resolve_adapter(adapter: str | None, llm: LLMClient | None) -> tuple[str | None, str]:
+    """The adapter to run and a note for the explanation. ``None``: the bundled adapter when one ships and
+    the reader is the bundled local model, else the untrained picker with a note that says why;
+    ``"none"``: the untrained picker, asked for."""
+    if adapter is not None:
+        return (None, "") if str(adapter).lower() == "none" else (str(adapter), "")
+    from ctxsel import bundled
+
+    artefact = bundled.get("context-picker")
+    local = getattr(llm, "model_id", "").startswith("llama.cpp:")
+    if artefact.bundled and local:
+        return str(bundled.verify("context-picker")), ""
+    if artefact.bundled:
+        return None, "the untrained picker: the bundled adapter is for the bundled local reader only"
+    return None, "the untrained picker, the paper's baseline: no trained adapter ships with this ctxsel"
 
 
 #: How a trained adapter runs (see the module docstring).
