@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-TIMING = {"select_ms", "wall_s"}
+TIMING = {"select_ms", "wall_s", "select_ms_ci95", "wall_s_ci95"}  # and their intervals
 METHODS = "adaptive-k,adaptive-k@moving_avg,autocut@1,top-k@1,top-k@5,top-n-tokens@200,full"
 
 
