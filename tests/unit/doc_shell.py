@@ -14,7 +14,7 @@ its subcommand and every other flag stay as written:
 - ``--document report.md`` (or any file the page assumes) is the bundled example document.
 - Every reader -- ``--reader local`` or a server URL -- is a local OpenAI-compatible HTTP server
   that answers every JSON schema it is sent with a valid instance (the smallest one) and every
-  free-form prompt with a short answer (the right one for the example dataset's questions): the methods' real clients, parsers and retries run, over
+  free-form prompt with a short answer (the right one for the example dataset's and hotpotqa-long's questions): the methods' real clients, parsers and retries run, over
   HTTP, against a model that is not there.
 - LDAR trains 2 steps; Context-Picker's GRPO one step a stage, on the tiny random model
   (``--base tiny``). ``ctxsel serve`` starts on a free port, answers ``/health``, and stops.
@@ -29,6 +29,7 @@ even so says why in ``<!-- not-run: ... -->`` just above it.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import importlib.metadata
 import io
 import json
@@ -47,13 +48,18 @@ sys.path.insert(0, str(REPO / "tests" / "integration" / "service"))
 
 from fake_server import FakeOpenAIServer, schema_responder  # noqa: E402
 
+from ctxsel.datasets.hotpotqa import bundled_hotpotqa_file  # noqa: E402
+
 EXAMPLE_DOC = REPO / "src" / "ctxsel" / "data" / "example.md"
 NOVELQA = REPO / "tests" / "fixtures" / "novelqa"
-#: the sandbox model knows the example dataset's answers, so that mining keeps questions as
-#: with a good reader; to anything else it answers "Edith Marlowe"
+#: the sandbox model knows the answers of the example dataset and of hotpotqa-long, so that mining keeps
+#: questions as with a good reader; to anything else it answers "Edith Marlowe"
 KNOWN = {
-    d["question"]: d["answers"][0]
-    for d in map(json.loads, (REPO / "src" / "ctxsel" / "data" / "example.jsonl").read_text().splitlines())
+    **{
+        d["question"]: d["answers"][0]
+        for d in map(json.loads, (REPO / "src" / "ctxsel" / "data" / "example.jsonl").read_text().splitlines())
+    },
+    **{d["question"]: d["answer"] for d in json.loads(gzip.decompress(bundled_hotpotqa_file().read_bytes()))},
 }
 
 
