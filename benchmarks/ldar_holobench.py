@@ -91,20 +91,29 @@ def tokens(value: str) -> int:
     return int(spec_value(value))
 
 
+def generated_sets(name: str, amounts: list[int], seeds: list[int], size: int, n_queries: int) -> list[dict[str, Any]]:
+    """HoloBench-style sets for every (seed, amount), ids prefixed ``name-amount-seed-``; the query
+    strategy cycles through STRATEGIES in that order."""
+    from ctxsel.datasets.holobench.generate import make_examples
+
+    examples: list[dict[str, Any]] = []
+    for i, (amount, seed) in enumerate((a, s) for s in seeds for a in amounts):
+        gen = make_examples(amount, size=size, seed=seed, n_queries=n_queries, strategy=STRATEGIES[i % 5])
+        for ex in gen.examples:
+            ex["id"] = f"{name}-{amount}-{seed}-{ex['id']}"
+        examples += gen.examples
+    return examples
+
+
 def write_sets(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from ctxsel.datasets.holobench.generate import dumps_jsonl, make_examples
+    from ctxsel.datasets.holobench.generate import dumps_jsonl
 
     amounts = [tokens(a) for a in args.amounts.split(",")]
     size = tokens(args.size)
     seeds = [int(s) for s in args.train_seeds.split(",")]
     counts: dict[str, int] = {}
     for name, run_seeds in (("train", seeds), ("test", [args.test_seed])):
-        examples: list[dict[str, Any]] = []
-        for i, (amount, seed) in enumerate((a, s) for s in run_seeds for a in amounts):
-            gen = make_examples(amount, size=size, seed=seed, n_queries=args.n_queries, strategy=STRATEGIES[i % 5])
-            for ex in gen.examples:
-                ex["id"] = f"{name}-{amount}-{seed}-{ex['id']}"
-            examples += gen.examples
+        examples = generated_sets(name, amounts, run_seeds, size, args.n_queries)
         if name == "train" and args.mix_hotpotqa:
             examples += [example_dict(ex, "hotpotqa-") for ex in hotpotqa_split("train")]
         (work / f"{name}.jsonl").write_bytes(dumps_jsonl(examples))
@@ -333,7 +342,7 @@ BUNDLED_PY = Path(__file__).resolve().parents[1] / "src" / "ctxsel" / "bundled.p
 
 def write_unseen_sets(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """unseen.jsonl: information amounts and a context size the policy never trained on, new seeds."""
-    from ctxsel.datasets.holobench.generate import dumps_jsonl, make_examples
+    from ctxsel.datasets.holobench.generate import dumps_jsonl
 
     amounts = [tokens(a) for a in args.unseen_amounts.split(",")]
     size = tokens(args.unseen_size)
@@ -341,12 +350,7 @@ def write_unseen_sets(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     used = {int(x) for x in args.train_seeds.split(",")} | {args.test_seed}
     if used & set(seeds):
         raise SystemExit(f"--unseen-seeds {sorted(used & set(seeds))} are training or test seeds")
-    examples: list[dict[str, Any]] = []
-    for i, (amount, seed) in enumerate((a, s) for s in seeds for a in amounts):
-        gen = make_examples(amount, size=size, seed=seed, n_queries=args.n_queries, strategy=STRATEGIES[i % 5])
-        for ex in gen.examples:
-            ex["id"] = f"unseen-{amount}-{seed}-{ex['id']}"
-        examples += gen.examples
+    examples = generated_sets("unseen", amounts, seeds, size, args.n_queries)
     (work / "unseen.jsonl").write_bytes(dumps_jsonl(examples))
     return {"amounts": amounts, "size": size, "seeds": seeds, "n_examples": len(examples)}
 

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli import console_script
+from test_cli import run_cli as run
 
 from ctxsel.cli.main import EXIT_CLOSED_PIPE, build_parser, main
 
@@ -31,17 +33,6 @@ def doc(tmp_path: Path) -> Path:
     p = tmp_path / "doc.md"
     p.write_text(DOC, encoding="utf-8")
     return p
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def console_script() -> list[str]:
-    script = Path(sys.executable).with_name("ctxsel")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "ctxsel.cli.main"]
 
 
 def stdin_of(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:

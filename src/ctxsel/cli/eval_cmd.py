@@ -31,6 +31,7 @@ HELP = "evaluate methods on a dataset"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ctxsel.eval.runner import DEFAULT_METHODS
+    from ctxsel.eval.stats import CI_METHODS
 
     p.add_argument(
         "--dataset",
@@ -58,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot-example", default=None, help="example id whose similarity curve is plotted")
     p.add_argument(
         "--ci",
-        choices=["bootstrap", "none"],
+        choices=CI_METHODS,
         default="bootstrap",
         help="a 95%% interval beside every mean: a seeded bootstrap over examples (2,000 resamples; default), or none",
     )
