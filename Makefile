@@ -45,7 +45,7 @@ demo: setup
 		--methods adaptive-k,autocut@1,top-k@1,top-k@5,top-n-tokens@200,full
 
 # Lint, format and types: ruff (rules in pyproject.toml), ruff format, mypy --strict on src/
-# and mypy on tests/ without strict. .ci/run runs it before the tests.
+# and mypy on tests/ without strict. .ci/run runs it before the tests; .pre-commit-config.yaml runs the same.
 check: setup
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks

@@ -12,8 +12,8 @@ What "names j" means, per chunk j (its *keys*), by ``keys``:
 - ``"entities"``: its salient names -- runs of capitalised words
   (``"Edith Marlowe"``, ``"Kestrel Optical Works"``) found in at most
   ``max(2, 2%)`` of the chunks, so a name shared by everything links nothing.
-  Opt-in: on the HoloBench-style tables (rows that share airport or city
-  names) these links cost recall (benchmarks/results/recall_hotpotqa.md);
+  Opt-in, because rows that share common names (airports, cities in the
+  HoloBench-style tables) would link to each other without naming each other;
 - ``"auto"``: titles when at least half the chunks have one, else entities.
 
 Matching is word-exact and case-insensitive over ``\\w+`` tokens. All keys go

@@ -15,14 +15,12 @@ model (Gemma 3 270M) is prompted completion-style: chat messages are
 flattened to their contents joined by blank lines.
 
 ``n_ctx`` defaults to the window the model was trained for (32k for every
-bundled model; the KV cache of the 1.5B at 32k is about 0.9 GB).
-``n_threads`` defaults to :data:`DEFAULT_THREADS`, the usable cores: on this
-project's 2-core machine two threads read a 2,074-token prompt in 0.62x the
-time of one (benchmarks/results/reader_choice.md). llama.cpp's threads wait
-for each other at every step, so on cores that other busy processes share
-at the same priority two threads can be many times slower than one
-(ENVIRONMENT.md measured a collapse to 0.4 tokens/s): pass ``n_threads=1``
-(``--llm-threads 1``) there.
+bundled model), so a long selection is never cut by a smaller default.
+``n_threads`` defaults to :data:`DEFAULT_THREADS`, the usable cores, because a
+prompt's evaluation scales with them. llama.cpp's threads wait for each other
+at every step, so on cores that other busy processes share at the same
+priority two threads can be many times slower than one: pass ``n_threads=1``
+(``--llm-threads 1``) there (measured in docs/guide/reading.md).
 
 Every completion reports ``usage.tokens_reused``: the prompt tokens whose
 state llama.cpp took from the previous call's shared prefix instead of

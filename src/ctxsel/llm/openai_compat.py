@@ -58,7 +58,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import timezone
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -160,7 +160,7 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
     if dt is None:  # pragma: no cover - older Pythons
         return None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return dt.timestamp() - (time.time() if now is None else now)
 
 

@@ -28,7 +28,7 @@ bundled base model's first token is a newline, i.e. an empty answer. The
 HoloBench template ends in the cue ``- **Reasoning:**``, meant to start a
 completion; version 2 sends it as the reply's start (``cue``), because a
 chat model that reads it at the end of the user's message may echo it and
-stop (benchmarks/results/reader_cue.md measures both).
+stop (both versions are compared in docs/results.md).
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@ OpenAPI schema at /openapi.json describes exactly what is accepted)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from typing_extensions import NotRequired, TypedDict  # pydantic needs typing_extensions' TypedDict before 3.12
+from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before 3.12
 
 from ctxsel.errors import InputError
 
