@@ -2,8 +2,10 @@
 
 Everything ctxsel raises because of its input, its configuration or its environment is a
 :class:`CtxselError`; the CLI prints those as one line and exits 2, the service answers them
-422 (or 502 for an LLM backend, 500 for a server missing an extra). Anything else that escapes
-is a bug: exit 1 with a hint, HTTP 500 with the request id.
+422 (or 502 for an LLM backend, 500 for a server missing an extra; the service's own errors
+carry their status). Anything else that escapes is a bug: exit 1 with a hint, HTTP 500 with the
+request id. This module imports the standard library only, so every floor of the package can
+raise from it.
 
 The subclasses also derive from the built-in exception a caller would have caught before the
 tree existed (``InputError`` is a ``ValueError``, ``MissingExtraError`` an ``ImportError``),
@@ -20,14 +22,14 @@ so ``except ValueError`` around ``ctxsel.select`` keeps working.
     ├── ModelError (RuntimeError)        a model file that is missing, corrupt or does not load
     ├── MissingExtraError (ImportError)  an optional dependency that is not installed
     ├── LLMError (RuntimeError)          an LLM backend failed; the subclass says how
-    │   ├── LLMTimeout                   no answer in time
+    │   ├── LLMTimeout                   no answer in time (or HTTP 408)
     │   ├── LLMConnectionError           no connection to the server
     │   ├── LLMRateLimited               HTTP 429
-    │   ├── LLMServerError               HTTP 5xx
-    │   ├── LLMBadRequest                HTTP 400/422: a parameter the server does not accept
+    │   ├── LLMServerError               HTTP 5xx (or 409)
+    │   ├── LLMBadRequest                another HTTP 4xx: a parameter the server does not accept
     │   │   └── LLMContextLengthError    prompt plus max_tokens over the model's context
     │   ├── LLMAuthError                 HTTP 401/403
-    │   ├── LLMNotFound                  HTTP 404: no such endpoint or model
+    │   ├── LLMNotFound                  HTTP 404/405: no such endpoint or model
     │   └── LLMInvalidResponse           a reply that is not an OpenAI-compatible completion
     ├── ServiceError                     the service's answer to a request: status, error code, message
     ├── RequestTooLarge                  the service: more chunks or text than it takes in one request (413)
