@@ -77,7 +77,8 @@ def prepare(args: argparse.Namespace) -> None:
 
 def pick_stats(replies: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Valid share, mean number named, gold recall (against every gold chunk) and precision of replies."""
-    from ctxsel.selectors.context_picker.prompt import InvalidReply, parse_reply
+    from ctxsel.errors import InvalidReply
+    from ctxsel.selectors.context_picker.prompt import parse_reply
 
     valid, named, recall, precision, picks = 0, [], [], [], []
     for text, r in zip(replies, rows):
@@ -236,7 +237,7 @@ def votes(args: argparse.Namespace) -> None:
     the gold inside the pool on validation rows, whose rows carry no count of the rest."""
     from tqdm.auto import tqdm
 
-    from ctxsel.llm.constrain import ReplyFormatError
+    from ctxsel.errors import ReplyFormatError
     from ctxsel.llm.local import LocalLlamaClient
     from ctxsel.llm.lora_gguf import llama_adapter_client
     from ctxsel.selectors.context_picker.picker import ContextPicker

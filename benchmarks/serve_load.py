@@ -292,9 +292,9 @@ def stage_times(body: bytes) -> list[tuple[str, dict[str, Any]]]:
     from pydantic_core import from_json
 
     from ctxsel.selectors import get_selector
-    from ctxsel.service.app import Service
     from ctxsel.service.cancel import CancelToken
     from ctxsel.service.models import SelectionOut, SelectRequest
+    from ctxsel.service.service import Service
     from ctxsel.service.settings import ServiceSettings
     from ctxsel.tokens import clear_count_cache
 

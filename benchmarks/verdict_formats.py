@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from ctxsel.datasets import load_dataset
     from ctxsel.datasets.splits import split_examples
-    from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError
+    from ctxsel.errors import ReplyFormatError
+    from ctxsel.llm.constrain import ReplyFormat
     from ctxsel.llm.local import LocalLlamaClient
     from ctxsel.llm.prompts import SAGE_IS_COUNTING, SAGE_SUFFICIENT
     from ctxsel.selectors.sage.graph import SentenceGraph

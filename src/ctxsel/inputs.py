@@ -58,17 +58,6 @@ def check_chunk_sequence(items: Any, what: str = "chunks") -> None:
         raise InputTypeError(f"{what} must be a sequence of chunk texts or Chunks, got {type(items).__name__}")
 
 
-class MissingLLMError(InputError):
-    """A method that calls an LLM was asked for without one; the message names every surface's remedy."""
-
-    def __init__(self, method: str, alternative: str = "") -> None:
-        super().__init__(
-            f"method {method!r} needs an LLM client to select and none was given: on the command line add --reader "
-            "(local, local:NAME or an OpenAI-compatible URL), start the service with `ctxsel serve --reader ...`, "
-            f"or in Python pass llm=CLIENT (e.g. ctxsel.llm.local.LocalLlamaClient()){alternative}"
-        )
-
-
 def as_int(name: str, value: object) -> int:
     """An integer parameter; 1.5 or "3" is an error, not a silent truncation (1e9, a whole float, is fine)."""
     if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():

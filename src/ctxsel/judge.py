@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxsel import metrics
-from ctxsel.errors import InputError
+from ctxsel.errors import InputError, ReplyFormatError
 from ctxsel.llm.base import LLMClient
-from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError
+from ctxsel.llm.constrain import ReplyFormat
 from ctxsel.llm.prompts import JUDGE, render_judge
 from ctxsel.types import Example, LLMUsage
 

@@ -29,6 +29,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ctxsel.errors import NoCacheDir
+
 ENV_VAR = "CTXSEL_CACHE_DIR"
 
 log = logging.getLogger("ctxsel.cache")
@@ -37,11 +39,6 @@ _lock = threading.Lock()
 #: configured folder (or why there is none) -> the writable folder, or None once warned
 _checked: dict[str, Path | None] = {}
 _temp_root: Path | None = None
-
-
-class NoCacheDir(OSError):
-    """No cache folder can be named: HOME is unset and the user has no home folder in the password
-    database (``Path.home()`` raises RuntimeError)."""
 
 
 def default_cache_dir() -> Path:
@@ -183,7 +180,6 @@ def _forget() -> None:
 
 __all__ = [
     "ENV_VAR",
-    "NoCacheDir",
     "default_cache_dir",
     "files_dir",
     "find_cached",

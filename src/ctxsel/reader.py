@@ -40,8 +40,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ctxsel.errors import InputError, InputTypeError
-from ctxsel.llm.base import LLMClient, LLMContextLengthError
+from ctxsel.errors import InputError, InputTypeError, LLMContextLengthError
+from ctxsel.llm.base import LLMClient
 from ctxsel.llm.prompts import FACTOID_QA, PromptTemplate, get_template
 from ctxsel.tokens import count_tokens as cl100k_tokens
 from ctxsel.types import LLMUsage, Selection

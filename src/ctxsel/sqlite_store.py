@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ctxsel.errors import StoreCorrupt
+
 T = TypeVar("T")
 
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
@@ -61,10 +63,6 @@ def is_corrupt(e: BaseException) -> bool:
         return code in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
     msg = str(e).lower()
     return "malformed" in msg or "not a database" in msg or "corrupt" in msg
-
-
-class _Corrupt(Exception):
-    pass
 
 
 class SQLiteStore:
@@ -180,7 +178,7 @@ class SQLiteStore:
             try:
                 self._check(check)
                 return
-            except _Corrupt as e:
+            except StoreCorrupt as e:
                 reason = str(e)
             except sqlite3.DatabaseError as e:
                 if not is_corrupt(e):
@@ -196,7 +194,7 @@ class SQLiteStore:
         if check:
             rows = con.execute("PRAGMA quick_check").fetchall()
             if not rows or rows[0][0] != "ok":
-                raise _Corrupt("quick_check: " + "; ".join(str(r[0]) for r in rows[:3]))
+                raise StoreCorrupt("quick_check: " + "; ".join(str(r[0]) for r in rows[:3]))
 
     def _rebuild(self, reason: str) -> None:
         """Move the bad file aside and start an empty one (the caller holds the file lock)."""
@@ -225,7 +223,7 @@ class SQLiteStore:
             try:
                 self._check(check=True)
                 return  # the file at self.path is healthy now (someone else rebuilt it)
-            except (_Corrupt, sqlite3.DatabaseError) as e:
+            except (StoreCorrupt, sqlite3.DatabaseError) as e:
                 if isinstance(e, sqlite3.DatabaseError) and not is_corrupt(e):
                     raise
                 reason = str(e)

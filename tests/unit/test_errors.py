@@ -15,12 +15,13 @@ from ctxsel.errors import (
     DatasetError,
     InputError,
     InputTypeError,
+    LLMError,
+    LLMTimeout,
     MissingExtraError,
+    MissingLLMError,
     ModelError,
     SpecError,
 )
-from ctxsel.inputs import MissingLLMError
-from ctxsel.llm.base import LLMError, LLMTimeout
 from ctxsel.selectors.fixed import TopK
 
 
@@ -136,3 +137,29 @@ def test_service_maps_errors_by_kind(
 def test_a_spec_that_does_not_parse_is_a_spec_error(call: Any) -> None:
     with pytest.raises(SpecError):
         call()
+
+
+def test_every_exception_class_lives_in_errors_py_and_its_tree() -> None:
+    """One home: no module but ctxsel/errors.py defines an exception (or warning) class, and the
+    tree diagram in its docstring names every one it defines."""
+    import ast
+    import builtins
+
+    import ctxsel.errors as errors
+
+    src = Path(errors.__file__).parent
+    ours = {n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, BaseException)}
+    builtin = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+    known = ours | builtin | {"HTTPException", "StarletteHTTPException"}
+    outside = []
+    for path in sorted(src.rglob("*.py")):
+        if path.name == "errors.py" and path.parent == src:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(b).rpartition(".")[2] for b in node.bases}
+                if bases & known or any(b.endswith(("Error", "Exception", "Warning")) for b in bases):
+                    outside.append(f"{path.relative_to(src)}: {node.name}")
+    assert outside == []
+    diagram = errors.__doc__ or ""
+    assert sorted(n for n in ours if f" {n} " not in diagram and f" {n}\n" not in diagram) == []

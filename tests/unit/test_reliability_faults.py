@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 
 from ctxsel.cli.main import main as cli_main
-from ctxsel.eval.lock import LOCK_NAME, OutputFolderBusy, OutputLock
+from ctxsel.errors import OutputFolderBusy
+from ctxsel.eval.lock import LOCK_NAME, OutputLock
 from ctxsel.eval.results import ResultLog
 from ctxsel.eval.runner import evaluate
 from ctxsel.scoring.cache import EmbeddingCache

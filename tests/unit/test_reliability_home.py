@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from ctxsel import paths
+from ctxsel.errors import NoCacheDir
 from ctxsel.llm.base import Completion
 from ctxsel.llm.cache import ResponseCache
 from ctxsel.scoring.cache import EmbeddingCache
@@ -184,7 +185,7 @@ def test_a_temporary_folder_someone_else_could_write_is_not_used(
 
 def test_no_passwd_entry_is_an_oserror_naming_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _no_home(monkeypatch, tmp_path, "HOME unset, no passwd entry")
-    with pytest.raises(paths.NoCacheDir, match="HOME is not set"):
+    with pytest.raises(NoCacheDir, match="HOME is not set"):
         paths.default_cache_dir()
     assert paths.find_cached("onnx", "x") is None
 

@@ -115,8 +115,8 @@ def dense() -> object:
 
 @pytest.mark.model
 def test_i4_truncated_chunk_is_counted_warned_and_max_window_finds_the_sentence(dense: object) -> None:
+    from ctxsel.errors import TruncationWarning
     from ctxsel.scoring.dense import DenseScorer
-    from ctxsel.scoring.windows import TruncationWarning
 
     chunks = ["Tickets cost 8 euros.", LONG_RELEVANT, "Parking is limited near the museum."]
     with pytest.warns(TruncationWarning, match=r"1 chunk\(s\) longer than .*256-token window.*long_chunks=max_window"):
@@ -162,7 +162,7 @@ def test_i4_a_new_scorer_over_the_cache_counts_long_chunks_without_tokenising(
 
 @pytest.mark.model
 def test_i5_truncated_question_is_reported(dense: object) -> None:
-    from ctxsel.scoring.windows import TruncationWarning
+    from ctxsel.errors import TruncationWarning
 
     long_question = "Which of these is about the weather? " * 80
     with pytest.warns(TruncationWarning, match="the question"):

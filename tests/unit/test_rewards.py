@@ -123,7 +123,7 @@ def test_cost_regularised() -> None:
 
 class TooLong(FakeLLM):
     def complete(self, prompt: Any, **kw: Any) -> Completion:
-        from ctxsel.llm.base import LLMContextLengthError
+        from ctxsel.errors import LLMContextLengthError
 
         self.prompts.append(prompt)
         raise LLMContextLengthError("prompt of 40000 tokens > n_ctx 8192")
@@ -134,7 +134,7 @@ def test_llm_reward_scores_a_band_the_reader_cannot_fit_as_zero(tmp_path: Path) 
     rew = LLMCorrectnessReward(Reader(llm), cache_path=tmp_path / "r.jsonl")
     assert rew([EX, EX], [sel(["c0"], l=1, u=9), sel(["c0"], l=1, u=9)]) == [0.0, 0.0]
     assert rew.overflows == 1 and len(llm.prompts) == 1  # cached like any other band
-    from ctxsel.llm.base import LLMContextLengthError
+    from ctxsel.errors import LLMContextLengthError
 
     with pytest.raises(LLMContextLengthError):
         LLMCorrectnessReward(Reader(TooLong()), overflow="raise")([EX], [sel(["c0"], l=1, u=2)])

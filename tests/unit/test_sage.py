@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from ctxsel import select
-from ctxsel.errors import InputError
-from ctxsel.llm.base import Completion, LLMContextLengthError
+from ctxsel.errors import InputError, LLMContextLengthError
+from ctxsel.llm.base import Completion
 from ctxsel.selectors import get_selector
 from ctxsel.selectors.sage.graph import SentenceGraph, sentence_vertices
 from ctxsel.selectors.sage.noise import KINDS, disturb, draw_lambda, perturb_word

@@ -134,6 +134,32 @@ def test_bad_scorer_options_are_errors_that_name_the_option(spec: str, message: 
         get_scorer(spec)
 
 
+def test_a_registered_scorer_works_by_name_with_its_options_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxsel.cli.common import scorer_spec
+    from ctxsel.scoring import available_scorers, register_scorer, registry
+
+    class LengthScorer:
+        name = "length"
+
+        def __init__(self, scale: float = 1.0) -> None:
+            self.scale = scale
+
+        def score(self, question: str, chunks: list[Chunk]) -> np.ndarray:
+            return np.array([self.scale * len(c.text) for c in chunks], dtype=np.float32)
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    assert list(available_scorers()) == ["dense", "bm25", "keywords", "hybrid"]
+    register_scorer("length", LengthScorer, "longer chunks first")
+    scorer = get_scorer("length[scale=2]")
+    assert isinstance(scorer, LengthScorer)
+    assert scorer.score("q", as_chunks(["ab", "abcd"])).tolist() == [4.0, 8.0]
+    assert scorer_spec("length") == "length"  # --scorer takes it too
+    with pytest.raises(ValueError, match="bad options for scorer 'length': no option 'scal' \\(did you mean 'scale'"):
+        get_scorer("length[scal=2]")
+    with pytest.raises(ValueError, match="unknown scorer 'lenght'; choose dense, bm25, keywords, hybrid, length"):
+        get_scorer("lenght")
+
+
 def test_good_scorer_options_are_kept() -> None:
     from ctxsel.scoring.bm25 import BM25Scorer
 

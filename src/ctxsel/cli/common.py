@@ -243,14 +243,14 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
 
 def scorer_spec(value: str) -> str:
     """``--scorer``: a known scorer name, with or without ``[options]`` (checked when parsed)."""
-    from ctxsel.scoring import SCORERS, parse_scorer_spec
+    from ctxsel.scoring import available_scorers, parse_scorer_spec
 
     try:
         name, _ = parse_scorer_spec(value)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-    if name not in SCORERS:
-        raise argparse.ArgumentTypeError(f"unknown scorer {name!r}; choose {', '.join(SCORERS)}")
+    if name not in available_scorers():
+        raise argparse.ArgumentTypeError(f"unknown scorer {name!r}; choose {', '.join(available_scorers())}")
     return value
 
 

@@ -26,6 +26,8 @@ def port(text: str) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ctxsel.scoring.registry import available_scorers
+
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback only)")
     p.add_argument(
         "--port", type=port, default=8000, help="port (0: any free one; the 'listening' log line says which)"
@@ -63,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scorer",
         default="dense",
-        choices=["dense", "bm25", "keywords", "hybrid"],
+        choices=list(available_scorers()),
         help="scores requests that bring neither scores nor embeddings (default: dense MiniLM)",
     )
     p.add_argument("--model", default=None, help="embedding model for --scorer dense (default: bundled MiniLM)")

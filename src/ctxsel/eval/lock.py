@@ -20,15 +20,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from ctxsel.errors import InputError
+from ctxsel.errors import OutputFolderBusy
 
 log = logging.getLogger(__name__)
 
 LOCK_NAME = ".ctxsel-eval.lock"
-
-
-class OutputFolderBusy(InputError):
-    """Another live run holds the output folder (a ValueError: the CLI prints it and exits 2)."""
 
 
 class OutputLock:

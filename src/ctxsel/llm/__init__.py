@@ -19,24 +19,25 @@ _EXPORTS = {
     "Completion": "base",
     "LLMClient": "base",
     "LLMUsage": "base",
-    "LLMError": "base",
-    "LLMTimeout": "base",
-    "LLMConnectionError": "base",
-    "LLMRateLimited": "base",
-    "LLMServerError": "base",
-    "LLMBadRequest": "base",
-    "LLMAuthError": "base",
-    "LLMNotFound": "base",
-    "LLMContextLengthError": "base",
-    "LLMInvalidResponse": "base",
+    # errors (their home is ctxsel.errors; the package face names them too)
+    "LLMError": "ctxsel.errors",
+    "LLMTimeout": "ctxsel.errors",
+    "LLMConnectionError": "ctxsel.errors",
+    "LLMRateLimited": "ctxsel.errors",
+    "LLMServerError": "ctxsel.errors",
+    "LLMBadRequest": "ctxsel.errors",
+    "LLMAuthError": "ctxsel.errors",
+    "LLMNotFound": "ctxsel.errors",
+    "LLMContextLengthError": "ctxsel.errors",
+    "LLMInvalidResponse": "ctxsel.errors",
     # HTTP client
     "OpenAICompatClient": "openai_compat",
-    "parse_retry_after": "openai_compat",
-    "is_context_length_error": "openai_compat",
-    "refuses_response_format": "openai_compat",
+    "parse_retry_after": "transport",
+    "is_context_length_error": "openai_reply",
+    "refuses_response_format": "openai_reply",
     # constrained replies
     "ReplyFormat": "constrain",
-    "ReplyFormatError": "constrain",
+    "ReplyFormatError": "ctxsel.errors",
     "llama_grammar": "constrain",
     # cache
     "ResponseCache": "cache",
@@ -48,11 +49,9 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ctxsel.llm.base import (
-        Completion,
+    from ctxsel.errors import (
         LLMAuthError,
         LLMBadRequest,
-        LLMClient,
         LLMConnectionError,
         LLMContextLengthError,
         LLMError,
@@ -61,23 +60,21 @@ if TYPE_CHECKING:  # pragma: no cover
         LLMRateLimited,
         LLMServerError,
         LLMTimeout,
-        LLMUsage,
+        ReplyFormatError,
     )
+    from ctxsel.llm.base import Completion, LLMClient, LLMUsage
     from ctxsel.llm.cache import CachedClient, ResponseCache, cache_key, default_cache_path
-    from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError, llama_grammar
-    from ctxsel.llm.openai_compat import (
-        OpenAICompatClient,
-        is_context_length_error,
-        parse_retry_after,
-        refuses_response_format,
-    )
+    from ctxsel.llm.constrain import ReplyFormat, llama_grammar
+    from ctxsel.llm.openai_compat import OpenAICompatClient
+    from ctxsel.llm.openai_reply import is_context_length_error, refuses_response_format
+    from ctxsel.llm.transport import parse_retry_after
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'ctxsel.llm' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"ctxsel.llm.{module}"), name)
+    value = getattr(importlib.import_module(module if "." in module else f"ctxsel.llm.{module}"), name)
     globals()[name] = value
     return value
 

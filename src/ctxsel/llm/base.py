@@ -1,4 +1,4 @@
-"""The LLM client contract: ``complete(prompt) -> Completion``, and its errors.
+"""The LLM client contract: ``complete(prompt) -> Completion``.
 
 Every LLM-using part of ctxsel (LLM selectors, the reader, Self-Route) talks
 to a model through :class:`LLMClient`, so a hosted API, a local vLLM /
@@ -8,7 +8,8 @@ messages (``[{"role": "user", "content": "..."}]``) and returns a
 :class:`Completion`: the text, the token usage, and enough metadata to audit
 the call.
 
-Errors form one hierarchy under :class:`LLMError`. Each carries the HTTP
+Its errors form one family under :class:`ctxsel.errors.LLMError` (they live
+in :mod:`ctxsel.errors` with every other exception). Each carries the HTTP
 status (when there was one), a short excerpt of the server's reply and the
 number of attempts made, and its message says what happened and how to fix
 it. Catch ``LLMError`` to handle any failure; catch a subclass to handle one
@@ -23,7 +24,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ctxsel.errors import CtxselError, InputError, InputTypeError
+from ctxsel.errors import InputError, InputTypeError
 from ctxsel.types import LLMUsage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -219,157 +220,10 @@ def _error_message(data: Any) -> str | None:
     return None
 
 
-class LLMError(CtxselError, RuntimeError):
-    """Any failure to get a completion. Subclasses say which kind.
-
-    Attributes: ``status_code`` (HTTP status, or None without a response),
-    ``body`` (a short excerpt of the reply), ``attempts`` (requests made,
-    retries included), ``url`` and ``model``.
-    """
-
-    #: One sentence on what usually fixes this kind of failure.
-    hint: str = "Check the server's log for the cause."
-    #: What happened, in a few words, when no ``what`` is given.
-    what: str = "the LLM request failed"
-
-    def __init__(
-        self,
-        what: str | None = None,
-        *,
-        status_code: int | None = None,
-        body: str = "",
-        attempts: int = 1,
-        url: str = "",
-        model: str = "",
-        hint: str | None = None,
-    ) -> None:
-        self.status_code = status_code
-        self.body = body
-        self.attempts = attempts
-        self.url = url
-        self.model = model
-        if hint is not None:
-            self.hint = hint
-        self.detail = what or self.what
-        super().__init__(self._format())
-
-    def _format(self) -> str:
-        parts = [self.detail]
-        where = []
-        if self.status_code is not None:
-            where.append(f"HTTP {self.status_code}")
-        if self.model:
-            where.append(f"model {self.model!r}")
-        if self.url:
-            where.append(f"POST {self.url}")
-        where.append(f"after {self.attempts} attempt{'s' if self.attempts != 1 else ''}")
-        parts.append(f" ({', '.join(where)})")
-        if self.body:
-            parts.append(f": {self.body}")
-        parts.append(f". {self.hint}")
-        return "".join(parts)
-
-    def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes, keyword arguments included
-        return (
-            _rebuild_error,
-            (type(self), self.detail, self.status_code, self.body, self.attempts, self.url, self.model, self.hint),
-        )
-
-
-def _rebuild_error(
-    cls: type[LLMError],
-    what: str | None,
-    status_code: int | None,
-    body: str,
-    attempts: int,
-    url: str,
-    model: str,
-    hint: str,
-) -> LLMError:
-    return cls(what, status_code=status_code, body=body, attempts=attempts, url=url, model=model, hint=hint)
-
-
-class LLMTimeout(LLMError):
-    what = "the LLM server did not answer in time"
-    hint = (
-        "Check that the server is up and not overloaded, or raise the client's timeout= "
-        "(long prompts on a CPU server can take minutes)."
-    )
-
-
-class LLMConnectionError(LLMError):
-    what = "could not connect to the LLM server"
-    hint = (
-        "Check base_url (scheme, host, port; e.g. http://localhost:8000/v1 for vLLM, "
-        "http://localhost:8080 for llama.cpp, http://localhost:11434 for Ollama) and that the server is running."
-    )
-
-
-class LLMRateLimited(LLMError):
-    what = "the LLM server is rate limiting requests"
-    hint = "Send fewer requests at once, raise max_retries, or check the account's quota."
-
-
-class LLMServerError(LLMError):
-    what = "the LLM server failed"
-    hint = "The server had an internal error; check its log, or retry later (raise max_retries for flaky servers)."
-
-
-class LLMBadRequest(LLMError):
-    what = "the LLM server rejected the request"
-    hint = (
-        "A parameter is not accepted by this server (check the model name, max_tokens, stop, seed and any "
-        "extra parameters against the server's documentation); retrying will not help."
-    )
-
-
-class LLMContextLengthError(LLMBadRequest):
-    what = "the prompt plus max_tokens is longer than the model's context window"
-    hint = (
-        "Select fewer or shorter chunks (a smaller k or max_tokens budget), lower max_tokens, or serve the "
-        "model with a larger context (vLLM --max-model-len, llama.cpp -c, Ollama num_ctx)."
-    )
-
-
-class LLMAuthError(LLMError):
-    what = "the LLM server refused the credentials"
-    hint = (
-        "Pass api_key= or set OPENAI_API_KEY to a valid key with access to this model; local servers "
-        "started with --api-key need the same key."
-    )
-
-
-class LLMNotFound(LLMError):
-    what = "the LLM server has no such endpoint or model"
-    hint = (
-        "Check the model name (GET {base}/models lists what the server serves) and base_url "
-        "(it should point at the OpenAI-compatible API root, usually ending in /v1), and mode= "
-        "('chat' or 'completions'; some servers offer only one)."
-    )
-
-
-class LLMInvalidResponse(LLMError):
-    what = "the LLM server's reply is not a valid OpenAI-compatible completion"
-    hint = (
-        "Check that base_url points at an OpenAI-compatible API (not a web page or a proxy's error page) "
-        "and that mode= matches the endpoint the server offers."
-    )
-
-
 __all__ = [
     "BODY_EXCERPT_CHARS",
     "Completion",
-    "LLMAuthError",
-    "LLMBadRequest",
     "LLMClient",
-    "LLMConnectionError",
-    "LLMContextLengthError",
-    "LLMError",
-    "LLMInvalidResponse",
-    "LLMNotFound",
-    "LLMRateLimited",
-    "LLMServerError",
-    "LLMTimeout",
     "LLMUsage",
     "Message",
     "Prompt",

@@ -46,7 +46,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ctxsel.errors import InputError, InputTypeError, MissingExtraError, install_hint
+from ctxsel.errors import DuplicateKey, InputError, InputTypeError, MissingExtraError, ReplyFormatError, install_hint
 
 #: Longest reply :meth:`ReplyFormat.parse` reads (characters), unless the format says otherwise.
 DEFAULT_MAX_CHARS = 20_000
@@ -63,19 +63,11 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 }
 
 
-class ReplyFormatError(ValueError):
-    """A reply that breaks its format; the message says which rule (it is what a retry shows the model)."""
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in pairs:
         if k in out:
-            raise _DuplicateKey(k)
+            raise DuplicateKey(k)
         out[k] = v
     return out
 
@@ -205,7 +197,7 @@ def parse_json_reply(text: Any, max_chars: int = DEFAULT_MAX_CHARS) -> Any:
         raise ReplyFormatError("the reply is empty: expected one JSON object")
     try:
         value, end = _DECODER.raw_decode(body)
-    except _DuplicateKey as e:
+    except DuplicateKey as e:
         raise ReplyFormatError(f"the key {str(e)!r} appears twice in the JSON object") from None
     except json.JSONDecodeError as e:
         if e.pos >= len(body) - 1 or "Unterminated" in e.msg:
@@ -453,7 +445,6 @@ __all__ = [
     "DEFAULT_MAX_CHARS",
     "GRAMMAR_MAX_LENGTH",
     "ReplyFormat",
-    "ReplyFormatError",
     "answer_format",
     "gbnf",
     "llama_grammar",

@@ -51,16 +51,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from ctxsel.errors import InputError, MissingExtraError, install_hint
+from ctxsel.errors import InputError, LLMContextLengthError, LLMError, MissingExtraError, install_hint
 from ctxsel.inputs import as_int
-from ctxsel.llm.base import (
-    Completion,
-    LLMContextLengthError,
-    LLMError,
-    Prompt,
-    normalize_prompt,
-    split_reply_start,
-)
+from ctxsel.llm.base import Completion, Prompt, normalize_prompt, split_reply_start
 from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, MODELS, get_model, gguf_path
 from ctxsel.types import LLMUsage
 

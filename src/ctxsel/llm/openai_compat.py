@@ -39,138 +39,43 @@ unsupported feature) is asked again without it, and the client remembers
 the refusal (``response_format_refused``) for every later call: those
 replies are marked unconstrained and the caller's strict parser decides.
 
+One attempt and the retry policy are :mod:`ctxsel.llm.transport`; reading the
+reply (the error a status means, the completion) is :mod:`ctxsel.llm.openai_reply`.
+
 Not supported: streaming, and HTTP(S) proxies from the environment (the
 client connects to ``base_url`` directly, as a local server needs).
 """
 
 from __future__ import annotations
 
-import email.utils
-import http.client
 import json
 import logging
 import math
 import os
 import random
-import re
-import socket
 import ssl
-import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ctxsel.errors import InputError
-from ctxsel.llm.base import (
-    Completion,
-    LLMAuthError,
+from ctxsel.errors import (
+    InputError,
     LLMBadRequest,
     LLMConnectionError,
-    LLMContextLengthError,
     LLMError,
-    LLMInvalidResponse,
-    LLMNotFound,
-    LLMRateLimited,
-    LLMServerError,
     LLMTimeout,
-    Prompt,
-    body_excerpt,
-    normalize_prompt,
+    TransportError,
 )
+from ctxsel.llm.base import Completion, Prompt, normalize_prompt
+from ctxsel.llm.openai_reply import parse_completion, refuses_response_format, status_error
+from ctxsel.llm.transport import parse_retry_after, send_once, should_retry
 from ctxsel.types import LLMUsage
 
 if TYPE_CHECKING:  # pragma: no cover
     from ctxsel.llm.constrain import ReplyFormat
 
 log = logging.getLogger("ctxsel.llm")
-
-#: Status codes that are never retried (the same request cannot succeed).
-NEVER_RETRY = frozenset({400, 401, 403, 404, 422})
-#: Status codes retried as openai-python does (plus every 5xx).
-RETRY_STATUSES = frozenset({408, 409, 429})
-
-_CONTEXT_PATTERN = re.compile(
-    "|".join(
-        [
-            r"context_length_exceeded",  # OpenAI's error code
-            r"context (?:length|window|size)",  # OpenAI, vLLM "maximum context length"; llama.cpp "context size"
-            r"exceed_context_size",  # llama.cpp's error type
-            r"maximum (?:input |sequence |model )?length\b.{0,60}\btokens",  # "maximum length is 4096 tokens"
-            r"(?:prompt|input) is too long",
-            r"too many (?:input |prompt )?tokens",
-            r"tokens.{0,60}must be <=",  # TGI: "`inputs` tokens + `max_new_tokens` must be <= 4096"
-        ]
-    ),
-    re.IGNORECASE | re.DOTALL,
-)
-
-_MAX_BODY_BYTES = 64 * 1024 * 1024  # refuse to buffer absurd replies
-
-
-def is_context_length_error(status: int, body: bytes | str) -> bool:
-    """True for a 400/413/422 reply that says the prompt exceeded the context."""
-    if status not in (400, 413, 422):
-        return False
-    text = body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else str(body)
-    return _CONTEXT_PATTERN.search(text) is not None
-
-
-_REFUSED_FORMAT = re.compile(
-    r"response_format|json_schema|json schema|schema|structured output|guided|grammar|unsupported|not supported",
-    re.IGNORECASE,
-)
-
-
-def refuses_response_format(err: LLMError) -> bool:
-    """True for a 400/422 whose message points at response_format, JSON schemas or an unsupported feature."""
-    if err.status_code not in (400, 422) or isinstance(err, LLMContextLengthError):
-        return False
-    return _REFUSED_FORMAT.search(err.body or "") is not None
-
-
-def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds the server asks to wait, from ``retry-after-ms`` or ``retry-after``; None if unparseable.
-
-    ``headers`` must have lower-case keys. ``retry-after`` may be seconds
-    (floats accepted, as openai-python does) or an HTTP date. The value may
-    be negative or huge: the caller decides whether it is sane.
-    """
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            v = float(ms) / 1000.0
-            if math.isfinite(v):
-                return v
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if ra is None:
-        return None
-    try:
-        v = float(ra)
-        return v if math.isfinite(v) else None
-    except ValueError:
-        pass
-    try:
-        dt = email.utils.parsedate_to_datetime(ra.strip())
-    except (TypeError, ValueError, IndexError):
-        return None
-    if dt is None:  # pragma: no cover - older Pythons
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp() - (time.time() if now is None else now)
-
-
-class _TransportError(Exception):
-    """A failed attempt without an HTTP status: timeout or connection error."""
-
-    def __init__(self, timeout: bool, detail: str) -> None:
-        super().__init__(detail)
-        self.timeout = timeout
-        self.detail = detail
 
 
 class OpenAICompatClient:
@@ -412,17 +317,21 @@ class OpenAICompatClient:
             attempt += 1
             resp_headers: dict[str, str] = {}
             try:
-                status, resp_headers, data = self._send_once(body, headers)
-            except _TransportError as t:
+                if self._scheme == "https" and self._ssl_context is None:
+                    self._ssl_context = ssl.create_default_context()
+                status, resp_headers, data = send_once(
+                    self._scheme, self._host, self._port, self._path, body, headers, self.timeout, self._ssl_context
+                )
+            except TransportError as t:
                 cls = LLMTimeout if t.timeout else LLMConnectionError
                 err: LLMError = cls(t.detail, attempts=attempt, url=self.url, model=self.model)
                 err.__cause__ = t.__cause__
                 retry = True
             else:
                 if 200 <= status < 300:
-                    return self._parse(status, data, attempt)
-                err = self._status_error(status, resp_headers, data, attempt)
-                retry = self._should_retry(status, resp_headers, err)
+                    return parse_completion(status, data, attempt, self.url, self.model, self.mode)
+                err = status_error(status, resp_headers, data, attempt, self.url, self.model)
+                retry = should_retry(status, resp_headers, err)
             if not retry or attempt > self.max_retries:
                 raise err
             delay = self.retry_delay(attempt - 1, resp_headers)
@@ -443,165 +352,6 @@ class OpenAICompatClient:
             return retry_after
         base = min(self.backoff_initial * 2.0**retries_taken, self.backoff_max)
         return max(0.0, base * (1.0 - 0.25 * self._rng.random()))
-
-    @staticmethod
-    def _should_retry(status: int, headers: Mapping[str, str], err: LLMError) -> bool:
-        if status in NEVER_RETRY or isinstance(err, LLMContextLengthError):
-            return False
-        hint = headers.get("x-should-retry", "").strip().lower()
-        if hint == "true":
-            return True
-        if hint == "false":
-            return False
-        return status in RETRY_STATUSES or status >= 500
-
-    def _send_once(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
-        """One POST on a fresh connection, within ``self.timeout`` overall; always closes the connection."""
-        if self._scheme == "https":
-            if self._ssl_context is None:
-                self._ssl_context = ssl.create_default_context()
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                self._host, self._port, timeout=self.timeout, context=self._ssl_context
-            )
-        else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
-        expired = threading.Event()
-        held: list[socket.socket] = []  # the socket, kept: http.client drops conn.sock once a reply says close
-        resp: http.client.HTTPResponse | None = None
-
-        def _expire() -> None:  # the per-attempt deadline: unblock whatever the call is waiting on
-            expired.set()
-            for sock in list(held):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-        watchdog = threading.Timer(self.timeout, _expire)
-        watchdog.daemon = True
-        timed_out = f"the LLM server did not answer within {self.timeout:g} s"
-        try:
-            watchdog.start()
-            conn.connect()
-            if conn.sock is not None:
-                held.append(conn.sock)
-            if expired.is_set():
-                raise _TransportError(True, timed_out)
-            conn.request("POST", self._path, body=body, headers=headers)
-            resp = conn.getresponse()
-            length = resp.getheader("content-length")
-            if length is not None and length.isdigit() and int(length) > _MAX_BODY_BYTES:
-                raise _TransportError(False, f"the LLM server sent a {int(length)}-byte reply, over the 64 MiB limit")
-            data = resp.read()
-            if expired.is_set():
-                raise _TransportError(True, timed_out)
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
-        except _TransportError:
-            raise
-        except TimeoutError as e:
-            raise _TransportError(True, timed_out) from e
-        except (OSError, http.client.HTTPException) as e:
-            if expired.is_set():
-                raise _TransportError(True, timed_out) from e
-            raise _TransportError(
-                False, f"could not reach the LLM server at {self._host}:{self._port} ({type(e).__name__}: {e})"
-            ) from e
-        finally:
-            watchdog.cancel()
-            if resp is not None:
-                resp.close()
-            conn.close()
-            for sock in held:
-                sock.close()
-
-    # -- the reply --------------------------------------------------------
-
-    def _status_error(self, status: int, headers: Mapping[str, str], data: bytes, attempts: int) -> LLMError:
-        excerpt = body_excerpt(data)
-        kw: dict[str, Any] = dict(status_code=status, body=excerpt, attempts=attempts, url=self.url, model=self.model)
-        reason = http.client.responses.get(status, "")
-        if is_context_length_error(status, data):
-            return LLMContextLengthError(**kw)
-        if status in (401, 403):
-            return LLMAuthError(**kw)
-        if status in (404, 405):
-            return LLMNotFound(**kw)
-        if status == 408:
-            return LLMTimeout("the LLM server timed out the request (HTTP 408 Request Timeout)", **kw)
-        if status == 429:
-            return LLMRateLimited(**kw)
-        if status == 409:
-            return LLMServerError("the LLM server reported a conflict (HTTP 409), usually a transient lock", **kw)
-        if status >= 500:
-            return LLMServerError(f"the LLM server failed ({status} {reason})".rstrip(), **kw)
-        if 300 <= status < 400:
-            where = headers.get("location", "")
-            return LLMError(
-                f"the LLM server redirected the request to {where or 'another URL'}",
-                hint="Use the final URL as base_url (http:// vs https://, a missing or extra /v1).",
-                **kw,
-            )
-        if 400 <= status < 500:
-            return LLMBadRequest(f"the LLM server rejected the request ({status} {reason})".rstrip(), **kw)
-        return LLMError(f"the LLM server answered with unexpected status {status}", **kw)
-
-    def _parse(self, status: int, data: bytes, attempts: int) -> Completion:
-        kw: dict[str, Any] = dict(status_code=status, attempts=attempts, url=self.url, model=self.model)
-        try:
-            payload = json.loads(data.decode("utf-8", "replace"))
-        except ValueError:
-            raise LLMInvalidResponse("the LLM server's reply is not JSON", body=body_excerpt(data, 200), **kw) from None
-        if not isinstance(payload, dict):
-            raise LLMInvalidResponse("the LLM server's reply is not a JSON object", body=body_excerpt(data, 200), **kw)
-        choices = payload.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            if payload.get("error") is not None:  # some servers report errors with status 200
-                excerpt = body_excerpt(data)
-                if is_context_length_error(400, data):
-                    raise LLMContextLengthError(body=excerpt, **kw)
-                raise LLMInvalidResponse("the LLM server returned an error with status 200", body=excerpt, **kw)
-            raise LLMInvalidResponse("the LLM server's reply has no choices", body=body_excerpt(data, 200), **kw)
-        choice = choices[0]
-        text: Any
-        if "message" in choice and (self.mode == "chat" or choice.get("text") is None):
-            text = (choice.get("message") or {}).get("content")
-            if isinstance(text, list):  # content parts: [{"type": "text", "text": ...}, ...]
-                text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
-        else:
-            text = choice.get("text")
-        if text is None:
-            text = ""  # e.g. a tool call or a reasoning-only reply
-        if not isinstance(text, str):
-            raise LLMInvalidResponse(
-                f"the LLM server's reply text is a {type(text).__name__}, not a string",
-                body=body_excerpt(data, 200),
-                **kw,
-            )
-        usage: dict[str, Any] = payload["usage"] if isinstance(payload.get("usage"), dict) else {}
-        return Completion(
-            text=text,
-            usage=LLMUsage(
-                1, _as_int(usage.get("prompt_tokens")), _as_int(usage.get("completion_tokens")), _cached_tokens(usage)
-            ),
-            finish_reason=choice.get("finish_reason"),
-            model=str(payload.get("model") or self.model),
-            raw=payload,
-            cached=False,
-            attempts=attempts,
-        )
-
-
-def _cached_tokens(usage: dict[str, Any]) -> int:
-    """Prompt tokens the server served from its prefix cache (OpenAI's and vLLM's ``prompt_tokens_details``)."""
-    details = usage.get("prompt_tokens_details")
-    return _as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
-
-
-def _as_int(v: Any) -> int:
-    try:
-        return int(v or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 def _parse_base_url(base_url: str) -> tuple[str, str, str, int, str, str]:
@@ -635,11 +385,4 @@ def _parse_base_url(base_url: str) -> tuple[str, str, str, int, str, str]:
     return f"{scheme}://{netloc}{path}", scheme, host, port, path, parts.query
 
 
-__all__ = [
-    "NEVER_RETRY",
-    "RETRY_STATUSES",
-    "OpenAICompatClient",
-    "is_context_length_error",
-    "parse_retry_after",
-    "refuses_response_format",
-]
+__all__ = ["OpenAICompatClient"]

@@ -1,7 +1,9 @@
 """Scorers: ``score(question, chunks) -> float32 array``, one per chunk.
 
 Heavy backends (sentence-transformers, bm25s) load only when a scorer of
-that kind is built.
+that kind is built. Scorers are looked up by name in a registry
+(:mod:`ctxsel.scoring.registry`): a new one is a class plus a
+:func:`register_scorer` call.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from typing import Any
 
 from ctxsel.errors import InputError, SpecError
 from ctxsel.scoring.base import Scorer
-from ctxsel.specs import option_names, parse_options, split_spec, unknown_option_message
+from ctxsel.scoring.registry import ScorerInfo, available_scorers, register_scorer, scorer_class, scorer_options
+from ctxsel.specs import parse_options, split_spec, unknown_option_message
 
 
 def parse_scorer_spec(spec: str) -> tuple[str, dict[str, Any]]:
@@ -19,37 +22,6 @@ def parse_scorer_spec(spec: str) -> tuple[str, dict[str, Any]]:
     if main is not None:
         raise SpecError(f"bad scorer spec {spec!r}: use NAME or NAME[key=value,...], e.g. dense[backend=onnx]")
     return name, parse_options(body, f"scorer spec {spec!r}")
-
-
-#: The scorer names ``get_scorer`` knows (the CLI's ``--scorer`` choices).
-SCORERS: tuple[str, ...] = ("dense", "bm25", "keywords", "hybrid")
-
-
-def scorer_class(name: str) -> type[Scorer]:
-    """The class behind a scorer name; its module (and backend) is imported only now."""
-    if name == "dense":
-        from ctxsel.scoring.dense import DenseScorer
-
-        return DenseScorer
-    if name == "bm25":
-        from ctxsel.scoring.bm25 import BM25Scorer
-
-        return BM25Scorer
-    if name == "keywords":
-        from ctxsel.scoring.keywords import KeywordScorer
-
-        return KeywordScorer
-    if name == "hybrid":
-        from ctxsel.scoring.hybrid import HybridScorer
-
-        return HybridScorer
-    raise SpecError(f"unknown scorer {name!r}; choose {', '.join(SCORERS)}")
-
-
-def scorer_options(name: str) -> tuple[str, ...]:
-    """The keyword options a scorer takes (``hybrid`` passes the ones it does not know to its dense part)."""
-    names = option_names(scorer_class(name))
-    return names + option_names(scorer_class("dense")) if name == "hybrid" else names
 
 
 def get_scorer(name: str = "dense", **options: Any) -> Scorer:
@@ -76,4 +48,13 @@ def get_scorer(name: str = "dense", **options: Any) -> Scorer:
         raise InputError(f"bad options for scorer {name!r}: {e}") from None
 
 
-__all__ = ["SCORERS", "Scorer", "get_scorer", "parse_scorer_spec", "scorer_options"]
+__all__ = [
+    "Scorer",
+    "ScorerInfo",
+    "available_scorers",
+    "get_scorer",
+    "parse_scorer_spec",
+    "register_scorer",
+    "scorer_class",
+    "scorer_options",
+]

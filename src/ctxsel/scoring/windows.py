@@ -15,16 +15,14 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from ctxsel.errors import TruncationWarning
+
 #: What the dense scorer does with a chunk longer than the model's window.
 LONG_CHUNKS = ("truncate", "max_window")
 
 #: Consecutive windows share this fraction of their tokens, so a sentence that straddles one
 #: window's end lies whole in the next (for sentences up to a quarter of the window).
 WINDOW_OVERLAP = 0.25
-
-
-class TruncationWarning(UserWarning):
-    """Text was longer than the embedding model's window and its end was not read."""
 
 
 class ModelWindow:

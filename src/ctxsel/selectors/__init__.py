@@ -19,8 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ctxsel.errors import InputError, InputTypeError, SpecError
-from ctxsel.inputs import MissingLLMError
+from ctxsel.errors import InputError, InputTypeError, MissingLLMError, SpecError
 from ctxsel.selectors.base import ScoreCutSelector, Selector
 from ctxsel.specs import option_names, parse_options, spec_value, split_spec, split_top
 from ctxsel.specs import unknown_option_message as _unknown_option

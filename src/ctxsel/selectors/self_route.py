@@ -41,10 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.errors import InputError
-from ctxsel.inputs import MissingLLMError
+from ctxsel.errors import InputError, MissingLLMError, ReplyFormatError
 from ctxsel.llm.base import LLMClient
-from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError, answer_format
+from ctxsel.llm.constrain import ReplyFormat, answer_format
 from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, get_template
 from ctxsel.reader import Reader, clean_answer, fit_to_window, for_template
 from ctxsel.selectors.base import CommonOptions, Selector

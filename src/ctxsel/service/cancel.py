@@ -19,12 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from ctxsel.errors import Cancelled
 from ctxsel.scoring.base import score_with_notes
 from ctxsel.types import Chunk
-
-
-class Cancelled(Exception):
-    """The request's deadline passed: its work stops here (nobody waits for the result)."""
 
 
 class CancelToken:
@@ -145,4 +142,4 @@ class CancellableLLM:
         return getattr(self._client, name)
 
 
-__all__ = ["BATCHABLE_SCORERS", "CancelToken", "CancellableLLM", "Cancelled", "score_in_batches"]
+__all__ = ["BATCHABLE_SCORERS", "CancelToken", "CancellableLLM", "score_in_batches"]

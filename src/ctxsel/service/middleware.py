@@ -27,8 +27,9 @@ from typing import Any
 
 import anyio
 from starlette.datastructures import Headers, MutableHeaders
-from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ctxsel.errors import BodyTooLarge
 
 log = logging.getLogger("ctxsel.service")
 
@@ -159,23 +160,6 @@ class BearerAuthMiddleware:
             return
         challenge = 'Bearer realm="ctxsel"' + ("" if why.startswith("missing") else ', error="invalid_token"')
         await send_error(scope, send, 401, "unauthorized", why, {"WWW-Authenticate": challenge})
-
-
-class BodyTooLarge(HTTPException):
-    """Raised from ``receive`` when the body passes the limit.
-
-    An HTTPException, so FastAPI's body reader lets it through as it is; the
-    app's exception handler raises it on to :class:`BodySizeLimitMiddleware`,
-    which answers 413 and drains the rest of the body.
-    """
-
-    def __init__(self, limit: int, seen: int, how: str = "so far") -> None:
-        super().__init__(
-            413,
-            f"request body is larger than the {limit:,}-byte limit (got {seen:,} bytes{' ' + how if how else ''}); "
-            "send fewer or shorter chunks, or raise the server's --max-body-bytes",
-            headers={"Connection": "close"},
-        )
 
 
 class BodySizeLimitMiddleware:

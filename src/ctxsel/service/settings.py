@@ -77,5 +77,7 @@ class ServiceSettings:
             or self.max_concurrency < 1
         ):
             raise InputError(f"max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
-        if self.scorer not in ("dense", "bm25", "keywords", "hybrid"):
+        from ctxsel.scoring.registry import available_scorers
+
+        if self.scorer not in available_scorers():
             raise InputError(f"scorer must be dense, bm25 or keywords (or hybrid: dense + BM25), got {self.scorer!r}")

@@ -43,8 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel import metrics
-from ctxsel.errors import InputError
-from ctxsel.llm.base import LLMContextLengthError
+from ctxsel.errors import InputError, LLMContextLengthError
 from ctxsel.types import Example, LDARBand, Selection
 
 RewardFn = Callable[..., list[float]]

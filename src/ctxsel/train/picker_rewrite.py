@@ -30,9 +30,9 @@ import re
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from ctxsel.errors import InputError
+from ctxsel.errors import InputError, InvalidRewrites, ReplyFormatError
 from ctxsel.llm.base import LLMClient
-from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError
+from ctxsel.llm.constrain import ReplyFormat
 from ctxsel.llm.prompts import PromptTemplate
 from ctxsel.reader import for_template
 
@@ -60,10 +60,6 @@ REWRITE_JSON = PromptTemplate(
 MAX_REWRITE_CHARS = 300
 
 _LINE = re.compile(r"^(\d+)\.\s*(.*)$")
-
-
-class InvalidRewrites(InputError):
-    pass
 
 
 def _norm(s: str) -> str:
@@ -193,7 +189,6 @@ __all__ = [
     "N_REWRITES",
     "REWRITE",
     "REWRITE_JSON",
-    "InvalidRewrites",
     "check_rewrites",
     "parse_rewrites",
     "parse_rewrites_json",

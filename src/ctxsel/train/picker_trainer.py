@@ -64,11 +64,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ctxsel.errors import InputError
+from ctxsel.errors import InputError, InvalidReply
 from ctxsel.llm.hf_client import is_bundled_base, is_chat_base, load_base, model_text
 from ctxsel.plotting import pyplot
 from ctxsel.selectors.context_picker.picker import candidate_pool
-from ctxsel.selectors.context_picker.prompt import PREFILL, InvalidReply, parse_reply, render_prompt
+from ctxsel.selectors.context_picker.prompt import PREFILL, parse_reply, render_prompt
 from ctxsel.train.picker_config import PickerTrainConfig
 from ctxsel.train.picker_reward import STAGES, PickerReward, picker_reward
 from ctxsel.types import Example

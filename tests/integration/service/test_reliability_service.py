@@ -294,7 +294,8 @@ def test_batched_scoring_gives_one_calls_scores_and_stops_when_cancelled() -> No
 
     import numpy as np
 
-    from ctxsel.service.cancel import Cancelled, CancelToken, score_in_batches
+    from ctxsel.errors import Cancelled
+    from ctxsel.service.cancel import CancelToken, score_in_batches
     from ctxsel.types import as_chunks
 
     chunks = as_chunks([f"chunk {'x' * (i % 13)}" for i in range(600)])

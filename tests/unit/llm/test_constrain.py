@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from ctxsel.errors import InvalidReply, InvalidRewrites, ReplyFormatError
 from ctxsel.judge import LABELS, judge_format
 from ctxsel.llm.cache import cache_key
 from ctxsel.llm.constrain import (
     ReplyFormat,
-    ReplyFormatError,
     answer_format,
     gbnf,
     llama_grammar,
@@ -19,15 +19,10 @@ from ctxsel.llm.constrain import (
     string_list_format,
     yes_no_format,
 )
-from ctxsel.selectors.context_picker.prompt import (
-    MAX_RATIONALE_CHARS,
-    InvalidReply,
-    PickerReply,
-    picker_format,
-)
+from ctxsel.selectors.context_picker.prompt import MAX_RATIONALE_CHARS, PickerReply, picker_format
 from ctxsel.selectors.sage.selector import KEYS_FORMAT, SUFFICIENT_FORMAT, TARGETS_FORMAT, vote_format
 from ctxsel.selectors.self_route import ROUTE_FORMAT, route_format
-from ctxsel.train.picker_rewrite import InvalidRewrites, parse_rewrites_json, rewrites_format
+from ctxsel.train.picker_rewrite import parse_rewrites_json, rewrites_format
 
 N = 5
 PICKER = picker_format(N)

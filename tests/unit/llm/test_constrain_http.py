@@ -15,9 +15,10 @@ from fake_server import Reply, chat_reply, completion_reply
 from fake_server import fake_client as client
 
 from ctxsel import get_selector
+from ctxsel.errors import LLMBadRequest, LLMContextLengthError
 from ctxsel.judge import LLMJudge, is_empty_answer, judge_format, score_answer
 from ctxsel.llm import CachedClient, ResponseCache
-from ctxsel.llm.base import Completion, LLMBadRequest, LLMContextLengthError
+from ctxsel.llm.base import Completion
 from ctxsel.llm.constrain import yes_no_format
 from ctxsel.selectors.context_picker.prompt import PREFILL, picker_format
 from ctxsel.selectors.self_route import ROUTE_FORMAT

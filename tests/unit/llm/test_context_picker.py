@@ -11,14 +11,9 @@ from fake_server import completion_reply
 from fake_server import fake_client as client
 
 from ctxsel import get_selector
+from ctxsel.errors import InvalidReply
 from ctxsel.eval.runner import evaluate
-from ctxsel.selectors.context_picker.prompt import (
-    MAX_REPLY_CHARS,
-    PREFILL,
-    InvalidReply,
-    parse_reply,
-    render_prompt,
-)
+from ctxsel.selectors.context_picker.prompt import MAX_REPLY_CHARS, PREFILL, parse_reply, render_prompt
 from ctxsel.types import Chunk, Example, PickerDetails
 
 CHUNKS = [Chunk(str(i), f"Passage {i} about topic {i}.", position=i, n_tokens=100) for i in range(8)]

@@ -15,9 +15,10 @@ from fake_server import completion_reply
 from fake_server import fake_client as http_client
 
 from ctxsel import get_selector
+from ctxsel.errors import LLMContextLengthError, LLMServerError
 from ctxsel.eval.runner import evaluate
 from ctxsel.llm import CachedClient, ResponseCache
-from ctxsel.llm.base import Completion, LLMContextLengthError, LLMServerError
+from ctxsel.llm.base import Completion
 from ctxsel.llm.prompts import FACTOID_QA
 from ctxsel.reader import TEMPLATE_MARGIN, Reader, context_window
 from ctxsel.tokens import count_tokens

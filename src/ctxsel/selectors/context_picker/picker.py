@@ -69,10 +69,9 @@ from typing import Any, cast
 
 import numpy as np
 
-from ctxsel.errors import InputError
-from ctxsel.inputs import MissingLLMError, as_float, as_int, check_question
+from ctxsel.errors import InputError, MissingLLMError, ReplyFormatError
+from ctxsel.inputs import as_float, as_int, check_question
 from ctxsel.llm.base import LLMClient, complete_n
-from ctxsel.llm.constrain import ReplyFormatError
 from ctxsel.reader import for_template
 from ctxsel.selectors.adaptive_k import AdaptiveK
 from ctxsel.selectors.base import CommonOptions, NanPolicy, Selector

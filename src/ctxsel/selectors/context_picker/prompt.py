@@ -54,8 +54,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxsel.errors import InputError
-from ctxsel.llm.constrain import ReplyFormat, ReplyFormatError
+from ctxsel.errors import InputError, InvalidReply
+from ctxsel.llm.constrain import ReplyFormat
 from ctxsel.llm.prompts import PromptTemplate
 
 MAX_REPLY_CHARS = 4000
@@ -86,10 +86,6 @@ PICKER = PromptTemplate(
 )
 
 _WS = re.compile(r"\s+")
-
-
-class InvalidReply(ReplyFormatError):
-    """A picker reply that breaks the format; the message says which rule."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +198,6 @@ __all__ = [
     "PICKER",
     "PREFILL",
     "STAGE_INSTRUCTIONS",
-    "InvalidReply",
     "PickerReply",
     "one_line",
     "parse_reply",

@@ -91,16 +91,10 @@ from typing import Any, cast
 import numpy as np
 
 from ctxsel.datasets.multiple_choice import LETTERS, parse_choice, question_with_options
-from ctxsel.errors import InputError
-from ctxsel.inputs import MissingLLMError, as_int, check_question
-from ctxsel.llm.base import LLMClient, LLMContextLengthError, complete_n
-from ctxsel.llm.constrain import (
-    ReplyFormat,
-    ReplyFormatError,
-    option_vote_format,
-    string_list_format,
-    yes_no_format,
-)
+from ctxsel.errors import InputError, LLMContextLengthError, MissingLLMError, ReplyFormatError
+from ctxsel.inputs import as_int, check_question
+from ctxsel.llm.base import LLMClient, complete_n
+from ctxsel.llm.constrain import ReplyFormat, option_vote_format, string_list_format, yes_no_format
 from ctxsel.llm.prompts import (
     FACTOID_QA,
     MULTIPLE_CHOICE,

@@ -1,0 +1,301 @@
+"""The service's domain object: the settings, the scorer and its warm-up, the concurrency limiter,
+and the selection work run under each request's deadline (its errors mapped to HTTP answers)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar
+
+import anyio
+import numpy as np
+from fastapi import Request
+
+from ctxsel.chunking import chunk_text
+from ctxsel.errors import Cancelled, CtxselError, InputError, LLMError, MissingExtraError, RequestTooLarge, ServiceError
+from ctxsel.pipeline import Pipeline
+from ctxsel.scoring.base import cosine_scores
+from ctxsel.selectors import get_selector, get_selector_class, parse_spec
+from ctxsel.service.cancel import CancellableLLM, CancelToken, score_in_batches
+from ctxsel.service.memory import trim_heap
+from ctxsel.service.middleware import ConcurrencyLimiter, Hold, log, request_id
+from ctxsel.service.models import SelectRequest
+from ctxsel.service.options import check_options
+from ctxsel.service.settings import ServiceSettings
+from ctxsel.types import Chunk, Selection, as_chunks
+
+T = TypeVar("T")
+
+_SERVER_ONLY_OPTIONS = {
+    "llm": "LLM-routed methods use the server's reader (--reader)",
+    "policy": "the LDAR policy is the server's (--ldar-policy); a request cannot name a file",
+    "adapter": "a request cannot name a file on the server",
+    "embed": "the server embeds with its own scorer",
+}
+
+
+_TRIM_AFTER_BYTES = 256 * 1024
+
+
+class Service:
+    """Holds the settings, the scorer (warmed at start-up, or built on first
+    use), its readiness and the concurrency limiter."""
+
+    def __init__(self, settings: ServiceSettings, scorer: Any = None) -> None:
+        self.settings = settings
+        self.limiter = ConcurrencyLimiter(settings.max_concurrency)
+        self._scorer = scorer
+        self._scorer_lock = threading.Lock()  # one model, one SQLite cache: score one request at a time
+        #: "ok", or "starting" while the scorer loads (start_warm_up), or "failed" if it could not load
+        self.status: Literal["ok", "starting", "failed"] = "ok"
+        self.status_message: str | None = None
+        self._warm_up_thread: threading.Thread | None = None
+        #: the dense scorer keeps every text's vector in memory; past this many it forgets them (about
+        #: 1.5 KB of vector plus the text each): a server's memory must not grow with every new document
+        self.max_rows_in_memory = 50_000
+        #: called (from the warm-up thread) if the scorer fails to load; ``ctxsel serve`` stops the server
+        self.on_warm_up_failure: Callable[[], None] | None = None
+
+    # -- building blocks ------------------------------------------------------
+
+    def scorer(self) -> Any:
+        if self._scorer is None:
+            from ctxsel.scoring import get_scorer
+
+            s = self.settings
+            opts: dict[str, Any] = (
+                {"model": s.model, "num_threads": s.threads} if s.scorer in ("dense", "hybrid") else {}
+            )
+            self._scorer = get_scorer(s.scorer, **opts)
+        return self._scorer
+
+    def check_size(self, question: str, texts: Sequence[str], what: str) -> None:
+        """413 for a request over ``max_chunks`` or ``max_chars`` (question plus chunk text)."""
+        s = self.settings
+        if len(texts) > s.max_chunks:
+            raise RequestTooLarge(
+                "too_many_chunks",
+                f"the request has {len(texts):,} {what}; this server takes at most {s.max_chunks:,} per request "
+                "(its --max-chunks, ServiceSettings.max_chunks): send fewer chunks, or split the request",
+            )
+        n_chars = len(question) + sum(len(t) for t in texts)
+        if n_chars > s.max_chars:
+            raise RequestTooLarge(
+                "too_much_text",
+                f"the request has {n_chars:,} characters of question and chunk text; this server takes at most "
+                f"{s.max_chars:,} per request (its --max-chars, ServiceSettings.max_chars): send fewer or "
+                "shorter chunks",
+            )
+
+    def chunks(self, req: SelectRequest) -> list[Chunk]:
+        if req.document is not None:
+            self.check_size(req.question, [req.document], "characters")  # the text limit, before chunking it
+            chunks = chunk_text(req.document, req.chunking, headings=req.headings)
+            if not chunks:
+                raise InputError("the document has no text to select from")
+            self.check_size(req.question, [c.text for c in chunks], f"chunks (from the document, by {req.chunking})")
+            return chunks
+        items = req.chunks or []
+        self.check_size(req.question, [item if isinstance(item, str) else item["text"] for item in items], "chunks")
+        return as_chunks(  # strings get ids "0", "1", ...; ids must be unique
+            item
+            if isinstance(item, str)
+            else Chunk(
+                id=item["id"],
+                text=item["text"],
+                doc_id=item.get("doc_id", "doc"),
+                position=i if (position := item.get("position")) is None else position,
+                n_tokens=-1 if (n := item.get("n_tokens")) is None else n,
+                meta=item.get("meta") or {},
+            )
+            for i, item in enumerate(items)
+        )
+
+    def selector(self, req: SelectRequest, token: CancelToken) -> Any:
+        name, spec_options = parse_spec(req.method)
+        options = dict(req.options)
+        for key in sorted(_SERVER_ONLY_OPTIONS.keys() & (set(spec_options) | set(options))):
+            raise InputError(f"'{key}' is not an option a request can set: {_SERVER_ONLY_OPTIONS[key]}")
+        cls = get_selector_class(name)  # imports the method's module
+        if cls.needs_llm and self.settings.reader is None:
+            raise InputError(
+                f"method {name!r} calls an LLM and this server has no reader: start the server with "
+                "`ctxsel serve --reader local` (the bundled model) or `--reader URL --reader-model NAME` "
+                "(an OpenAI-compatible server), or use a method that needs none (adaptive-k, top-k, ...)"
+            )
+        check_options(name, cls, spec_options, prefix=f"method {req.method!r}: ")
+        check_options(name, cls, options)
+        llm = None if self.settings.reader is None else CancellableLLM(self.settings.reader, token)
+        # no --ldar-policy: the method's own default (ldar: the bundled, sha256-checked policy)
+        resources = {"policy": self.settings.ldar_policy} if self.settings.ldar_policy else None
+        return get_selector(req.method, llm=llm, resources=resources, **options)
+
+    def given_scores(self, req: SelectRequest, n: int) -> np.ndarray | None:
+        """The request's own relevance: ``scores``, or cosine similarity of its ``embeddings``;
+        None when it brings neither (the server's scorer then scores, if the method needs it)."""
+        if req.scores is not None:
+            if len(req.scores) != n:
+                raise InputError(f"got {len(req.scores)} scores for {n} chunks; they must match")
+            return np.asarray(req.scores, dtype=np.float64)
+        if req.embeddings is not None:
+            if len(req.embeddings) != n:
+                raise InputError(f"got {len(req.embeddings)} embeddings for {n} chunks; they must match")
+            assert req.query_embedding is not None  # the request model checks they come together
+            return cosine_scores(req.query_embedding, req.embeddings)
+        return None
+
+    def select(self, req: SelectRequest, token: CancelToken) -> Selection:
+        chunks = self.chunks(req)
+        pipeline = Pipeline(self.selector(req, token), _ServerScorer(self, token), expand=req.expand or None)
+        scored = pipeline.score(req.question, chunks, self.given_scores(req, len(chunks)))
+        token.check()
+        return pipeline.select(req.question, chunks, scored=scored, choices=req.choices)
+
+    # -- running work under the deadline ----------------------------------------
+
+    async def run(self, request: Request, fn: Callable[[CancelToken], T]) -> T:
+        """``fn(token)`` in a worker thread; 504 at the deadline, mapped errors.
+
+        At the deadline the token is set (the work stops at its next check)
+        and the client gets 504 at once. The worker's hold on the request's
+        concurrency slot is dropped when the worker ends, or
+        ``release_grace_s`` after the deadline if it has not ended by then
+        (a step that cannot be interrupted: one LLM call, one scoring batch).
+        """
+        slot = request.scope.get("state", {}).get("slot")
+        hold = slot.hold() if slot is not None else None
+        token = CancelToken()
+        declared = request.headers.get("content-length", "")
+        large = not declared.isdigit() or int(declared) > _TRIM_AFTER_BYTES
+
+        def work() -> T:
+            try:
+                return fn(token)
+            finally:
+                if large:
+                    trim_heap()
+                if hold is not None:
+                    hold.release()
+
+        try:
+            with anyio.fail_after(self.settings.deadline_s):
+                return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except TimeoutError:
+            token.cancel()
+            if hold is not None:
+                rid = request_id(request.scope)
+                asyncio.get_running_loop().call_later(self.settings.release_grace_s, self._release_late, hold, rid)
+            raise ServiceError(
+                504,
+                "deadline_exceeded",
+                f"the request took longer than the server's {self.settings.deadline_s:g}-second deadline "
+                "(--deadline); its work was stopped. Send fewer chunks, precomputed scores, or a cheaper method",
+            ) from None
+        except Cancelled:  # cancelled without a timeout here: cannot happen, but never a 500
+            raise ServiceError(504, "deadline_exceeded", "the request's work was stopped at its deadline") from None
+        except RequestTooLarge as e:
+            raise ServiceError(413, e.error, str(e)) from None
+        except LLMError as e:
+            raise ServiceError(502, "llm_error", str(e)) from None
+        except MissingExtraError as e:  # the server lacks an extra: its operator's to fix, not the client's
+            log.error(
+                "missing dependency", extra={"fields": {"request_id": request_id(request.scope), "error": str(e)}}
+            )
+            raise ServiceError(500, "server_misconfigured", str(e)) from None
+        except CtxselError as e:
+            raise ServiceError(422, "invalid_input", str(e) or type(e).__name__) from None
+        except Exception:  # a bug: 500 with the request id, the traceback in the server's log
+            rid = request_id(request.scope)
+            log.exception("unhandled error", extra={"fields": {"request_id": rid}})
+            raise ServiceError(
+                500, "internal_error", f"internal error; the server log has the details (request id {rid})"
+            ) from None
+
+    @staticmethod
+    def _release_late(hold: Hold, rid: str | None) -> None:
+        if hold.release():
+            log.warning(
+                "work past its deadline is still running; its concurrency slot is freed",
+                extra={"fields": {"request_id": rid}},
+            )
+
+    # -- start-up -----------------------------------------------------------------
+
+    def start_warm_up(self) -> None:
+        """Build the scorer now (a bad --model fails here, at start-up) and load
+        and warm it in a background thread; until it is done, /health says
+        "starting" and /select and /answer answer 503 with Retry-After."""
+        scorer = self.scorer()
+        self.status, self.status_message = "starting", "loading and warming the scorer"
+        self._warm_up_thread = threading.Thread(
+            target=self._warm_up, args=(scorer,), name="ctxsel-warm-up", daemon=True
+        )
+        self._warm_up_thread.start()
+
+    def wait_for_warm_up(self, timeout: float = 60.0) -> None:
+        """Wait for a warm-up still under way (at shutdown: a model half-loaded in a daemon thread
+        can abort the interpreter on exit)."""
+        if self._warm_up_thread is not None:
+            self._warm_up_thread.join(timeout)
+
+    def _warm_up(self, scorer: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            with self._scorer_lock:
+                # a scorer that loads a model lazily (dense) loads it on a cache miss only: encode once directly
+                encode = getattr(getattr(scorer, "model", None), "encode", None)
+                if callable(encode):
+                    encode(["ctxsel loads and warms its model at start-up."])
+                scorer.score("Which scorer is this?", [Chunk(id="warm-up", text="ctxsel warms its scorer.")])
+        except Exception as e:
+            self.status, self.status_message = "failed", f"the scorer failed to load: {type(e).__name__}: {e}"
+            log.error(
+                "scorer failed to load",
+                exc_info=log.isEnabledFor(logging.DEBUG),
+                extra={"fields": {"scorer": self.settings.scorer, "error": self.status_message}},
+            )
+            if self.on_warm_up_failure is not None:
+                self.on_warm_up_failure()
+            return
+        self.status, self.status_message = "ok", None
+        log.info(
+            "ready", extra={"fields": {"scorer": self.settings.scorer, "warm_up_s": round(time.perf_counter() - t0, 2)}}
+        )
+
+    def refusal(self) -> tuple[str, str] | None:
+        """(error code, message) while the server cannot take work, else None."""
+        if self.status == "starting":
+            return "starting", "the server is still loading its scorer; retry shortly (GET /health says when)"
+        if self.status == "failed":
+            return "scorer_failed", f"{self.status_message}; see the server log, fix it and restart the server"
+        return None
+
+
+class _ServerScorer:
+    """The server's scorer as a request's pipeline sees it: one request at a time (one model,
+    one SQLite cache), a batch at a time under the request's deadline, and memory that stops
+    growing with new texts (the vectors stay in the SQLite cache)."""
+
+    def __init__(self, service: Service, token: CancelToken) -> None:
+        self.service, self.token = service, token
+        self.name = f"server:{service.settings.scorer}"
+
+    def score_detailed(self, question: str, chunks: Sequence[Chunk]) -> tuple[np.ndarray, dict[str, Any]]:
+        service = self.service
+        self.token.acquire(service._scorer_lock)  # gives up at the deadline instead of queueing past it
+        scorer = service.scorer()
+        try:
+            return score_in_batches(scorer, question, chunks, self.token)
+        finally:
+            if getattr(scorer, "rows_in_memory", 0) > service.max_rows_in_memory:
+                scorer.clear_memory()
+            service._scorer_lock.release()
+
+    def score(self, question: str, chunks: Sequence[Chunk]) -> np.ndarray:
+        return self.score_detailed(question, chunks)[0]
+
+
+__all__ = ["Service"]
