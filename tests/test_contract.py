@@ -12,13 +12,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from test_sage import DOC, ScriptedLLM, kind_of
 
 import ctxsel
 from ctxsel.cli.main import main
 from ctxsel.selectors import available_methods
 from ctxsel.selectors.base import Cut, ScoreCutSelector, Selector
 from ctxsel.types import Chunk, Selection, as_chunks
+from tests.support.sage import DOC, ScriptedLLM, kind_of
 
 # -- the two toy methods, as a user would write them ------------------------------------------
 

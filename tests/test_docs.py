@@ -3,13 +3,13 @@
 - The site builds offline with ``mkdocs build --strict`` (no warning: no broken link, no missing
   page, no docstring mkdocstrings cannot read).
 - Every fenced code block in README.md and docs/ runs: ``python`` blocks as written, ``bash``
-  blocks line by line in the sandbox of ``doc_shell.py`` (the example dataset for hotpotqa-long,
+  blocks line by line in the sandbox of ``tests/support/doc_shell.py`` (the example dataset for hotpotqa-long,
   an HTTP model that answers every reply format for ``--reader``, 2 training steps). A block that
   cannot run even so says why in an HTML comment just above it: ``<!-- not-run: the reason -->``;
   a ``python`` block marked ``<!-- after-shell -->`` runs after its page's commands, in their folder,
   and one marked ``<!-- slow -->`` (a local model) runs with the tests marked slow.
 - docs/reference/cli.md is the CLI's own ``--help``, docs/reference/http.md the service's OpenAPI
-  document: regenerate both with ``python tests/unit/test_docs.py``.
+  document: regenerate both with ``python -m tests.test_docs``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
+
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 FENCE = re.compile(r"(?:<!-- (?P<mark>[a-z-]+)(?::(?P<why>[^>]*))? -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
 #: blocks that other tests run against live servers or real frameworks (their own test names them)
@@ -69,7 +70,7 @@ SHELL_PAGES = sorted({w.split("[")[0] for w, _ in blocks("bash")})
 def test_shell_blocks_run(
     page: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from doc_shell import Sandbox, command_lines
+    from tests.support.doc_shell import Sandbox, command_lines
 
     # one embedding cache for every page: the example document and hotpotqa-long's pool are embedded once
     monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "docs-cache"))
@@ -89,7 +90,7 @@ def test_shell_blocks_run(
 
 
 def test_the_sandbox_fails_a_command_that_reads_outside_the_install(tmp_path: Path) -> None:
-    from doc_shell import reads_nothing_outside
+    from tests.support.doc_shell import reads_nothing_outside
 
     with reads_nothing_outside(tmp_path):  # the package and the page's scratch folder are fine
         (REPO / "src" / "ctxsel" / "data" / "example.md").read_bytes()
@@ -106,7 +107,7 @@ def cli_reference() -> str:
     env = {**os.environ, "COLUMNS": "100"}
     parts = [
         "# Command line\n\nEvery command's `--help`, generated from the parser "
-        "(`python tests/unit/test_docs.py` rewrites this page).\n"
+        "(`python -m tests.test_docs` rewrites this page).\n"
     ]
     commands = ["", "select", "answer", "eval", "train ldar", "train picker", "mine", "env", "make-holo", "serve"]
     for cmd in commands:
@@ -141,7 +142,7 @@ def http_reference() -> str:
 
     out = [
         "# HTTP API\n\n`ctxsel serve` answers these endpoints (generated from the server's own OpenAPI "
-        "document, which it serves at `/openapi.json`; `python tests/unit/test_docs.py` rewrites this page).\n"
+        "document, which it serves at `/openapi.json`; `python -m tests.test_docs` rewrites this page).\n"
     ]
     for path, ops in api["paths"].items():
         for method, op in ops.items():
@@ -170,13 +171,13 @@ def http_reference() -> str:
 def test_the_http_reference_is_the_servers_schema() -> None:
     pytest.importorskip("fastapi")
     page = REPO / "docs" / "reference" / "http.md"
-    assert page.read_text(encoding="utf-8") == http_reference(), "regenerate: python tests/unit/test_docs.py"
+    assert page.read_text(encoding="utf-8") == http_reference(), "regenerate: python -m tests.test_docs"
 
 
 @pytest.mark.slow  # ten interpreters
 def test_the_cli_reference_is_the_cli_help() -> None:
     page = REPO / "docs" / "reference" / "cli.md"
-    assert page.read_text(encoding="utf-8") == cli_reference(), "regenerate: python tests/unit/test_docs.py"
+    assert page.read_text(encoding="utf-8") == cli_reference(), "regenerate: python -m tests.test_docs"
 
 
 @pytest.mark.slow  # about 5 s

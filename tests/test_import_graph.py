@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from tests.support.paths import SRC
 
 #: layer of each top-level part of the package, top (0) to bottom; a module may import its own
 #: layer and those below it. cli -> service/eval/integrations -> pipeline -> selectors/train

@@ -16,8 +16,7 @@ from ctxsel import plotting
 from ctxsel.cli.main import main
 from ctxsel.errors import EXTRA_OF_MODULE, MissingExtraError, install_hint, missing_extra_error
 from ctxsel.selectors.fixed import TopK
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
 
 
 def test_the_hint_names_the_extra_and_torch_first_only_where_it_is_needed() -> None:

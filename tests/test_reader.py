@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_server import Reply, completion_reply
-from fake_server import fake_client as client
 
 from ctxsel import get_selector
 from ctxsel.eval.runner import evaluate
@@ -15,6 +13,8 @@ from ctxsel.llm import CachedClient, ResponseCache
 from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, TEMPLATES
 from ctxsel.reader import Reader, clean_answer
 from ctxsel.types import Chunk, Example
+from tests.support.fake_server import Reply, completion_reply
+from tests.support.fake_server import fake_client as client
 
 CHUNKS = [
     Chunk("a", "Paris is the capital of France.", position=0, n_tokens=3000),

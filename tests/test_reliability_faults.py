@@ -30,16 +30,9 @@ from ctxsel.eval.results import ResultLog
 from ctxsel.eval.runner import evaluate
 from ctxsel.scoring.cache import EmbeddingCache
 from ctxsel.types import Chunk, Example
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE_MD = REPO / "src" / "ctxsel" / "data" / "example.md"
-QUESTION = "How heavy is the meteorite?"
-EXPECTED_TOP2 = ["15", "6"]  # top-k@2 of example.md for QUESTION (the meteorite paragraph first)
-
-
-def ctxsel_command() -> list[str]:
-    script = Path(sys.executable).with_name("ctxsel")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "ctxsel.cli.main"]
+from tests.support.cli import ctxsel_command
+from tests.support.paths import EXAMPLE_MD, REPO
+from tests.support.reliability import CHUNKS, EXPECTED_TOP2, QUESTION, example_chunks, fake_dense
 
 
 def run_cli(
@@ -150,41 +143,16 @@ def test_garbled_rows_are_misses(tmp_path: Path) -> None:
 # -- the scorer on a cache that cannot be used: a fake model at the model boundary -----------------
 
 
-class CountingBackend:
-    """Deterministic unit vectors per text; counts what it was asked to embed."""
-
-    name = "torch"
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-
-    def encode(self, texts: list[str], batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
-        self.texts.extend(texts)
-        rows = [np.random.default_rng(sum(t.encode())).normal(size=8) for t in texts]
-        return np.stack([r / np.linalg.norm(r) for r in rows]).astype(np.float32)
-
-
-def _fake_dense(cache: Any) -> Any:
-    from ctxsel.scoring.dense import DenseScorer
-
-    sc = DenseScorer(model="fake-model", backend="torch", cache=cache)
-    sc._model = CountingBackend()
-    return sc
-
-
-CHUNKS = [Chunk(id=str(i), text=f"passage {i} about the museum and meteorite number {i}") for i in range(40)]
-
-
 def test_cache_folder_that_is_a_file_is_a_warning_and_scoring_goes_on(tmp_path: Path, caplog: Any) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
     with caplog.at_level(logging.WARNING, logger="ctxsel.scoring"):
-        sc = _fake_dense(blocker / "embeddings.sqlite")
+        sc = fake_dense(blocker / "embeddings.sqlite")
         scores = sc.score(QUESTION, CHUNKS)
     messages = [r.getMessage() for r in caplog.records]
     assert any("cannot be used" in m and "CTXSEL_CACHE_DIR" in m for m in messages), messages
     assert not sc.cache.usable
-    reference = _fake_dense(False).score(QUESTION, CHUNKS)
+    reference = fake_dense(False).score(QUESTION, CHUNKS)
     assert np.array_equal(scores, reference)
 
 
@@ -193,14 +161,13 @@ def test_disk_full_while_caching_is_one_warning_and_the_scores_are_right(tmp_pat
     writes fail part way through the pool, as on a full disk."""
     script = "LIMIT = 24 * 1024\n" + textwrap.dedent(f"""
         import json, resource, signal, sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from test_reliability_faults import CHUNKS, QUESTION, _fake_dense
-        scorer = _fake_dense({str(tmp_path / "embeddings.sqlite")!r})  # the cache opens while there is room
+        from tests.support.reliability import CHUNKS, QUESTION, fake_dense
+        scorer = fake_dense({str(tmp_path / "embeddings.sqlite")!r})  # the cache opens while there is room
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), it does not kill
         resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, LIMIT))
         chunks = CHUNKS + [type(CHUNKS[0])(id=f"x{{i}}", text="long filler text " * 40 + str(i)) for i in range(300)]
         cached = scorer.score(QUESTION, chunks)
-        plain = _fake_dense(False).score(QUESTION, chunks)
+        plain = fake_dense(False).score(QUESTION, chunks)
         print(json.dumps([cached.tolist(), plain.tolist()]))
     """)
     out = subprocess.run(
@@ -209,6 +176,7 @@ def test_disk_full_while_caching_is_one_warning_and_the_scores_are_right(tmp_pat
         text=True,
         timeout=120,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
+        cwd=REPO,  # where `tests.support` is found
     )
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr
@@ -233,7 +201,7 @@ def healthy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
         mp.setenv("CTXSEL_CACHE_DIR", str(folder))
         import ctxsel
 
-        sel = ctxsel.select(QUESTION, _example_chunks(), "top-k@2", scorer="dense")
+        sel = ctxsel.select(QUESTION, example_chunks(), "top-k@2", scorer="dense")
         assert sel.ids == EXPECTED_TOP2
     path = folder / "embeddings.sqlite"
     _fill_random_more(path)
@@ -250,12 +218,6 @@ def _fill_random_more(path: Path) -> None:
     rng = np.random.default_rng(0)
     cache.put_many({f"filler-{i}": rng.standard_normal(384).astype(np.float32) for i in range(200)})
     cache.close()
-
-
-def _example_chunks() -> list[Chunk]:
-    from ctxsel.chunking import chunk_text
-
-    return chunk_text(EXAMPLE_MD.read_text(encoding="utf-8"), "paragraphs")
 
 
 @pytest.fixture
@@ -278,11 +240,11 @@ def test_python_select_on_a_corrupt_cache(corrupt_cache_dir: Path, caplog: Any) 
     import ctxsel
 
     with caplog.at_level(logging.WARNING, logger="ctxsel.scoring"):
-        sel = ctxsel.select(QUESTION, _example_chunks(), "top-k@2", scorer="dense")
+        sel = ctxsel.select(QUESTION, example_chunks(), "top-k@2", scorer="dense")
     assert sel.ids == EXPECTED_TOP2
     assert _warned_corrupt([r.getMessage() for r in caplog.records])
     assert len(_corrupt_copies(corrupt_cache_dir)) == 1
-    assert len(EmbeddingCache(corrupt_cache_dir / "embeddings.sqlite")) == len(_example_chunks()) + 1  # rebuilt
+    assert len(EmbeddingCache(corrupt_cache_dir / "embeddings.sqlite")) == len(example_chunks()) + 1  # rebuilt
 
 
 @pytest.mark.model
@@ -298,10 +260,9 @@ def test_cli_select_on_a_corrupt_cache(corrupt_cache_dir: Path) -> None:
 
 
 def _server() -> Any:
-    sys.path.insert(0, str(REPO / "tests" / "integration" / "service"))
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
-    from server_process import ServerProcess
+    from tests.support.server_process import ServerProcess
 
     return ServerProcess(["--scorer", "dense", "--threads", "1"], token=None, start_timeout=240)
 
@@ -310,7 +271,7 @@ def _server() -> Any:
 @pytest.mark.slow
 @pytest.mark.parametrize("corrupt_cache_dir", list(CORRUPTIONS), indirect=True)
 def test_http_select_on_a_corrupt_cache(corrupt_cache_dir: Path) -> None:
-    body = {"question": QUESTION, "chunks": [c.text for c in _example_chunks()], "method": "top-k@2"}
+    body = {"question": QUESTION, "chunks": [c.text for c in example_chunks()], "method": "top-k@2"}
     with _server() as srv:
         for _ in range(2):  # the second request is served from the rebuilt cache
             status, _, sel = srv.request("POST", "/select", body, timeout=240)
@@ -703,7 +664,7 @@ def test_http_cache_corrupted_while_the_server_runs(
     (folder / "onnx").symlink_to(healthy_cache.parent / "onnx")
     shutil.copy(healthy_cache, folder / "embeddings.sqlite")
     monkeypatch.setenv("CTXSEL_CACHE_DIR", str(folder))
-    chunks = [c.text for c in _example_chunks()]
+    chunks = [c.text for c in example_chunks()]
     with _server() as srv:
         status, _, sel = srv.request(
             "POST", "/select", {"question": QUESTION, "chunks": chunks, "method": "top-k@2"}, timeout=240

@@ -17,7 +17,6 @@ import pickle
 import sqlite3
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,18 +29,9 @@ from ctxsel import paths
 from ctxsel.llm.base import Completion
 from ctxsel.llm.cache import ResponseCache
 from ctxsel.scoring.cache import EmbeddingCache
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).parent))
-from test_reliability_faults import (  # noqa: E402  (the shared example and helpers of the fault tests)
-    CHUNKS,
-    EXAMPLE_MD,
-    EXPECTED_TOP2,
-    QUESTION,
-    _example_chunks,
-    _fake_dense,
-    ctxsel_command,
-)
+from tests.support.cli import ctxsel_command
+from tests.support.paths import EXAMPLE_MD
+from tests.support.reliability import CHUNKS, EXPECTED_TOP2, QUESTION, example_chunks, fake_dense
 
 WARNING = "ctxsel cannot"  # the start of paths' one warning
 
@@ -214,13 +204,13 @@ def test_the_caches_work_in_memory_after_one_warning(
     with caplog.at_level(logging.WARNING, logger="ctxsel"):
         emb = EmbeddingCache()
         llm = ResponseCache()
-        sc = _fake_dense(True)
+        sc = fake_dense(True)
         scores = sc.score(QUESTION, CHUNKS)
         again = sc.score(QUESTION, CHUNKS)
     assert len(_ctxsel_warnings(caplog.records)) == 1, _ctxsel_warnings(caplog.records)
     assert not emb.usable and str(emb.path) == ":memory:"
     # the dense scorer keeps its vectors in memory: the same scores, each text embedded once
-    assert np.array_equal(scores, _fake_dense(False).score(QUESTION, CHUNKS)) and np.array_equal(scores, again)
+    assert np.array_equal(scores, fake_dense(False).score(QUESTION, CHUNKS)) and np.array_equal(scores, again)
     assert len(sc.model.texts) == len(CHUNKS) + 1  # type: ignore[attr-defined]
     # the LLM response cache is an in-memory SQLite database with the same queries
     assert str(llm.path) == ":memory:"
@@ -355,7 +345,7 @@ def test_python_select_without_a_writable_home(
 
     _no_home(monkeypatch, tmp_path, how)
     with caplog.at_level(logging.WARNING, logger="ctxsel"):
-        sel = ctxsel.select(QUESTION, _example_chunks(), "top-k@2", scorer="dense")
+        sel = ctxsel.select(QUESTION, example_chunks(), "top-k@2", scorer="dense")
     _same(list(zip(sel.ids, [float(s) for s in sel.scores])), writable_reference)
     warnings = _ctxsel_warnings(caplog.records)
     assert len(warnings) == 1 and warnings[0].startswith(WARNING), warnings
@@ -375,7 +365,7 @@ def test_service_in_process_without_a_writable_cache(
     with caplog.at_level(logging.WARNING, logger="ctxsel"):
         client = service_client(ServiceSettings(scorer="dense", threads=1))
         assert client.get("/health").status_code == 200
-        body = {"question": QUESTION, "chunks": [c.text for c in _example_chunks()], "method": "top-k@2"}
+        body = {"question": QUESTION, "chunks": [c.text for c in example_chunks()], "method": "top-k@2"}
         r = client.post("/select", json=body)
     assert r.status_code == 200, r.text
     assert r.json()["ids"] == EXPECTED_TOP2
@@ -387,11 +377,10 @@ def test_service_in_process_without_a_writable_cache(
 def test_ctxsel_serve_with_a_missing_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_tmp: Path) -> None:
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
-    sys.path.insert(0, str(REPO / "tests" / "integration" / "service"))
-    from server_process import ServerProcess
+    from tests.support.server_process import ServerProcess
 
     _no_home(monkeypatch, tmp_path, "HOME missing")  # the server inherits this process's environment
-    body = {"question": QUESTION, "chunks": [c.text for c in _example_chunks()], "method": "top-k@2"}
+    body = {"question": QUESTION, "chunks": [c.text for c in example_chunks()], "method": "top-k@2"}
     with ServerProcess(["--scorer", "dense", "--threads", "1"], token=None, start_timeout=240) as srv:
         status, _, sel = srv.request("POST", "/select", body, timeout=240)
         lines = srv.log_lines()

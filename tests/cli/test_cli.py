@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ctxsel._version import __version__
 from ctxsel.cli.main import main
+from tests.support.cli import ctxsel_command, run_cli
 
 DOC = (
     "The meteorite in the museum weighs three kilograms.\n\n"
@@ -25,17 +25,6 @@ def doc(tmp_path: Path) -> Path:
     p = tmp_path / "doc.txt"
     p.write_text(DOC, encoding="utf-8")
     return p
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def console_script() -> list[str]:
-    script = Path(sys.executable).with_name("ctxsel")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "ctxsel.cli.main"]
 
 
 class TestSelectJSON:
@@ -310,7 +299,7 @@ class TestEval:
 
 class TestSubprocess:
     def test_env_json(self, cache_dir: Path) -> None:
-        res = subprocess.run([*console_script(), "env", "--json"], capture_output=True, text=True, timeout=120)
+        res = subprocess.run([*ctxsel_command(), "env", "--json"], capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, res.stderr
         info = json.loads(res.stdout)
         assert info["ctxsel"] == __version__
@@ -319,14 +308,14 @@ class TestSubprocess:
         assert info["cache_dir"] == str(cache_dir)
 
     def test_env_human(self) -> None:
-        res = subprocess.run([*console_script(), "env"], capture_output=True, text=True, timeout=120)
+        res = subprocess.run([*ctxsel_command(), "env"], capture_output=True, text=True, timeout=120)
         assert res.returncode == 0
         assert res.stdout.startswith(f"ctxsel {__version__} on Python")
 
     def test_select_json_console_script(self, doc: Path) -> None:
         res = subprocess.run(
             [
-                *console_script(),
+                *ctxsel_command(),
                 "select",
                 "--document",
                 str(doc),
@@ -349,7 +338,7 @@ class TestSubprocess:
         p = tmp_path / "bad.txt"
         p.write_bytes(b"\xff\xfe\x00bad")
         res = subprocess.run(
-            [*console_script(), "select", "--document", str(p), "--question", "q", "--scorer", "keywords"],
+            [*ctxsel_command(), "select", "--document", str(p), "--question", "q", "--scorer", "keywords"],
             capture_output=True,
             text=True,
             timeout=120,
@@ -360,5 +349,5 @@ class TestSubprocess:
         assert "not valid UTF-8" in res.stderr
 
     def test_version(self) -> None:
-        res = subprocess.run([*console_script(), "--version"], capture_output=True, text=True, timeout=120)
+        res = subprocess.run([*ctxsel_command(), "--version"], capture_output=True, text=True, timeout=120)
         assert res.returncode == 0 and res.stdout.strip() == f"ctxsel {__version__}"

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import console_script
-from test_cli import run_cli as run
 
 from ctxsel.cli.main import EXIT_CLOSED_PIPE, build_parser, main
+from tests.support.cli import ctxsel_command
+from tests.support.cli import run_cli as run
 
 DOC = (
     "# Museum\n\n"
@@ -195,7 +195,7 @@ def test_standard_input_above_max_bytes(capsys: pytest.CaptureFixture[str], monk
 def test_a_closed_output_pipe_ends_quietly(doc: Path, tmp_path: Path, argv: list[str]) -> None:
     argv = [str(doc) if a == "DOC" else str(tmp_path / "o") if a == "OUT" else a for a in argv]
     proc = subprocess.Popen(
-        [*console_script(), *argv, "--no-progress"] if argv[0] != "env" else [*console_script(), *argv],
+        [*ctxsel_command(), *argv, "--no-progress"] if argv[0] != "env" else [*ctxsel_command(), *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -209,7 +209,7 @@ def test_a_closed_output_pipe_ends_quietly(doc: Path, tmp_path: Path, argv: list
 def test_head_reads_the_first_line(doc: Path) -> None:
     """``ctxsel select ... | head -1``: the line arrives; the exit is 0 or 141 (as a pipe's timing has it)."""
     proc = subprocess.run(
-        f"{' '.join(console_script())} select --document {doc} --question 'How heavy?' --scorer keywords | head -1; "
+        f"{' '.join(ctxsel_command())} select --document {doc} --question 'How heavy?' --scorer keywords | head -1; "
         'echo "status ${PIPESTATUS[0]}" >&2',
         shell=True,
         executable="/bin/bash",

@@ -15,9 +15,6 @@ from ctxsel.datasets import BUNDLED, load_dataset
 from ctxsel.datasets.hotpotqa import FILENAME, bundled_hotpotqa_file, find_hotpotqa_file, load_hotpotqa_long
 from ctxsel.datasets.jsonl import load_jsonl
 
-REPO = Path(__file__).resolve().parents[2]
-
-
 #: the bundled copy (gzip); the test below checks it is the HotpotQA file, byte for byte
 HOTPOT = bundled_hotpotqa_file()
 HOTPOT_SHA256 = "32ed3ffab548f1d57ba65365bd581d17b428980fa7be881ab0c45f79d9fe6827"

@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_sage import ScriptedLLM, kind_of
 
 from ctxsel.datasets import load_dataset
 from ctxsel.datasets.multiple_choice import load_marathon, load_novelqa, parse_choice, question_with_options
 from ctxsel.eval.runner import evaluate
 from ctxsel.judge import score_answer
 from ctxsel.reader import Reader
+from tests.support.paths import FIXTURES
+from tests.support.sage import DOC, ScriptedLLM, kind_of
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 NOVELQA = FIXTURES / "novelqa"
 
 
@@ -173,8 +173,6 @@ def test_sage_end_to_end_on_novelqa_fixture_through_the_runner(tmp_path: Path) -
 
 
 def test_recall_counts_a_paragraph_found_when_any_of_its_sentences_is_gathered(tmp_path: Path) -> None:
-    from test_sage import DOC
-
     from ctxsel.types import Example
 
     ex = Example("e", "Who founded the lighthouse guild?", DOC, gold_ids=["p1", "p3"], answers=["Orla Brandt"])

@@ -132,13 +132,11 @@ def test_ray_engine_with_a_reader_built_per_worker(tmp_path: Path, ray_session: 
     import argparse
     import functools
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "llm"))
-    from fake_server import FakeOpenAIServer, completion_reply
-
     from ctxsel.cli.eval_cmd import build_reader
     from ctxsel.datasets import load_dataset
     from ctxsel.eval.ray_engine import RayOptions
     from ctxsel.eval.runner import evaluate
+    from tests.support.fake_server import FakeOpenAIServer, completion_reply
 
     examples = load_dataset("example")
     methods = ["top-k@1", "top-k@3"]

@@ -7,8 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_server import completion_reply
-from fake_server import fake_client as client
 
 from ctxsel.cli.main import main
 from ctxsel.eval.rescore import rescore
@@ -16,6 +14,8 @@ from ctxsel.eval.runner import evaluate
 from ctxsel.judge import LLMJudge
 from ctxsel.reader import Reader
 from ctxsel.types import Chunk, Example
+from tests.support.fake_server import completion_reply
+from tests.support.fake_server import fake_client as client
 
 HOLO = {"benchmark": "holobench"}
 EXAMPLES = [

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fake_server import completion_reply
-from fake_server import fake_client as http_client
 
 from ctxsel import get_selector
 from ctxsel.eval.runner import evaluate
@@ -22,6 +20,8 @@ from ctxsel.llm.prompts import FACTOID_QA
 from ctxsel.reader import TEMPLATE_MARGIN, Reader, context_window
 from ctxsel.tokens import count_tokens
 from ctxsel.types import Chunk, Example, LLMUsage
+from tests.support.fake_server import completion_reply
+from tests.support.fake_server import fake_client as http_client
 
 WORDS = 100  # each chunk is 100 words
 

@@ -9,10 +9,10 @@ pytest.importorskip("haystack")
 from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
-from museum import QUERY, TEXTS
 
 from ctxsel.integrations._core import META_KEYS
 from ctxsel.integrations.haystack import CtxselSelector
+from tests.support.museum import QUERY, TEXTS
 
 ALLOWED = ["ctxsel.integrations.haystack"]
 

@@ -13,10 +13,10 @@ from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
-from museum import QUERY, TEXTS
 
 from ctxsel.integrations._core import META_KEYS
 from ctxsel.integrations.langchain import CtxselCompressor, select_documents
+from tests.support.museum import QUERY, TEXTS
 
 
 class ListRetriever(BaseRetriever):

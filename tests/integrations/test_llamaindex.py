@@ -12,10 +12,10 @@ from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.llms import MockLLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
-from museum import QUERY, TEXTS
 
 from ctxsel.integrations._core import META_KEYS
 from ctxsel.integrations.llamaindex import CtxselPostprocessor
+from tests.support.museum import QUERY, TEXTS
 
 
 def nodes(scores: list[float | None] | None = None) -> list[NodeWithScore]:

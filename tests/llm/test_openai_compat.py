@@ -10,7 +10,6 @@ import time
 import warnings
 
 import pytest
-from fake_server import FakeOpenAIServer, Reply, chat_reply, completion_reply, free_port
 
 from ctxsel.llm import (
     Completion,
@@ -30,6 +29,7 @@ from ctxsel.llm import (
     parse_retry_after,
 )
 from ctxsel.types import LLMUsage
+from tests.support.fake_server import FakeOpenAIServer, Reply, chat_reply, completion_reply, free_port
 
 
 class FixedRandom:

@@ -1,7 +1,7 @@
 """The linear-time cuts give exactly what the full stable argsort gave.
 
 Every score-based method's ``decide()`` is compared with
-``ctxsel.selectors._reference.reference_decide`` (today's implementation
+``tests.support.reference_cuts.reference_decide`` (today's implementation
 before the fast paths, kept verbatim): same kept ids in the same order, same
 k, same explanation, same meta (the gap's sign included), and the same full
 ranking when ``Decision.order`` is read. Vectors: random, rounded (many
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from ctxsel.selectors import get_selector
 from ctxsel.selectors._fastcut import SMALL_N, RankView, _bucket_max_gap, _bucket_window, largest_gap, stable_desc
-from ctxsel.selectors._reference import rank, reference_decide
+from tests.support.reference_cuts import rank, reference_decide
 
 SPECS = [
     "top-k@1",

@@ -14,17 +14,14 @@ import socket
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "llm"))
-from fake_server import FakeOpenAIServer, completion_reply
-from server_process import ServerProcess
+from tests.support.fake_server import FakeOpenAIServer, completion_reply
+from tests.support.server_process import ServerProcess
 
 pytestmark = pytest.mark.slow  # each test runs a real server process (1-20 s)
 
@@ -395,7 +392,7 @@ class TestAnswer:
         assert CHUNKS[0] in prompt and QUESTION in prompt and CHUNKS[2] not in prompt
 
     def test_a_failing_reader_is_502_with_its_message(self, srv: ServerProcess, fake: FakeOpenAIServer) -> None:
-        from fake_server import Reply
+        from tests.support.fake_server import Reply
 
         fake.push(Reply(404, {"error": {"message": "model 'fake' not found"}}))
         status, _, body = srv.request("POST", "/answer", SELECT)
@@ -463,7 +460,7 @@ def test_a_body_that_is_not_utf8_is_422(srv: ServerProcess) -> None:
 def test_a_port_in_use_is_a_one_line_error() -> None:
     import subprocess
 
-    from server_process import ctxsel_command
+    from tests.support.cli import ctxsel_command
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -6,18 +6,19 @@ import contextlib
 import io
 import re
 import shlex
-from pathlib import Path
 
 import pytest
+
+from tests.support.paths import REPO
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from server_process import ServerProcess
+from tests.support.server_process import ServerProcess
 
 pytestmark = pytest.mark.slow  # each test runs a real server process (1-20 s)
 
-README = Path(__file__).resolve().parents[3] / "docs" / "guide" / "service.md"
+README = REPO / "docs" / "guide" / "service.md"
 
 
 def http_section() -> str:

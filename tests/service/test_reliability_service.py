@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -27,10 +26,9 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "llm"))
-from fake_server import FakeOpenAIServer, completion_reply
-from server_process import ServerProcess, ctxsel_command
+from tests.support.cli import ctxsel_command
+from tests.support.fake_server import FakeOpenAIServer, completion_reply
+from tests.support.server_process import ServerProcess
 
 pytestmark = pytest.mark.slow  # each test runs a real server process (1-20 s)
 

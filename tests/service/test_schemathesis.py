@@ -8,8 +8,6 @@ bounded so the suite stays fast.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,9 +17,8 @@ schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.specs.openapi.checks import positive_data_acceptance  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "llm"))
-from fake_server import FakeOpenAIServer, completion_reply  # noqa: E402
-from server_process import ServerProcess  # noqa: E402
+from tests.support.fake_server import FakeOpenAIServer, completion_reply  # noqa: E402
+from tests.support.server_process import ServerProcess  # noqa: E402
 
 pytestmark = pytest.mark.slow  # about 8 s: a server process and 40 examples per operation
 

@@ -42,13 +42,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent / "llm"))
-sys.path.insert(0, str(REPO / "tests" / "integration" / "service"))
-
-from fake_server import FakeOpenAIServer, schema_responder  # noqa: E402
-
-from ctxsel.datasets.hotpotqa import bundled_hotpotqa_file  # noqa: E402
+from ctxsel.datasets.hotpotqa import bundled_hotpotqa_file
+from tests.support.fake_server import FakeOpenAIServer, schema_responder
+from tests.support.paths import REPO
 
 EXAMPLE_DOC = REPO / "src" / "ctxsel" / "data" / "example.md"
 NOVELQA = REPO / "tests" / "fixtures" / "novelqa"
@@ -230,7 +226,7 @@ class Sandbox:
         assert rc == 0, f"`{line}` (sandboxed: ctxsel {shlex.join(argv)}) exited {rc}: {err.getvalue()[-2000:]}"
 
     def _serve(self, args: list[str], env: dict[str, str]) -> None:
-        from server_process import ServerProcess
+        from tests.support.server_process import ServerProcess
 
         i = _flag(args, "--port")
         if i is not None:

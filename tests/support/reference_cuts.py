@@ -4,7 +4,7 @@ argsort of N scores, then each method's cut on the sorted array.
 Kept verbatim (only gathered into one module) as the reference that the
 property tests and ``benchmarks/selection_latency.py`` compare the fast
 paths against: same ids, scores, k, explanation and meta on every input.
-Not used by ctxsel itself.
+A test helper: ctxsel itself never imports it.
 """
 
 from __future__ import annotations

@@ -13,16 +13,12 @@ import http.client
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-
-def ctxsel_command() -> list[str]:
-    script = Path(sys.executable).with_name("ctxsel")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "ctxsel.cli.main"]
+from tests.support.cli import ctxsel_command
 
 
 class ServerProcess:

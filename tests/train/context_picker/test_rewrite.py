@@ -4,11 +4,11 @@ every rewrite of a question on its question's side (fake HTTP LLM)."""
 from __future__ import annotations
 
 import pytest
-from fake_server import FakeOpenAIServer, completion_reply
 
 from ctxsel.datasets.splits import split_ids
 from ctxsel.llm import OpenAICompatClient
 from ctxsel.train.picker_rewrite import InvalidRewrites, parse_rewrites, rewrite_query, split_records
+from tests.support.fake_server import FakeOpenAIServer, completion_reply
 
 Q = "Who wrote Animorphs?"
 GOOD = (
