@@ -66,7 +66,7 @@ def test_the_registry_lists_the_policy_and_the_adapter_not_bundled() -> None:
     assert all(h in card for h in LDAR_ART.sha256.values())  # the card carries the table the loader checks
     assert "Apache-2.0" in card and "CC BY-SA 4.0" in card and "make ldar-policy" in card
     assert bundled.verify("ldar") == LDAR_ART.path
-    total = sum((LDAR_ART.path / n).stat().st_size for n in LDAR_ART.sha256)  # type: ignore[operator]
+    total = sum((LDAR_ART.path / n).stat().st_size for n in LDAR_ART.sha256)
     assert total <= 5_000_000
     picker = bundled.get("context-picker")
     assert not picker.bundled and picker.folder is None and not picker.sha256

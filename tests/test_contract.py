@@ -18,6 +18,7 @@ from ctxsel.cli.main import main
 from ctxsel.selectors import available_methods
 from ctxsel.selectors.base import Cut, ScoreCutSelector, Selector
 from ctxsel.types import Chunk, Selection, as_chunks
+from tests.support.answers import answer_of
 from tests.support.sage import DOC, ScriptedLLM, kind_of
 
 # -- the two toy methods, as a user would write them ------------------------------------------
@@ -199,8 +200,8 @@ SAGE_SPEC = "sage[voter_num=1,n_perturb=0]"
 
 def test_choices_through_the_api() -> None:
     sel = ctxsel.select(MC_QUESTION, DOC, SAGE_SPEC, llm=mc_llm(), choices=CHOICES)
-    assert sel.answer.text == "B. Jory"
-    assert ctxsel.select(MC_QUESTION, DOC, SAGE_SPEC, llm=mc_llm()).answer.text == "no options seen"
+    assert answer_of(sel).text == "B. Jory"
+    assert answer_of(ctxsel.select(MC_QUESTION, DOC, SAGE_SPEC, llm=mc_llm())).text == "no options seen"
 
 
 def test_choices_through_the_service(service_client: Any) -> None:

@@ -339,7 +339,8 @@ def test_kill_during_a_cold_embedding_loses_at_most_one_batch(tmp_path: Path) ->
         time.sleep(0.005)
     victim.send_signal(signal.SIGKILL)
     assert victim.wait(timeout=30) == -signal.SIGKILL
-    embedded = sum(int(x) for x in victim.stdout.read().split() if x.isdigit())  # type: ignore[union-attr]
+    assert victim.stdout is not None
+    embedded = sum(int(x) for x in victim.stdout.read().split() if x.isdigit())
     survived = _rows(cache)
     assert survived < 1 + N_TEXTS, "the embedding finished before the kill"
     assert embedded - survived <= BATCH, f"{embedded} texts embedded, {survived} stored: more than a batch lost"
@@ -423,9 +424,10 @@ def test_two_evals_into_one_folder_the_second_fails_at_once(tmp_path: Path) -> N
         text=True,
         env=env,
     )
+    assert first.stderr is not None
     deadline = time.monotonic() + 120
     while not (out / "results.jsonl").is_file() or not (out / "results.jsonl").read_text(encoding="utf-8"):
-        assert first.poll() is None, first.stderr.read()  # type: ignore[union-attr]
+        assert first.poll() is None, first.stderr.read()
         assert time.monotonic() < deadline
         time.sleep(0.01)
     second = run_cli(_eval_args(data, out))

@@ -30,7 +30,8 @@ def test_plain_values_stay_unquoted_and_typed() -> None:
         {"strategy": "moving_avg", "buffer": 3},
     )
     assert parse_spec("ldar[policy='it''s']")[1] == {"policy": "it's"}
-    assert parse_expansion("hop[m=1,weight=0.7]+links[boost=0.5]").hop.weight == 0.7
+    expansion = parse_expansion("hop[m=1,weight=0.7]+links[boost=0.5]")
+    assert expansion is not None and expansion.hop is not None and expansion.hop.weight == 0.7
 
 
 @pytest.mark.parametrize(

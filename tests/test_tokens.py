@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 import ctxsel.tokens as tokens
@@ -21,7 +23,7 @@ class FakeEncoding:
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeEncoding:
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeEncoding]:
     enc = FakeEncoding()
     monkeypatch.setattr(tokens, "_encoding", lambda: enc)
     tokens.clear_count_cache()

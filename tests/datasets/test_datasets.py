@@ -7,6 +7,7 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -165,7 +166,7 @@ def test_hotpotqa_tiny_file(tmp_path: Path) -> None:
     assert examples[0].meta == {"type": "bridge", "level": "hard"}
 
 
-def write_jsonl(path: Path, rows: list[object]) -> Path:
+def write_jsonl(path: Path, rows: Sequence[object]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 

@@ -4,9 +4,11 @@ and SAGE end to end through the eval runner on those fixtures."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ctxsel.datasets import load_dataset
@@ -14,6 +16,7 @@ from ctxsel.datasets.multiple_choice import load_marathon, load_novelqa, parse_c
 from ctxsel.eval.runner import evaluate
 from ctxsel.judge import score_answer
 from ctxsel.reader import Reader
+from ctxsel.types import Chunk
 from tests.support.paths import FIXTURES
 from tests.support.sage import DOC, ScriptedLLM, kind_of
 
@@ -126,8 +129,8 @@ def test_choice_accuracy_scores_the_option_named_at_the_head() -> None:
 class _NoScorer:
     name = "none"
 
-    def score(self, question: str, chunks: list[Any]) -> list[float]:
-        return [float(len(c.text)) for c in chunks]
+    def score(self, question: str, chunks: Sequence[Chunk]) -> np.ndarray:
+        return np.array([float(len(c.text)) for c in chunks])
 
 
 def test_sage_end_to_end_on_novelqa_fixture_through_the_runner(tmp_path: Path) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +36,7 @@ def test_unpicklable_reader_needs_a_factory() -> None:
     pytest.importorskip("ray")
     from ctxsel.eval.ray_engine import run_on_ray
     from ctxsel.eval.runner import _make_selector, example_rows
+    from ctxsel.scoring.keywords import KeywordScorer
 
     class Reader:
         def __init__(self) -> None:
@@ -43,10 +46,10 @@ def test_unpicklable_reader_needs_a_factory() -> None:
         run_on_ray(
             _examples(),
             {},
-            None,
+            KeywordScorer(),
             None,
             reader=Reader(),
-            make_selector=_make_selector,  # type: ignore[arg-type]
+            make_selector=functools.partial(_make_selector, resources={}),  # as evaluate() passes it
             rows=example_rows,
         )
 
@@ -96,14 +99,14 @@ def test_without_an_address_a_new_local_cluster_is_started(monkeypatch: pytest.M
     ray = pytest.importorskip("ray")
     from ctxsel.eval.ray_engine import RayOptions, connect
 
-    seen: dict[str, object] = {}
+    seen: dict[str, Any] = {}
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("CTXSEL_CACHE_DIR", "/tmp/somewhere")
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda **kw: seen.update(kw))
     _, started, _ = connect(RayOptions(num_cpus=2))
     assert started and seen["address"] == "local" and seen["num_cpus"] == 2 and seen["include_dashboard"] is False
-    assert seen["runtime_env"]["env_vars"]["CTXSEL_CACHE_DIR"] == "/tmp/somewhere"  # type: ignore[index]
+    assert seen["runtime_env"]["env_vars"]["CTXSEL_CACHE_DIR"] == "/tmp/somewhere"
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
     seen.clear()
     connect(RayOptions())

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -69,7 +70,7 @@ def test_write_atomic(tmp_path: Path) -> None:
 
 
 class TestSummaries:
-    ROWS = [
+    ROWS: ClassVar[list[dict[str, Any]]] = [
         {
             "example_id": "a",
             "method": "m1",

@@ -20,6 +20,7 @@ from ctxsel.llm.prompts import FACTOID_QA
 from ctxsel.reader import TEMPLATE_MARGIN, Reader, context_window
 from ctxsel.tokens import count_tokens
 from ctxsel.types import Chunk, Example, LLMUsage
+from tests.support.answers import answer_of
 from tests.support.fake_server import completion_reply
 from tests.support.fake_server import fake_client as http_client
 
@@ -76,7 +77,8 @@ def test_window_is_found_through_the_cache_wrapper(tmp_path: Path) -> None:
     assert w is not None and w.size == 1000 and w.margin == TEMPLATE_MARGIN and w.tokenizer == "model"
     assert w.count("one two three") == 3
     assert context_window(object()) is None
-    assert context_window(inner, 500).size == 500  # an explicit window wins
+    explicit = context_window(inner, 500)
+    assert explicit is not None and explicit.size == 500  # an explicit window wins
 
 
 def test_a_selection_that_fits_is_read_whole() -> None:
@@ -115,7 +117,7 @@ def test_http_reader_with_a_window_counts_with_cl100k_and_cuts(server) -> None:
     per_chunk = count_tokens(CHUNKS[0].text + "\n\n")
     window = 500
     w = context_window(http_client(server, context_window=window))
-    assert w.tokenizer == "cl100k" and w.margin == TEMPLATE_MARGIN + 50
+    assert w is not None and w.tokenizer == "cl100k" and w.margin == TEMPLATE_MARGIN + 50
     # prompt budget 500 - 114 - 32 = 354 tokens: the header plus as many 100-word chunks as fit
     expect_k = min(4, (window - w.margin - 32 - empty) // per_chunk)
     assert 1 <= expect_k < 4
@@ -147,7 +149,7 @@ def test_self_route_fallback_is_cut_not_a_crash() -> None:
     for p in client.prompts:
         assert CHUNKS[0].text in p and CHUNKS[2].text in p and CHUNKS[1].text not in p and CHUNKS[3].text not in p
         assert p.index(CHUNKS[0].text) < p.index(CHUNKS[2].text)
-    assert sel.answer.route == "long-context" and sel.answer.text == "Cherry"
+    assert answer_of(sel).route == "long-context" and answer_of(sel).text == "Cherry"
     assert sel.meta["cut"]["chunks_before"] == 4 and sel.meta["cut"]["chunks_after"] == 2
     assert sel.k == 4  # the method chose the full context; the reader read what fits
 
@@ -377,5 +379,5 @@ def test_sage_answers_from_its_most_relevant_evidence_that_fits_the_window() -> 
     assert (cut["chunks_before"], cut["chunks_after"], cut["dropped"]) == (2, 1, ["p2#s0"])
     answers = [p for p in client.prompts if p.startswith("Your task is to answer")]
     assert len(answers) == 1 and "apple cherry" in answers[0] and "cherry cherry" not in answers[0]
-    assert sel.answer.text == "cherry" and not sel.meta["failures"]
+    assert answer_of(sel).text == "cherry" and not sel.meta["failures"]
     assert [step["step"] for step in sel.trace] == ["cut", "round"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -374,17 +375,17 @@ class TestService:
             **extra,
         }
 
-    def test_select_with_expand(self, client: object) -> None:
-        r = client.post("/select", json=self.body(expand="links[m=1,boost=1]"))  # type: ignore[attr-defined]
+    def test_select_with_expand(self, client: Any) -> None:
+        r = client.post("/select", json=self.body(expand="links[m=1,boost=1]"))
         assert r.status_code == 200, r.text
         out = r.json()
         assert out["ids"] == ["Film X", "Jane Doe"]
         assert out["meta"]["expansion"]["came_in"]["Jane Doe"]["linked_from"] == ["Film X"]
-        hop = client.post("/select", json=self.body(expand="hop[m=1,weight=0.7]"))  # type: ignore[attr-defined]
+        hop = client.post("/select", json=self.body(expand="hop[m=1,weight=0.7]"))
         assert hop.status_code == 200 and hop.json()["ids"] == ["Film X", "Jane Doe"]
-        plain = client.post("/select", json=self.body())  # type: ignore[attr-defined]
+        plain = client.post("/select", json=self.body())
         assert "Jane Doe" not in plain.json()["ids"] and "expansion" not in plain.json()["meta"]
 
-    def test_bad_expand_is_422(self, client: object) -> None:
-        r = client.post("/select", json=self.body(expand="jump"))  # type: ignore[attr-defined]
+    def test_bad_expand_is_422(self, client: Any) -> None:
+        r = client.post("/select", json=self.body(expand="jump"))
         assert r.status_code == 422 and "bad expansion stage 'jump'" in r.text

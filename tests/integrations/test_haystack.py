@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 pytest.importorskip("haystack")
@@ -21,12 +23,12 @@ def docs() -> list[Document]:
     return [Document(content=t, meta={"n": i}, id=f"d{i}") for i, t in enumerate(TEXTS)]
 
 
-def pipeline(**settings: object) -> Pipeline:
+def pipeline(**settings: Any) -> Pipeline:
     store = InMemoryDocumentStore()
     store.write_documents(docs())
     pipe = Pipeline()
     pipe.add_component("retriever", InMemoryBM25Retriever(document_store=store, top_k=5))
-    pipe.add_component("selector", CtxselSelector(**settings))  # type: ignore[arg-type]
+    pipe.add_component("selector", CtxselSelector(**settings))
     pipe.connect("retriever.documents", "selector.documents")
     return pipe
 

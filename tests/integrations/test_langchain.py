@@ -100,7 +100,7 @@ def test_never_empty_unless_allowed() -> None:
     out = strict.compress_documents(docs(), QUERY)
     assert [d.id for d in out] == ["d1"]
     assert "allow_empty=False" in out[0].metadata["ctxsel_explanation"]
-    assert strict.last_report["allow_empty_fallback"] is True
+    assert strict.last_report is not None and strict.last_report["allow_empty_fallback"] is True
     loose = CtxselCompressor(method="top-k@2", scorer="keywords", selector_options={"max_tokens": 1}, allow_empty=True)
     assert loose.compress_documents(docs(), QUERY) == []
     assert CtxselCompressor(scorer="keywords").compress_documents([], QUERY) == []

@@ -65,6 +65,7 @@ def test_default_adaptive_k_never_empty() -> None:
     assert out and out[0].node.metadata["ctxsel_method"] == "adaptive-k"
     pp = CtxselPostprocessor(scorer="keywords", selector_options={"max_tokens": 1})
     out = pp.postprocess_nodes(nodes(), query_str=QUERY)
+    assert pp.last_report is not None
     assert [n.node.node_id for n in out] == ["n1"] and pp.last_report["allow_empty_fallback"]
     pp = CtxselPostprocessor(scorer="keywords", selector_options={"max_tokens": 1}, allow_empty=True)
     assert pp.postprocess_nodes(nodes(), query_str=QUERY) == []
@@ -82,6 +83,7 @@ def test_in_query_engine_with_mock_llm_and_embedding() -> None:
     assert TEXTS[1] in prompt and TEXTS[3] in prompt
     assert TEXTS[0] not in prompt and TEXTS[2] not in prompt and TEXTS[4] not in prompt
     assert "ctxsel" not in prompt
+    assert pp.last_report is not None
     assert pp.last_report["n_candidates"] == 5 and pp.last_report["k"] == 2
 
 

@@ -306,7 +306,7 @@ def test_eight_processes_writing_and_reading_lose_nothing(tmp_path):
     assert not list(tmp_path.glob("*.corrupt-*"))
 
 
-def test_threads_sharing_one_cache_object(tmp_path):
+def test_threads_sharing_one_cache_object(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path / "t.sqlite")
     errors: list[BaseException] = []
 
@@ -315,7 +315,8 @@ def test_threads_sharing_one_cache_object(tmp_path):
             for j in range(25):
                 key, comp = _entry(t, j)
                 cache.put(key, comp)
-                assert cache.get(key).text == comp.text
+                got = cache.get(key)
+                assert got is not None and got.text == comp.text
         except BaseException as e:
             errors.append(e)
 

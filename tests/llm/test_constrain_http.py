@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -460,7 +461,9 @@ def test_rewrites_unconstrained_by_default_and_json_when_asked(server):
 # -- the local client --------------------------------------------------------------------------------
 
 
-def test_the_local_client_passes_a_llama_grammar_and_marks_the_reply(monkeypatch, tmp_path):
+def test_the_local_client_passes_a_llama_grammar_and_marks_the_reply(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
     from ctxsel.llm.constrain import gbnf
     from ctxsel.llm.local import LocalLlamaClient

@@ -20,6 +20,7 @@ from ctxsel.llm.local import LocalLlamaClient  # noqa: E402
 from ctxsel.llm.lora_gguf import cached_lora_gguf  # noqa: E402
 from ctxsel.llm.models import gguf_path  # noqa: E402
 from ctxsel.selectors.context_picker.prompt import PREFILL  # noqa: E402
+from ctxsel.types import PickerDetails  # noqa: E402
 
 QUESTION = "Name three primary colours, comma separated."
 
@@ -88,5 +89,6 @@ def test_a_trained_picker_runs_in_llama_cpp_under_its_grammar(tmp_path: Path, ba
     assert picker.config()["runtime"] == "llama.cpp" and picker.config()["constrained"] is True
     chunks = ["Paris is the capital of France.", "Bananas are yellow.", "France is in Europe."]
     sel = picker.select("What is the capital of France?", chunks, [0.9, 0.1, 0.5])
-    assert sel.details is not None and sel.details.constrained_replies == 1 and sel.details.valid
-    assert sel.k >= 1 and set(sel.ids) <= {"0", "1", "2"} and sel.details.replies[0].startswith(PREFILL)
+    details = sel.details_as(PickerDetails)
+    assert details.constrained_replies == 1 and details.valid
+    assert sel.k >= 1 and set(sel.ids) <= {"0", "1", "2"} and details.replies[0].startswith(PREFILL)

@@ -14,6 +14,7 @@ import pytest
 import ctxsel
 from ctxsel.scoring import Scorer, get_scorer
 from ctxsel.scoring.cache import EmbeddingCache, default_cache_dir, text_key
+from ctxsel.scoring.dense import DenseScorer
 from ctxsel.scoring.keywords import STOPWORDS, KeywordScorer, keyword_relevance, words
 from ctxsel.types import Chunk, as_chunks
 
@@ -139,7 +140,8 @@ def test_good_scorer_options_are_kept() -> None:
 
     bm = get_scorer("bm25[k1=1.2,b=0.5,stopwords=de]")
     assert isinstance(bm, BM25Scorer) and (bm.k1, bm.b, bm.stopwords) == (1.2, 0.5, "de")
-    assert get_scorer("dense", batch_size=8, cache=False).batch_size == 8
+    dense = get_scorer("dense", batch_size=8, cache=False)
+    assert isinstance(dense, DenseScorer) and dense.batch_size == 8
 
 
 class TestCacheDir:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ctxsel
-from ctxsel.selectors.base import Selector, rank
+from ctxsel.selectors.base import ScoreCutSelector, Selector, rank
 from ctxsel.types import AdaptiveKGap, Chunk
 
 SPECS = [
@@ -249,6 +249,7 @@ class TestMaxTokens:
 class TestDecide:
     def test_decide_on_arrays(self) -> None:
         sel = ctxsel.get_selector("top-k@2")
+        assert isinstance(sel, ScoreCutSelector)
         d = sel.decide(np.array([0.1, 0.7, 0.3]), np.array([1, 1, 1]))
         assert d.order.tolist() == [1, 2, 0]
         assert d.k == 2

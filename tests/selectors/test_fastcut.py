@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from ctxsel.selectors import get_selector
 from ctxsel.selectors._fastcut import SMALL_N, RankView, _bucket_max_gap, _bucket_window, largest_gap, stable_desc
+from ctxsel.selectors.base import ScoreCutSelector
 from tests.support.reference_cuts import rank, reference_decide
 
 SPECS = [
@@ -47,6 +48,7 @@ def assert_same(
     spec: str, scores: np.ndarray, tokens: np.ndarray, nan_policy: str = "last", check_order: bool = True
 ) -> None:
     sel = get_selector(spec, nan_policy=nan_policy)
+    assert isinstance(sel, ScoreCutSelector)
     d = sel.decide(scores, tokens)
     order, k, explanation, meta = reference_decide(sel, scores, tokens)
     assert d.k == k, (spec, d.explanation, explanation)
@@ -168,8 +170,10 @@ def test_a_million_scores(kind: str) -> None:
 
 def test_raise_policy_raises_the_same_error() -> None:
     scores = np.array([0.1, np.nan, 0.3, np.inf])
+    top2 = get_selector("top-k@2")
+    assert isinstance(top2, ScoreCutSelector)
     with pytest.raises(ValueError) as fast:
-        get_selector("top-k@2").decide(scores, np.ones(4, dtype=np.int64))
+        top2.decide(scores, np.ones(4, dtype=np.int64))
     with pytest.raises(ValueError) as ref:
         rank(scores, "raise")
     assert str(fast.value) == str(ref.value)
@@ -209,10 +213,11 @@ class TestPieces:
 
     def test_bucket_max_gap_values(self) -> None:
         x = np.array([0.0, 0.1, 0.2, 0.6, 0.65, 1.0, 1.3])
-        a, gap = _bucket_max_gap(x, 0.0, 1.3, 7)
-        assert (a, gap) == (0.6, 0.6 - 0.2)  # gaps 0.1, 0.1, 0.4, 0.05, 0.35, 0.3
+        assert _bucket_max_gap(x, 0.0, 1.3, 7) == (0.6, 0.6 - 0.2)  # gaps 0.1, 0.1, 0.4, 0.05, 0.35, 0.3
 
     def test_decision_order_is_lazy_and_full(self) -> None:
-        d = get_selector("top-k@2").decide(np.array([0.1, 0.7, 0.3]), np.array([1, 1, 1]))
+        top2 = get_selector("top-k@2")
+        assert isinstance(top2, ScoreCutSelector)
+        d = top2.decide(np.array([0.1, 0.7, 0.3]), np.array([1, 1, 1]))
         assert d.top.tolist() == [1, 2]
         assert d.order.tolist() == [1, 2, 0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -120,7 +121,7 @@ def test_get_selector_builds_the_class(spec: str, cls: type, attrs: dict) -> Non
 
 def test_keyword_options_override_spec() -> None:
     sel = get_selector("top-k@3", k=5, min_k=2)
-    assert (sel.k, sel.min_k) == (5, 2)
+    assert isinstance(sel, TopK) and (sel.k, sel.min_k) == (5, 2)
 
 
 def test_unknown_option_is_a_value_error() -> None:
@@ -170,8 +171,8 @@ def test_split_specs(specs: str, expected: list[str]) -> None:
 class _KeepTwo(ScoreCutSelector):
     name = "keep-two"
 
-    def __init__(self, n: int = 2, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self, n: int = 2, **kw: Any) -> None:
+        super().__init__(**kw)
         self.n = n
 
     def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:

@@ -410,7 +410,7 @@ class TestLogs:
             "rid-422": ("POST", "/select", {"chunks": []}, True),
             "rid-404": ("GET", "/nowhere", None, True),
         }.items():
-            status, headers, _ = srv.request(method, path, body, auth=auth, **{"X-Request-ID": rid})
+            status, headers, _ = srv.request(method, path, body, auth=auth, headers={"X-Request-ID": rid})
             assert headers["x-request-id"] == rid
             seen[rid] = status
         assert seen == {"rid-ok": 200, "rid-401": 401, "rid-422": 422, "rid-404": 404}
@@ -423,7 +423,7 @@ class TestLogs:
         assert srv.request_log("rid-ok")["bytes_in"] == len(__import__("json").dumps(SELECT))
 
     def test_a_bad_request_id_is_replaced(self, srv: ServerProcess) -> None:
-        _, headers, _ = srv.request("GET", "/health", auth=False, **{"X-Request-ID": "bad id with spaces"})
+        _, headers, _ = srv.request("GET", "/health", auth=False, headers={"X-Request-ID": "bad id with spaces"})
         assert headers["x-request-id"] != "bad id with spaces" and len(headers["x-request-id"]) == 32
 
 

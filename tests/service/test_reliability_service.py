@@ -352,9 +352,11 @@ def test_the_dense_scorers_memory_does_not_grow_with_every_new_text(tmp_path: Pa
     from fastapi.testclient import TestClient
 
     from ctxsel.scoring import get_scorer
+    from ctxsel.scoring.dense import DenseScorer
     from ctxsel.service import ServiceSettings, create_app
 
     scorer = get_scorer("dense", cache=str(tmp_path / "embeddings.sqlite"), num_threads=1)
+    assert isinstance(scorer, DenseScorer)
     app = create_app(ServiceSettings(scorer="dense"), scorer=scorer)
     app.state.service.max_rows_in_memory = 50
     body = {"question": "meteorite?", "chunks": [f"passage {i} on meteorites" for i in range(40)], "method": "top-k@3"}
@@ -577,7 +579,7 @@ class TestMessages:
 
     def test_text_plain_names_the_content_type_expected(self, srv: ServerProcess) -> None:
         status, _, body = srv.request(
-            "POST", "/select", raw=json.dumps(SELECT).encode(), **{"Content-Type": "text/plain"}
+            "POST", "/select", raw=json.dumps(SELECT).encode(), headers={"Content-Type": "text/plain"}
         )
         assert_clean_error(
             status, body, 422, "invalid_body", "Content-Type: application/json", "got Content-Type: text/plain"
@@ -649,7 +651,7 @@ class TestMessages:
         import gzip
 
         status, _, body = srv.request(
-            "POST", "/select", raw=gzip.compress(json.dumps(SELECT).encode()), **{"Content-Encoding": "gzip"}
+            "POST", "/select", raw=gzip.compress(json.dumps(SELECT).encode()), headers={"Content-Encoding": "gzip"}
         )
         assert_clean_error(status, body, 422, "invalid_body", "Content-Encoding: gzip is not supported", "uncompressed")
 

@@ -56,7 +56,7 @@ def live_server() -> Any:
 def _app_schema() -> dict[str, Any]:
     from ctxsel.service import ServiceSettings, create_app
 
-    return create_app(ServiceSettings(token=TOKEN, scorer="keywords")).openapi()  # type: ignore[no-any-return]
+    return create_app(ServiceSettings(token=TOKEN, scorer="keywords")).openapi()
 
 
 # The schema the app builds; test_the_server_serves_this_schema checks that the

@@ -120,6 +120,7 @@ class FakeOpenAIServer:
     def base_url(self) -> str:
         assert self._httpd is not None, "server not started"
         host, port = self._httpd.server_address[:2]
+        assert isinstance(host, str)
         return f"http://{host}:{port}"
 
     @property

@@ -15,6 +15,7 @@ import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -133,13 +134,14 @@ class ServerProcess:
         auth: bool | str = True,
         raw: bytes | None = None,
         timeout: float = 30.0,
-        **headers: str,
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[int, dict[str, str], Any]:
-        """One request on a fresh connection: (status, lower-cased headers, parsed JSON or text)."""
+        """One request on a fresh connection: (status, lower-cased headers, parsed JSON or text);
+        ``headers`` are sent besides the JSON content type and the token."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-            conn.request(method, path, body=data, headers=self.headers(auth, **headers))
+            conn.request(method, path, body=data, headers=self.headers(auth, **(headers or {})))
             resp = conn.getresponse()
             payload = resp.read()
             hdrs = {k.lower(): v for k, v in resp.getheaders()}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from ctxsel.cli.main import main
+from tests.support.answers import answer_of
 from tests.support.fake_server import FakeOpenAIServer, chat_reply, completion_reply, schema_responder
 from tests.support.paths import EXAMPLE_MD
 
@@ -83,7 +84,7 @@ def test_sage_voters_share_one_request_with_n_samples() -> None:
         vote_request = server.requests[-1].json
     assert server.calls == 4  # the three voters in one request
     assert vote_request["n"] == 3 and vote_request["temperature"] == 0.8 and vote_request["seed"] == 1
-    assert sel.answer.text == "B. Kestrel"
+    assert answer_of(sel).text == "B. Kestrel"
     assert next(t for t in sel.trace if t["step"] == "vote")["votes"] == ["B", "A", "B"]
     assert sel.usage.calls == 4 and sel.usage.tokens_in == 3 * 11 + 50  # one request's prompt for three votes
 
@@ -116,6 +117,7 @@ def test_sages_importance_embeds_with_the_evals_dense_backend(monkeypatch) -> No
 
     import ctxsel.scoring.dense as dense
     from ctxsel import get_selector
+    from ctxsel.selectors.sage import SAGE
 
     made: list[str] = []
 
@@ -129,6 +131,7 @@ def test_sages_importance_embeds_with_the_evals_dense_backend(monkeypatch) -> No
     monkeypatch.setattr(dense, "DenseScorer", Recorder)
     llm = object()
     sage = get_selector("sage", llm=llm, resources={"backend": "onnx"})  # what `ctxsel eval --backend onnx` passes
+    assert isinstance(sage, SAGE)
     assert sage.config()["backend"] == "onnx" and sage.embed(["a", "b"]).shape == (2, 3) and made == ["onnx"]
     assert "backend" not in get_selector("sage", llm=llm).config()  # auto: the configs of earlier runs
     assert get_selector("sage[backend=torch]", llm=llm, resources={"backend": "onnx"}).config()["backend"] == "torch"

@@ -20,6 +20,7 @@ from ctxsel.selectors.sage.graph import SentenceGraph, sentence_vertices
 from ctxsel.selectors.sage.noise import KINDS, disturb, draw_lambda, perturb_word
 from ctxsel.selectors.sage.selector import SAGE, option_number, parse_keys, parse_verdict
 from ctxsel.types import Chunk
+from tests.support.answers import answer_of
 from tests.support.sage import DOC, ScriptedLLM, kind_of
 
 
@@ -159,11 +160,11 @@ def test_loop_stops_on_yes_and_records_each_round() -> None:
     assert sel.explanation.startswith("sufficient (YES) after round 2 of 5")
     assert sel.ids == ["p0#s2", "p1#s0", "p1#s1", "p1#s2"]  # document order
     assert sel.scores == [None, 2.0, None, 1.0]
-    assert sel.answer.text == "Orla Brandt" and sel.meta["failures"] == []
+    assert answer_of(sel).text == "Orla Brandt" and sel.meta["failures"] == []
     # is-counting, then per round: keys, 1 + 2 importance answers, verdict; the last clean answer is reused
     assert llm.kinds() == ["is-counting"] + ["keys", "answer", "answer", "answer", "sufficient"] * 2
     assert sel.usage.calls == len(llm.calls) == 11
-    assert sel.answer.tokens_in > 0
+    assert answer_of(sel).tokens_in > 0
 
 
 def test_loop_stops_at_iter_max_without_yes() -> None:
@@ -197,7 +198,7 @@ def test_the_last_rounds_verdict_is_skipped_and_nothing_else_changes(choices: li
         assert short.calls[-3:] == literal.calls[-3:]  # the same votes
     n = len(short.calls) - (3 if choices else 0)
     assert short.calls[:n] == literal.calls[:n]  # every call before the skipped ones, unchanged
-    assert (fast.ids, fast.answer.text) == (slow.ids, slow.answer.text)
+    assert (fast.ids, answer_of(fast).text) == (slow.ids, answer_of(slow).text)
     assert sum(s.get("prompt_tokens", 0) for s in fast.trace) < sum(s.get("prompt_tokens", 0) for s in slow.trace)
     assert fast.usage.calls == len(short.calls) and fast.config["final_verdict"] is False
 
@@ -250,8 +251,8 @@ def counting_llm(answer: str = "7") -> ScriptedLLM:
 def test_counting_question_is_answered_by_enumeration_not_the_llm() -> None:
     llm = counting_llm("7")
     sel = sage(llm).select("How many times is a keeper mentioned?", COUNT_DOC)
-    assert sel.answer.text == "5"  # keeper x3, Keepers, Old Jory; the LLM would have said 7
-    assert sel.answer.route == "counting" and llm.kinds() == ["is-counting", "targets"]
+    assert answer_of(sel).text == "5"  # keeper x3, Keepers, Old Jory; the LLM would have said 7
+    assert answer_of(sel).route == "counting" and llm.kinds() == ["is-counting", "targets"]
     assert sel.ids == ["c0#s0", "c0#s1", "c1#s0", "c1#s1"]
     assert sel.trace[-1]["count"] == 5 and sel.trace[-1]["variants"] == ["keeper", "keepers", "Old Jory"]
 
@@ -260,13 +261,13 @@ def test_counting_multiple_choice_picks_the_nearest_number() -> None:
     sel = sage(counting_llm()).select(
         "How many times is a keeper mentioned?", COUNT_DOC, choices=["Two", "4 times", "six", "10"]
     )
-    assert sel.answer.text == "B. 4 times"  # |4-5| = |6-5|: the first wins
+    assert answer_of(sel).text == "B. 4 times"  # |4-5| = |6-5|: the first wins
 
 
 def test_counting_with_no_numeric_option_explores_instead() -> None:
     llm = counting_llm("B")
     sel = sage(llm, voter_num=3, n_perturb=0).select("How many keepers?", COUNT_DOC, choices=["few", "many"])
-    assert sel.answer.route == "explore" and "no option holds a number" in sel.meta["failures"][0]
+    assert answer_of(sel).route == "explore" and "no option holds a number" in sel.meta["failures"][0]
 
 
 # -- multiple choice voting -------------------------------------------------------
@@ -285,7 +286,7 @@ def test_voters_sample_with_distinct_seeds_and_the_majority_wins() -> None:
 
     llm = ScriptedLLM(respond)
     sel = sage(llm, voter_num=5, n_perturb=0).select("Who?", DOC, choices=["Orla", "Jory", "Velm"])
-    assert sel.answer.text == "B. Jory"
+    assert answer_of(sel).text == "B. Jory"
     votes = [kw for p, kw in llm.calls if kw.get("temperature")]
     assert [kw["seed"] for kw in votes] == [1, 2, 3, 4, 5] and all(kw["temperature"] == 0.8 for kw in votes)
     assert sel.trace[-1] == {"step": "vote", "votes": ["B", "C", "B", "A"], "voters": 5}
@@ -297,14 +298,14 @@ def test_voters_sample_with_distinct_seeds_and_the_majority_wins() -> None:
 def test_nonsense_llm_still_yields_an_answer_and_recorded_failures() -> None:
     llm = ScriptedLLM(lambda prompt, **kw: "%%% ### !!!")
     sel = sage(llm).select("Who founded the lighthouse guild?", DOC)
-    assert sel.answer.text == "%%% ### !!!"
+    assert answer_of(sel).text == "%%% ### !!!"
     fails = sel.meta["failures"]
     assert any("counting verdict unreadable" in f for f in fails)
     assert sum("used the question's words" in f for f in fails) == 2
     assert sum("sufficiency verdict unreadable" in f for f in fails) == 1  # the last round asks none
     assert sel.trace[1]["keys_from"] == "question (fallback)" and "p1#s0" in sel.ids
     mc = sage(llm, voter_num=3).select("Who?", DOC, choices=["Orla", "Jory"])
-    assert mc.answer.text == "A. Orla" and any("no voter named an option" in f for f in mc.meta["failures"])
+    assert answer_of(mc).text == "A. Orla" and any("no voter named an option" in f for f in mc.meta["failures"])
 
 
 def test_a_prompt_past_the_window_ends_exploration_without_crashing() -> None:
@@ -318,7 +319,7 @@ def test_a_prompt_past_the_window_ends_exploration_without_crashing() -> None:
     sel = sage(llm, n_perturb=0, iter_max=3).select("lighthouse guild keepers?", DOC)
     assert sel.explanation.startswith("stopped in round 1: the evidence exceeds the model's window")
     assert any("sage-sufficient: prompt exceeds the model's window" in f for f in sel.meta["failures"])
-    assert sel.answer.text == "Orla" and llm.kinds() == ["is-counting", "keys", "answer"]
+    assert answer_of(sel).text == "Orla" and llm.kinds() == ["is-counting", "keys", "answer"]
 
 
 def test_registry_spec_config_and_bad_parameters() -> None:
@@ -333,10 +334,10 @@ def test_registry_spec_config_and_bad_parameters() -> None:
         SAGE(llm, recall_index=0)
     # ctxsel.select passes multiple-choice options through, and never scores (no embedder needed)
     sel = select("Who founded the guild?", DOC, "sage[n_perturb=0,voter_num=1]", llm=llm, choices=["Orla", "Jory"])
-    assert re.match(r"^[AB]\. ", sel.answer.text)
+    assert re.match(r"^[AB]\. ", answer_of(sel).text)
 
 
 def test_empty_document_answers_without_evidence() -> None:
     llm = ScriptedLLM(lambda p, **kw: "unknown")
     sel = sage(llm).select("Who?", [])
-    assert sel.ids == [] and sel.answer.text == "unknown" and sel.explanation.startswith("empty context")
+    assert sel.ids == [] and answer_of(sel).text == "unknown" and sel.explanation.startswith("empty context")

@@ -6,31 +6,34 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 
-from ctxsel import get_selector  # noqa: E402
-from ctxsel.selectors.ldar.band import band_ranks  # noqa: E402
-from ctxsel.selectors.ldar.checkpoint import load_policy, save_policy  # noqa: E402
-from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, summarize_scores  # noqa: E402
-from ctxsel.selectors.ldar.selector import LDAR  # noqa: E402
-from ctxsel.train.ldar_rewards import LabelReward  # noqa: E402
-from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem  # noqa: E402
-from ctxsel.types import Example, LDARBand  # noqa: E402
-from tests.support.ldar import SMALL, chunks  # noqa: E402
-from tests.support.ldar import fixed_policy as ldar_fixed_policy  # noqa: E402
+import torch
 
-SUMMARY = dict(encoder="summary", summary_points=32, summary_top=8)
+from ctxsel import get_selector
+from ctxsel.selectors.ldar.band import band_ranks
+from ctxsel.selectors.ldar.checkpoint import load_policy, save_policy
+from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, summarize_scores
+from ctxsel.selectors.ldar.selector import LDAR
+from ctxsel.train.ldar_rewards import LabelReward
+from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem
+from ctxsel.types import Example, LDARBand
+from tests.support.ldar import SMALL, band, chunks
+from tests.support.ldar import fixed_policy as ldar_fixed_policy
+
+SUMMARY: dict[str, Any] = dict(encoder="summary", summary_points=32, summary_top=8)
 #: infer() against the module forward: float32 rounding of the same function.
 RTOL, ATOL = 1e-5, 1e-6
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def fixed_policy(q_l: float, q_d: float, **cfg: object) -> LDARPolicy:
+def fixed_policy(q_l: float, q_d: float, **cfg: Any) -> LDARPolicy:
     """test_ldar's input-independent band policy, sharp (concentration 1e4), in eval mode."""
     return ldar_fixed_policy(q_l, q_d, concentration=1e4, **cfg).eval()
 
@@ -61,7 +64,7 @@ def test_infer_gives_the_same_band_as_the_module_forward(n: int) -> None:
     (rl, rd), (gl, gd) = ref.mean_band(), got.mean_band()
     band = lambda ql, qd: band_ranks(n, float(ql), min(1.0, float(ql + (1 - ql) * qd)))  # noqa: E731
     assert band(gl[0], gd[0]) == band(rl[0], rd[0])
-    assert not got.alpha_l.requires_grad and got.alpha_l.is_inference()
+    assert got.alpha_l is not None and not got.alpha_l.requires_grad and got.alpha_l.is_inference()
 
 
 @pytest.mark.parametrize("cfg", [{}, {"head": "bernoulli"}, {"embedding": "linear"}, {"encoder": "mlp"}])
@@ -90,7 +93,8 @@ def test_existing_configs_serialise_as_before(tmp_path: Path) -> None:
         "head_hidden",
         "dropout",
     }
-    for cfg in ({}, {"encoder": "mlp"}, {"head": "bernoulli"}, {"embedding": "linear"}):
+    cfgs: list[dict[str, Any]] = [{}, {"encoder": "mlp"}, {"head": "bernoulli"}, {"embedding": "linear"}]
+    for cfg in cfgs:
         assert set(PolicyConfig(**cfg).to_dict()) == before
     # an old config.json (no summary keys) loads, and the selector gives the module forward's band
     torch.manual_seed(3)
@@ -159,8 +163,11 @@ def test_summary_encoder_is_the_papers_network_on_the_multiset_it_stands_for() -
         torch.testing.assert_close(summary(asc[None]).beta_d, got.beta_d, rtol=RTOL, atol=ATOL)
     x, mask = pad_batch([asc.numpy(), asc.numpy()[:20], asc.numpy()[::3]])
     batched = summary.infer(x, mask)
+    assert batched.alpha_l is not None
     for i, row in enumerate((asc, asc[:20], asc[::3])):
-        torch.testing.assert_close(batched.alpha_l[i], summary.infer(row[None]).alpha_l[0], rtol=RTOL, atol=ATOL)
+        alone = summary.infer(row[None]).alpha_l
+        assert alone is not None
+        torch.testing.assert_close(batched.alpha_l[i], alone[0], rtol=RTOL, atol=ATOL)
     # unsorted input is sorted first (the policy reads a set)
     perm = asc[torch.randperm(500)]
     torch.testing.assert_close(summary.infer(perm[None]).alpha_l, got.alpha_l, rtol=RTOL, atol=ATOL)
@@ -192,8 +199,10 @@ def test_summary_selector_keeps_the_band_contract(n: int) -> None:
         cfg = SUMMARY if enc == "summary" else {}
         sel = LDAR(policy=fixed_policy(0.9, 0.3, **cfg)).select("q", chunks(n), s)
         got[enc] = sel
-        l, u = sel.details_as(LDARBand).l, sel.details_as(LDARBand).u
-        assert (l, u) == band_ranks(n, sel.details_as(LDARBand).q_l, sel.details_as(LDARBand).q_u)
+        l, u = band(sel)
+        q_l, q_u = sel.details_as(LDARBand).q_l, sel.details_as(LDARBand).q_u
+        assert q_l is not None and q_u is not None
+        assert (l, u) == band_ranks(n, q_l, q_u)
         descending = [f"c{i}" for i in np.argsort(-s, kind="stable")]
         assert sel.ids == descending[n - u : n - l + 1] and sel.k == u - l + 1
         assert sel.details_as(LDARBand).variant == f"band/{enc}/periodic"
@@ -213,10 +222,7 @@ def test_summary_selector_handles_the_edges() -> None:
     last = LDAR(policy=fixed_policy(0.5, 0.5, **SUMMARY), nan_policy="last").select("q", chunks(400), s)
     assert last.details_as(LDARBand).n_ranked == 398 and "c3" not in last.ids
     flat = sel.select("q", chunks(300), [0.3] * 300)
-    assert (
-        "all scores equal" in flat.explanation
-        and flat.k == flat.details_as(LDARBand).u - flat.details_as(LDARBand).l + 1
-    )
+    assert "all scores equal" in flat.explanation and flat.k == band(flat)[1] - band(flat)[0] + 1
 
 
 # -- training the summary encoder ----------------------------------------------------------------
@@ -260,8 +266,5 @@ def test_a_tiny_training_run_changes_the_summary_policy_and_it_loads_as_a_method
         out.details_as(LDARBand).variant == "band/summary/periodic"
         and out.details_as(LDARBand).beyond_training_n is True
     )
-    assert (
-        1 <= out.details_as(LDARBand).l <= out.details_as(LDARBand).u <= 2000
-        and out.k == out.details_as(LDARBand).u - out.details_as(LDARBand).l + 1
-    )
+    assert 1 <= band(out)[0] <= band(out)[1] <= 2000 and out.k == band(out)[1] - band(out)[0] + 1
     assert sel.config()["variant"] == "band/summary/periodic"
