@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         "Each cell: median (p90) in **milliseconds** over repeats after warm-up calls "
         f"(repeats = {args.budget_s:g} s / one call, between {args.min_repeats} and {args.max_repeats}; "
         "at least 5 for the reference at N = 10^6; see the JSON for n, min, mean, max).",
-        "`reference` = `ctxsel.selectors._reference.reference_decide`: the implementation before the linear-time "
+        "`reference` = `tests.support.reference_cuts.reference_decide`: the implementation before the linear-time "
         "paths (a full stable argsort, then the cut), timed in the same run on the same arrays. "
         f"**Results equal the reference on every vector tested: {'yes' if all_same else 'NO'}** "
         f"({sum(c['same_as_reference'] for c in checks)} of {len(checks)} checks: kept ids in order, k, "
