@@ -2,7 +2,7 @@
 
 Times ``selector.decide(scores, n_tokens)`` (the numpy-only path: rank + cut)
 for N = 1e3 .. 1e6 next to the reference implementation (the full stable
-argsort the cuts used before, ``ctxsel.selectors._reference``) in the same
+argsort the cuts used before, ``tests.support.reference_cuts``) in the same
 run, with the ratio, and checks on every vector that both give the same kept
 ids, k, explanation and details; also ``np.sort`` / the stable argsort as
 floors, a uniform-score vector for Adaptive-k (its worst case), and the full
@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     from ctxsel.selectors import get_selector
-    from ctxsel.selectors._reference import reference_decide
     from ctxsel.types import Chunk
+    from tests.support.reference_cuts import reference_decide
 
     try:  # torch is not used here; pin it anyway so every benchmark records the same setting
         C.set_torch_threads(args.threads)
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         "Each cell: median (p90) in **milliseconds** over repeats after warm-up calls "
         f"(repeats = {args.budget_s:g} s / one call, between {args.min_repeats} and {args.max_repeats}; "
         "at least 5 for the reference at N = 10^6; see the JSON for n, min, mean, max).",
-        "`reference` = `ctxsel.selectors._reference.reference_decide`: the implementation before the linear-time "
+        "`reference` = `tests.support.reference_cuts.reference_decide`: the implementation before the linear-time "
         "paths (a full stable argsort, then the cut), timed in the same run on the same arrays. "
         f"**Results equal the reference on every vector tested: {'yes' if all_same else 'NO'}** "
         f"({sum(c['same_as_reference'] for c in checks)} of {len(checks)} checks: kept ids in order, k, "

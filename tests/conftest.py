@@ -3,6 +3,7 @@
 - Every test session gets its own embedding-cache folder (``CTXSEL_CACHE_DIR``),
   so nothing is ever written to ``~/.cache``; subprocesses inherit it.
 - Hugging Face stays offline: nothing is downloaded at run time.
+- ``server``: the fake OpenAI-compatible server (tests.support.fake_server), one per test.
 - Tests marked ``model`` run torch on one thread (the machine has 2 cores and
   the rest of the suite may run beside it); other tests never import torch.
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tests.support.fake_server import FakeOpenAIServer
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -76,3 +77,10 @@ def service_client() -> Iterator[Callable[..., Any]]:
             return client
 
         yield make
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    """The fake OpenAI-compatible server, one per test."""
+    with FakeOpenAIServer() as s:
+        yield s

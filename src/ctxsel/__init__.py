@@ -16,13 +16,14 @@ from ctxsel._version import __version__
 from ctxsel.inputs import check_question
 from ctxsel.pipeline import Pipeline
 from ctxsel.selectors import available_methods, get_selector, register
+from ctxsel.selectors.base import Selector
 from ctxsel.types import Chunk, Example, LLMUsage, Selection
 
 
 def select(
     question: str,
     chunks: Sequence[Chunk | str],
-    method: str = "adaptive-k",
+    method: str | Selector = "adaptive-k",
     scores: Sequence[float] | Any | None = None,
     *,
     scorer: Any = None,
@@ -33,7 +34,7 @@ def select(
     """Pick the chunks of ``chunks`` a reader should see for ``question``.
 
     ``method`` is a registered name or spec (``"top-k@5"``,
-    ``"adaptive-k[strategy=moving_avg]"``); ``options`` go to the selector
+    ``"adaptive-k[strategy=moving_avg]"``) or a Selector; ``options`` go to the selector
     (``min_k``, ``max_tokens``, ``buffer``...; ``llm=`` for methods that call an
     LLM). ``choices`` are a multiple-choice question's options, for methods
     that read them (``sage``). Without ``scores``, a score-based method scores with ``scorer`` (a Scorer, or a name:

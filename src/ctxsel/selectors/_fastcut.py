@@ -23,7 +23,7 @@ non-finite scores last in position order -- the order :func:`rank` gives):
   if floating-point rounding ever left the answer in doubt.
 
 Everything here returns the same values as the full-sort reference
-(``ctxsel.selectors._reference``); the property tests compare them.
+(``tests/support/reference_cuts.py``); the property tests compare them.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the reference and policy log-probabilities, and in the backward pass) repeat
 work already done. Here the prompt runs once; its key/value cache is repeated
 K times and the replies are read on top of it, in one batch. Autograd sums the
 K replies' gradients into the one prompt pass, so the log-probabilities and
-their gradients are those of the full sequences (``tests/unit/test_shared_prompt.py``
+their gradients are those of the full sequences (``tests/train/test_shared_prompt.py``
 checks both against the full sequences, and the trainer's against TRL's path,
 to 1e-5). What differs: LoRA dropout draws one mask for the shared prompt
 instead of K, and sampling uses another random stream.

@@ -1,0 +1,221 @@
+"""The command line says what the other surfaces say (issue 42, item 7): ``--choice``, the JSON of
+``ctxsel select --json`` in POST /select's shape, ``-`` for standard input, and a quiet end when the
+output pipe closes. Keyword scorer: no model."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxsel.cli.main import EXIT_CLOSED_PIPE, build_parser, main
+from tests.support.cli import ctxsel_command
+from tests.support.cli import run_cli as run
+
+DOC = (
+    "# Museum\n\n"
+    "The meteorite in the museum weighs three kilograms.\n\n"
+    "The museum opens at noon on Sundays.\n\n"
+    "# Fruit\n\n"
+    "Bananas are a yellow fruit.\n"
+)
+QUESTION = "How heavy is the meteorite?"
+
+
+@pytest.fixture
+def doc(tmp_path: Path) -> Path:
+    p = tmp_path / "doc.md"
+    p.write_text(DOC, encoding="utf-8")
+    return p
+
+
+def stdin_of(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+# -- --choice ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["select", "answer"])
+@pytest.mark.parametrize("flag", ["--choice", "--option"])
+def test_choice_and_its_alias_option(command: str, flag: str) -> None:
+    argv = [command, "--document", "d.md", "--question", "q", flag, "Orla", flag, "Jory"]
+    assert build_parser().parse_args(argv).choices == ["Orla", "Jory"]
+    assert build_parser().parse_args(argv[:5]).choices is None
+
+
+def test_help_names_choice_and_the_alias(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["answer", "--help"])
+    out = capsys.readouterr().out
+    assert "--choice TEXT, --option TEXT" in out and "--option is an alias" in " ".join(out.split())
+
+
+# -- select --json is POST /select's response ---------------------------------------------------------------------
+
+
+def _http_select(body: dict[str, Any]) -> dict[str, Any]:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from ctxsel.service import ServiceSettings, create_app
+
+    with TestClient(create_app(ServiceSettings(scorer="keywords"))) as client:
+        end = time.monotonic() + 60
+        while client.get("/health").json()["status"] == "starting" and time.monotonic() < end:
+            time.sleep(0.05)
+        res = client.post("/select", json=body)
+        assert res.status_code == 200, res.text
+        out: dict[str, Any] = res.json()
+        return out
+
+
+@pytest.mark.parametrize("method", ["top-k@2", "adaptive-k"])
+def test_select_json_has_the_keys_and_values_of_post_select(
+    capsys: pytest.CaptureFixture[str], doc: Path, method: str
+) -> None:
+    rc, out, err = run(
+        capsys, "select", "--document", str(doc), "--question", QUESTION, "--scorer", "keywords", "--method", method
+    )
+    assert rc == 0 and err == ""
+    rc, out, err = run(
+        capsys,
+        *["select", "--document", str(doc), "--question", QUESTION],
+        *["--scorer", "keywords", "--method", method, "--json"],
+    )
+    assert rc == 0 and err == ""
+    cli = json.loads(out)
+    http = _http_select({"question": QUESTION, "document": DOC, "method": method})
+    assert set(cli) == set(http)
+    assert set(cli["chunks"][0]) == set(http["chunks"][0])
+    assert cli == http  # the same input, the same selection, the same words
+    assert cli["ids"][0] == "0" and cli["n_candidates"] == 3
+    assert cli["chunks"][0]["text"] == "# Museum\nThe meteorite in the museum weighs three kilograms."
+
+
+def test_headings_option_is_the_same_on_both(capsys: pytest.CaptureFixture[str], doc: Path) -> None:
+    argv = ["select", "--document", str(doc), "--question", QUESTION, "--scorer", "keywords", "--method", "full"]
+    rc, out, _ = run(capsys, *argv, "--headings", "separate", "--json")
+    cli = json.loads(out)
+    http = _http_select({"question": QUESTION, "document": DOC, "method": "full", "headings": "separate"})
+    assert rc == 0 and cli == http
+    assert cli["n_candidates"] == 5 and [c["text"] for c in cli["chunks"] if c["id"] == "0"] == ["# Museum"]
+
+
+def test_jsonable_is_what_both_write() -> None:
+    """numpy values from a selector's meta become JSON values; NaN becomes null (strict JSON)."""
+    import numpy as np
+
+    from ctxsel.types import jsonable
+
+    got = jsonable({"a": np.float32(1.5), "b": (np.nan, 2), 3: np.arange(2), "c": np.bool_(True)})
+    assert got == {"a": 1.5, "b": [None, 2], "3": [0, 1], "c": True}
+    assert json.dumps(got, allow_nan=False)
+
+
+# -- standard input ------------------------------------------------------------------------------------------------
+
+
+def test_document_from_standard_input(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    stdin_of(monkeypatch, DOC.encode())
+    rc, out, err = run(
+        capsys, "select", "--document", "-", "--question", QUESTION, "--scorer", "keywords", "--method", "top-k@1"
+    )
+    assert rc == 0 and err == ""
+    assert out.splitlines()[0] == "top-k: kept 1 of 3 chunks, 13 of 31 tokens"
+
+
+def test_question_from_standard_input(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, doc: Path
+) -> None:
+    stdin_of(monkeypatch, b"\n  How heavy is the meteorite?  \n")
+    rc, out, _ = run(
+        capsys,
+        *["select", "--document", str(doc), "--question-file", "-", "--scorer", "keywords"],
+        *["--method", "top-k@1", "--json"],
+    )
+    assert rc == 0 and json.loads(out)["ids"] == ["0"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "data", "message"),
+    [
+        (
+            ["--document", "-", "--question", "q"],
+            "café".encode("latin-1"),
+            "--document - (standard input) is not valid UTF-8",
+        ),
+        (["--document", "-", "--question", "q"], b"  \n", "--document - has no text to select from"),
+        (["--document", "DOC", "--question-file", "-"], b"\xff\xfeq\x00", "--question-file - (standard input) is not"),
+        (["--document", "DOC", "--question-file", "-"], b"\n", "--question-file -: the file is empty"),
+        (["--document", "-", "--question-file", "-"], b"q", "both read standard input"),
+    ],
+)
+def test_standard_input_errors_are_one_line(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    doc: Path,
+    argv: list[str],
+    data: bytes,
+    message: str,
+) -> None:
+    stdin_of(monkeypatch, data)
+    argv = [str(doc) if a == "DOC" else a for a in argv]
+    rc, out, err = run(capsys, "select", *argv, "--scorer", "keywords")
+    assert rc == 2 and out == ""
+    assert err.startswith("ctxsel select: error: ") and message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_standard_input_above_max_bytes(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    stdin_of(monkeypatch, DOC.encode())
+    rc, _, err = run(capsys, "select", "--document", "-", "--question", "q", "--max-bytes", "10")
+    assert rc == 2 and "--document - (standard input) is above the 10-byte limit" in err
+
+
+# -- a closed output pipe --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["select", "--document", "DOC", "--question", QUESTION, "--scorer", "keywords"],
+        ["select", "--document", "DOC", "--question", QUESTION, "--scorer", "keywords", "--json"],
+        ["env"],
+        ["eval", "--dataset", "example", "--methods", "top-k@1", "--scorer", "keywords", "--output", "OUT"],
+    ],
+    ids=["select", "select-json", "env", "eval"],
+)
+def test_a_closed_output_pipe_ends_quietly(doc: Path, tmp_path: Path, argv: list[str]) -> None:
+    argv = [str(doc) if a == "DOC" else str(tmp_path / "o") if a == "OUT" else a for a in argv]
+    proc = subprocess.Popen(
+        [*ctxsel_command(), *argv, "--no-progress"] if argv[0] != "env" else [*ctxsel_command(), *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first line (as `| head -0` would be)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == EXIT_CLOSED_PIPE == 141, err
+    assert err == ""  # no traceback, no "Exception ignored", no error line
+
+
+def test_head_reads_the_first_line(doc: Path) -> None:
+    """``ctxsel select ... | head -1``: the line arrives; the exit is 0 or 141 (as a pipe's timing has it)."""
+    proc = subprocess.run(
+        f"{' '.join(ctxsel_command())} select --document {doc} --question 'How heavy?' --scorer keywords | head -1; "
+        'echo "status ${PIPESTATUS[0]}" >&2',
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.stdout.startswith("adaptive-k: kept 3 of 3 chunks")
+    assert proc.stderr.strip() in ("status 0", "status 141")

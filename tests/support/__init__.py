@@ -1,0 +1,1 @@
+"""Fakes and helpers the tests share, imported as ``tests.support.<module>``."""

@@ -1,0 +1,204 @@
+"""The bundled trained artefacts: the LDAR policy in ctxsel/data/ldar, checked against its sha256 on
+load, used by ``ldar`` with no options on every surface; the Context-Picker adapter listed as not bundled."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ctxsel import bundled  # noqa: E402
+from ctxsel.cli.main import main  # noqa: E402
+from ctxsel.errors import CtxselError, ModelError  # noqa: E402
+from ctxsel.selectors import get_selector  # noqa: E402
+from ctxsel.selectors.ldar.selector import LDAR  # noqa: E402
+from ctxsel.types import Chunk, LDARBand  # noqa: E402
+
+LDAR_ART = bundled.get("ldar")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def chunks(n: int) -> list[Chunk]:
+    return [Chunk(id=f"s{i:03d}", text=f"sentence {i}", n_tokens=20) for i in range(n)]
+
+
+def holo_scores(n: int, relevant: int, seed: int = 0) -> np.ndarray:
+    """HoloBench-like cosines: ``relevant`` sentences about the question score higher than the rest."""
+    rng = np.random.default_rng(seed)
+    s = rng.normal(0.15, 0.05, n)
+    s[:relevant] = rng.normal(0.45, 0.05, relevant)
+    return s
+
+
+def corrupted_copy(tmp_path: Path, name: str | None) -> Path:
+    """A copy of the package's data/ldar with one byte of ``name`` flipped (None: intact); the copy's root."""
+    assert LDAR_ART.path is not None
+    dest = tmp_path / "data" / "ldar"
+    shutil.copytree(LDAR_ART.path, dest)
+    if name is None:
+        return tmp_path
+    data = bytearray((dest / name).read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (dest / name).write_bytes(bytes(data))
+    return tmp_path
+
+
+def test_the_registry_lists_the_policy_and_the_adapter_not_bundled() -> None:
+    assert LDAR_ART.bundled and LDAR_ART.folder == "data/ldar"
+    assert set(LDAR_ART.sha256) == {"config.json", "model.safetensors"}
+    assert all(len(h) == 64 and int(h, 16) >= 0 for h in LDAR_ART.sha256.values())
+    assert LDAR_ART.card_path is not None and LDAR_ART.card_path.is_file()
+    card = LDAR_ART.card_path.read_text(encoding="utf-8")
+    assert all(h in card for h in LDAR_ART.sha256.values())  # the card carries the table the loader checks
+    assert "Apache-2.0" in card and "CC BY-SA 4.0" in card and "make ldar-policy" in card
+    assert bundled.verify("ldar") == LDAR_ART.path
+    total = sum((LDAR_ART.path / n).stat().st_size for n in LDAR_ART.sha256)
+    assert total <= 5_000_000
+    picker = bundled.get("context-picker")
+    assert not picker.bundled and picker.folder is None and not picker.sha256
+    assert picker.describe()["bundled"] is False and "not bundled" in picker.describe()["note"]
+    with pytest.raises(ModelError, match="not bundled"):
+        bundled.verify("context-picker")
+    with pytest.raises(ModelError, match="no bundled artefact 'nope'"):
+        bundled.get("nope")
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "config.json"])
+def test_a_corrupted_bundled_policy_is_refused(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = corrupted_copy(tmp_path, name)
+    monkeypatch.setitem(bundled.ARTEFACTS, "ldar", dataclasses.replace(LDAR_ART, root=root))
+    expected = LDAR_ART.sha256[name]
+    found = bundled.file_sha256(root / "data" / "ldar" / name)
+    assert found != expected
+    for call in (lambda: bundled.verify("ldar"), LDAR, lambda: get_selector("ldar")):
+        with pytest.raises(ModelError) as e:
+            call()
+        msg = str(e.value)
+        assert "sha256 mismatch" in msg and name in msg and expected in msg and found in msg
+    # the CLI says it in one line and exits 2
+    doc = bundled.PACKAGE_ROOT / "data" / "example.md"
+    rc = main(["select", "--question", "q?", "--document", str(doc), "--scorer", "keywords", "--method", "ldar"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "sha256 mismatch" in err and "Traceback" not in err
+
+
+def test_a_missing_bundled_file_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = corrupted_copy(tmp_path, None)
+    monkeypatch.setitem(bundled.ARTEFACTS, "ldar", dataclasses.replace(LDAR_ART, root=root))
+    assert LDAR().policy_name == f"bundled ldar policy sha256:{(LDAR_ART.digest or '')[:12]}"  # the intact copy loads
+    (root / "data" / "ldar" / "model.safetensors").unlink()
+    monkeypatch.setitem(bundled.ARTEFACTS, "ldar", dataclasses.replace(LDAR_ART, root=root))
+    with pytest.raises(CtxselError, match=r"model\.safetensors is missing"):
+        LDAR()
+
+
+def test_ldar_with_no_options_uses_the_bundled_policy_and_its_band_moves() -> None:
+    sel = get_selector("ldar")
+    assert isinstance(sel, LDAR)
+    digest = LDAR_ART.digest
+    assert digest is not None and sel.policy_name == f"bundled ldar policy sha256:{digest[:12]}"
+    assert sel.config()["policy"] == sel.policy_name and sel.config()["trained_with_reward"]["name"] == "label"
+    ks = []
+    for relevant in (10, 40, 90):
+        s = holo_scores(188, relevant)
+        out = sel.select("q?", chunks(188), s)
+        band = out.details_as(LDARBand)
+        assert out.to_dict()["meta"]["policy"] == sel.policy_name
+        assert f"sha256:{digest[:12]}" in out.explanation
+        assert band.ranks is not None and 1 < out.k < 188  # a real band, not one chunk nor everything
+        ks.append(out.k)
+        top = set(np.argsort(-s)[: out.k].tolist())
+        assert len(top & set(range(relevant))) >= min(relevant, out.k) * 0.9  # the band holds the relevant
+    assert ks[0] < ks[1] < ks[2]  # more relevant sentences, a wider band
+
+
+def test_the_public_api_and_a_users_policy(tmp_path: Path) -> None:
+    import ctxsel
+    from ctxsel.selectors.ldar.checkpoint import save_policy
+
+    s = holo_scores(100, 20)
+    sel = ctxsel.select("q?", chunks(100), method="ldar", scores=s)
+    assert sel.to_dict()["meta"]["policy"].startswith("bundled ldar policy sha256:")
+    policy = LDAR().policy
+    path = save_policy(tmp_path / "mine", policy, {"reward": {"name": "label"}})
+    own = ctxsel.select("q?", chunks(100), method=f"ldar[policy={path}]", scores=s)
+    assert own.to_dict()["meta"]["policy"] == str(path) and own.ids == sel.ids  # same weights, same band
+
+
+def test_cli_select_and_eval_with_no_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = Path(bundled.PACKAGE_ROOT / "data" / "example.md")
+    rc = main(
+        ["select", "--document", str(doc), "--question", "How heavy is the meteorite?"]
+        + ["--scorer", "keywords", "--method", "ldar", "--json"]
+    )
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    got = json.loads(out)
+    assert got["k"] >= 1 and got["config"]["policy"].startswith("bundled ldar policy sha256:")
+    assert "[policy: bundled ldar policy sha256:" in got["explanation"]
+    rc = main(
+        ["eval", "--dataset", "example", "--scorer", "keywords", "--methods", "ldar,top-k@1"]
+        + ["--output", str(tmp_path / "ev"), "--no-progress"]
+    )
+    _, err = capsys.readouterr()
+    assert rc == 0, err
+    summary = json.loads((tmp_path / "ev/summary.json").read_text())
+    assert summary["config"]["method_configs"]["ldar"]["policy"].startswith("bundled ldar policy sha256:")
+
+
+def test_env_lists_the_bundled_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["env", "--json"]) == 0
+    info: dict[str, Any] = json.loads(capsys.readouterr().out)["bundled"]
+    assert info["ldar"]["sha256"] == LDAR_ART.digest and info["ldar"]["present"] is True
+    assert info["ldar"]["card"] == str(LDAR_ART.card_path)
+    assert info["context-picker"]["bundled"] is False
+    assert main(["env"]) == 0
+    text = capsys.readouterr().out
+    assert f"sha256 {LDAR_ART.digest}" in text and "MODEL_CARD.md" in text
+    assert "Context-Picker LoRA adapter: not bundled" in text
+
+
+def test_the_service_uses_the_bundled_policy_without_ldar_policy(service_client: Any) -> None:
+    from ctxsel.service import ServiceSettings
+
+    body = {"question": "q?", "chunks": [f"c{i}" for i in range(60)], "method": "ldar"}
+    body["scores"] = holo_scores(60, 12).tolist()
+    got = service_client(ServiceSettings(scorer="keywords")).post("/select", json=body)
+    assert got.status_code == 200, got.text
+    assert got.json()["config"]["policy"].startswith("bundled ldar policy sha256:") and got.json()["k"] > 1
+
+
+def test_saved_policies_have_a_canonical_header(tmp_path: Path) -> None:
+    """safetensors writes its metadata in hash-map order (a new order each process): save_policy sorts
+    it, so the same weights give the same bytes and the same sha256."""
+    import struct
+
+    from ctxsel.selectors.ldar.checkpoint import canonical_header, save_policy
+
+    path = save_policy(tmp_path / "p", LDAR().policy) / "model.safetensors"
+    first = path.read_bytes()
+    (n,) = struct.unpack("<Q", first[:8])
+    header = json.loads(first[8 : 8 + n])
+    assert list(header["__metadata__"]) == sorted(header["__metadata__"])
+    header["__metadata__"] = dict(reversed(list(header["__metadata__"].items())))  # as another process may write
+    text = json.dumps(header, separators=(",", ":")).encode()
+    path.write_bytes(first[:8] + text + b" " * (n - len(text)) + first[8 + n :])
+    assert path.read_bytes() != first
+    canonical_header(path)
+    assert path.read_bytes() == first

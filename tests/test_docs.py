@@ -1,0 +1,199 @@
+"""The documentation is checked like code.
+
+- The site builds offline with ``mkdocs build --strict`` (no warning: no broken link, no missing
+  page, no docstring mkdocstrings cannot read).
+- Every fenced code block in README.md and docs/ runs: ``python`` blocks as written, ``bash``
+  blocks line by line in the sandbox of ``tests/support/doc_shell.py`` (the example dataset for hotpotqa-long,
+  an HTTP model that answers every reply format for ``--reader``, 2 training steps). A block that
+  cannot run even so says why in an HTML comment just above it: ``<!-- not-run: the reason -->``;
+  a ``python`` block marked ``<!-- after-shell -->`` runs after its page's commands, in their folder,
+  and one marked ``<!-- slow -->`` (a local model) runs with the tests marked slow.
+- docs/reference/cli.md is the CLI's own ``--help``, docs/reference/http.md the service's OpenAPI
+  document: regenerate both with ``python -m tests.test_docs``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO
+
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+FENCE = re.compile(r"(?:<!-- (?P<mark>[a-z-]+)(?::(?P<why>[^>]*))? -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
+#: blocks that other tests run against live servers or real frameworks (their own test names them)
+RUN_ELSEWHERE = {"readme-test", "after-shell", "slow"}
+
+
+def blocks(lang: str, mark: str | None = None) -> list[tuple[str, str]]:
+    """``(page[i], body)`` of the ``lang`` blocks with ``mark`` (None: the unmarked ones)."""
+    out = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for i, m in enumerate(FENCE.finditer(text)):
+            if m["lang"] != lang or m["mark"] == "not-run":
+                continue
+            if (m["mark"] == mark) if mark else m["mark"] not in RUN_ELSEWHERE:
+                out.append((f"{page.relative_to(REPO)}[{i}]", m["body"]))
+    return out
+
+
+PYTHON_BLOCKS = [
+    *blocks("python"),
+    *(pytest.param(w, b, marks=pytest.mark.slow, id=w) for w, b in blocks("python", mark="slow")),
+]
+
+
+@pytest.mark.parametrize(("where", "body"), PYTHON_BLOCKS)
+def test_python_blocks_run(where: str, body: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxsel import selectors
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(selectors, "_REGISTRY", dict(selectors._REGISTRY))  # a page's register_method stays here
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(body, where, "exec"), {"__name__": "__docs__"})
+
+
+SHELL_PAGES = sorted({w.split("[")[0] for w, _ in blocks("bash")})
+
+
+@pytest.mark.slow  # every command of a page, sandboxed: seconds to a minute a page
+@pytest.mark.parametrize("page", SHELL_PAGES)
+def test_shell_blocks_run(
+    page: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.support.doc_shell import Sandbox, command_lines
+
+    # one embedding cache for every page: the example document and hotpotqa-long's pool are embedded once
+    monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "docs-cache"))
+    monkeypatch.delenv("CTXSEL_HOTPOTQA", raising=False)  # hotpotqa-long from the package alone
+    monkeypatch.setattr(sys, "argv", ["ctxsel"])
+    with Sandbox(tmp_path) as box:
+        for where, body in blocks("bash"):
+            if where.startswith(page + "["):
+                for line in command_lines(body):
+                    box.run(line)
+    # python blocks that read what the commands wrote (a trained policy), run where they wrote it
+    monkeypatch.chdir(tmp_path)
+    for where, body in blocks("python", mark="after-shell"):
+        if where.startswith(page + "["):
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(body, where, "exec"), {"__name__": "__docs__"})
+
+
+def test_the_sandbox_fails_a_command_that_reads_outside_the_install(tmp_path: Path) -> None:
+    from tests.support.doc_shell import reads_nothing_outside
+
+    with reads_nothing_outside(tmp_path):  # the package and the page's scratch folder are fine
+        (REPO / "src" / "ctxsel" / "data" / "example.md").read_bytes()
+        (tmp_path / "x").write_text("x")
+    with (
+        pytest.raises(AssertionError, match=r"outside the install: \['.*README.md'\]"),
+        reads_nothing_outside(tmp_path),
+    ):
+        (REPO / "README.md").read_bytes()
+
+
+def cli_reference() -> str:
+    """docs/reference/cli.md: each command's --help, as the installed CLI prints it."""
+    env = {**os.environ, "COLUMNS": "100"}
+    parts = [
+        "# Command line\n\nEvery command's `--help`, generated from the parser "
+        "(`python -m tests.test_docs` rewrites this page).\n"
+    ]
+    commands = ["", "select", "answer", "eval", "train ldar", "train picker", "mine", "env", "make-holo", "serve"]
+    for cmd in commands:
+        argv = [sys.executable, "-m", "ctxsel.cli.main", *cmd.split(), "--help"]
+        text = subprocess.run(argv, capture_output=True, text=True, env=env, check=True).stdout
+        text = text.replace(Path(sys.executable).name, "ctxsel").replace("main.py", "ctxsel")
+        parts.append(
+            f"\n## ctxsel {cmd}\n\n```text\n{text.rstrip()}\n```\n" if cmd else f"\n```text\n{text.rstrip()}\n```\n"
+        )
+    return "".join(parts)
+
+
+def http_reference() -> str:
+    """docs/reference/http.md: the service's endpoints and schemas, from its own OpenAPI document."""
+    from ctxsel.service import ServiceSettings, create_app
+
+    api = create_app(ServiceSettings(scorer="keywords")).openapi()
+    schemas = api["components"]["schemas"]
+
+    def kind(prop: dict) -> str:
+        if "$ref" in prop:
+            return prop["$ref"].rsplit("/", 1)[-1]
+        if "anyOf" in prop:
+            return " or ".join(kind(p) for p in prop["anyOf"])
+        if prop.get("type") == "array":
+            return f"list of {kind(prop.get('items', {}))}"
+        if "enum" in prop:
+            return " / ".join(f"`{v}`" for v in prop["enum"])
+        if "const" in prop:
+            return f"`{prop['const']}`"
+        return str(prop.get("type", "any"))
+
+    out = [
+        "# HTTP API\n\n`ctxsel serve` answers these endpoints (generated from the server's own OpenAPI "
+        "document, which it serves at `/openapi.json`; `python -m tests.test_docs` rewrites this page).\n"
+    ]
+    for path, ops in api["paths"].items():
+        for method, op in ops.items():
+            out.append(
+                f"\n## {method.upper()} {path}\n\n{(op.get('description') or op.get('summary') or '').strip()}\n"
+            )
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+            if body:
+                out.append(f"\nRequest body: `{kind(body)}`.\n")
+            out.append("\n| status | meaning |\n|---|---|\n")
+            for code, resp in op["responses"].items():
+                out.append(f"| {code} | {resp.get('description', '').replace('|', '/')} |\n")
+    for name in sorted(schemas):
+        sch = schemas[name]
+        out.append(f"\n## {name}\n\n")
+        if sch.get("description"):
+            out.append(" ".join(sch["description"].split()) + "\n\n")
+        out.append("| field | type | required | meaning |\n|---|---|---|---|\n")
+        required = set(sch.get("required", []))
+        for field, prop in sch.get("properties", {}).items():
+            desc = " ".join(str(prop.get("description", "")).split()).replace("|", "/")
+            out.append(f"| `{field}` | {kind(prop)} | {'yes' if field in required else ''} | {desc} |\n")
+    return "".join(out)
+
+
+def test_the_http_reference_is_the_servers_schema() -> None:
+    pytest.importorskip("fastapi")
+    page = REPO / "docs" / "reference" / "http.md"
+    assert page.read_text(encoding="utf-8") == http_reference(), "regenerate: python -m tests.test_docs"
+
+
+@pytest.mark.slow  # ten interpreters
+def test_the_cli_reference_is_the_cli_help() -> None:
+    page = REPO / "docs" / "reference" / "cli.md"
+    assert page.read_text(encoding="utf-8") == cli_reference(), "regenerate: python -m tests.test_docs"
+
+
+@pytest.mark.slow  # about 5 s
+def test_the_site_builds_strict_with_no_warning(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs")
+    out = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "WARNING" not in out.stderr
+    assert (tmp_path / "site" / "reference" / "api" / "index.html").read_text(encoding="utf-8").count("Pipeline") > 3
+
+
+if __name__ == "__main__":
+    (REPO / "docs" / "reference" / "cli.md").write_text(cli_reference(), encoding="utf-8")
+    (REPO / "docs" / "reference" / "http.md").write_text(http_reference(), encoding="utf-8")
