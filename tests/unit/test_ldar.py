@@ -16,10 +16,12 @@ from ctxsel.selectors.ldar.band import band_positions, band_ranks, select_band
 torch = pytest.importorskip("torch")
 
 from ctxsel import get_selector  # noqa: E402
+from ctxsel.selectors.context_picker.picker import PickerDetails  # noqa: E402
+from ctxsel.selectors.ldar.band import LDARBand  # noqa: E402
 from ctxsel.selectors.ldar.checkpoint import load_policy, save_policy  # noqa: E402
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch  # noqa: E402
 from ctxsel.selectors.ldar.selector import LDAR  # noqa: E402
-from ctxsel.types import Chunk, LDARBand, PickerDetails  # noqa: E402
+from ctxsel.types import Chunk  # noqa: E402
 
 SMALL = dict(d_model=32, ff_dim=32, n_frequencies=8, head_hidden=32)
 

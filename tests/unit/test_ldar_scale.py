@@ -16,13 +16,13 @@ from test_ldar import SMALL, chunks  # noqa: E402
 from test_ldar import fixed_policy as ldar_fixed_policy  # noqa: E402
 
 from ctxsel import get_selector  # noqa: E402
-from ctxsel.selectors.ldar.band import band_ranks  # noqa: E402
+from ctxsel.selectors.ldar.band import LDARBand, band_ranks  # noqa: E402
 from ctxsel.selectors.ldar.checkpoint import load_policy, save_policy  # noqa: E402
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, summarize_scores  # noqa: E402
 from ctxsel.selectors.ldar.selector import LDAR  # noqa: E402
 from ctxsel.train.ldar_rewards import LabelReward  # noqa: E402
 from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem  # noqa: E402
-from ctxsel.types import Example, LDARBand  # noqa: E402
+from ctxsel.types import Example  # noqa: E402
 
 SUMMARY = dict(encoder="summary", summary_points=32, summary_top=8)
 #: infer() against the module forward: float32 rounding of the same function.

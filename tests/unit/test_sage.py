@@ -19,7 +19,8 @@ from ctxsel.llm.base import Completion, LLMContextLengthError
 from ctxsel.selectors import get_selector
 from ctxsel.selectors.sage.graph import SentenceGraph, sentence_vertices
 from ctxsel.selectors.sage.noise import KINDS, disturb, draw_lambda, perturb_word
-from ctxsel.selectors.sage.selector import SAGE, option_number, parse_keys, parse_verdict
+from ctxsel.selectors.sage.replies import option_number, parse_keys, parse_verdict
+from ctxsel.selectors.sage.selector import SAGE
 from ctxsel.types import Chunk, LLMUsage
 
 

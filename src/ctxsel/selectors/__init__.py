@@ -16,25 +16,15 @@ from __future__ import annotations
 import difflib
 import importlib
 import re
-from dataclasses import dataclass
+import sys
 from typing import Any
 
 from ctxsel.errors import InputError, InputTypeError, SpecError
 from ctxsel.inputs import MissingLLMError
-from ctxsel.selectors.base import ScoreCutSelector, Selector
+from ctxsel.selectors.base import _REGISTRY, MethodInfo, ScoreCutSelector, Selector, name_method
 from ctxsel.specs import option_names, parse_options, spec_value, split_spec, split_top
 from ctxsel.specs import unknown_option_message as _unknown_option
 
-
-@dataclass(frozen=True)
-class MethodInfo:
-    name: str
-    target: str | type[Selector]  # "module:Class" (imported when first used), or the class itself
-    main_param: str | None
-    summary: str
-
-
-_REGISTRY: dict[str, MethodInfo] = {}
 _NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 
 
@@ -45,6 +35,8 @@ def register(name: str, target: str | type[Selector], main_param: str | None = N
     imports nothing heavy) or a :class:`Selector` subclass. ``main_param`` is
     the option ``NAME@VALUE`` sets. A registered method works everywhere a name
     does: ``ctxsel.select``, ``ctxsel select/eval --method(s)``, the service.
+    ``name`` is the method's one name: the class gets it as its ``name`` (now, or when
+    its module is imported), so the class does not repeat it.
     """
     if not _NAME.match(name):
         raise InputError(f"method name {name!r} must be letters, digits, '-' or '_'")
@@ -52,7 +44,17 @@ def register(name: str, target: str | type[Selector], main_param: str | None = N
         raise InputTypeError(
             f"register({name!r}, ...): target must be 'module:Class' or a Selector subclass, got {target!r}"
         )
+    cls = target if not isinstance(target, str) else _imported(target)
+    if cls is not None:
+        name_method(cls, name)
     _REGISTRY[name] = MethodInfo(name, target, main_param, summary)
+
+
+def _imported(target: str) -> type[Selector] | None:
+    """The class ``"module:Class"`` names when its module is already imported (nothing is imported)."""
+    module_name, _, cls_name = target.partition(":")
+    cls = getattr(sys.modules.get(module_name), cls_name, None)
+    return cls if isinstance(cls, type) and issubclass(cls, Selector) else None
 
 
 register(
@@ -152,7 +154,10 @@ def get_selector_class(name: str) -> type[Selector]:
     if not isinstance(target, str):
         return target
     module_name, cls_name = target.split(":")
-    return getattr(importlib.import_module(module_name), cls_name)  # type: ignore[no-any-return]
+    cls: type[Selector] = getattr(importlib.import_module(module_name), cls_name)
+    if cls.__dict__.get("name") != name:  # a class re-exported under another path than its own
+        name_method(cls, name)
+    return cls
 
 
 def get_selector(
@@ -197,6 +202,7 @@ def unknown_option_message(name: str, cls: type[Selector], option: str) -> str:
 
 
 __all__ = [
+    "MethodInfo",
     "ScoreCutSelector",
     "Selector",
     "available_methods",

@@ -25,7 +25,7 @@ from ctxsel.selectors.context_picker.prompt import (
     PickerReply,
     picker_format,
 )
-from ctxsel.selectors.sage.selector import KEYS_FORMAT, SUFFICIENT_FORMAT, TARGETS_FORMAT, vote_format
+from ctxsel.selectors.sage.replies import KEYS_FORMAT, SUFFICIENT_FORMAT, TARGETS_FORMAT, vote_format
 from ctxsel.selectors.self_route import ROUTE_FORMAT, route_format
 from ctxsel.train.picker_rewrite import InvalidRewrites, parse_rewrites_json, rewrites_format
 

@@ -12,6 +12,7 @@ from fake_server import fake_client as client
 
 from ctxsel import get_selector
 from ctxsel.eval.runner import evaluate
+from ctxsel.selectors.context_picker.picker import PickerDetails
 from ctxsel.selectors.context_picker.prompt import (
     MAX_REPLY_CHARS,
     PREFILL,
@@ -19,7 +20,7 @@ from ctxsel.selectors.context_picker.prompt import (
     parse_reply,
     render_prompt,
 )
-from ctxsel.types import Chunk, Example, PickerDetails
+from ctxsel.types import Chunk, Example
 
 CHUNKS = [Chunk(str(i), f"Passage {i} about topic {i}.", position=i, n_tokens=100) for i in range(8)]
 SCORES = [0.1, 0.9, 0.2, 0.8, 0.3, 0.7, 0.05, 0.6]  # ranking 1, 3, 5, 7, 4, 2, 0, 6
