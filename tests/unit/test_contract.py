@@ -24,9 +24,7 @@ from ctxsel.types import Chunk, Selection, as_chunks
 
 
 class KeepTwo(ScoreCutSelector):
-    """A score-based method: one class with ``_cut``, one registration line."""
-
-    name = "toy-keep-two"
+    """A score-based method: one class with ``_cut``, one registration line (which names it)."""
 
     def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
         return Cut(min(2, len(sorted_scores)), "toy: the best two")
@@ -36,7 +34,6 @@ class Mentions(Selector):
     """An LLM-style method (no ranking): implements ``select`` itself; keeps the chunks that
     mention a word of the question, or of a choice when choices are given."""
 
-    name = "toy-mentions"
     needs_scores: ClassVar[bool] = False
 
     def select(

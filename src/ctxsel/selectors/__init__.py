@@ -143,6 +143,19 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     return name, parse_options(body, repr(spec))
 
 
+def with_option(spec: str, key: str, value: int) -> str:
+    """``spec`` with ``key=value`` set, or as it is when it sets ``key`` itself (the spec wins over a
+    command-line alias): ``self-route`` -> ``self-route[fallback_max_tokens=30000]``,
+    ``self-route@3k`` -> ``self-route[n_tokens=3k,fallback_max_tokens=30000]``."""
+    name, options = parse_spec(spec)
+    if key in options:
+        return spec
+    _, main, body = split_spec(spec, "method spec")
+    parts = [f"{_REGISTRY[name].main_param}={main.strip()}"] if main is not None else []
+    parts += [body.strip()] if body and body.strip() else []
+    return f"{name}[{','.join([*parts, f'{key}={value}'])}]"
+
+
 def split_specs(specs: str) -> list[str]:
     """Split a comma-separated method list, keeping commas inside [...] and inside quotes."""
     return [s.strip() for s in split_top(specs, ",", f"method list {specs!r}") if s.strip()]
@@ -212,4 +225,5 @@ __all__ = [
     "parse_spec",
     "register",
     "split_specs",
+    "with_option",
 ]
