@@ -240,9 +240,9 @@ def votes(args: argparse.Namespace) -> None:
     from ctxsel.errors import ReplyFormatError
     from ctxsel.llm.local import LocalLlamaClient
     from ctxsel.llm.lora_gguf import llama_adapter_client
-    from ctxsel.selectors.context_picker.picker import ContextPicker
+    from ctxsel.selectors.context_picker.picker import ContextPicker, PickerDetails
     from ctxsel.selectors.context_picker.prompt import picker_format
-    from ctxsel.types import Chunk, PickerDetails
+    from ctxsel.types import Chunk
 
     rows = json.loads((args.run / "rows.json").read_text(encoding="utf-8"))[args.rows]
     client = (

@@ -99,11 +99,11 @@ def quality(args, paper_path: str, summary_path: str) -> dict:
     from ctxsel.datasets import load_dataset
     from ctxsel.datasets.splits import split_examples
     from ctxsel.scoring import get_scorer
+    from ctxsel.selectors.ldar.band import LDARBand
     from ctxsel.selectors.ldar.checkpoint import load_policy
     from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig
     from ctxsel.selectors.ldar.selector import LDAR
     from ctxsel.train.ldar_rewards import fbeta
-    from ctxsel.types import LDARBand
 
     examples = load_dataset("hotpotqa-long", hotpotqa_path=args.hotpotqa)
     test = split_examples(examples, "test")

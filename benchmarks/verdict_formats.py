@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     from ctxsel.llm.local import LocalLlamaClient
     from ctxsel.llm.prompts import SAGE_IS_COUNTING, SAGE_SUFFICIENT
     from ctxsel.selectors.sage.graph import SentenceGraph
-    from ctxsel.selectors.sage.selector import COUNTING_FORMAT, SAGE, SUFFICIENT_FORMAT, parse_verdict
+    from ctxsel.selectors.sage.replies import COUNTING_FORMAT, SUFFICIENT_FORMAT, parse_verdict
+    from ctxsel.selectors.sage.selector import SAGE
 
     as_object = ReplyFormat("sage_is_counting_object", COUNTING_FORMAT.schema, lambda o: o["verdict"] == "YES")
     test = split_examples(load_dataset("hotpotqa-long"), "test")

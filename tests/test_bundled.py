@@ -19,8 +19,9 @@ from ctxsel import bundled  # noqa: E402
 from ctxsel.cli.main import main  # noqa: E402
 from ctxsel.errors import CtxselError, ModelError  # noqa: E402
 from ctxsel.selectors import get_selector  # noqa: E402
+from ctxsel.selectors.ldar.band import LDARBand  # noqa: E402
 from ctxsel.selectors.ldar.selector import LDAR  # noqa: E402
-from ctxsel.types import Chunk, LDARBand  # noqa: E402
+from ctxsel.types import Chunk  # noqa: E402
 
 LDAR_ART = bundled.get("ldar")
 

@@ -25,9 +25,7 @@ from tests.support.sage import DOC, ScriptedLLM, kind_of
 
 
 class KeepTwo(ScoreCutSelector):
-    """A score-based method: one class with ``_cut``, one registration line."""
-
-    name = "toy-keep-two"
+    """A score-based method: one class with ``_cut``, one registration line (which names it)."""
 
     def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
         return Cut(min(2, len(sorted_scores)), "toy: the best two")
@@ -37,7 +35,6 @@ class Mentions(Selector):
     """An LLM-style method (no ranking): implements ``select`` itself; keeps the chunks that
     mention a word of the question, or of a choice when choices are given."""
 
-    name = "toy-mentions"
     needs_scores: ClassVar[bool] = False
 
     def select(

@@ -277,3 +277,25 @@ def test_a_templates_cue_is_sent_as_the_reply_start():
     assert holo_prompt.endswith("- **Reasoning:**") and holo_kw["reply_start"] == "- **Reasoning:**"
     assert "reply_start" not in factoid_kw  # a template without a cue calls (and caches) as before
     assert holo.text == "The rows say three.\n- **Answer:** 3"
+
+
+def test_the_fallback_flag_is_an_alias_of_the_spec_option_on_every_self_route_row(server, tmp_path):
+    """``--self-route-fallback-tokens N`` sets ``fallback_max_tokens`` on each self-route spec that leaves it
+    unset (whatever else the spec says); a spec that sets it keeps its own, and other methods are untouched."""
+    from ctxsel.cli.main import main
+
+    server.responder = lambda request: completion_reply("unanswerable")
+    out = tmp_path / "run"
+    methods = "self-route@2k,self-route[fallback_max_tokens=7],top-k@1"
+    reader = ["--reader", server.base_url, "--reader-model", "fake", "--reader-mode", "completions"]
+    argv = ["eval", "--dataset", "example", "--limit", "1", "--methods", methods, "--scorer", "bm25"]
+    assert main([*argv, *reader, "--self-route-fallback-tokens", "30", "--output", str(out), "--no-progress"]) == 0
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    assert config["methods"] == [
+        "self-route[n_tokens=2k,fallback_max_tokens=30]",
+        "self-route[fallback_max_tokens=7]",
+        "top-k@1",
+    ]
+    got = {m: c.get("fallback_max_tokens") for m, c in config["method_configs"].items()}
+    assert list(got.values()) == [30, 7, None]
+    assert config["method_configs"][config["methods"][0]]["n_tokens"] == 2000

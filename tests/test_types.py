@@ -1,13 +1,14 @@
-"""Chunk, Example, Selection, LLMUsage and as_chunks."""
+"""Chunk, Example, Selection, LLMUsage, as_chunks, and the method records' shared reading (MethodDetails)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from ctxsel.tokens import count_tokens
-from ctxsel.types import Chunk, Example, LLMUsage, Selection, as_chunks, check_unique_ids
+from ctxsel.types import Chunk, Example, LLMUsage, MethodDetails, Selection, as_chunks, check_unique_ids, meta_key
 
 
 class TestChunk:
@@ -155,3 +156,66 @@ def test_example_defaults_are_independent() -> None:
     b = Example(id="b", question="q", chunks=[])
     a.gold_ids.append("x")
     assert b.gold_ids == [] and b.answers == [] and b.choices == [] and b.meta == {}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Record(MethodDetails):
+    """A method's record as a plugin would write one."""
+
+    plain: int
+    renamed: float | None = dataclasses.field(default=None, metadata=meta_key("Renamed"))
+    kept_none: str | None = dataclasses.field(default=None, metadata=meta_key(omit_none=False))
+    note: str = dataclasses.field(default="", metadata=meta_key(in_row=True))
+
+
+def test_a_record_writes_its_meta_keys_and_its_row_fields() -> None:
+    bare = _Record(3)
+    assert bare.to_meta() == {"plain": 3, "kept_none": None, "note": ""}  # a None under meta_key() is left out
+    assert bare.row_fields() == {} and bare.kept_band() is None  # an empty row field is not written
+    full = _Record(3, 0.5, "x", "why")
+    assert full.to_meta() == {"plain": 3, "Renamed": 0.5, "kept_none": "x", "note": "why"}
+    assert full.row_fields() == {"note": "why"}
+    sel = _selection()
+    sel.details = full
+    assert sel.to_dict()["meta"] == {"plain": 3, "Renamed": 0.5, "kept_none": "x", "note": "why"}
+
+
+def test_the_built_in_records_keep_their_json_and_rows() -> None:
+    """Each method's record lives beside its method; the JSON and the eval rows read them generically."""
+    from ctxsel.selectors.adaptive_k import AdaptiveKGap
+    from ctxsel.selectors.context_picker.picker import PickerDetails
+    from ctxsel.selectors.ldar.band import LDARBand
+    from ctxsel.selectors.sage.selector import SageDetails
+    from ctxsel.selectors.self_route import SelfRouteDetails
+
+    picked = PickerDetails("2 and 5 hold both hops", True, False, 1, ["e"], ["r1", "r2"], 1, 0.25)
+    unpicked = PickerDetails(None, False, True, 2, ["e1", "e2"], ["r1", "r2"], 0, 0.5)
+    assert picked.row_fields() == {"rationale": "2 and 5 hold both hops"}
+    assert unpicked.row_fields() == {} and unpicked.to_meta()["rationale"] is None
+    assert list(picked.to_meta()) == [
+        "rationale",
+        "valid",
+        "fallback",
+        "invalid_replies",
+        "errors",
+        "replies",
+        "constrained_replies",
+        "seconds",
+    ]
+    band = LDARBand(10, l=3, u=8, q_l=0.3, q_d=0.5, q_u=0.8)
+    assert band.kept_band() == (3, 8) and LDARBand(10, l=1, u=2).kept_band() == (9, 10)
+    assert LDARBand(10, n_picked=4).kept_band() is None and band.row_fields() == {}
+    assert band.to_meta() == {
+        "n_ranked": 10,
+        "reward": None,
+        "variant": None,
+        "sample": False,
+        "l": 3,
+        "u": 8,
+        "q_L": 0.3,
+        "q_D": 0.5,
+        "q_U": 0.8,
+    }
+    assert AdaptiveKGap(2, 0.5, "largest_gap").to_meta() == {"cut_index": 2, "gap": 0.5, "strategy": "largest_gap"}
+    assert SageDetails(3, 1, 2).to_meta() == {"verdicts": 3, "unreadable_verdicts": 1, "constrained_replies": 2}
+    assert SelfRouteDetails().to_meta() == {} and SelfRouteDetails("bad").to_meta() == {"route_reply_unreadable": "bad"}

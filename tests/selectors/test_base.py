@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import ctxsel
+from ctxsel.selectors.adaptive_k import AdaptiveKGap
 from ctxsel.selectors.base import ScoreCutSelector, Selector, rank
-from ctxsel.types import AdaptiveKGap, Chunk
+from ctxsel.types import Chunk
 
 SPECS = [
     "top-k@3",

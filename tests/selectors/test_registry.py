@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import importlib
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import ctxsel
-from ctxsel.selectors import _REGISTRY, available_methods, get_selector, parse_spec, register, split_specs
+from ctxsel.selectors import (
+    _REGISTRY,
+    available_methods,
+    get_selector,
+    get_selector_class,
+    parse_spec,
+    register,
+    split_specs,
+    with_option,
+)
 from ctxsel.selectors.adaptive_k import AdaptiveK
 from ctxsel.selectors.autocut import Autocut
 from ctxsel.selectors.base import Cut, ScoreCutSelector
@@ -169,8 +181,6 @@ def test_split_specs(specs: str, expected: list[str]) -> None:
 
 
 class _KeepTwo(ScoreCutSelector):
-    name = "keep-two"
-
     def __init__(self, n: int = 2, **kw: Any) -> None:
         super().__init__(**kw)
         self.n = n
@@ -191,3 +201,83 @@ def test_plugins_register_by_import_path(restore_registry: None) -> None:
 
 def test_registry_restored_after_plugin_test() -> None:
     assert "keep-two" not in available_methods()
+
+
+# -- a method's name is written once: its registration ------------------------------------------
+
+
+def test_no_built_in_method_writes_its_own_name() -> None:
+    src = Path(ctxsel.__file__).parent / "selectors"
+    named = [str(p) for p in src.rglob("*.py") if re.search(r"^    name = [\"']", p.read_text(encoding="utf-8"), re.M)]
+    assert named == []
+
+
+@pytest.mark.parametrize("name", sorted(n for n in available_methods() if n != "ldar"))
+def test_each_built_in_class_is_named_by_its_registration(name: str) -> None:
+    assert get_selector_class(name).name == name
+
+
+def test_a_built_in_constructed_directly_has_its_registered_name() -> None:
+    assert TopK(k=2).select("q", ["a", "b", "c"], [0.1, 0.3, 0.2]).method == "top-k"
+    assert FullContext().name == "full" and AdaptiveK().name == "adaptive-k"
+
+
+def test_a_plugin_class_takes_the_name_it_is_registered_under(restore_registry: None) -> None:
+    class Unnamed(ScoreCutSelector):
+        def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
+            return Cut(1, "one")
+
+    register("just-one", Unnamed)
+    assert Unnamed.name == "just-one"
+    assert ctxsel.select("q", ["a", "b"], "just-one", scores=[0.2, 0.9]).method == "just-one"
+
+    class Child(Unnamed):  # not registered: it is its parent's method, as an inherited attribute would say
+        pass
+
+    assert Child().select("q", ["a"], [0.5]).method == "just-one"
+
+
+def test_a_class_that_names_itself_otherwise_is_refused(restore_registry: None) -> None:
+    class SelfNamed(ScoreCutSelector):
+        name = "mine"
+
+        def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
+            return Cut(1, "one")
+
+    register("mine", SelfNamed)  # the same name: nothing to disagree about
+    with pytest.raises(ValueError, match="named 'mine' and cannot be registered as 'yours' too"):
+        register("yours", SelfNamed)
+    assert "yours" not in available_methods() and SelfNamed.name == "mine"
+
+
+def test_a_class_registered_by_path_is_named_when_its_module_is_imported(
+    restore_registry: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "later_plugin.py").write_text(
+        "from ctxsel.selectors.base import Cut, ScoreCutSelector\n\n\n"
+        "class Later(ScoreCutSelector):\n"
+        "    def _cut(self, sorted_scores, sorted_tokens):\n"
+        "        return Cut(1, 'later')\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    register("later", "later_plugin:Later", None, "imported after its registration")
+    module = importlib.import_module("later_plugin")  # imported by hand, not through the registry
+    assert module.Later.name == "later"
+    assert module.Later().select("q", ["a", "b"], [0.1, 0.2]).method == "later"
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("self-route", "self-route[fallback_max_tokens=30000]"),
+        ("self-route@3k", "self-route[n_tokens=3k,fallback_max_tokens=30000]"),
+        ("self-route[constrained=false]", "self-route[constrained=false,fallback_max_tokens=30000]"),
+        ("self-route[fallback_max_tokens=5]", "self-route[fallback_max_tokens=5]"),  # the spec wins
+        ("self-route[]", "self-route[fallback_max_tokens=30000]"),
+    ],
+)
+def test_with_option_sets_an_option_the_spec_leaves_unset(spec: str, expected: str) -> None:
+    got = with_option(spec, "fallback_max_tokens", 30000)
+    assert got == expected
+    assert parse_spec(got)[1]["fallback_max_tokens"] == (5 if "=5]" in spec else 30000)

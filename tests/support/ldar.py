@@ -8,8 +8,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from ctxsel.selectors.ldar.band import LDARBand
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig
-from ctxsel.types import Chunk, LDARBand, Selection
+from ctxsel.types import Chunk, Selection
 
 SMALL: dict[str, Any] = dict(d_model=32, ff_dim=32, n_frequencies=8, head_hidden=32)
 

@@ -127,7 +127,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="cap Self-Route's full-context fallback at this many tokens (when the full context "
-        "does not fit the reader's window)",
+        "does not fit the reader's window): sets self-route[fallback_max_tokens=N] on every self-route "
+        "method that does not set it",
     )
     add_llm_arguments(g, "--judge")
 
@@ -135,7 +136,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ctxsel.eval.report import markdown_table
     from ctxsel.eval.runner import evaluate
-    from ctxsel.selectors import split_specs
+    from ctxsel.selectors import parse_spec, split_specs, with_option
 
     examples = load_examples(args)
     dataset_name = f"{args.dataset} ({args.split} split: {len(examples)} questions)" if args.split else args.dataset
@@ -163,9 +164,11 @@ def run(args: argparse.Namespace) -> int:
                 else "factoid-qa"
             )
         reader, judge = build_reader(args, template)
-        if args.self_route_fallback_tokens:
+        if args.self_route_fallback_tokens:  # an alias of the spec option, on every self-route row
             methods = [
-                f"self-route[fallback_max_tokens={args.self_route_fallback_tokens}]" if m == "self-route" else m
+                with_option(m, "fallback_max_tokens", args.self_route_fallback_tokens)
+                if parse_spec(m)[0] == "self-route"
+                else m
                 for m in methods
             ]
     ray_options = None

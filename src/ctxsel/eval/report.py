@@ -14,7 +14,7 @@ from ctxsel.errors import InputError
 from ctxsel.eval.results import write_atomic
 from ctxsel.eval.stats import CI_METHODS, TRUSTED_KAPPA, bootstrap_ci, compare, judge_agreement
 from ctxsel.plotting import pyplot
-from ctxsel.types import Example, LDARBand
+from ctxsel.types import Example
 
 METRICS = ("recall", "precision", "k", "diff_k", "diff_k_authors", "n_tokens", "reduction", "select_ms")
 #: Added by a reader (``ctxsel eval --reader``): answer score and LLM cost per example.
@@ -323,10 +323,9 @@ def plot_similarity_curve(path: Path, ex: Example, scores: np.ndarray, selectors
         if m == "full" or sel.needs_llm or not sel.needs_scores:
             continue
         d = sel.decide(scores, tokens)
-        band = d.details if isinstance(d.details, LDARBand) else None
-        if band is not None and band.ranks is not None:  # a band: descending ranks n-u+1 .. n-l+1, shaded
-            l, u = band.ranks
-            lo, hi = band.n_ranked - u + 1, band.n_ranked - l + 1
+        band = d.details.kept_band() if d.details is not None else None
+        if band is not None:  # a band that need not start at the top (LDAR's): shaded
+            lo, hi = band
             ax.axvspan(lo - 0.5, hi + 0.5, color=colors(j % 20), alpha=0.2, label=f"{m}: ranks {lo}-{hi}")
             continue
         ax.axvline(d.k + 0.5, color=colors(j % 20), ls="--", lw=0.9, label=f"{m}: k={d.k}")

@@ -59,7 +59,7 @@ from ctxsel.pipeline import Pipeline, Scored
 from ctxsel.reader import Reader
 from ctxsel.scoring import Scorer, get_scorer
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
-from ctxsel.types import Example, PickerDetails, Selection
+from ctxsel.types import Example, Selection
 
 if TYPE_CHECKING:
     from ctxsel.eval.ray_engine import RayOptions, RayRunInfo
@@ -335,11 +335,6 @@ def _window_config(reader: Reader) -> dict[str, Any]:
     return {} if w is None else {"window": w.size, "window_margin": w.margin, "window_tokenizer": w.tokenizer}
 
 
-def _rationale(sel: Selection) -> str | None:
-    """Context-Picker's rationale for its pick, or None for every other method."""
-    return sel.details.rationale if isinstance(sel.details, PickerDetails) else None
-
-
 def _make_selector(method: str, reader: Reader | None, resources: dict[str, Any]) -> Any:
     if reader is None and get_selector_class(parse_spec(method)[0]).needs_llm:
         raise InputError(f"method {method!r} needs an LLM: pass a reader (ctxsel eval --reader ...)")
@@ -354,7 +349,7 @@ def _make_selector(method: str, reader: Reader | None, resources: dict[str, Any]
     return get_selector(method, llm=None if reader is None else reader.client, resources=resources)
 
 
-def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_s: float) -> dict[str, Any]:
+def _read(ex: Example, sel: Selection, reader: Reader, judge: LLMJudge | None, select_s: float) -> dict[str, Any]:
     ans = reader.answer(question_with_options(ex.question, ex.choices), sel)
     scored = score_answer(ex, ans.text, judge)
     cut = ans.meta.get("cut")
@@ -378,7 +373,9 @@ def _read(ex: Example, sel: Any, reader: Reader, judge: LLMJudge | None, select_
     }
 
 
-def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: int, latency: float) -> dict[str, Any]:
+def _row(
+    ex: Example, method: str, sel: Selection, true_k: int | None, full_tokens: int, latency: float
+) -> dict[str, Any]:
     k = sel.k
     # a sentence-level method (SAGE) finds a gold paragraph when it keeps any of its sentences
     found = list(dict.fromkeys(c.meta.get("parent", c.id) for c in sel.chunks))
@@ -403,7 +400,8 @@ def _row(ex: Example, method: str, sel: Any, true_k: int | None, full_tokens: in
         **({"failures": sel.meta["failures"]} if sel.meta.get("failures") else {}),
         # an LLM selector's own per-example numbers (Context-Picker: invalid_share, fallback)
         **({"extra_metrics": dict(sel.meta["metrics"])} if sel.meta.get("metrics") else {}),
-        **({"rationale": rationale} if (rationale := _rationale(sel)) else {}),
+        # what the method's record keeps in a row (Context-Picker: its rationale)
+        **(sel.details.row_fields() if sel.details is not None else {}),
         **({"expansion": sel.meta["expansion"]} if sel.meta.get("expansion") else {}),
     }
 

@@ -16,24 +16,14 @@ from __future__ import annotations
 import difflib
 import importlib
 import re
-from dataclasses import dataclass
+import sys
 from typing import Any
 
 from ctxsel.errors import InputError, InputTypeError, MissingLLMError, SpecError
-from ctxsel.selectors.base import ScoreCutSelector, Selector
+from ctxsel.selectors.base import _REGISTRY, MethodInfo, ScoreCutSelector, Selector, name_method
 from ctxsel.specs import option_names, parse_options, spec_value, split_spec, split_top
 from ctxsel.specs import unknown_option_message as _unknown_option
 
-
-@dataclass(frozen=True)
-class MethodInfo:
-    name: str
-    target: str | type[Selector]  # "module:Class" (imported when first used), or the class itself
-    main_param: str | None
-    summary: str
-
-
-_REGISTRY: dict[str, MethodInfo] = {}
 _NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 
 
@@ -44,6 +34,8 @@ def register(name: str, target: str | type[Selector], main_param: str | None = N
     imports nothing heavy) or a :class:`Selector` subclass. ``main_param`` is
     the option ``NAME@VALUE`` sets. A registered method works everywhere a name
     does: ``ctxsel.select``, ``ctxsel select/eval --method(s)``, the service.
+    ``name`` is the method's one name: the class gets it as its ``name`` (now, or when
+    its module is imported), so the class does not repeat it.
     """
     if not _NAME.match(name):
         raise InputError(f"method name {name!r} must be letters, digits, '-' or '_'")
@@ -51,7 +43,17 @@ def register(name: str, target: str | type[Selector], main_param: str | None = N
         raise InputTypeError(
             f"register({name!r}, ...): target must be 'module:Class' or a Selector subclass, got {target!r}"
         )
+    cls = target if not isinstance(target, str) else _imported(target)
+    if cls is not None:
+        name_method(cls, name)
     _REGISTRY[name] = MethodInfo(name, target, main_param, summary)
+
+
+def _imported(target: str) -> type[Selector] | None:
+    """The class ``"module:Class"`` names when its module is already imported (nothing is imported)."""
+    module_name, _, cls_name = target.partition(":")
+    cls = getattr(sys.modules.get(module_name), cls_name, None)
+    return cls if isinstance(cls, type) and issubclass(cls, Selector) else None
 
 
 register(
@@ -140,6 +142,19 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     return name, parse_options(body, repr(spec))
 
 
+def with_option(spec: str, key: str, value: int) -> str:
+    """``spec`` with ``key=value`` set, or as it is when it sets ``key`` itself (the spec wins over a
+    command-line alias): ``self-route`` -> ``self-route[fallback_max_tokens=30000]``,
+    ``self-route@3k`` -> ``self-route[n_tokens=3k,fallback_max_tokens=30000]``."""
+    name, options = parse_spec(spec)
+    if key in options:
+        return spec
+    _, main, body = split_spec(spec, "method spec")
+    parts = [f"{_REGISTRY[name].main_param}={main.strip()}"] if main is not None else []
+    parts += [body.strip()] if body and body.strip() else []
+    return f"{name}[{','.join([*parts, f'{key}={value}'])}]"
+
+
 def split_specs(specs: str) -> list[str]:
     """Split a comma-separated method list, keeping commas inside [...] and inside quotes."""
     return [s.strip() for s in split_top(specs, ",", f"method list {specs!r}") if s.strip()]
@@ -151,7 +166,10 @@ def get_selector_class(name: str) -> type[Selector]:
     if not isinstance(target, str):
         return target
     module_name, cls_name = target.split(":")
-    return getattr(importlib.import_module(module_name), cls_name)  # type: ignore[no-any-return]
+    cls: type[Selector] = getattr(importlib.import_module(module_name), cls_name)
+    if cls.__dict__.get("name") != name:  # a class re-exported under another path than its own
+        name_method(cls, name)
+    return cls
 
 
 def get_selector(
@@ -196,6 +214,7 @@ def unknown_option_message(name: str, cls: type[Selector], option: str) -> str:
 
 
 __all__ = [
+    "MethodInfo",
     "ScoreCutSelector",
     "Selector",
     "available_methods",
@@ -205,4 +224,5 @@ __all__ = [
     "parse_spec",
     "register",
     "split_specs",
+    "with_option",
 ]

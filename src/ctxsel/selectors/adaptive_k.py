@@ -30,6 +30,7 @@ the scores carried no signal); an empty search window keeps all chunks.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -38,10 +39,20 @@ from ctxsel.errors import InputError
 from ctxsel.inputs import as_int
 from ctxsel.selectors._fastcut import SMALL_N, RankView, largest_gap
 from ctxsel.selectors.base import Cut, ScoreCutSelector
-from ctxsel.types import AdaptiveKGap
+from ctxsel.types import MethodDetails
 
 Strategy = Literal["largest_gap", "moving_avg", "2diff_spike"]
 STRATEGIES: tuple[str, ...] = ("largest_gap", "moving_avg", "2diff_spike")
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptiveKGap(MethodDetails):
+    """Adaptive-k's cut: the rank index (0-based) after which the largest gap fell, its size,
+    and the strategy that found it."""
+
+    cut_index: int
+    gap: float
+    strategy: str
 
 
 def _bounds(n: int, head_fraction: float, tail_fraction: float) -> tuple[int, int]:
@@ -97,8 +108,6 @@ def second_diff_spike_index(
 
 class AdaptiveK(ScoreCutSelector):
     """Keep the ranks up to the largest similarity drop, plus ``buffer``."""
-
-    name = "adaptive-k"
 
     def __init__(
         self,

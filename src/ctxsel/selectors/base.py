@@ -51,6 +51,39 @@ class Cut:
     details: MethodDetails | None = None
 
 
+@dataclass(frozen=True)
+class MethodInfo:
+    """A registered method: its name, its class (or ``"module:Class"``, imported when first used),
+    the option ``NAME@VALUE`` sets, and one line on what it does."""
+
+    name: str
+    target: str | type[Selector]
+    main_param: str | None
+    summary: str
+
+
+#: The registered methods by name, filled by :func:`ctxsel.selectors.register`. A method's name is
+#: written there and only there: the registration gives the class its :attr:`Selector.name`.
+_REGISTRY: dict[str, MethodInfo] = {}
+
+
+def import_path(cls: type) -> str:
+    """``"module:Class"``: how a method registered by import path names its class."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def name_method(cls: type[Selector], name: str) -> None:
+    """Give ``cls`` the name it is registered under; a class that names itself otherwise, or that
+    another registration already named, is an error (one class, one name)."""
+    own = cls.__dict__.get("name")
+    if own is not None and own != name:
+        raise InputError(
+            f"{cls.__qualname__} is named {own!r} and cannot be registered as {name!r} too: "
+            "a method's name is its registration's (drop the class's name attribute)"
+        )
+    cls.name = name
+
+
 class Selector(ABC):
     """What every method is: ``select(question, chunks, scores=None, *, choices=None) -> Selection``.
 
@@ -59,6 +92,8 @@ class Selector(ABC):
     ``issubclass`` that what it is given is a method at all.
     """
 
+    #: The name the method is registered under (``ctxsel.selectors.register``), set by the
+    #: registration: a class registered by import path gets it when its module is imported.
     name: ClassVar[str]
     #: False for methods that read no similarity scores (callers then skip scoring).
     needs_scores: ClassVar[bool] = True
@@ -67,6 +102,13 @@ class Selector(ABC):
     #: True for reference methods whose select() takes ``gold_ids=`` (the oracle);
     #: the eval runner passes ``Example.gold_ids`` to these and to no other.
     takes_gold_ids: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        path = import_path(cls)
+        for info in _REGISTRY.values():
+            if info.target == path:
+                name_method(cls, info.name)
 
     @abstractmethod
     def select(

@@ -16,8 +16,6 @@ from ctxsel.selectors.base import Cut, Decision, ScoreCutSelector, rank
 class TopK(ScoreCutSelector):
     """The k highest-scoring chunks."""
 
-    name = "top-k"
-
     def __init__(self, k: int = 5, **kw: Any) -> None:
         super().__init__(**kw)
         k = as_int("k", k)
@@ -46,8 +44,6 @@ class TopNTokens(ScoreCutSelector):
     method itself: the paper's fixed-n retrieval. With the default min_k=1
     the best chunk is kept even if it alone is longer than n.
     """
-
-    name = "top-n-tokens"
 
     def __init__(self, n_tokens: int = 5000, **kw: Any) -> None:
         super().__init__(**kw)
@@ -88,7 +84,6 @@ class TopNTokens(ScoreCutSelector):
 class FullContext(ScoreCutSelector):
     """Everything, ranked by score when scores are given (else in input order)."""
 
-    name = "full"
     needs_scores = False
 
     def decide(self, scores: np.ndarray, n_tokens: np.ndarray) -> Decision:
@@ -108,8 +103,6 @@ class FullContext(ScoreCutSelector):
 
 class ScoreThreshold(ScoreCutSelector):
     """Every chunk whose score is at least ``threshold``."""
-
-    name = "threshold"
 
     def __init__(self, threshold: float = 0.5, **kw: Any) -> None:
         super().__init__(**kw)

@@ -45,8 +45,6 @@ class _Reference(Selector):
 class ClosedBook(_Reference):
     """No chunks: the reader answers from the question alone."""
 
-    name = "closed-book"
-
     def select(
         self,
         question: str,
@@ -72,7 +70,6 @@ class ClosedBook(_Reference):
 class Oracle(_Reference):
     """Exactly the gold chunks, in reading order; needs ``gold_ids``."""
 
-    name = "oracle"
     #: select() takes ``gold_ids=`` (the eval runner passes ``Example.gold_ids``).
     takes_gold_ids: ClassVar[bool] = True
 

@@ -15,8 +15,10 @@ Where the papers are silent:
   reply (a base model sometimes adds words around it);
 - ``fallback_max_tokens`` caps the fallback: None (default) is the full
   context as in the paper; when the full context cannot fit the reader's
-  window, set it to what fits and the fallback reads the best-ranked chunks
-  up to that many tokens, which the explanation says;
+  window, set it to what fits (``self-route[fallback_max_tokens=30000]``, or
+  ``ctxsel eval --self-route-fallback-tokens 30000`` for every self-route row)
+  and the fallback reads the best-ranked chunks up to that many tokens, which
+  the explanation says;
 - when the LLM client's window is known (:func:`ctxsel.reader.context_window`),
   both calls read within it: a selection that does not fit is cut to its
   best-ranked chunks, read in reading order, and ``meta["cut"]`` records
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,11 +51,20 @@ from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, get_template
 from ctxsel.reader import Reader, clean_answer, fit_to_window, for_template
 from ctxsel.selectors.base import CommonOptions, Selector
 from ctxsel.selectors.fixed import FullContext, TopNTokens
-from ctxsel.types import Chunk, RoutedAnswer, Selection, SelfRouteDetails
+from ctxsel.selectors.llm_calls import Calls
+from ctxsel.types import Chunk, MethodDetails, RoutedAnswer, Selection, meta_key
 
 MAX_ROUTE_ANSWER_CHARS = 128
 #: Self-Route's first reply, constrained: the answer, or "unanswerable".
 ROUTE_FORMAT = answer_format("self_route", max_chars=MAX_ROUTE_ANSWER_CHARS)
+
+
+@dataclass(frozen=True, slots=True)
+class SelfRouteDetails(MethodDetails):
+    """Self-Route's routing step, beyond the route in ``Selection.answer``: why a route reply
+    could not be read (it then fell back to the long context)."""
+
+    route_reply_unreadable: str | None = field(default=None, metadata=meta_key())
 
 
 def route_format(max_answer_tokens: int) -> ReplyFormat:
@@ -62,7 +74,6 @@ def route_format(max_answer_tokens: int) -> ReplyFormat:
 
 
 class SelfRoute(CommonOptions, Selector):
-    name = "self-route"
     needs_llm = True
 
     def __init__(
@@ -126,25 +137,23 @@ class SelfRoute(CommonOptions, Selector):
             self.reader.window,
             self.max_answer_tokens + (24 if self.constrained else 0),
         )
-        extra: dict[str, Any] = {"reply_format": self.route_format} if self.constrained else {}
-        first = self.route_client.complete(
+        fmt = self.route_format if self.constrained else None
+        calls = Calls()
+        (first,) = calls.ask(
+            self.route_client,
             SELF_ROUTE.render(datatype=self.datatype, context=rag_read.text("\n\n"), question=question),
             # a constrained reply carries its JSON around the answer
-            max_tokens=self.max_answer_tokens + (24 if extra else 0),
-            temperature=0.0,
+            max_tokens=self.max_answer_tokens + (24 if fmt is not None else 0),
             stop=list(SELF_ROUTE.stop),
-            **extra,
+            fmt=fmt,
         )
         unreadable = None
-        if extra and first.constrained:
-            try:
-                answer = self.route_format.parse(first.text)
-            except ReplyFormatError as e:
-                answer, unreadable = "unanswerable", str(e)
-        else:
-            answer = first.text
+        try:
+            answer = first.parse(fmt, str)
+        except ReplyFormatError as e:
+            answer, unreadable = "unanswerable", str(e)
         if "unanswerable" not in answer.lower():
-            rag.usage = rag.usage + first.usage
+            rag.usage = rag.usage + calls.usage
             if route_cut:
                 rag.meta = {**rag.meta, "cut": route_cut}
             return self._finish(
@@ -159,7 +168,7 @@ class SelfRoute(CommonOptions, Selector):
         long = self.fallback.select(question, chunks, scores)
         if unreadable is not None:
             long.details = SelfRouteDetails(route_reply_unreadable=unreadable)
-        long.usage = long.usage + first.usage
+        long.usage = long.usage + calls.usage
         reply = self.reader.answer(question, long)
         read = reply.usage.tokens_in - long.usage.tokens_in
         long.usage = reply.usage

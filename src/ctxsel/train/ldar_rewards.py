@@ -44,7 +44,8 @@ from typing import Any
 
 from ctxsel import metrics
 from ctxsel.errors import InputError, LLMContextLengthError
-from ctxsel.types import Example, LDARBand, Selection
+from ctxsel.selectors.ldar.band import LDARBand
+from ctxsel.types import Example, Selection
 
 RewardFn = Callable[..., list[float]]
 

@@ -58,13 +58,13 @@ import torch
 
 from ctxsel.errors import InputError
 from ctxsel.selectors.base import rank
-from ctxsel.selectors.ldar.band import band_ranks, select_band
+from ctxsel.selectors.ldar.band import LDARBand, band_ranks, select_band
 from ctxsel.selectors.ldar.checkpoint import atomic_write_text, save_policy
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, upper_quantile
 from ctxsel.train.ldar_checkpoint import load_training_state, save_training_state
 from ctxsel.train.ldar_config import TrainConfig
 from ctxsel.train.ldar_rewards import describe_reward
-from ctxsel.types import Example, LDARBand, Selection
+from ctxsel.types import Example, Selection
 
 
 @dataclass

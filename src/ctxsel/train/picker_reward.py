@@ -35,7 +35,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ctxsel.errors import InputError
-from ctxsel.types import Example, PickerDetails, Selection
+from ctxsel.selectors.context_picker.picker import PickerDetails
+from ctxsel.types import Example, Selection
 
 INVALID_REWARD = -1.0
 

@@ -11,8 +11,9 @@ import pytest
 from ctxsel import get_selector
 from ctxsel.errors import InvalidReply
 from ctxsel.eval.runner import evaluate
+from ctxsel.selectors.context_picker.picker import PickerDetails
 from ctxsel.selectors.context_picker.prompt import MAX_REPLY_CHARS, PREFILL, parse_reply, render_prompt
-from ctxsel.types import Chunk, Example, PickerDetails
+from ctxsel.types import Chunk, Example
 from tests.support.fake_server import completion_reply
 from tests.support.fake_server import fake_client as client
 

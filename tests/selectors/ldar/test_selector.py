@@ -18,10 +18,11 @@ pytest.importorskip("torch")
 import torch
 
 from ctxsel import get_selector
+from ctxsel.selectors.context_picker.picker import PickerDetails
+from ctxsel.selectors.ldar.band import LDARBand
 from ctxsel.selectors.ldar.checkpoint import load_policy, save_policy
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch
 from ctxsel.selectors.ldar.selector import LDAR
-from ctxsel.types import LDARBand, PickerDetails
 from tests.support.ldar import SMALL, band, chunks, fixed_policy, linear
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -16,10 +16,20 @@ from ctxsel import select
 from ctxsel.errors import InputError, LLMContextLengthError
 from ctxsel.llm.base import Completion
 from ctxsel.selectors import get_selector
+from ctxsel.selectors.llm_calls import Reply
 from ctxsel.selectors.sage.graph import SentenceGraph, sentence_vertices
 from ctxsel.selectors.sage.noise import KINDS, disturb, draw_lambda, perturb_word
-from ctxsel.selectors.sage.selector import SAGE, option_number, parse_keys, parse_verdict
-from ctxsel.types import Chunk
+from ctxsel.selectors.sage.replies import (
+    KEYS_FORMAT,
+    SUFFICIENT_FORMAT,
+    Run,
+    key_list,
+    option_number,
+    parse_keys,
+    parse_verdict,
+)
+from ctxsel.selectors.sage.selector import SAGE
+from ctxsel.types import Chunk, LLMUsage
 from tests.support.answers import answer_of
 from tests.support.sage import DOC, ScriptedLLM, kind_of
 
@@ -125,6 +135,26 @@ def test_parse_keys_verdict_and_numbers() -> None:
     assert parse_verdict("  Yes, it is enough.") is True and parse_verdict("NO.") is False
     assert parse_verdict("Noted; yes") is True and parse_verdict("maybe") is None
     assert option_number("about 12 keepers") == 12 and option_number("Twelve") == 12 and option_number("none") is None
+
+
+def test_a_runs_verdicts_are_counted_and_an_unreadable_one_is_none() -> None:
+    run = Run()
+    assert run.verdict(Reply('{"verdict": "YES"}', LLMUsage(), True), SUFFICIENT_FORMAT) is True
+    assert run.verdict(Reply("No, not yet.", LLMUsage(), False), SUFFICIENT_FORMAT) is False
+    assert run.verdict(Reply('{"verdict": "PERHAPS"}', LLMUsage(), True), SUFFICIENT_FORMAT) is None
+    assert run.verdict(Reply("I cannot tell", LLMUsage(), False), SUFFICIENT_FORMAT) is None
+    assert (run.verdicts, run.unreadable_verdicts) == (4, 2)
+
+
+def test_key_lists_from_strict_and_free_replies() -> None:
+    strict = Reply('{"keys": ["1. lighthouse", "Guild", "guild", "the"]}', LLMUsage(), True)
+    assert key_list(strict, KEYS_FORMAT, 32) == ["lighthouse", "Guild"]
+    assert key_list(Reply("lighthouse; Orla Brandt, keepers", LLMUsage(), False), KEYS_FORMAT, 2) == [
+        "lighthouse",
+        "Orla Brandt",
+    ]
+    assert key_list(Reply('{"keys": "not a list"}', LLMUsage(), True), KEYS_FORMAT, 32) == []
+    assert key_list(None, KEYS_FORMAT, 32) == []
 
 
 # -- the loop ---------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ctxsel.selectors.context_picker.picker import PickerDetails
 from ctxsel.train.picker_reward import (
     INVALID_REWARD,
     STAGE1,
@@ -12,7 +13,7 @@ from ctxsel.train.picker_reward import (
     coverage,
     picker_reward,
 )
-from ctxsel.types import Chunk, Example, PickerDetails, Selection
+from ctxsel.types import Chunk, Example, Selection
 
 GOLD = ["a", "b"]
 

@@ -10,8 +10,9 @@ import json
 import pytest
 
 from ctxsel.scoring import get_scorer
+from ctxsel.selectors.context_picker.picker import PickerDetails
 from ctxsel.train.picker_trainer import TRLPickerReward, picker_rows, score_reply, split_train_val
-from ctxsel.types import Chunk, Example, PickerDetails
+from ctxsel.types import Chunk, Example
 
 pytest.importorskip("trl")
 pytest.importorskip("peft")

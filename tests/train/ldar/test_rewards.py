@@ -9,6 +9,7 @@ import pytest
 
 from ctxsel.llm.base import Completion
 from ctxsel.reader import Reader
+from ctxsel.selectors.ldar.band import LDARBand
 from ctxsel.train.ldar_rewards import (
     CostRegularized,
     LabelReward,
@@ -18,7 +19,7 @@ from ctxsel.train.ldar_rewards import (
     fbeta,
     label_reward,
 )
-from ctxsel.types import Chunk, Example, LDARBand, LLMUsage, Selection
+from ctxsel.types import Chunk, Example, LLMUsage, Selection
 
 CHUNKS = [Chunk(f"c{i}", f"text {i}", position=i, n_tokens=10 * (i + 1)) for i in range(6)]
 EX = Example("q1", "Who?", CHUNKS, gold_ids=["c0", "c3"], answers=["Marlowe"])

@@ -24,7 +24,7 @@ parser rejects: docs/results.md).
 On an invalid reply the picker asks once more with the error stated in the
 prompt; if the second reply is invalid too it falls back to adaptive-k
 (within the same budget B) and records it in ``Selection.details`` (a
-:class:`~ctxsel.types.PickerDetails`: fallback, invalid replies, the errors and the raw
+:class:`PickerDetails`: fallback, invalid replies, the errors and the raw
 replies, and the rationale of the reply it used) and in the eval's ``invalid_share`` /
 ``fallback`` columns.
 
@@ -65,13 +65,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
 
 from ctxsel.errors import InputError, MissingLLMError, ReplyFormatError
 from ctxsel.inputs import as_float, as_int, check_question
-from ctxsel.llm.base import LLMClient, complete_n
+from ctxsel.llm.base import LLMClient
 from ctxsel.reader import for_template
 from ctxsel.selectors.adaptive_k import AdaptiveK
 from ctxsel.selectors.base import CommonOptions, NanPolicy, Selector
@@ -84,11 +85,28 @@ from ctxsel.selectors.context_picker.prompt import (
     render_prompt,
 )
 from ctxsel.selectors.fixed import TopNTokens
-from ctxsel.types import Chunk, LLMUsage, PickerDetails, Selection, as_chunks
+from ctxsel.selectors.llm_calls import Calls
+from ctxsel.types import Chunk, MethodDetails, Selection, as_chunks, meta_key
+
+
+@dataclass(frozen=True, slots=True)
+class PickerDetails(MethodDetails):
+    """Context-Picker's replies: the rationale of the reply it used (``ctxsel eval`` keeps it in
+    the example's row), whether one was valid, and the invalid replies that made it retry or fall
+    back to adaptive-k."""
+
+    rationale: str | None = field(metadata=meta_key(omit_none=False, in_row=True))
+    valid: bool
+    fallback: bool
+    invalid_replies: int
+    errors: list[str]
+    replies: list[str]
+    #: replies produced under the JSON schema (0 when the server refused it)
+    constrained_replies: int
+    seconds: float
 
 
 class ContextPicker(CommonOptions, Selector):
-    name = "context-picker"
     needs_llm = True
 
     def __init__(
@@ -201,12 +219,11 @@ class ContextPicker(CommonOptions, Selector):
                 "or use ctxsel.select(..., scorer=...)"
             )
         pool = self.candidates(question, chunk_list, scores if scores is not None else [])
-        usage = LLMUsage()
+        calls = Calls()
         replies: list[str] = []
         errors: list[str] = []
-        n_constrained = 0
         if not pool.chunks:
-            return self._finish(pool, "empty context: nothing to pick", usage, replies, errors, None, False, t0, 0)
+            return self._finish(pool, "empty context: nothing to pick", calls, replies, errors, None, False, t0)
         passages = [c.text for c in pool.chunks]
         fmt = picker_format(len(passages)) if self.constrained else None
         # a constrained reply is a whole object: room for the longest rationale and every id
@@ -216,30 +233,27 @@ class ContextPicker(CommonOptions, Selector):
             else max(self.max_reply_tokens, MAX_RATIONALE_CHARS // 2 + 3 * len(passages) + 16)
         )
         error: str | None = None
-        # constrained, the reply is the whole object; else it continues the prefill, which opens the model's turn
-        params: dict[str, Any] = dict(max_tokens=max_tokens, stop=list(PICKER.stop))
-        params.update({"reply_start": PREFILL} if fmt is None else {"reply_format": fmt})
         sampled = self.samples > 1
         for _ in range(1 + self.retries):
             prompt = render_prompt(question, passages, self.stage, error, prefill=fmt is None)
-            batch = (
-                complete_n(self.client, prompt, self.samples, seed=self.seed, temperature=self.temperature, **params)
-                if sampled
-                else [self.client.complete(prompt, temperature=0.0, **params)]
+            # constrained, the reply is the whole object; else it continues the prefill, which opens the model's turn
+            batch = calls.ask(
+                self.client,
+                prompt,
+                self.samples,
+                max_tokens=max_tokens,
+                temperature=self.temperature if sampled else 0.0,
+                seed=self.seed if sampled else None,
+                stop=list(PICKER.stop),
+                fmt=fmt,
+                reply_start=PREFILL,
             )
             picks: list[list[int]] = []
             rationale = ""
             for reply in batch:
-                usage = usage + reply.usage
                 replies.append(reply.text)
-                if reply.constrained:
-                    n_constrained += 1
                 try:
-                    parsed = (
-                        fmt.parse(reply.text)
-                        if fmt is not None and reply.constrained
-                        else parse_reply(reply.text, len(passages))
-                    )
+                    parsed = reply.parse(fmt, lambda text: parse_reply(text, len(passages)))
                 except ReplyFormatError as e:
                     error = str(e)
                     errors.append(error)
@@ -265,30 +279,29 @@ class ContextPicker(CommonOptions, Selector):
             why += f": {rationale[:200]}"
             if sel.k > picked:
                 why += f"; raised to min_k={self.min_k} with the {'most-voted, then ' if sampled else ''}best-ranked"
-            return self._finish(sel, why, usage, replies, errors, rationale, False, t0, n_constrained)
+            return self._finish(sel, why, calls, replies, errors, rationale, False, t0)
         fb = self.fallback.select(question, chunk_list, scores)
         why = (
             f"{len(errors)} invalid repl{'y' if len(errors) == 1 else 'ies'} (last: {errors[-1]}); "
             f"fell back to adaptive-k: {fb.explanation}"
         )
-        return self._finish(fb, why, usage, replies, errors, None, True, t0, n_constrained)
+        return self._finish(fb, why, calls, replies, errors, None, True, t0)
 
     def _finish(
         self,
         sel: Selection,
         why: str,
-        usage: LLMUsage,
+        calls: Calls,
         replies: list[str],
         errors: list[str],
         rationale: str | None,
         fallback: bool,
         t0: float,
-        n_constrained: int,
     ) -> Selection:
         sel.method = self.name
         sel.config = self.config()
         sel.explanation = f"{why} ({self.note})" if self.note else why
-        sel.usage = sel.usage + usage
+        sel.usage = sel.usage + calls.usage
         n_replies = len(replies)
         sel.details = PickerDetails(
             rationale=rationale,
@@ -297,7 +310,7 @@ class ContextPicker(CommonOptions, Selector):
             invalid_replies=len(errors),
             errors=errors,
             replies=replies,
-            constrained_replies=n_constrained,
+            constrained_replies=calls.constrained_replies,
             seconds=time.perf_counter() - t0,
         )
         # per-example numbers the eval averages into its invalid-share / fallback columns
@@ -385,4 +398,4 @@ def candidate_pool(
     return pool
 
 
-__all__ = ["ContextPicker", "candidate_pool", "top_up", "vote"]
+__all__ = ["ContextPicker", "PickerDetails", "candidate_pool", "top_up", "vote"]

@@ -3,7 +3,7 @@ paper 001 in shared/papers): a small policy reads the query-chunk similarity
 distribution and picks a quantile band of the ranked chunks, trained with
 REINFORCE against a reward (the reader LLM's correctness, or gold labels).
 
-    band.py        Algorithm 1: quantiles -> ranks l..u (numpy only)
+    band.py        Algorithm 1: quantiles -> ranks l..u, and LDARBand, the record (numpy only)
     policy.py      the network: periodic embeddings, transformer, attention pooling, Beta heads
     checkpoint.py  safetensors + JSON policies and resumable training states (no pickle)
     selector.py    the ``ldar`` Selector (``ldar[policy=PATH]``)
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxsel.selectors.ldar.band import band_positions, band_ranks, select_band
+from ctxsel.selectors.ldar.band import LDARBand, band_positions, band_ranks, select_band
 
 
 def __getattr__(name: str) -> Any:
@@ -31,4 +31,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-__all__ = ["LDAR", "LDARPolicy", "PolicyConfig", "band_positions", "band_ranks", "select_band"]
+__all__ = ["LDAR", "LDARBand", "LDARPolicy", "PolicyConfig", "band_positions", "band_ranks", "select_band"]

@@ -7,7 +7,8 @@ Given N similarities and a band 0 <= q_L < q_U <= 1::
     sort the similarities ascending; keep ranks l..u (1-based, inclusive)
 
 so a band near quantile 1 holds the most similar chunks. This module is
-numpy-only (no torch) so the rule can be used and tested on its own.
+numpy-only (no torch) so the rule, and :class:`LDARBand`, the record of the band a selection
+kept, can be used and tested on their own.
 
 Where the rule and ctxsel's conventions meet (the paper is silent):
 
@@ -29,10 +30,56 @@ Where the rule and ctxsel's conventions meet (the paper is silent):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ctxsel.errors import InputError
+from ctxsel.types import MethodDetails, meta_key
+
+
+@dataclass(frozen=True, slots=True)
+class LDARBand(MethodDetails):
+    """LDAR's decision: the band of ascending ranks ``l..u`` of ``n_ranked`` finite scores, the
+    quantiles and Beta parameters it came from (a band head), or the picks (a Bernoulli head:
+    ``l`` and ``u`` are None)."""
+
+    n_ranked: int
+    #: which policy decided: its folder, or "bundled ldar policy sha256:<first 12 hex>" (None: a policy
+    #: object passed in)
+    policy: str | None = field(default=None, metadata=meta_key())
+    #: the reward that trained the policy (its description), the network's variant, and whether
+    #: the band was drawn (None in the light selections training builds for its rewards)
+    reward: dict[str, Any] | None = None
+    variant: str | None = None
+    sample: bool = False
+    l: int | None = None
+    u: int | None = None
+    q_l: float | None = field(default=None, metadata=meta_key("q_L"))
+    q_d: float | None = field(default=None, metadata=meta_key("q_D"))
+    q_u: float | None = field(default=None, metadata=meta_key("q_U"))
+    alpha_l: float | None = field(default=None, metadata=meta_key("alpha_L"))
+    beta_l: float | None = field(default=None, metadata=meta_key("beta_L"))
+    alpha_d: float | None = field(default=None, metadata=meta_key("alpha_D"))
+    beta_d: float | None = field(default=None, metadata=meta_key("beta_D"))
+    n_picked: int | None = field(default=None, metadata=meta_key())
+    mean_p: float | None = field(default=None, metadata=meta_key())
+    #: True when the policy ranks more scores than it was trained on (None: unknown)
+    beyond_training_n: bool | None = field(default=None, metadata=meta_key())
+    #: set when the band was widened to the selector's min_k
+    widened_to_min_k: int | None = field(default=None, metadata=meta_key())
+
+    @property
+    def ranks(self) -> tuple[int, int] | None:
+        """``(l, u)`` for a band, None for Bernoulli picks."""
+        return None if self.l is None or self.u is None else (self.l, self.u)
+
+    def kept_band(self) -> tuple[int, int] | None:
+        """Ascending ranks l..u are descending ranks n-u+1 .. n-l+1; None for Bernoulli picks."""
+        if self.l is None or self.u is None:
+            return None
+        return self.n_ranked - self.u + 1, self.n_ranked - self.l + 1
 
 
 def band_ranks(n: int, q_l: float, q_u: float, *, snap_top: bool = True) -> tuple[int, int]:
@@ -76,4 +123,4 @@ def select_band(order: np.ndarray, l: int, u: int) -> np.ndarray:
     return order[start:stop]
 
 
-__all__ = ["band_positions", "band_ranks", "select_band"]
+__all__ = ["LDARBand", "band_positions", "band_ranks", "select_band"]

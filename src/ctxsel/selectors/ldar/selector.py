@@ -29,7 +29,7 @@ band (the paper is silent on all of them):
 
 Inference is deterministic by default: (q_L, q_D) are the means of their
 Betas. ``sample=true`` draws them instead (``seed=`` makes a draw
-repeatable). The Selection's ``details`` (an :class:`~ctxsel.types.LDARBand`) and
+repeatable). The Selection's ``details`` (an :class:`~ctxsel.selectors.ldar.band.LDARBand`) and
 ``trace`` record q_L, q_D, q_U, l, u, the Beta parameters, and which reward trained
 the policy.
 """
@@ -45,10 +45,10 @@ import torch
 
 from ctxsel.errors import InputError
 from ctxsel.selectors.base import Decision, RankingSelector, rank
-from ctxsel.selectors.ldar.band import band_ranks, select_band
+from ctxsel.selectors.ldar.band import LDARBand, band_ranks, select_band
 from ctxsel.selectors.ldar.checkpoint import load_policy, resolve_policy_dir
 from ctxsel.selectors.ldar.policy import LDARPolicy, upper_quantile
-from ctxsel.types import LDARBand, Selection
+from ctxsel.types import Selection
 
 _bundled_cache: dict[str, tuple[LDARPolicy, dict[str, Any]]] = {}
 
@@ -71,8 +71,6 @@ def bundled_policy() -> tuple[LDARPolicy, dict[str, Any], str]:
 
 class LDAR(RankingSelector):
     """Learned distraction-aware band selection over the similarity distribution."""
-
-    name = "ldar"
 
     def __init__(
         self,
