@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxsel.train.picker_reward import (
+from ctxsel.train.context_picker.reward import (
     INVALID_REWARD,
     STAGE1,
     STAGE2,

@@ -20,8 +20,10 @@ from ctxsel.selectors.ldar.band import band_ranks  # noqa: E402
 from ctxsel.selectors.ldar.checkpoint import load_policy, save_policy  # noqa: E402
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, summarize_scores  # noqa: E402
 from ctxsel.selectors.ldar.selector import LDAR  # noqa: E402
-from ctxsel.train.ldar_rewards import LabelReward  # noqa: E402
-from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem  # noqa: E402
+from ctxsel.train.ldar.config import TrainConfig  # noqa: E402
+from ctxsel.train.ldar.items import TrainItem  # noqa: E402
+from ctxsel.train.ldar.rewards import LabelReward  # noqa: E402
+from ctxsel.train.ldar.trainer import Trainer  # noqa: E402
 from ctxsel.types import Example, LDARBand  # noqa: E402
 
 SUMMARY = dict(encoder="summary", summary_points=32, summary_top=8)

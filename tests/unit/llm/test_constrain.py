@@ -27,7 +27,7 @@ from ctxsel.selectors.context_picker.prompt import (
 )
 from ctxsel.selectors.sage.selector import KEYS_FORMAT, SUFFICIENT_FORMAT, TARGETS_FORMAT, vote_format
 from ctxsel.selectors.self_route import ROUTE_FORMAT, route_format
-from ctxsel.train.picker_rewrite import InvalidRewrites, parse_rewrites_json, rewrites_format
+from ctxsel.train.context_picker.rewrite import InvalidRewrites, parse_rewrites_json, rewrites_format
 
 N = 5
 PICKER = picker_format(N)

@@ -21,7 +21,7 @@ from ctxsel.llm.base import Completion, LLMBadRequest, LLMContextLengthError
 from ctxsel.llm.constrain import yes_no_format
 from ctxsel.selectors.context_picker.prompt import PREFILL, picker_format
 from ctxsel.selectors.self_route import ROUTE_FORMAT
-from ctxsel.train.picker_rewrite import REWRITE_JSON, rewrite_query, rewrites_format
+from ctxsel.train.context_picker.rewrite import REWRITE_JSON, rewrite_query, rewrites_format
 from ctxsel.types import Chunk, Example, LLMUsage, PickerDetails, SageDetails, SelfRouteDetails
 
 VERDICT = yes_no_format("verdict")

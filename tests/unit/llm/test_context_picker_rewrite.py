@@ -8,7 +8,7 @@ from fake_server import FakeOpenAIServer, completion_reply
 
 from ctxsel.datasets.splits import split_ids
 from ctxsel.llm import OpenAICompatClient
-from ctxsel.train.picker_rewrite import InvalidRewrites, parse_rewrites, rewrite_query, split_records
+from ctxsel.train.context_picker.rewrite import InvalidRewrites, parse_rewrites, rewrite_query, split_records
 
 Q = "Who wrote Animorphs?"
 GOOD = (
