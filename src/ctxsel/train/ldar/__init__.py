@@ -7,5 +7,5 @@
     checkpoint.py  resumable training states (weights, Adam, RNG states)
     plots.py       the reward curve as PNG
 
-Importing this package loads nothing heavy; ``trainer``, ``items`` and ``checkpoint`` import torch.
+Importing this package loads nothing heavy; ``trainer`` and ``checkpoint`` import torch.
 """
