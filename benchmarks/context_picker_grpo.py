@@ -6,13 +6,13 @@ Three steps, which may run on different machines (the pools need the embedder, G
     python benchmarks/context_picker_grpo.py train --run runs/picker_grpo --stage-seconds 150
     python benchmarks/context_picker_grpo.py report --run runs/picker_grpo
 
-``prepare`` builds every row as ``ctxsel train picker`` does (the candidate pool the picker sees at
+``prepare`` builds every row as ``ctxsel train context-picker`` does (the candidate pool the picker sees at
 inference, B = 1,000 tokens of MiniLM-ranked chunks or ``--picker-tokens``; S_gold as pool
 numbers) for the hotpotqa-long training split (80/20 into GRPO and validation questions) and for
 the 20 held-out test questions, and writes them to RUN/rows.json: training then needs neither the
 embedder nor the data.
 ``--labels`` takes S_gold from HotpotQA's supporting paragraphs, ``--mined FILE`` from ``ctxsel
-mine`` (the paper's Algorithm 1). ``train`` runs :func:`ctxsel.train.picker_trainer.train_picker`
+mine`` (the paper's Algorithm 1). ``train`` runs :func:`ctxsel.train.context_picker.trainer.train_picker`
 (adapters, reward curves) and then the greedy picks, with the stage-2 prompt as at inference, of
 the untrained model, the stage-1 and the stage-2 adapter on the test rows (RUN/picks.json), and
 each stage's picks on the same pools shuffled (RUN/picks_s1_shuffled.json, picks_s2_shuffled.json).
@@ -46,9 +46,9 @@ def prepare(args: argparse.Namespace) -> None:
     from ctxsel.datasets import load_dataset
     from ctxsel.datasets.splits import split_ids
     from ctxsel.scoring import get_scorer
-    from ctxsel.train.picker_mining import labelled_records, read_mined
-    from ctxsel.train.picker_rewrite import split_records
-    from ctxsel.train.picker_trainer import picker_rows, split_train_val
+    from ctxsel.train.context_picker.mining import labelled_records, read_mined
+    from ctxsel.train.context_picker.rewrite import split_records
+    from ctxsel.train.context_picker.rows import picker_rows, split_train_val
 
     examples = {e.id: e for e in load_dataset("hotpotqa-long")}
     train_ids, test_ids = split_ids(list(examples), 0.8, 0)
@@ -112,7 +112,9 @@ def pick_stats(replies: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]
 def train(args: argparse.Namespace) -> None:
     import torch
 
-    from ctxsel.train.picker_trainer import PickerTrainConfig, greedy_replies, train_picker
+    from ctxsel.train.context_picker.config import PickerTrainConfig
+    from ctxsel.train.context_picker.replies import greedy_replies
+    from ctxsel.train.context_picker.trainer import train_picker
 
     data = json.loads((args.run / "rows.json").read_text(encoding="utf-8"))
     cfg = PickerTrainConfig(
@@ -167,7 +169,7 @@ def shuffled_rows(rows: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]
     """Each pool in a seeded random order, gold renumbered (``picks --shuffled``)."""
     import random
 
-    from ctxsel.train.picker_trainer import shuffled_row
+    from ctxsel.train.context_picker.rows import shuffled_row
 
     rng = random.Random(seed)
     return [shuffled_row(r, rng) for r in rows]
@@ -196,7 +198,7 @@ def picks(args: argparse.Namespace) -> None:
     import torch
 
     from ctxsel.llm.hf_client import is_chat_base, load_base
-    from ctxsel.train.picker_trainer import greedy_replies, newline_ends_replies
+    from ctxsel.train.context_picker.replies import greedy_replies, newline_ends_replies
 
     rows = json.loads((args.run / "rows.json").read_text(encoding="utf-8"))["test"]
     if args.shuffled:

@@ -1,5 +1,5 @@
 """Seconds per GRPO step of the picker with each question's prompt read once for its group
-(``ctxsel.train.shared_prompt``, the default) against TRL's way (every sample's prompt read again).
+(``ctxsel.train.context_picker.shared_prompt``, the default) against TRL's way (every sample's prompt read again).
 
     python benchmarks/grpo_shared_prompt.py --run runs/picker_grpo --steps 2 --prompts-per-step 2
 
@@ -28,7 +28,8 @@ MODES = {"separate": False, "shared": True}
 
 def one(args: argparse.Namespace) -> None:
     """Train ``args.steps`` stage-1 steps one way; print the step times and peak memory as JSON."""
-    from ctxsel.train.picker_trainer import PickerTrainConfig, train_picker
+    from ctxsel.train.context_picker.config import PickerTrainConfig
+    from ctxsel.train.context_picker.trainer import train_picker
 
     data = json.loads((args.run / "rows.json").read_text(encoding="utf-8"))
     cfg = PickerTrainConfig(
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{args.base}, rows {args.run / 'rows.json'} (pool B = {data['pool_tokens']:,} tokens), "
             f"{args.prompts_per_step} questions x 8 samples a step, stage-1 steps from the untrained model, "
             "fp32 on CPU; `separate` is TRL's way (with its activation recomputation), `shared` "
-            "ctxsel.train.shared_prompt (recomputation per group)",
+            "ctxsel.train.context_picker.shared_prompt (recomputation per group)",
         ],
     )
     md += "\n" + md_table(["prompt read", "seconds a step", "mean s", "speed-up", "peak memory GB"], rows)

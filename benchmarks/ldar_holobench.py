@@ -151,7 +151,7 @@ def spearman(x: list[float], y: list[float]) -> float:
 
 def rows_for(selector: Any, scored: list[tuple[Any, Any]]) -> list[dict[str, Any]]:
     from ctxsel import metrics
-    from ctxsel.train.ldar_rewards import fbeta
+    from ctxsel.train.ldar.rewards import fbeta
 
     out = []
     for ex, s in scored:

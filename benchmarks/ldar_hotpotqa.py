@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     from ctxsel.eval.runner import evaluate
     from ctxsel.scoring import get_scorer
     from ctxsel.selectors.ldar.checkpoint import read_policy_config
-    from ctxsel.train.ldar_rewards import fbeta
+    from ctxsel.train.ldar.rewards import fbeta
 
     C.set_torch_threads(args.threads)
     info = C.machine_info(thread_info, ("torch",))

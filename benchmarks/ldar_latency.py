@@ -103,7 +103,7 @@ def quality(args, paper_path: str, summary_path: str) -> dict:
     from ctxsel.selectors.ldar.checkpoint import load_policy
     from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig
     from ctxsel.selectors.ldar.selector import LDAR
-    from ctxsel.train.ldar_rewards import fbeta
+    from ctxsel.train.ldar.rewards import fbeta
 
     examples = load_dataset("hotpotqa-long", hotpotqa_path=args.hotpotqa)
     test = split_examples(examples, "test")

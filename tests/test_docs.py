@@ -109,7 +109,18 @@ def cli_reference() -> str:
         "# Command line\n\nEvery command's `--help`, generated from the parser "
         "(`python -m tests.test_docs` rewrites this page).\n"
     ]
-    commands = ["", "select", "answer", "eval", "train ldar", "train picker", "mine", "env", "make-holo", "serve"]
+    commands = [
+        "",
+        "select",
+        "answer",
+        "eval",
+        "train ldar",
+        "train context-picker",
+        "mine",
+        "env",
+        "make-holo",
+        "serve",
+    ]
     for cmd in commands:
         argv = [sys.executable, "-m", "ctxsel.cli.main", *cmd.split(), "--help"]
         text = subprocess.run(argv, capture_output=True, text=True, env=env, check=True).stdout

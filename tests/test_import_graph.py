@@ -13,7 +13,9 @@ from tests.support.paths import SRC
 
 #: layer of each top-level part of the package, top (0) to bottom; a module may import its own
 #: layer and those below it. cli -> service/eval/integrations -> pipeline -> selectors/train
-#: -> datasets/reader -> llm/scoring/expansion -> the core types and helpers.
+#: -> datasets/reader -> llm/scoring/expansion -> the core types and helpers. A part's packages
+#: share its layer: train.ldar and train.context_picker are "train", beside selectors.ldar and
+#: selectors.context_picker.
 LAYERS: dict[str, int] = {
     "cli": 0,
     "service": 1,
@@ -162,8 +164,26 @@ def test_selectors_are_inference_only() -> None:
     assert offending == []
 
 
+def test_each_trained_method_has_one_home_beside_its_selector() -> None:
+    """train/<method>/ mirrors selectors/<method>/ (one spelling per method), and one method's
+    training never imports another's."""
+    train = SRC / "ctxsel" / "train"
+    methods = sorted(p.name for p in train.iterdir() if (p / "__init__.py").is_file())
+    assert methods == ["context_picker", "ldar"]
+    assert all((SRC / "ctxsel" / "selectors" / m / "__init__.py").is_file() for m in methods)
+    assert sorted(p.name for p in train.glob("*.py")) == ["__init__.py"]  # no module outside a method's package
+    graph = _graph()
+    crossing = sorted(
+        f"{a} -> {b}"
+        for a, deps in graph.items()
+        for b in deps
+        if a.startswith("ctxsel.train.") and b.startswith("ctxsel.train.") and a.split(".")[2] != b.split(".")[2]
+    )
+    assert crossing == []
+
+
 def test_selectors_never_touch_an_optimizer() -> None:
-    """Resuming a run (an optimizer's state) is training: ctxsel.train.ldar_checkpoint, not selectors."""
+    """Resuming a run (an optimizer's state) is training: ctxsel.train.ldar.checkpoint, not selectors."""
     text = "\n".join(p.read_text(encoding="utf-8") for p in (SRC / "ctxsel" / "selectors").rglob("*.py"))
     assert "optimizer" not in text.lower().replace("optimizers", "")
 

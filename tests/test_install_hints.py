@@ -130,7 +130,7 @@ def test_eval_with_matplotlib_draws_its_plots(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_picker_curves_without_matplotlib_are_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxsel.train.picker_trainer import plot_curves
+    from ctxsel.train.context_picker.plots import plot_curves
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setattr(plotting, "_warned", True)  # warned before: no second warning, no error

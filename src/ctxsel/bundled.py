@@ -105,8 +105,8 @@ ARTEFACTS: dict[str, Artefact] = {
         name="context-picker",
         title="Context-Picker LoRA adapter",
         folder=None,
-        made_by="ctxsel train picker (needs a GPU)",
-        note="not bundled: training it needs a GPU; train one with `ctxsel train picker` and pass adapter=PATH",
+        made_by="ctxsel train context-picker (needs a GPU)",
+        note="not bundled: training it needs a GPU; train one with `ctxsel train context-picker` and pass adapter=PATH",
     ),
 }
 

@@ -12,8 +12,8 @@ import pytest
 from ctxsel.cli.dataclass_args import add_dataclass_arguments, from_args
 from ctxsel.cli.main import build_parser
 from ctxsel.cli.mine_cmd import MINE_FLAGS
-from ctxsel.cli.train_cmd import NETWORK_FLAGS, TRAIN_FLAGS
-from ctxsel.cli.train_picker import PICKER_FLAGS
+from ctxsel.cli.train_context_picker_cmd import PICKER_FLAGS
+from ctxsel.cli.train_ldar_cmd import NETWORK_FLAGS, TRAIN_FLAGS
 
 
 @dataclass
@@ -54,9 +54,9 @@ def _defaults(cls: type, names: list[str]) -> dict[str, object]:
 
 def test_the_training_and_mining_commands_take_their_defaults_from_the_configs() -> None:
     from ctxsel.selectors.ldar.config import PolicyConfig
-    from ctxsel.train.ldar_config import TrainConfig
-    from ctxsel.train.picker_config import PickerTrainConfig
-    from ctxsel.train.picker_mining import MineConfig
+    from ctxsel.train.context_picker.config import PickerTrainConfig
+    from ctxsel.train.context_picker.mining import MineConfig
+    from ctxsel.train.ldar.config import TrainConfig
 
     args = build_parser().parse_args(["train", "ldar", "--dataset", "example", "--output", "x"])
     assert from_args(TrainConfig, args, TRAIN_FLAGS) == TrainConfig()

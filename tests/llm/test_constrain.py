@@ -22,7 +22,7 @@ from ctxsel.llm.constrain import (
 from ctxsel.selectors.context_picker.prompt import MAX_RATIONALE_CHARS, PickerReply, picker_format
 from ctxsel.selectors.sage.replies import KEYS_FORMAT, SUFFICIENT_FORMAT, TARGETS_FORMAT, vote_format
 from ctxsel.selectors.self_route import ROUTE_FORMAT, route_format
-from ctxsel.train.picker_rewrite import parse_rewrites_json, rewrites_format
+from ctxsel.train.context_picker.rewrite import parse_rewrites_json, rewrites_format
 
 N = 5
 PICKER = picker_format(N)

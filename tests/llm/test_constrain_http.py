@@ -23,7 +23,7 @@ from ctxsel.selectors.context_picker.picker import PickerDetails
 from ctxsel.selectors.context_picker.prompt import PREFILL, picker_format
 from ctxsel.selectors.sage.selector import SageDetails
 from ctxsel.selectors.self_route import ROUTE_FORMAT, SelfRouteDetails
-from ctxsel.train.picker_rewrite import REWRITE_JSON, rewrite_query, rewrites_format
+from ctxsel.train.context_picker.rewrite import REWRITE_JSON, rewrite_query, rewrites_format
 from ctxsel.types import Chunk, Example, LLMUsage
 from tests.support.fake_server import Reply, chat_reply, completion_reply
 from tests.support.fake_server import fake_client as client

@@ -33,7 +33,7 @@ def base_shapes() -> dict[str, tuple[int, ...]]:
 
 
 def trained_picker_folder(folder: Path, scale: float, shapes: dict[str, tuple[int, ...]]) -> Path:
-    """A picker folder as ``ctxsel train picker`` writes it, with a LoRA on every q and v projection:
+    """A picker folder as ``ctxsel train context-picker`` writes it, with a LoRA on every q and v projection:
     peft's initial adapter (lora_B = 0) when ``scale`` is 0."""
     rng = np.random.default_rng(0)
     weights = {}

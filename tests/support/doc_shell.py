@@ -139,7 +139,10 @@ def sandbox(words: list[str], reader_url: str) -> list[str]:
                 del words[j : j + 2]
     if words[:2] == ["train", "ldar"]:
         _set(words, "--steps", "2")
-    if words[:2] == ["train", "picker"]:  # GRPO on the tiny random model: one step a stage
+    if words[:2] in (
+        ["train", "context-picker"],
+        ["train", "picker"],
+    ):  # GRPO on the tiny random model: one step a stage
         _set(words, "--base", "tiny")
         _set(words, "--stage1-max-steps", "1")
         _set(words, "--stage2-steps", "1")

@@ -11,8 +11,8 @@ pytest.importorskip("peft")
 
 import torch
 
-from ctxsel.train.picker_trainer import make_tiny_model
-from ctxsel.train.shared_prompt import causal_lm, prompt_groups, shared_prompt_logps, supports_sharing
+from ctxsel.train.context_picker.shared_prompt import causal_lm, prompt_groups, shared_prompt_logps, supports_sharing
+from ctxsel.train.context_picker.tiny_model import make_tiny_model
 
 
 def _lora_model():
@@ -97,7 +97,7 @@ def test_shared_prompt_grpo_trains_and_samples_like_plain_generate(tmp_path):
     and the LoRA weights move."""
     from trl import GRPOConfig, GRPOTrainer
 
-    from ctxsel.train.shared_prompt import SharedPromptGRPOTrainer
+    from ctxsel.train.context_picker.shared_prompt import SharedPromptGRPOTrainer
 
     model, tok = make_tiny_model(seed=1)
     prompts = ["Alpha beta gamma delta. Which?", "Zeta eta theta. Which one?"]

@@ -55,7 +55,7 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "llamaindex": ("ctxsel.integrations.llamaindex", ("llama-index-core",)),
     "haystack": ("ctxsel.integrations.haystack", ("haystack-ai",)),
     "ray": ("ctxsel eval --engine ray", ("ray",)),
-    "picker": ("ctxsel train picker", ("trl", "peft", "gguf", "datasets", "accelerate", "transformers")),
+    "picker": ("ctxsel train context-picker", ("trl", "peft", "gguf", "datasets", "accelerate", "transformers")),
 }
 
 

@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="only the first N questions (of the split, with --split); N >= 1",
     )
     p.add_argument("--output", required=True, help="JSONL file of mined sets (rerun to resume)")
-    from ctxsel.train.picker_mining import MineConfig
+    from ctxsel.train.context_picker.mining import MineConfig
 
     add_dataclass_arguments(p, MineConfig, MINE_FLAGS)
     p.add_argument("--report", default=None, help="also write the comparison with the gold chunks here (Markdown)")
@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ctxsel.eval.results import write_atomic
     from ctxsel.reader import Reader
-    from ctxsel.train.picker_mining import (
+    from ctxsel.train.context_picker.mining import (
         LLMJudgeAdapter,
         compare_with_supporting_facts,
         comparison_markdown,
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.reader:
         raise InputError("ctxsel mine needs a generator: --reader local (the bundled model) or --reader URL")
-    from ctxsel.train.picker_mining import MineConfig
+    from ctxsel.train.context_picker.mining import MineConfig
 
     cfg = from_args(MineConfig, args, MINE_FLAGS)
     examples = load_examples(args)
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         judge_id = f"llm-judge:{judge.model_id}"
     augment = None
     if cfg.rewrites:
-        from ctxsel.train.picker_rewrite import rewrite_query
+        from ctxsel.train.context_picker.rewrite import rewrite_query
 
         def augment(rec: dict[str, Any]) -> dict[str, Any]:
             if not rec["kept"]:

@@ -1,6 +1,6 @@
 """A transformers causal LM (optionally with a LoRA adapter) as an LLM client.
 
-This is how a picker trained by ``ctxsel train picker`` is used as
+This is how a picker trained by ``ctxsel train context-picker`` is used as
 ``--method context-picker[adapter=PATH]``: the adapter folder's
 ``picker.json`` names its base model (the bundled Gemma 3 270M GGUF,
 or an instruction-tuned Qwen, de-quantised into PyTorch, or a saved model
@@ -129,7 +129,7 @@ def adapter_meta(path: Path) -> dict[str, Any]:
     meta_path = path / "picker.json"
     if not meta_path.is_file():
         raise FileNotFoundError(
-            f"{path} is not a trained picker (no picker.json): train one with `ctxsel train picker`"
+            f"{path} is not a trained picker (no picker.json): train one with `ctxsel train context-picker`"
         )
     return dict(json.loads(meta_path.read_text(encoding="utf-8")))
 

@@ -1,6 +1,6 @@
 """A trained LoRA adapter (peft's folder) as a llama.cpp LoRA GGUF.
 
-A picker trained by ``ctxsel train picker`` is a peft adapter over a bundled
+A picker trained by ``ctxsel train context-picker`` is a peft adapter over a bundled
 model whose weights came from that model's GGUF. Written as a llama.cpp
 adapter, it runs on the same GGUF in llama.cpp: with a grammar on its reply
 (transformers here has none), without torch at inference, and with the
@@ -149,7 +149,7 @@ def cached_lora_gguf(adapter_dir: str | Path, base_gguf: str | Path) -> Path:
 def llama_adapter_client(
     adapter: str | Path, *, n_threads: int | None = None, n_ctx: int | None = None
 ) -> LocalLlamaClient:
-    """A trained picker (``ctxsel train picker``'s folder) run by llama.cpp: its bundled base model's GGUF
+    """A trained picker (``ctxsel train context-picker``'s folder) run by llama.cpp: its bundled base model's GGUF
     with the adapter converted (once) to a llama.cpp LoRA. A picker trained on a model folder has no GGUF:
     run it with transformers (:meth:`ctxsel.llm.hf_client.TransformersClient.from_adapter`)."""
     from ctxsel.llm.hf_client import adapter_meta, bundled_base

@@ -12,7 +12,7 @@ import pytest
 
 from ctxsel.llm.base import Completion
 from ctxsel.reader import Reader
-from ctxsel.train.picker_mining import (
+from ctxsel.train.context_picker.mining import (
     bm25_candidates,
     compare_with_supporting_facts,
     comparison_markdown,
@@ -141,14 +141,15 @@ def test_cli_mine_and_train_picker_say_what_is_missing(capsys):
 
     assert main(["mine", "--dataset", "example", "--output", "x.jsonl"]) == 2
     assert "needs a generator: --reader local" in capsys.readouterr().err
-    assert main(["train", "picker", "--dataset", "example", "--output", "out"]) == 2
+    assert main(["train", "context-picker", "--dataset", "example", "--output", "out"]) == 2
     assert "needs either --mined FILE.jsonl" in capsys.readouterr().err
+    # picker: the older name of the same command
     assert main(["train", "picker", "--dataset", "example", "--labels", "--mined", "m.jsonl", "--output", "o"]) == 2
     assert "needs either --mined FILE.jsonl (from `ctxsel mine`) or --labels" in capsys.readouterr().err
 
 
 def test_labelled_records_take_s_gold_from_the_gold_chunks():
-    from ctxsel.train.picker_mining import labelled_records
+    from ctxsel.train.context_picker.mining import labelled_records
     from ctxsel.types import Chunk, Example
 
     chunks = [Chunk("a", "x"), Chunk("b", "y")]
@@ -162,7 +163,7 @@ def test_labelled_records_take_s_gold_from_the_gold_chunks():
 def test_the_picker_trains_only_on_the_datasets_training_split():
     """A kept question of the dataset's test split (the one `ctxsel eval --split test` holds out) is never
     trained on, though a split over the kept questions alone would put some of them in training."""
-    from ctxsel.cli.train_picker import picker_split
+    from ctxsel.cli.train_context_picker_cmd import picker_split
     from ctxsel.datasets.splits import split_ids
 
     ids = [f"q{i:02d}" for i in range(50)]

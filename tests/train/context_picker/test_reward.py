@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ctxsel.selectors.context_picker.picker import PickerDetails
-from ctxsel.train.picker_reward import (
+from ctxsel.train.context_picker.reward import (
     INVALID_REWARD,
     STAGE1,
     STAGE2,

@@ -8,7 +8,7 @@ import pytest
 from ctxsel.datasets.splits import split_ids
 from ctxsel.errors import InvalidRewrites
 from ctxsel.llm import OpenAICompatClient
-from ctxsel.train.picker_rewrite import parse_rewrites, rewrite_query, split_records
+from ctxsel.train.context_picker.rewrite import parse_rewrites, rewrite_query, split_records
 from tests.support.fake_server import FakeOpenAIServer, completion_reply
 
 Q = "Who wrote Animorphs?"

@@ -11,7 +11,8 @@ import pytest
 
 from ctxsel.scoring import get_scorer
 from ctxsel.selectors.context_picker.picker import PickerDetails
-from ctxsel.train.picker_trainer import TRLPickerReward, picker_rows, score_reply, split_train_val
+from ctxsel.train.context_picker.rows import picker_rows, split_train_val
+from ctxsel.train.context_picker.trl_reward import TRLPickerReward, score_reply
 from ctxsel.types import Chunk, Example
 
 pytest.importorskip("trl")
@@ -86,12 +87,10 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path, share_pr
     from safetensors.torch import load_file
 
     from ctxsel import get_selector
-    from ctxsel.train.picker_trainer import (
-        PickerTrainConfig,
-        format_warmup,
-        make_tiny_model,
-        train_picker,
-    )
+    from ctxsel.train.context_picker.config import PickerTrainConfig
+    from ctxsel.train.context_picker.tiny_model import make_tiny_model
+    from ctxsel.train.context_picker.trainer import train_picker
+    from ctxsel.train.context_picker.warmup import format_warmup
 
     rows = _rows()
     model, tok = make_tiny_model(seed=0)
@@ -155,7 +154,8 @@ def test_two_stage_grpo_runs_end_to_end_with_nonzero_gradient(tmp_path, share_pr
 @pytest.mark.slow
 @pytest.mark.usefixtures("one_torch_thread")
 def test_a_stage_stops_at_its_time_limit_and_keeps_its_adapter(tmp_path):
-    from ctxsel.train.picker_trainer import PickerTrainConfig, train_picker
+    from ctxsel.train.context_picker.config import PickerTrainConfig
+    from ctxsel.train.context_picker.trainer import train_picker
 
     rows = _rows()
     cfg = PickerTrainConfig(
@@ -187,7 +187,8 @@ def test_a_chat_base_reads_the_picker_prompt_through_its_chat_template(tmp_path)
     model on the plain prompt; the adapter records which, so inference reads what training read."""
     from ctxsel.llm.hf_client import TransformersClient, is_chat_base, model_text
     from ctxsel.selectors.context_picker.prompt import PREFILL, render_prompt
-    from ctxsel.train.picker_trainer import make_tiny_model, prompt_ids
+    from ctxsel.train.context_picker.rows import prompt_ids
+    from ctxsel.train.context_picker.tiny_model import make_tiny_model
 
     model, tok = make_tiny_model(seed=0)
     assert is_chat_base("qwen-0.5b", tok) and is_chat_base("qwen-1.5b", tok)
@@ -215,7 +216,7 @@ def test_a_chat_base_reads_the_picker_prompt_through_its_chat_template(tmp_path)
 def test_a_shuffled_pool_keeps_each_gold_number_on_its_passage():
     import random
 
-    from ctxsel.train.picker_trainer import shuffled_row
+    from ctxsel.train.context_picker.rows import shuffled_row
 
     row = {"question": "q?", "passages": [f"p{i}" for i in range(1, 9)], "gold": [1, 5]}
     seen = set()
@@ -243,7 +244,8 @@ def test_a_shuffled_pool_keeps_each_gold_number_on_its_passage():
 )
 def test_bad_training_settings_are_clear_errors(tmp_path, change, message):
     from ctxsel.errors import InputError
-    from ctxsel.train.picker_trainer import PickerTrainConfig, train_picker
+    from ctxsel.train.context_picker.config import PickerTrainConfig
+    from ctxsel.train.context_picker.trainer import train_picker
 
     rows = _rows()
     with pytest.raises(InputError, match=message):
@@ -252,7 +254,8 @@ def test_bad_training_settings_are_clear_errors(tmp_path, change, message):
 
 def test_an_adapter_from_another_base_is_refused(tmp_path):
     from ctxsel.errors import InputError
-    from ctxsel.train.picker_trainer import PickerTrainConfig, train_picker
+    from ctxsel.train.context_picker.config import PickerTrainConfig
+    from ctxsel.train.context_picker.trainer import train_picker
 
     stage = tmp_path / "old" / "stage2"
     (stage / "adapter").mkdir(parents=True)
@@ -268,7 +271,8 @@ def test_an_adapter_from_another_base_is_refused(tmp_path):
 def test_training_goes_on_from_a_saved_adapter_on_shuffled_pools(tmp_path):
     from safetensors.torch import load_file
 
-    from ctxsel.train.picker_trainer import PickerTrainConfig, train_picker
+    from ctxsel.train.context_picker.config import PickerTrainConfig
+    from ctxsel.train.context_picker.trainer import train_picker
 
     rows = _rows()
     small = {

@@ -10,7 +10,7 @@ import pytest
 from ctxsel.llm.base import Completion
 from ctxsel.reader import Reader
 from ctxsel.selectors.ldar.band import LDARBand
-from ctxsel.train.ldar_rewards import (
+from ctxsel.train.ldar.rewards import (
     CostRegularized,
     LabelReward,
     LLMCorrectnessReward,

@@ -20,8 +20,9 @@ from ctxsel.selectors.ldar.band import LDARBand, band_ranks
 from ctxsel.selectors.ldar.checkpoint import load_policy, save_policy
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, summarize_scores
 from ctxsel.selectors.ldar.selector import LDAR
-from ctxsel.train.ldar_rewards import LabelReward
-from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem
+from ctxsel.train.ldar.items import TrainItem
+from ctxsel.train.ldar.rewards import LabelReward
+from ctxsel.train.ldar.trainer import TrainConfig, Trainer
 from ctxsel.types import Example
 from tests.support.ldar import SMALL, band, chunks
 from tests.support.ldar import fixed_policy as ldar_fixed_policy

@@ -13,8 +13,10 @@ torch = pytest.importorskip("torch")
 from ctxsel.selectors.ldar.checkpoint import load_policy  # noqa: E402
 from ctxsel.selectors.ldar.policy import PolicyConfig  # noqa: E402
 from ctxsel.selectors.ldar.selector import LDAR  # noqa: E402
-from ctxsel.train.ldar_rewards import LabelReward  # noqa: E402
-from ctxsel.train.ldar_trainer import TrainConfig, Trainer, TrainItem  # noqa: E402
+from ctxsel.train.ldar.config import TrainConfig  # noqa: E402
+from ctxsel.train.ldar.items import TrainItem  # noqa: E402
+from ctxsel.train.ldar.rewards import LabelReward  # noqa: E402
+from ctxsel.train.ldar.trainer import Trainer  # noqa: E402
 from ctxsel.types import Chunk, Example  # noqa: E402
 
 SMALL = PolicyConfig(d_model=32, ff_dim=32, n_frequencies=8, head_hidden=32)

@@ -4,7 +4,8 @@
 - :mod:`.picker`: :class:`ContextPicker`, the selector (``--method context-picker``);
 - a trained picker runs through :mod:`ctxsel.llm.hf_client` (transformers + its LoRA adapter).
 
-Its training (mining, rewrites, rewards, two-stage GRPO) lives in :mod:`ctxsel.train`.
+Its training (mining, rewrites, rewards, two-stage GRPO) lives in
+:mod:`ctxsel.train.context_picker`.
 """
 
 from ctxsel.selectors.context_picker.picker import ContextPicker

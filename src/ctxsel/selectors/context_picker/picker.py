@@ -28,7 +28,7 @@ prompt; if the second reply is invalid too it falls back to adaptive-k
 replies, and the rationale of the reply it used) and in the eval's ``invalid_share`` /
 ``fallback`` columns.
 
-A trained picker is a LoRA adapter from ``ctxsel train picker``; pass
+A trained picker is a LoRA adapter from ``ctxsel train context-picker``; pass
 ``adapter=PATH`` and the picker runs it in process instead of the ``llm``
 client. Left unset, the picker would run the adapter that ships with ctxsel
 (``ctxsel.bundled``) when the reader is the bundled local model; this release

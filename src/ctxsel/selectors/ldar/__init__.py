@@ -5,10 +5,11 @@ REINFORCE against a reward (the reader LLM's correctness, or gold labels).
 
     band.py        Algorithm 1: quantiles -> ranks l..u, and LDARBand, the record (numpy only)
     policy.py      the network: periodic embeddings, transformer, attention pooling, Beta heads
-    checkpoint.py  safetensors + JSON policies and resumable training states (no pickle)
+    config.py      PolicyConfig: the network's settings (torch-free)
+    checkpoint.py  safetensors + JSON policies (no pickle)
     selector.py    the ``ldar`` Selector (``ldar[policy=PATH]``)
 
-Training (REINFORCE with an EMA baseline) lives in :mod:`ctxsel.train.ldar_trainer`.
+Training (REINFORCE with an EMA baseline) lives in :mod:`ctxsel.train.ldar`.
 Importing this package loads nothing heavy; ``selector``, ``policy`` and ``checkpoint`` import torch.
 """
 

@@ -6,7 +6,7 @@ how it was trained, including the reward) and ``model.safetensors``.
 
 Folders are written beside their final name and renamed into place, so a kill
 mid-write leaves the previous checkpoint intact. Training states (for resuming a
-run) live with the trainer, in :mod:`ctxsel.train.ldar_checkpoint`.
+run) live with the trainer, in :mod:`ctxsel.train.ldar.checkpoint`.
 """
 
 from __future__ import annotations

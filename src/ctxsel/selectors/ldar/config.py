@@ -1,5 +1,9 @@
-"""LDAR's network settings, apart from the network: the CLI builds its flags from
-:class:`PolicyConfig` without importing torch (``ctxsel --help`` stays fast)."""
+"""LDAR's *policy* config: the network's settings, apart from the network, saved with every
+policy and needed to run one. The CLI builds its flags from :class:`PolicyConfig` without
+importing torch (``ctxsel --help`` stays fast).
+
+Not to be confused with :mod:`ctxsel.train.ldar.config`, the *training* config (REINFORCE's
+steps, batch, learning rate...), which only shapes a training run."""
 
 from __future__ import annotations
 

@@ -212,10 +212,10 @@ def labelled_records(examples: Iterable[Example]) -> list[dict[str, Any]]:
     (``Example.gold_ids``: HotpotQA's supporting paragraphs, a HoloBench-style set's relevant rows).
 
     Not the paper's Algorithm 1, which mines S_gold because most corpora have no evidence labels:
-    a leave-one-out set is minimal *for the generator* (the bundled 1.5B answers most hotpotqa-long
-    questions from the answer paragraph alone), so a picker trained on it learns to name one
-    paragraph. Where labels exist they teach the whole reasoning chain. Questions without labels
-    are not kept.
+    a leave-one-out set is minimal *for the generator* (a generator that answers a multi-hop
+    question from the answer paragraph alone keeps that one paragraph), so a picker trained on it
+    can learn to name one paragraph. Where labels exist they teach the whole reasoning chain.
+    Questions without labels are not kept.
     """
     return [
         {"id": e.id, "question": e.question, "s_gold": list(e.gold_ids), "kept": bool(e.gold_ids), "labels": True}

@@ -1,17 +1,10 @@
-"""``ctxsel train picker``: two-stage GRPO of Context-Picker on mined evidence sets (or labelled ones).
+"""``ctxsel train context-picker`` (alias ``picker``): Context-Picker's flags and its run, two-stage
+GRPO on mined evidence sets (or labelled ones).
 
-    ctxsel mine --dataset hotpotqa-long --reader local --rewrites 5 --output runs/mined/hotpotqa100.jsonl
-    ctxsel train picker --dataset hotpotqa-long --mined runs/mined/hotpotqa100.jsonl --output runs/picker
-    ctxsel train picker --dataset hotpotqa-long --labels --output runs/picker_labels
-
-The kept mined questions (and their rewrites) are split 80/20 by original
-question with the same fixed split as every ``ctxsel train``; 20% of the
-training questions are held out again for the validation reward that ends
-stage 1. Writes OUTPUT/stage1, OUTPUT/stage2 (adapters; use as
-``--method "context-picker[adapter=OUTPUT/stage2]"``), OUTPUT/reward_curves.{json,png},
-OUTPUT/train_summary.json and OUTPUT/split.json. The default base is the
-bundled Qwen2.5-Coder-0.5B-Instruct (GGUF, de-quantised once into PyTorch);
-``--base tiny`` is the random test model.
+The kept mined questions (and their rewrites) are split by original question with the same fixed
+split as every ``ctxsel train``; what the run writes: :mod:`ctxsel.cli.train_cmd`. It reads the
+flags both methods share (--dataset, --output, the split, --seed, --threads, the scorer) from the
+one ``ctxsel train`` parser.
 """
 
 from __future__ import annotations
@@ -25,7 +18,7 @@ from typing import Any
 from ctxsel.cli.dataclass_args import add_dataclass_arguments, from_args
 from ctxsel.errors import InputError
 
-#: The PickerTrainConfig fields ``ctxsel train picker`` exposes (flags generated: ctxsel.cli.dataclass_args).
+#: The PickerTrainConfig fields ``ctxsel train context-picker`` exposes (flags generated: ctxsel.cli.dataclass_args).
 PICKER_FLAGS = [
     "base",
     "stage1_max_steps",
@@ -48,9 +41,10 @@ PICKER_FLAGS = [
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ctxsel.train.picker_config import PickerTrainConfig
+    """Context-Picker's group of the ``ctxsel train`` parser."""
+    from ctxsel.train.context_picker.config import PickerTrainConfig
 
-    g = p.add_argument_group("context-picker (ctxsel train picker)")
+    g = p.add_argument_group("context-picker (ctxsel train context-picker)")
     g.add_argument("--mined", default=None, help="JSONL from `ctxsel mine`: S_gold mined by Algorithm 1")
     g.add_argument(
         "--labels",
@@ -82,12 +76,14 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.cli.common import make_scorer
     from ctxsel.datasets import load_dataset
     from ctxsel.eval.results import write_atomic
-    from ctxsel.train.picker_mining import labelled_records, read_mined
-    from ctxsel.train.picker_rewrite import split_records
-    from ctxsel.train.picker_trainer import PickerTrainConfig, picker_rows, split_train_val, train_picker
+    from ctxsel.train.context_picker.config import PickerTrainConfig
+    from ctxsel.train.context_picker.mining import labelled_records, read_mined
+    from ctxsel.train.context_picker.rewrite import split_records
+    from ctxsel.train.context_picker.rows import picker_rows, split_train_val
+    from ctxsel.train.context_picker.trainer import train_picker
 
     if bool(args.mined) == bool(args.labels):
-        raise InputError("ctxsel train picker needs either --mined FILE.jsonl (from `ctxsel mine`) or --labels")
+        raise InputError("ctxsel train context-picker needs either --mined FILE.jsonl (from `ctxsel mine`) or --labels")
     # settings first: one that no run can use stops here, before the data is read, scored or written
     cfg = from_args(PickerTrainConfig, args, PICKER_FLAGS, seed=args.seed, threads=args.threads)
     examples = {e.id: e for e in load_dataset(args.dataset, hotpotqa_path=args.hotpotqa)}

@@ -1,8 +1,8 @@
 """GRPO that reads each question's prompt once for its whole group of samples.
 
 In GRPO every question is sampled K times (the group), and TRL scores each
-sample as its own sequence: prompt + reply. The picker's prompt is 1,000-2,500
-tokens and a reply 20-60, so K - 1 of every K prompt passes (in sampling, in
+sample as its own sequence: prompt + reply. The picker's prompt is long and a
+reply short, so K - 1 of every K prompt passes (in sampling, in
 the reference and policy log-probabilities, and in the backward pass) repeat
 work already done. Here the prompt runs once; its key/value cache is repeated
 K times and the replies are read on top of it, in one batch. Autograd sums the

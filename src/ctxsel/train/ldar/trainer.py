@@ -20,9 +20,9 @@ silent:
   (``policy.LOGPROB_EPS``).
 - No entropy bonus, gradient clipping or learning-rate schedule: Table 4
   lists none, so by default there are none. On a mix of data sets whose
-  rewards differ in scale (hotpotqa-long's two gold paragraphs among 991
-  beside HoloBench sets with tens of relevant sentences) one batch-mean
-  baseline let the policy collapse to one band for every question; the
+  rewards differ in scale (a few gold paragraphs among hundreds beside
+  sets with tens of relevant sentences) one batch-mean baseline can let the
+  policy collapse to one band for every question; the
   options that guard against it are off by default and recorded with the
   policy: ``baseline="question"`` (each question's own EMA, b_q <- 0.5 b_q +
   0.5 r_q, so only how a band compares with that question's earlier bands
@@ -41,7 +41,7 @@ silent:
 Everything needed to continue is checkpointed every ``checkpoint_every``
 steps (weights, Adam, EMA baseline, numpy and torch RNG states, the curve):
 a killed run resumes where it stopped and ends with the same weights as an
-uninterrupted one. The reward curve is written as JSON and PNG.
+uninterrupted one. The reward curve is written as JSON and PNG (:mod:`.plots`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -57,67 +57,14 @@ import numpy as np
 import torch
 
 from ctxsel.errors import InputError
-from ctxsel.selectors.base import rank
-from ctxsel.selectors.ldar.band import LDARBand, band_ranks, select_band
 from ctxsel.selectors.ldar.checkpoint import atomic_write_text, save_policy
 from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, pad_batch, upper_quantile
-from ctxsel.train.ldar_checkpoint import load_training_state, save_training_state
-from ctxsel.train.ldar_config import TrainConfig
-from ctxsel.train.ldar_rewards import describe_reward
-from ctxsel.types import Example, Selection
-
-
-@dataclass
-class TrainItem:
-    """One training question: its example and the chunks' scores (chunk order)."""
-
-    example: Example
-    scores: np.ndarray
-    order: np.ndarray = field(init=False)
-    ascending: np.ndarray = field(init=False)
-
-    def __post_init__(self) -> None:
-        s = np.asarray(self.scores, dtype=np.float64)
-        if len(s) != len(self.example.chunks):
-            raise InputError(f"{self.example.id}: {len(s)} scores for {len(self.example.chunks)} chunks")
-        order, n_finite = rank(s, "last")
-        if n_finite == 0:
-            raise InputError(f"{self.example.id}: no finite scores to train on")
-        self.order = order[:n_finite]  # non-finite scores take no part, as in the selector
-        self.ascending = s[self.order][::-1].astype(np.float32).copy()
-
-    @property
-    def n(self) -> int:
-        return len(self.order)
-
-
-def selection_from(item: TrainItem, idx: np.ndarray, details: LDARBand) -> Selection:
-    """A light Selection of chunk indices ``idx`` (most similar first) for a reward function."""
-    chunks = [item.example.chunks[int(i)] for i in idx]
-    return Selection(
-        ids=[c.id for c in chunks],
-        scores=[float(item.scores[int(i)]) for i in idx],
-        chunks=chunks,
-        method="ldar",
-        config={},
-        explanation="",
-        n_candidates=len(item.example.chunks),
-        details=details,
-    )
-
-
-def band_selection(item: TrainItem, q_l: float, q_d: float, snap_top: bool) -> Selection:
-    q_u = min(1.0, q_l + (1.0 - q_l) * q_d)
-    l, u = band_ranks(item.n, q_l, q_u, snap_top=snap_top)
-    band = LDARBand(item.n, sample=True, l=l, u=u, q_l=q_l, q_d=q_d, q_u=q_u)
-    return selection_from(item, select_band(item.order, l, u), band)
-
-
-def picks_selection(item: TrainItem, picks: np.ndarray) -> Selection:
-    """Bernoulli picks over ascending positions -> chunks, most similar first."""
-    asc = np.flatnonzero(picks[: item.n])
-    idx = item.order[item.n - 1 - asc[::-1]] if len(asc) else np.zeros(0, dtype=np.int64)
-    return selection_from(item, idx, LDARBand(item.n, sample=True, n_picked=len(asc)))
+from ctxsel.train.ldar.checkpoint import load_training_state, save_training_state
+from ctxsel.train.ldar.config import TrainConfig
+from ctxsel.train.ldar.items import TrainItem, band_selection, picks_selection
+from ctxsel.train.ldar.plots import plot_curve
+from ctxsel.train.ldar.rewards import describe_reward
+from ctxsel.types import Selection
 
 
 class Trainer:
@@ -441,73 +388,4 @@ class Trainer:
         return js, png
 
 
-def moving_average(x: Sequence[float], w: int) -> np.ndarray:
-    a = np.asarray(x, dtype=np.float64)
-    if len(a) == 0:
-        return a
-    w = max(1, min(w, len(a)))
-    c = np.cumsum(np.insert(a, 0, 0.0))
-    head = c[1:w] / np.arange(1, w)
-    return np.concatenate([head, (c[w:] - c[:-w]) / w])
-
-
-def plot_curve(path: Path, doc: dict[str, Any]) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [r["step"] for r in doc["steps"]]
-    rewards = [r["reward"] for r in doc["steps"]]
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    if steps:
-        ax.plot(steps, rewards, lw=0.8, alpha=0.45, color="tab:blue", label="batch reward (sampled bands)")
-        ax.plot(steps, moving_average(rewards, 10), lw=1.8, color="tab:blue", label="moving average (10 steps)")
-    ev = doc.get("deterministic_train") or []
-    if ev:
-        ax.plot(
-            [e["step"] for e in ev],
-            [e["reward"] for e in ev],
-            "o-",
-            color="tab:green",
-            ms=4,
-            label="Beta-mean policy, training questions",
-        )
-    rb = doc.get("reference", {}).get("random_band")
-    if rb:
-        ax.axhline(rb["reward"], color="gray", ls="--", lw=1, label=f"uniform random band ({rb['reward']:.3f})")
-    reward = doc.get("reward", {})
-    ax.set_title(
-        f"LDAR {doc.get('variant', '')}: reward = {reward.get('name')} "
-        + (f"(beta={reward['beta']:g})" if "beta" in reward else ""),
-        fontsize=9,
-    )
-    ax.set_xlabel("REINFORCE step")
-    ax.set_ylabel("reward")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    if steps:
-        ax2.plot(steps, [max(r["k"], 0.5) for r in doc["steps"]], color="tab:orange", lw=1, label="sampled")
-    if ev:
-        ax2.plot(
-            [e["step"] for e in ev],
-            [max(e["k"], 0.5) for e in ev],
-            "o-",
-            color="tab:green",
-            ms=4,
-            label="Beta-mean policy",
-        )
-    ax2.set_yscale("log")
-    ax2.set_xlabel("REINFORCE step")
-    ax2.set_ylabel("chunks selected (mean k)")
-    ax2.grid(alpha=0.3, which="both")
-    ax2.legend(fontsize=7)
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
-
-
-__all__ = ["TrainConfig", "TrainItem", "Trainer", "band_selection", "picks_selection", "plot_curve"]
+__all__ = ["Trainer"]

@@ -1,5 +1,5 @@
-"""Context-Picker's two-stage GRPO settings, beside its trainer (:mod:`ctxsel.train.picker_trainer`):
-``ctxsel train picker`` builds its flags from :class:`PickerTrainConfig` without importing torch,
+"""Context-Picker's two-stage GRPO settings, beside its trainer (:mod:`ctxsel.train.context_picker.trainer`):
+``ctxsel train context-picker`` builds its flags from :class:`PickerTrainConfig` without importing torch,
 TRL or transformers."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class PickerTrainConfig:
             "flag": "--no-share-prompt",
             "help": "read every sample's prompt separately, as TRL does (default: each question's prompt is read "
             "once for its group of samples, the same gradients for a fraction of the compute; "
-            "ctxsel.train.shared_prompt)",
+            "ctxsel.train.context_picker.shared_prompt)",
         },
     )
     eval_every: int = field(

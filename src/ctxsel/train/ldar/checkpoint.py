@@ -1,4 +1,5 @@
-"""LDAR training states, for resuming a run exactly: a folder with ``state.json`` (step, EMA
+"""LDAR's *training* states, for resuming a run exactly (a trained *policy*, what the selector
+loads, is :mod:`ctxsel.selectors.ldar.checkpoint`'s): a folder with ``state.json`` (step, EMA
 baseline, RNG states, the reward curve so far, the run's config), ``model.safetensors`` and
 ``optimizer.safetensors`` (Adam's moments, with the param-group settings in ``state.json``).
 Written beside the final name and renamed into place, as the policies in

@@ -1,6 +1,10 @@
-"""LDAR's REINFORCE settings, beside its trainer (:mod:`ctxsel.train.ldar_trainer`), as TRL keeps
-``*_config.py`` beside ``*_trainer.py``: ``ctxsel train ldar`` builds its flags from
-:class:`TrainConfig` without importing torch."""
+"""LDAR's *training* config: the REINFORCE settings (:class:`TrainConfig`), beside its trainer
+(:mod:`ctxsel.train.ldar.trainer`), as TRL keeps ``*_config.py`` beside ``*_trainer.py``.
+
+Not to be confused with :mod:`ctxsel.selectors.ldar.config`, the *policy* config: the network's
+shape (:class:`~ctxsel.selectors.ldar.config.PolicyConfig`), saved with every policy and needed to
+run one. This one only shapes a training run. ``ctxsel train ldar`` builds its flags from both
+without importing torch."""
 
 from __future__ import annotations
 
