@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from ctxsel.cli.common import add_llm_arguments, make_llm
+from ctxsel.cli.config_file import add_config_argument
 from ctxsel.cli.dataclass_args import add_dataclass_arguments, from_args
 from ctxsel.errors import InputError
 
@@ -35,6 +36,7 @@ STABILITY_FLAGS = ["baseline", "normalize_advantages", "entropy_coef", "lr_sched
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("method", choices=["ldar", "picker"], help="what to train (picker: see `ctxsel.cli.train_picker`)")
+    add_config_argument(p)
     p.add_argument("--dataset", required=True, help="hotpotqa-long, example, or a JSONL path")
     p.add_argument(
         "--hotpotqa", default=None, help="another HotpotQA file for hotpotqa-long (default: the bundled copy)"
