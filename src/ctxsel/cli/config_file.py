@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -34,7 +33,7 @@ def add_config_argument(p: argparse.ArgumentParser) -> None:
         CONFIG_FLAG,
         default=None,
         metavar="FILE",
-        help="read options from this TOML file (keys: the long options, e.g. methods = \"top-k@5,full\"); "
+        help='read options from this TOML file (keys: the long options, e.g. methods = "top-k@5,full"); '
         "the command line wins over it",
     )
 
@@ -70,6 +69,8 @@ def _fail(parser: argparse.ArgumentParser, message: str) -> NoReturn:
 
 def read_config(parser: argparse.ArgumentParser, path: str) -> dict[str, Any]:
     """The file's table (a missing file or bad TOML ends the command with one line naming the file)."""
+    import tomllib  # Python 3.11+
+
     try:
         with Path(path).open("rb") as f:
             return tomllib.load(f)
