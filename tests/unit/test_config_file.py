@@ -121,3 +121,16 @@ def test_every_experiment_config_parses(path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_the_experiments_are_found() -> None:
     assert len(EXPERIMENTS) >= 5
+
+
+def test_a_config_parses_as_the_command_it_replaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """experiments/hotpotqa_long_intervals.toml is the command its results file records, output folder aside."""
+    monkeypatch.chdir(REPO)
+    report = (REPO / "benchmarks" / "results" / "hotpotqa_long_intervals.md").read_text(encoding="utf-8")
+    command = shlex.split(report.split("Command: `", 1)[1].split("`", 1)[0])
+    assert command[:2] == ["ctxsel", "eval"]
+    by_hand = vars(parse(*command[1:], "--output", "runs/hotpotqa_long_intervals"))
+    by_config = vars(parse("eval", "--config", "experiments/hotpotqa_long_intervals.toml"))
+    assert by_config.pop("config") == "experiments/hotpotqa_long_intervals.toml"
+    assert by_hand.pop("config") is None
+    assert by_config == by_hand
