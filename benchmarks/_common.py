@@ -17,7 +17,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,18 @@ RESULTS_DIR = BENCH_DIR / "results"
 BUSY_LOAD = 1.5  # load average above which the header warns about contention
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def module_argv(module: str) -> list[str]:
+    """How to start ``module`` (``benchmarks.NAME``) in a new process, wherever that process's folder is."""
+    return [sys.executable, "-m", module]
+
+
+def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) with the repository root on PYTHONPATH, so the child finds ``benchmarks``."""
+    out = dict(os.environ if env is None else env)
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), out.get("PYTHONPATH", "")) if p)
+    return out
 
 
 def add_common_args(p: argparse.ArgumentParser) -> None:
@@ -113,10 +125,12 @@ def machine_info(thread_info: dict[str, Any], versions: tuple[str, ...] = ()) ->
     try:
         affinity = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
-        affinity = os.cpu_count()
+        affinity = os.cpu_count() or 1
     head = _git("rev-parse", "--short", "HEAD")
     dirty = bool(_git("status", "--porcelain", "--", "src"))
-    argv0 = os.path.relpath(sys.argv[0], ROOT) if os.path.isabs(sys.argv[0]) else sys.argv[0]
+    script = Path(sys.argv[0]).resolve()
+    # run as `python -m benchmarks.NAME`: argv[0] is the module's file
+    argv0 = ["-m", f"benchmarks.{script.stem}"] if script.parent == BENCH_DIR else [sys.argv[0]]
     python = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else sys.executable
     return {
         "cpu_model": cpu_model(),
@@ -124,7 +138,7 @@ def machine_info(thread_info: dict[str, Any], versions: tuple[str, ...] = ()) ->
         "logical_cpus": os.cpu_count(),
         "usable_cpus": affinity,
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "command": shlex.join([python, argv0, *sys.argv[1:]]),
+        "command": shlex.join([python, *argv0, *sys.argv[1:]]),
         "cwd": os.getcwd(),
         "threads": thread_info["threads"],
         "thread_env_before": thread_info["env_before"],
@@ -135,7 +149,7 @@ def machine_info(thread_info: dict[str, Any], versions: tuple[str, ...] = ()) ->
     }
 
 
-def header_md(title: str, info: dict[str, Any], notes: list[str] = ()) -> str:
+def header_md(title: str, info: dict[str, Any], notes: Sequence[str] = ()) -> str:
     la = info.get("loadavg_start")
     lae = info.get("loadavg_end")
     lines = [

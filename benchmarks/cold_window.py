@@ -9,7 +9,7 @@ times ``DenseScorer.score`` in fresh processes, interleaved: with the token coun
 cache (what the first process over a pool pays, and every process paid before) and with them
 stored.
 
-    python benchmarks/cold_window.py [--n 20000] [--repeats 3]
+    python -m benchmarks.cold_window [--n 20000] [--repeats 3]
 
 Writes benchmarks/results/cold_window.{md,json}.
 """
@@ -20,13 +20,11 @@ import argparse
 import random
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
+from benchmarks import _common as C
 
 WORDS = [
     "alpha",
@@ -81,8 +79,8 @@ def child(path: Path, n: int, with_counts: bool) -> float:
     if not with_counts:
         with sqlite3.connect(path) as con:
             con.execute("DELETE FROM lens")
-    cmd = [sys.executable, __file__, "--child", str(path), "--n", str(n)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    cmd = [*C.module_argv("benchmarks.cold_window"), "--child", str(path), "--n", str(n)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=C.child_env())
     return float(out.stdout.strip().splitlines()[-1])
 
 

@@ -2,9 +2,9 @@
 
 Three steps, which may run on different machines (the pools need the embedder, GRPO wants a GPU):
 
-    python benchmarks/context_picker_grpo.py prepare --labels --run runs/picker_grpo   # rows.json
-    python benchmarks/context_picker_grpo.py train --run runs/picker_grpo --stage-seconds 150
-    python benchmarks/context_picker_grpo.py report --run runs/picker_grpo
+    python -m benchmarks.context_picker_grpo prepare --labels --run runs/picker_grpo   # rows.json
+    python -m benchmarks.context_picker_grpo train --run runs/picker_grpo --stage-seconds 150
+    python -m benchmarks.context_picker_grpo report --run runs/picker_grpo
 
 ``prepare`` builds every row as ``ctxsel train context-picker`` does (the candidate pool the picker sees at
 inference, B = 1,000 tokens of MiniLM-ranked chunks or ``--picker-tokens``; S_gold as pool
@@ -36,8 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS_DIR, header_md, machine_info, md_table, setup_threads, write_report
+from benchmarks._common import RESULTS_DIR, header_md, machine_info, md_table, setup_threads, write_report
 
 POOL_TOKENS = 1000
 
@@ -80,7 +79,11 @@ def pick_stats(replies: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]
     from ctxsel.errors import InvalidReply
     from ctxsel.selectors.context_picker.prompt import parse_reply
 
-    valid, named, recall, precision, picks = 0, [], [], [], []
+    valid = 0
+    named: list[float] = []
+    recall: list[float] = []
+    precision: list[float] = []
+    picks: list[list[int] | None] = []
     for text, r in zip(replies, rows):
         try:
             ids = parse_reply(text, len(r["passages"])).ids
@@ -252,9 +255,16 @@ def votes(args: argparse.Namespace) -> None:
         if args.adapter
         else LocalLlamaClient("qwen-1.5b", n_threads=args.threads)  # the untrained picker: the bundled reader
     )
-    pool = {"n_tokens": 10**9, "max_candidates": 10**6}  # the rows are the pools, in rank order
-    greedy = ContextPicker(client, **pool)
-    sampler = ContextPicker(client, samples=args.samples, temperature=args.temperature, seed=args.seed, **pool)
+    n_tokens, max_candidates = 10**9, 10**6  # the rows are the pools, in rank order
+    greedy = ContextPicker(client, n_tokens=n_tokens, max_candidates=max_candidates)
+    sampler = ContextPicker(
+        client,
+        samples=args.samples,
+        temperature=args.temperature,
+        seed=args.seed,
+        n_tokens=n_tokens,
+        max_candidates=max_candidates,
+    )
     out: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for r in tqdm(rows, desc=f"votes {args.rows}", unit="q"):
@@ -345,7 +355,7 @@ def relevance_scores(run: Path, model: str, threads: int) -> dict[str, Any]:
     ]
     out: dict[str, Any] = {"model": model, "seconds": time.perf_counter() - t0, "threads": threads}
     for k in (1, 2, 3):
-        top = [sorted(range(1, len(s) + 1), key=lambda i, s=s: (-s[i - 1], i))[:k] for s in scores]
+        top = [sorted(range(1, len(s) + 1), key=lambda i, s=s: (-s[i - 1], i))[:k] for s in scores]  # type: ignore[misc]
         out[f"recall@{k}"] = sum(len(set(t) & set(r["gold"])) / r["n_gold"] for t, r in zip(top, rows)) / len(rows)
     gold = [s[i - 1] for s, r in zip(scores, rows) for i in r["gold"]]
     other = [x for s, r in zip(scores, rows) for i, x in enumerate(s, 1) if i not in r["gold"]]
@@ -395,7 +405,7 @@ def relevance(args: argparse.Namespace) -> None:
         f"`{RELEVANCE_PROMPT!r}`",
     ]
     md = header_md("Can the bundled models read a Context-Picker pool? One passage at a time", info, notes)
-    command = f"python benchmarks/context_picker_grpo.py relevance --run {args.run} --models {' '.join(args.models)}"
+    command = f"python -m benchmarks.context_picker_grpo relevance --run {args.run} --models {' '.join(args.models)}"
     md += f"\n{table}\n\nCommand: `{command} --threads {args.threads}`\n"
     write_report(
         "context_picker_relevance",
@@ -421,7 +431,7 @@ def prefix_hits(row: dict[str, Any], m: int) -> int:
 def same_count_recall(picks: list[list[int] | None], rows: list[dict[str, Any]]) -> float:
     """Gold recall of the retriever's first m candidates, m being what the picker named for each
     question (0 for an invalid reply): the picker beats the pool's order only where it is above this."""
-    return sum(prefix_hits(r, len(p or [])) / r["n_gold"] for p, r in zip(picks, rows)) / len(rows)
+    return float(sum(prefix_hits(r, len(p or [])) / r["n_gold"] for p, r in zip(picks, rows)) / len(rows))
 
 
 def top_k_recall(rows: list[dict[str, Any]], k: int, precision: bool = False) -> float:
@@ -512,7 +522,7 @@ def report(args: argparse.Namespace) -> None:
     for f in sorted(run.glob("votes_*.json")):
         v = json.loads(f.read_text(encoding="utf-8"))
         groups.setdefault((v["adapter"] or "untrained 1.5B", v["rows"]), []).append(v)
-    vote_rows = []
+    vote_rows: list[list[str]] = []
     for (picker, split), runs in groups.items():
         runs.sort(key=lambda v: v.get("seed", 0))
         pools = rows[split]
@@ -529,19 +539,19 @@ def report(args: argparse.Namespace) -> None:
         if len(runs) > 1:
             pooled = [[pick for v in runs for pick in v["picks"][i]["samples"]] for i in range(len(pools))]
             for floor in (False, True):
-                named, recall = vote_recall(pooled, pools, 3 if floor else 0)
-                n = sum(v["samples"] for v in runs)
-                desc = f"vote{', min_k=3' if floor else ''}: the {n} samples above together"
-                vote_rows.append([picker, label, desc, _fmt(named, False), _fmt(recall)])
+                v_named, v_recall = vote_recall(pooled, pools, 3 if floor else 0)
+                n_samples = sum(v["samples"] for v in runs)
+                desc = f"vote{', min_k=3' if floor else ''}: the {n_samples} samples above together"
+                vote_rows.append([picker, label, desc, _fmt(v_named, False), _fmt(v_recall)])
     votes_table = md_table(["picker", "pools", "rule", "named", "gold recall %"], vote_rows)
     stage_rows = []
-    for k in (k for k in ("stage1", "stage2") if k in curves):
-        c = curves[k]
+    for stage in (k for k in ("stage1", "stage2") if k in curves):
+        c = curves[stage]
         secs = [s["seconds"] for s in c["seconds"]]
         tr = [p["reward"] for p in c["train"]]
         stage_rows.append(
             [
-                k,
+                stage,
                 str(c["steps"]),
                 f"{sum(secs) / max(1, len(secs)):.1f}",
                 _fmt(tr[0] if tr else None, False) + " -> " + _fmt(tr[-1] if tr else None, False),

@@ -15,7 +15,7 @@ compared with torch's (max |diff|, min cosine).
 The run ends with the choice the library's ``backend="auto"`` encodes: the fastest backend whose
 recall (both methods) is within 0.5 points of torch's.
 
-    python benchmarks/embedding_throughput.py [--threads 2] [--backends torch,onnx,onnx-int8]
+    python -m benchmarks.embedding_throughput [--threads 2] [--backends torch,onnx,onnx-int8]
         [--cold-repeats 2] [--batch-size 32] [--limit N]
 
 Writes benchmarks/results/embedding_throughput.{md,json}.
@@ -31,9 +31,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
+from benchmarks import _common as C
 
 GOAL_PASSAGES_PER_S = 80.0
 RECALL_TOLERANCE = 0.5  # points
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     # -- cold passes, interleaved ----------------------------------------------------------------------------------
-    cold: dict[str, list[dict]] = {b: [] for b in backends}
+    cold: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
     vectors: dict[str, np.ndarray] = {}
     for r in range(args.cold_repeats):
         for b in backends:
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # -- cached pass, vector agreement, recall -------------------------------------------------------------------
     ref = vectors.get("torch")
-    results: dict[str, dict] = {}
+    results: dict[str, dict[str, Any]] = {}
     for b in backends:
         sc = scorers[b]
         cached = C.summarize(
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         qvecs = sc.embed([e.question for e in examples], sc.query_prefix)
         q_s = time.perf_counter() - t0
-        per_method: dict[str, dict] = {}
+        per_method: dict[str, dict[str, Any]] = {}
         for m in METHODS:
             sel = ctxsel.get_selector(m)
             recalls, toks, ks = [], [], []
@@ -276,19 +276,19 @@ def main(argv: list[str] | None = None) -> int:
     # -- report --------------------------------------------------------------------------------------------------
     rows = []
     for b in backends:
-        r = results[b]
-        rec = r["recall"]
+        res = results[b]
+        rec = res["recall"]
         rows.append(
             [
                 f"`{b}`",
-                f"{r['cold_passages_per_s_median']:.1f}" if r["cold_passages_per_s_median"] else "—",
-                " / ".join(f"{c['passages_per_s']:.1f}" for c in r["cold"]),
-                f"{r['cold_passages_per_cpu_s_median']:.1f}" if r["cold_passages_per_cpu_s_median"] else "—",
-                " / ".join(f"{c['loadavg_before'][0]:.1f}" if c["loadavg_before"] else "?" for c in r["cold"]),
+                f"{res['cold_passages_per_s_median']:.1f}" if res["cold_passages_per_s_median"] else "—",
+                " / ".join(f"{c['passages_per_s']:.1f}" for c in res["cold"]),
+                f"{res['cold_passages_per_cpu_s_median']:.1f}" if res["cold_passages_per_cpu_s_median"] else "—",
+                " / ".join(f"{c['loadavg_before'][0]:.1f}" if c["loadavg_before"] else "?" for c in res["cold"]),
                 f"{rec['adaptive-k']['recall']:.1f} ({rec['adaptive-k']['tokens']:,.0f} tok)",
                 f"{rec['top-k@5']['recall']:.1f} ({rec['top-k@5']['tokens']:,.0f} tok)",
-                f"{r['agreement']['max_abs_diff_vs_torch']:.1e} / {r['agreement']['min_cosine_vs_torch']:.4f}"
-                if r["agreement"]
+                f"{res['agreement']['max_abs_diff_vs_torch']:.1e} / {res['agreement']['min_cosine_vs_torch']:.4f}"
+                if res["agreement"]
                 else "(reference)",
             ]
         )

@@ -14,7 +14,7 @@ latency is then broken into scoring -- question embedding, paragraph lookup
 in the scorer's in-memory matrix (hashing only new texts), dot product -- and
 the cut; and the whole select timed once the question is embedded.
 
-    python benchmarks/end_to_end.py [--threads 1] [--cold-repeats 3] [--queries 30]
+    python -m benchmarks.end_to_end [--threads 1] [--cold-repeats 3] [--queries 30]
 
 Writes benchmarks/results/end_to_end.{md,json}.
 """
@@ -29,11 +29,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 _T_START = time.perf_counter()  # the child reports stage times from here
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+from benchmarks import _common as C  # noqa: E402 (after _T_START)
 
 CHILD_MARK = "CTXSEL_BENCH_RESULT "
 
@@ -83,7 +83,7 @@ def child_cold(args: argparse.Namespace) -> int:
     stages = {"model_import_and_load": 0.0, "encode": 0.0, "encoded_texts": 0}
     orig_encode = scorer._encode
 
-    def timed_encode(texts: list[str]):  # split the model's first load from encoding
+    def timed_encode(texts: list[str]) -> Any:  # split the model's first load from encoding
         if getattr(scorer, "_model", None) is None:
             t1 = time.perf_counter()
             scorer.model  # noqa: B018 - imports torch + sentence-transformers, loads MiniLM
@@ -117,14 +117,13 @@ def child_cold(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_cold(args: argparse.Namespace, cache_dir: str) -> dict:
+def run_cold(args: argparse.Namespace, cache_dir: str) -> dict[str, Any]:
     env = dict(os.environ)
     env["CTXSEL_CACHE_DIR"] = cache_dir
     for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[v] = str(args.threads)
     cmd = [
-        sys.executable,
-        str(Path(__file__).resolve()),
+        *C.module_argv("benchmarks.end_to_end"),
         "--child-cold",
         "--threads",
         str(args.threads),
@@ -138,12 +137,12 @@ def run_cold(args: argparse.Namespace, cache_dir: str) -> dict:
     if args.hotpotqa:
         cmd += ["--hotpotqa", args.hotpotqa]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, env=C.child_env(env), capture_output=True, text=True, timeout=900)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"cold child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     line = next(x for x in proc.stdout.splitlines() if x.startswith(CHILD_MARK))
-    res = json.loads(line[len(CHILD_MARK) :])
+    res: dict[str, Any] = json.loads(line[len(CHILD_MARK) :])
     res["wall_s"] = wall
     res["timings_s"]["interpreter_start_and_exit"] = wall - res["timings_s"]["total_in_process"]
     res["loadavg"] = C.loadavg()
@@ -218,12 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     encode_calls = {"n": 0, "texts": 0}
     orig_encode = scorer._encode
 
-    def counting_encode(batch: list[str]):
+    def counting_encode(batch: list[str]) -> Any:
         encode_calls["n"] += 1
         encode_calls["texts"] += len(batch)
         return orig_encode(batch)
 
-    scorer._encode = counting_encode  # type: ignore[method-assign]
+    scorer._encode = counting_encode  # type: ignore[method-assign,assignment]
 
     t0 = time.perf_counter()
     for q in warm_q:
@@ -243,13 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     import ctxsel.scoring.dense as dense_mod
 
     hashed = {"n": 0}
-    orig_key = dense_mod.text_key
+    orig_key = dense_mod.text_key  # type: ignore[attr-defined]
 
     def counting_key(model_id: str, text: str) -> str:
         hashed["n"] += 1
         return orig_key(model_id, text)
 
-    dense_mod.text_key = counting_key  # type: ignore[assignment]
+    dense_mod.text_key = counting_key  # type: ignore[attr-defined]
     parts: dict[str, list[float]] = {
         "query_embedding": [],
         "paragraph_cache_lookup": [],
@@ -276,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         parts["selection"].append(t4 - t3)
         parts["scoring_plus_selection"].append(t4 - t0)
         parts["after_question"].append(t4 - t1)
-    dense_mod.text_key = orig_key  # type: ignore[assignment]
+    dense_mod.text_key = orig_key  # type: ignore[attr-defined]
     hashed_per_query = hashed["n"] / len(part_q)
     # the query embedding alone, without the cache: what the model costs per question
     raw_q = C.time_calls(
@@ -305,10 +304,10 @@ def main(argv: list[str] | None = None) -> int:
     tmp.cleanup()
 
     # -- report ----------------------------------------------------------------------------
-    def cs(key: str) -> dict:
+    def cs(key: str) -> dict[str, Any]:
         return C.summarize([c["timings_s"][key] for c in cold])
 
-    def s_cell(stats: dict) -> str:
+    def s_cell(stats: dict[str, Any]) -> str:
         if not stats.get("n"):
             return "—"
         return f"{stats['median_ms'] / 1e3:.2f} ({stats['p90_ms'] / 1e3:.2f})"
@@ -378,15 +377,15 @@ def main(argv: list[str] | None = None) -> int:
         "most of the total; the rest is the lookup, cosine and cut above."
     )
 
-    c0 = cold[0] if cold else None
+    first_cold = cold[0] if cold else None
     notes = [
         f"Pool: {len(pool)} hotpotqa-long paragraphs; method `{args.method}`; DenseScorer = bundled "
         f"all-MiniLM-L6-v2, batch size {args.batch_size}, cache in a fresh temporary CTXSEL_CACHE_DIR.",
         f"Cold: {args.cold_repeats} subprocess run(s) of this script (`--child-cold`), each with a new empty cache, "
         f"question #{args.question_index}; time in **seconds**, median (p90)."
         + (
-            f" It kept k = {c0['k']} of {c0['n_candidates']} ({c0['gold_found']}/{c0['gold']} gold paragraphs)."
-            if c0
+            f" It kept k = {first_cold['k']} of {first_cold['n_candidates']} ({first_cold['gold_found']}/{first_cold['gold']} gold paragraphs)."
+            if first_cold
             else ""
         ),
         f"Warm: same process, paragraph embeddings cached ({n_cached_before} vectors), model loaded; "

@@ -1,7 +1,7 @@
 """Seconds per GRPO step of the picker with each question's prompt read once for its group
 (``ctxsel.train.context_picker.shared_prompt``, the default) against TRL's way (every sample's prompt read again).
 
-    python benchmarks/grpo_shared_prompt.py --run runs/picker_grpo --steps 2 --prompts-per-step 2
+    python -m benchmarks.grpo_shared_prompt --run runs/picker_grpo --steps 2 --prompts-per-step 2
 
 Both ways train the same rows (RUN/rows.json from ``context_picker_grpo.py prepare``) from the same
 untrained model, each in a fresh process so that peak memory is its own; the training reward is
@@ -20,8 +20,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS_DIR, header_md, loadavg, machine_info, md_table, setup_threads, write_report
+from benchmarks._common import (
+    RESULTS_DIR,
+    child_env,
+    header_md,
+    loadavg,
+    machine_info,
+    md_table,
+    module_argv,
+    setup_threads,
+    write_report,
+)
 
 MODES = {"separate": False, "shared": True}
 
@@ -72,9 +81,14 @@ def main(argv: list[str] | None = None) -> None:
     data = json.loads((args.run / "rows.json").read_text(encoding="utf-8"))
     results = {}
     for mode in MODES:
-        cmd = [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:]), "--one", mode]
+        cmd = [
+            *module_argv("benchmarks.grpo_shared_prompt"),
+            *(argv if argv is not None else sys.argv[1:]),
+            "--one",
+            mode,
+        ]
         print(f"{mode}: {args.steps} steps ...", file=sys.stderr, flush=True)
-        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=child_env())
         results[mode] = {**json.loads(done.stdout.strip().splitlines()[-1]), "loadavg_after": loadavg()}
     info["loadavg_end"] = loadavg()
     base = statistics.mean(results["separate"]["seconds"])

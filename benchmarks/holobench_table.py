@@ -5,7 +5,7 @@ contexts; 30 queries each; seed 0) with ctxsel.datasets.holobench, evaluates
 every method with ctxsel.eval.runner.evaluate and the bundled
 all-MiniLM-L6-v2, and writes benchmarks/results/holobench.{md,json}::
 
-    .venv/bin/python benchmarks/holobench_table.py [--threads 1] [--cache-dir DIR]
+    .venv/bin/python -m benchmarks.holobench_table [--threads 1] [--cache-dir DIR]
 
 The ~12,000 distinct sentences are embedded first, in a fixed order (table
 by table, 1,000 at a time), into a temporary CTXSEL_CACHE_DIR that is deleted
@@ -24,8 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
+from benchmarks import _common as C
 
 METHODS = (
     "adaptive-k",
@@ -69,7 +68,7 @@ def run(args: argparse.Namespace) -> dict[int, dict[str, Any]]:
 
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
-    scorer = get_scorer("dense", model=args.model, num_threads=args.threads, show_progress=False)
+    scorer: Any = get_scorer("dense", model=args.model, num_threads=args.threads, show_progress=False)
     t0 = time.perf_counter()
     sentences = [s for table in build_corpus(args.seed).sentences.values() for s in table]
     for start in range(0, len(sentences), 1000):  # a fixed batching, so a fresh cache gets the same vectors

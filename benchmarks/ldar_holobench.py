@@ -6,7 +6,7 @@ style sets (``ctxsel make-holo``: one chunk per sentence) at several information
 context of fixed size, so the number of relevant chunks ranges over an order of magnitude. The
 held-out sets are generated with a seed never used for training.
 
-    python benchmarks/ldar_holobench.py [--amounts 500,1k,2k,4k] [--size 8k] [--train-seeds 1,2,3]
+    python -m benchmarks.ldar_holobench [--amounts 500,1k,2k,4k] [--size 8k] [--train-seeds 1,2,3]
         [--test-seed 100] [--steps 300] [--encoder summary] [--threads 1]
 
 1. Writes the sets to --work-dir (train.jsonl: every amount x training seed; test.jsonl: every
@@ -36,8 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
+from benchmarks import _common as C
 
 STRATEGIES = ("uniform", "begin", "end", "middle", "bimodal")
 K_GRID = (1, 2, 3, 5, 8, 10, 15, 20, 30, 40, 50, 75, 100, 150, 200, 300)
@@ -157,6 +156,7 @@ def rows_for(selector: Any, scored: list[tuple[Any, Any]]) -> list[dict[str, Any
     for ex, s in scored:
         sel = selector.select(ex.question, ex.chunks, s)
         rec, prec = metrics.context_recall(sel.ids, ex.gold_ids), metrics.context_precision(sel.ids, ex.gold_ids)
+        assert rec is not None and prec is not None  # every question has gold chunks
         out.append(
             {"gold": len(ex.gold_ids), "k": sel.k, "tokens": sel.n_tokens, "recall": rec, "f2": fbeta(rec, prec)}
         )
@@ -164,7 +164,7 @@ def rows_for(selector: Any, scored: list[tuple[Any, Any]]) -> list[dict[str, Any
 
 
 def mean(rows: list[dict[str, Any]], key: str) -> float:
-    return sum(r[key] for r in rows) / len(rows)
+    return float(sum(r[key] for r in rows) / len(rows))
 
 
 def main() -> int:
@@ -721,7 +721,7 @@ def model_card(
         f"{hp['adaptive-k']['recall']:.1f}%, F2 {hp['adaptive-k']['f2']:.1f}.",
         "",
         f"Full report: benchmarks/results/{args.bundled_name}.md (rerun the evaluation alone with "
-        "`python benchmarks/ldar_holobench.py --eval-bundled`).",
+        "`python -m benchmarks.ldar_holobench --eval-bundled`).",
         "",
         "## Intended use and limits",
         "",

@@ -8,7 +8,7 @@ precision, per question, then averaged) that trained the policies, and
 writes benchmarks/results/ldar_hotpotqa.{md,json}. Train the policies first
 (README, "LDAR"), then:
 
-    python benchmarks/ldar_hotpotqa.py --policy "LDAR=runs/ldar/label/policy" \\
+    python -m benchmarks.ldar_hotpotqa --policy "LDAR=runs/ldar/label/policy" \\
         --policy "Bernoulli ablation=runs/ldar/label-bernoulli/policy" \\
         --policy "MLP ablation=runs/ldar/label-mlp/policy"
 """
@@ -20,8 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
+from benchmarks import _common as C
 
 BASELINES = ["adaptive-k", "top-k@1", "top-k@2", "top-k@3", "top-k@5", "top-k@10", "full"]
 

@@ -19,7 +19,7 @@ through the summary path untrained ("zero-shot"), on the 20 held-out
 hotpotqa-long questions of the fixed split: recall, precision, F2 (the
 label reward), k and tokens, plus ``decide()`` latency on the real scores.
 
-    python benchmarks/ldar_latency.py --paper-policy runs/ldar/label/policy \\
+    python -m benchmarks.ldar_latency --paper-policy runs/ldar/label/policy \\
         --summary-policy runs/ldar/label-summary/policy
 
 Writes benchmarks/results/ldar_latency.{md,json}.
@@ -31,12 +31,13 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Literal
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
+from benchmarks import _common as C
 
-ENCODERS = ("transformer", "summary")
+ENCODERS: tuple[Literal["transformer", "summary"], ...] = ("transformer", "summary")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -81,7 +82,7 @@ def child_rss(n: int, encoder: str, threads: int) -> dict[str, float]:
     return {"before_mb": float(out[0]), "after_mb": float(out[1])}
 
 
-def timed(fn, budget_s: float) -> dict:
+def timed(fn: Callable[[], object], budget_s: float) -> dict[str, Any]:
     """median/p90 of ``fn()``: 2 warm-up calls and 5-200 timed ones, but 1 and 3 when a call takes > 1 s."""
     t0 = time.perf_counter()
     fn()
@@ -91,7 +92,7 @@ def timed(fn, budget_s: float) -> dict:
     )
 
 
-def quality(args, paper_path: str, summary_path: str) -> dict:
+def quality(args: argparse.Namespace, paper_path: str, summary_path: str) -> dict[str, Any]:
     """Both trained policies (and the paper's weights through the summary path) on the held-out questions."""
     import numpy as np
 
@@ -123,18 +124,19 @@ def quality(args, paper_path: str, summary_path: str) -> dict:
         "summary variant": LDAR(policy=summary_path),
         "paper weights via summary, untrained": LDAR(policy=zero),
     }
-    out: dict = {
+    out: dict[str, Any] = {
         "n_questions": len(test),
         "n_chunks": sorted({len(ex.chunks) for ex in test}),
         "training": {"paper": paper_info["training"], "summary": summ_info["training"]},
         "methods": {},
     }
-    bands: dict[str, list] = {}
+    bands: dict[str, list[Any]] = {}
     for label, sel in methods.items():
         rows = []
         for ex, s in scored:
             r = sel.select(ex.question, ex.chunks, s)
             rec, prec = metrics.context_recall(r.ids, ex.gold_ids), metrics.context_precision(r.ids, ex.gold_ids)
+            assert rec is not None and prec is not None  # every question has gold chunks
             band = r.details_as(LDARBand)
             rows.append(
                 {
@@ -148,7 +150,7 @@ def quality(args, paper_path: str, summary_path: str) -> dict:
             )
         ex0, s0 = scored[0]
         tok = np.array([c.n_tokens or 0 for c in ex0.chunks])
-        lat = timed(lambda sel=sel, s0=s0, tok=tok: sel.decide(s0, tok), args.budget_s)
+        lat = timed(lambda sel=sel, s0=s0, tok=tok: sel.decide(s0, tok), args.budget_s)  # type: ignore[misc]
         bands[label] = [r["band"] for r in rows]
         out["methods"][label] = {
             **{k: float(np.mean([r[k] for r in rows])) for k in ("recall", "precision", "f2", "k", "tokens")},
@@ -167,15 +169,18 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
     import torch
-    from selection_latency import make_scores
     from tqdm import tqdm
 
+    from benchmarks.selection_latency import make_scores
     from ctxsel.selectors.ldar.policy import LDARPolicy, PolicyConfig, count_parameters
     from ctxsel.selectors.ldar.selector import LDAR
 
     C.set_torch_threads(args.threads)
     info = C.machine_info(thread_info, ("torch",))
-    ints = lambda s: [int(float(x)) for x in s.split(",") if x.strip()]  # noqa: E731
+
+    def ints(s: str) -> list[int]:
+        return [int(float(x)) for x in s.split(",") if x.strip()]
+
     sizes = {"transformer": ints(args.paper_sizes), "summary": ints(args.summary_sizes)}
     train_sizes = ints(args.train_sizes)
     thread_counts = sorted({args.threads, args.default_threads} - {0})
@@ -188,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     n_params = count_parameters(policies["transformer"])
     assert count_parameters(policies["summary"]) == n_params
 
-    def before(x, p=policies["transformer"]):  # the inference path before this change
+    def before(x: Any, p: Any = policies["transformer"]) -> Any:  # the inference path before this change
         p.train()
         try:
             with torch.no_grad():
@@ -196,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             p.eval()
 
-    timing: dict = {}  # [threads][path][N]
-    train: dict = {}  # [threads][encoder][N]
+    timing: dict[str, Any] = {}  # [threads][path][N]
+    train: dict[str, Any] = {}  # [threads][encoder][N]
     cells = len(thread_counts) * (
         2 * len(sizes["transformer"])
         + 2 * len(sizes["summary"])
@@ -236,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                     dtype=torch.float32,
                 )
 
-                def step(tp=tp, opt=opt, rng=rng, batch=batch):
+                def step(tp: Any = tp, opt: Any = opt, rng: Any = rng, batch: Any = batch) -> None:
                     out = tp(batch)
                     q_l, q_d = out.sample_band()
                     logp = out.band_log_prob(q_l, q_d)

@@ -27,7 +27,7 @@ the test questions (each run ``--repeats`` times), from the question vector to t
 with each framework's own similarity computation and objects; it excludes embedding the question
 (the same for everyone). Ratios are to ctxsel's default method, adaptive-k.
 
-    python benchmarks/peers.py [--threads 1] [--repeats 5]
+    python -m benchmarks.peers [--threads 1] [--repeats 5]
 
 Writes benchmarks/results/peers.{md,json}.
 """
@@ -43,8 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
+from benchmarks import _common as C
 
 CTXSEL_METHODS = ("adaptive-k", "top-k@5", "top-n-tokens@1k", "autocut@1")
 REFERENCE = "ctxsel adaptive-k"
@@ -356,7 +355,7 @@ def _langchain_community_shim() -> None:
     from langchain_core.documents import Document
 
     class _DocumentWithState(Document):
-        state: dict = {}  # noqa: RUF012 - pydantic field, as in langchain-community
+        state: dict[str, Any] = {}  # noqa: RUF012 - pydantic field, as in langchain-community
 
     def get_stateful_documents(documents: Any) -> list[Any]:
         return [
@@ -369,7 +368,7 @@ def _langchain_community_shim() -> None:
     def _get_embeddings_from_stateful_docs(embeddings: Any, documents: Any) -> list[list[float]]:
         if documents and "embedded_doc" in documents[0].state:
             return [d.state["embedded_doc"] for d in documents]
-        vecs = embeddings.embed_documents([d.page_content for d in documents])
+        vecs: list[list[float]] = embeddings.embed_documents([d.page_content for d in documents])
         for d, v in zip(documents, vecs):
             d.state["embedded_doc"] = v
         return vecs

@@ -11,7 +11,7 @@ the default method set (15 methods), dense MiniLM scores, and measures:
 - and checks that each Ray run's summary.json equals the local one field by
   field (timing columns ``select_ms`` / ``wall_s`` and the engine name aside).
 
-    python benchmarks/ray_engine.py [--threads 1] [--repeats 1] [--startup-repeats 3]
+    python -m benchmarks.ray_engine [--threads 1] [--repeats 1] [--startup-repeats 3]
 
 Writes benchmarks/results/ray_engine.{md,json}.
 """
@@ -30,8 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
+from benchmarks import _common as C
 
 TIMING = {"select_ms", "wall_s"}
 RAY_LINE = re.compile(

@@ -5,7 +5,7 @@ rankings -- dense (bundled MiniLM), BM25, hybrid, hybrid + second hop,
 hybrid + mention links, hybrid + both -- each cut by adaptive-k and by
 top-n-tokens@1k, and writes benchmarks/results/recall_hotpotqa.{md,json}::
 
-    .venv/bin/python benchmarks/recall_hotpotqa.py [--threads 1] [--holo-5k FILE --holo-25k FILE]
+    .venv/bin/python -m benchmarks.recall_hotpotqa [--threads 1] [--holo-5k FILE --holo-25k FILE]
 
 Honest tuning: every weight, m and boost is chosen on the 80 TRAINING
 questions of the fixed split (``ctxsel.datasets.splits``, seed 0) by the
@@ -37,8 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
+from benchmarks import _common as C
 
 METHODS = ("adaptive-k", "top-n-tokens@1k")
 TUNE_METHOD = "top-n-tokens@1k"
@@ -55,7 +54,7 @@ LINKS_GRID = [f"links[m={m},boost={b}]" for m, b in itertools.product((1, 2, 3),
 
 
 def recall_of(rows: list[dict[str, Any]]) -> float:
-    return 100 * sum(r["recall"] for r in rows) / len(rows)
+    return float(100 * sum(r["recall"] for r in rows) / len(rows))
 
 
 class Grid:
@@ -64,7 +63,7 @@ class Grid:
     def __init__(self, threads: int) -> None:
         from ctxsel.scoring import get_scorer
 
-        self.dense = get_scorer("dense", num_threads=threads)
+        self.dense: Any = get_scorer("dense", num_threads=threads)
         self.bm25 = get_scorer("bm25")
         self._bases: dict[str, Any] = {"dense": self.dense, "bm25": self.bm25}
 
@@ -81,14 +80,16 @@ class Grid:
             self._bases[base] = HybridScorer(**options, dense_scorer=self.dense, bm25_scorer=self.bm25)
         return ExpandingScorer(self._bases[base], expansion) if plus else self._bases[base]
 
-    def rows(self, spec: str, examples: list[Any], methods: tuple[str, ...] = METHODS) -> dict[str, list[dict]]:
+    def rows(
+        self, spec: str, examples: list[Any], methods: tuple[str, ...] = METHODS
+    ) -> dict[str, list[dict[str, Any]]]:
         """Per method, one row per example: recall and tokens (what the eval runner measures)."""
         from ctxsel import metrics
         from ctxsel.selectors import get_selector
 
         scorer = self.ranking(spec)
         selectors = {m: get_selector(m) for m in methods}
-        out: dict[str, list[dict]] = {m: [] for m in methods}
+        out: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
         for ex in examples:
             scores = scorer.score(ex.question, ex.chunks)
             for m, sel in selectors.items():
@@ -176,6 +177,7 @@ def costs(grid: Grid, chosen: dict[str, str], examples: list[Any]) -> dict[str, 
     base = grid.ranking(chosen["hybrid"])
     for family in ("hybrid+hop", "hybrid+links", "hybrid+hop+links"):
         expansion = parse_expansion(chosen[family].split("+", 1)[1])
+        assert expansion is not None
         times = []
         for ex in examples:
             first = np.asarray(base.score(ex.question, ex.chunks), dtype=np.float64)

@@ -19,7 +19,7 @@ repeated to reach 10^6 tokens), cut at the first paragraph that reaches the size
 - BM25 (bm25s): tokenise and index every paragraph; extra storage is the
   saved index folder.
 
-    python benchmarks/sage_prep.py [--sizes 1e4,1e5,1e6] [--threads 1]
+    python -m benchmarks.sage_prep [--sizes 1e4,1e5,1e6] [--threads 1]
 
 Writes benchmarks/results/sage_prep.{md,json}.
 """
@@ -30,13 +30,13 @@ import argparse
 import json
 import random
 import shutil
-import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
+from benchmarks import _common as C
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,11 +52,12 @@ def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
 
 
-def build_document(pool: list, n_tokens: int) -> list:
+def build_document(pool: list[Any], n_tokens: int) -> list[Any]:
     """Paragraphs (renumbered Chunks) until the total reaches ``n_tokens``."""
     from ctxsel.types import Chunk
 
-    out, total, rep = [], 0, 0
+    out: list[Any] = []
+    total, rep = 0, 0
     while total < n_tokens:
         order = list(pool)
         random.Random(rep).shuffle(order)
@@ -69,7 +70,7 @@ def build_document(pool: list, n_tokens: int) -> list:
     return out
 
 
-def median_time(fn, repeats: int) -> float:
+def median_time(fn: Callable[[], object], repeats: int) -> float:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -98,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     scorer.embed(["warm up"])
     model_load_s = time.perf_counter() - t0
-    rows, data = [], {"machine": info, "model_load_s": model_load_s, "sizes": []}
+    entries: list[dict[str, Any]] = []
+    rows, data = [], {"machine": info, "model_load_s": model_load_s, "sizes": entries}
     for n in tqdm(sizes, desc="sizes"):
         doc = build_document(ex.chunks, n)
         tokens = sum(c.n_tokens for c in doc)
@@ -146,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             "bm25_prep_s": bm25_prep,
             "bm25_extra_mb": bm25_bytes / 1e6,
         }
-        data["sizes"].append(entry)
+        entries.append(entry)
         rows.append(
             [
                 f"{tokens:,}",

@@ -17,8 +17,8 @@ and the answer.
 paper's "w/o importance" ablation, which changes the method) and compares it
 with the short loop of the main run's JSON, question by question.
 
-    OMP_NUM_THREADS=1 python benchmarks/sage_prompt_work.py --llm-threads 2
-    OMP_NUM_THREADS=1 python benchmarks/sage_prompt_work.py --llm-threads 2 --ablation
+    OMP_NUM_THREADS=1 python -m benchmarks.sage_prompt_work --llm-threads 2
+    OMP_NUM_THREADS=1 python -m benchmarks.sage_prompt_work --llm-threads 2 --ablation
 
 Writes benchmarks/results/sage_prompt_work.md and .json (with ``--ablation``:
 sage_prompt_work_ablation.md and .json).
@@ -31,7 +31,7 @@ import json
 import time
 from typing import Any
 
-from _common import add_common_args, header_md, loadavg, machine_info, setup_threads, write_report
+from benchmarks._common import add_common_args, header_md, loadavg, machine_info, setup_threads, write_report
 
 #: What the issue measured with the bundled base model (Gemma 3 270M), hotpotqa-long, first 20 questions.
 ISSUE_BASELINE = {"tokens_in": 28_351, "calls": 12.45, "seconds": 151.8}
@@ -52,12 +52,12 @@ def clean_path(sel: Any) -> dict[str, Any]:
 
 def mean(runs: list[dict[str, Any]], key: str) -> float:
     """The mean of ``key`` over one loop's per-question records."""
-    return sum(x[key] for x in runs) / max(len(runs), 1)
+    return float(sum(x[key] for x in runs) / max(len(runs), 1))
 
 
 def same_path(literal: dict[str, Any], short: dict[str, Any]) -> bool:
     n = len(short["verdicts"])  # the short loop's last round asks no verdict
-    return (
+    return bool(
         literal["keys"] == short["keys"]
         and literal["verdicts"][: n - 1] == short["verdicts"][: n - 1]
         and literal["ids"] == short["ids"]
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 "evaluated": u.tokens_processed,
                 "round_tokens": [s.get("prompt_tokens") for s in sel.trace if s.get("step") == "round"],
                 "seconds": round(time.perf_counter() - t0, 1),
-                "subem": subem(sel.answer.text, ex.answers),
+                "subem": subem(sel.answer.text if sel.answer is not None else "", ex.answers),
                 "path": clean_path(sel),
             }
         if not args.ablation:

@@ -10,7 +10,7 @@ floors, a uniform-score vector for Adaptive-k (its worst case), and the full
 objects (explicit n_tokens, so nothing is tokenised) up to N = 1e5, to show
 the cost of the Python objects.
 
-    python benchmarks/selection_latency.py [--threads 1] [--sizes 1e3,1e5,1e6]
+    python -m benchmarks.selection_latency [--threads 1] [--sizes 1e3,1e5,1e6]
 
 Writes benchmarks/results/selection_latency.{md,json,png}.
 """
@@ -20,10 +20,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
+from benchmarks import _common as C
 
 SPECS = [
     "adaptive-k@largest_gap",
@@ -78,7 +79,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def make_scores(n: int, seed: int):
+def make_scores(n: int, seed: int) -> tuple[Any, Any]:
     """A retrieval-like score vector: a beta(2, 5) bulk in [0, 0.6] (cosines
     of unrelated passages) plus a few relevant chunks in [0.65, 0.9] at random
     positions. Float64 (what select() converts scores to), no ties in practice."""
@@ -94,7 +95,7 @@ def make_scores(n: int, seed: int):
     return s, tokens
 
 
-def argsort_tiecheck(scores):
+def argsort_tiecheck(scores: Any) -> Any:
     """What rank() could do: the fast unstable argsort, falling back to the
     stable one only when two scores are equal (so the result is identical)."""
     import numpy as np
@@ -127,12 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     info = C.machine_info(thread_info, versions)
     sizes = [int(float(x)) for x in args.sizes.split(",") if x.strip()]
     select_max_n = int(args.select_max_n)
-    selectors = {spec: get_selector(spec) for spec in SPECS}
+    selectors: dict[str, Any] = {spec: get_selector(spec) for spec in SPECS}
     timing = dict(budget_s=args.budget_s, min_repeats=args.min_repeats, max_repeats=args.max_repeats)
 
     ref_labels = {spec: f"reference `{spec}`" for spec in SPECS}
     uni_label, uni_ref = f"`{UNIFORM}` on uniform scores", f"reference `{UNIFORM}` on uniform scores"
-    decide: dict[str, dict[int, dict]] = {
+    decide: dict[str, dict[int, dict[str, Any]]] = {
         m: {}
         for m in [
             FLOOR_ARGSORT,
@@ -146,19 +147,19 @@ def main(argv: list[str] | None = None) -> int:
             uni_ref,
         ]
     }
-    select: dict[str, dict[int, dict]] = {m: {} for m in SPECS}
+    select: dict[str, dict[int, dict[str, Any]]] = {m: {} for m in SPECS}
     kept: dict[str, dict[int, int]] = {m: {} for m in SPECS}
-    cpu: dict[str, dict[int, dict]] = {m: {} for m in SPECS}  # thread CPU time of decide()
-    checks: list[dict] = []
+    cpu: dict[str, dict[int, dict[str, Any]]] = {m: {} for m in SPECS}  # thread CPU time of decide()
+    checks: list[dict[str, Any]] = []
 
-    def time_cpu(fn, budget_s: float = 0.3) -> list[float]:
+    def time_cpu(fn: Callable[[], object], budget_s: float = 0.3) -> list[float]:
         """CPU time of this thread per call (time.thread_time): what the call itself costs,
         without the time other jobs on a loaded machine hold the core."""
         fn()
         t0 = time.thread_time()
         fn()
         est = max(time.thread_time() - t0, 1e-6)
-        out = []
+        out: list[float] = []
         for _ in range(int(min(200, max(9, budget_s / est)))):
             t0 = time.thread_time()
             fn()
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 
     chunk_build_s: dict[int, float] = {}
 
-    def check(spec: str, sel, scores, tokens, n: int, vector: str) -> int:
+    def check(spec: str, sel: Any, scores: Any, tokens: Any, n: int, vector: str) -> int:
         """The fast decide() against the reference on this vector: same ids, k, explanation, details."""
         d = sel.decide(scores, tokens)
         order, k, explanation, meta = reference_decide(sel, scores, tokens)
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         scores, tokens = make_scores(n, args.seed)
         warm = 1 if n >= 1_000_000 else 2
 
-        def run(label: str, fn, table: dict, slow: bool = False) -> None:
+        def run(label: str, fn: Callable[[], object], table: dict[str, Any], slow: bool = False) -> None:
             bar.set_postfix_str(f"N={n:.0e} {label[:28]}")
             t = dict(timing, min_repeats=5) if slow and n >= 1_000_000 else timing
             table[label][n] = C.summarize(C.time_calls(fn, warmup=warm, **t))
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         run(REF_TIECHECK, lambda: argsort_tiecheck(scores), decide)
         k_ref = min(10, n - 1)
 
-        def argpart(s=scores, k=k_ref):
+        def argpart(s: Any = scores, k: int = k_ref) -> Any:
             top = np.argpartition(-s, k)[:k]
             return top[np.argsort(-s[top], kind="stable")]
 
@@ -213,12 +214,12 @@ def main(argv: list[str] | None = None) -> int:
         # otherwise sit between the fast calls' caches and the CPU)
         for spec, sel in selectors.items():
             kept[spec][n] = check(spec, sel, scores, tokens, n, "retrieval-like")
-            run(spec, lambda sel=sel: sel.decide(scores, tokens), decide)
-            cpu[spec][n] = C.summarize(time_cpu(lambda sel=sel: sel.decide(scores, tokens)))
+            run(spec, lambda sel=sel: sel.decide(scores, tokens), decide)  # type: ignore[misc]
+            cpu[spec][n] = C.summarize(time_cpu(lambda sel=sel: sel.decide(scores, tokens)))  # type: ignore[misc]
         check(UNIFORM, selectors[UNIFORM], uniform, tokens, n, "uniform")
         run(uni_label, lambda: selectors[UNIFORM].decide(uniform, tokens), decide)
         for spec, sel in selectors.items():
-            run(ref_labels[spec], lambda sel=sel: reference_decide(sel, scores, tokens), decide, slow=True)
+            run(ref_labels[spec], lambda sel=sel: reference_decide(sel, scores, tokens), decide, slow=True)  # type: ignore[misc]
         run(uni_ref, lambda: reference_decide(selectors[UNIFORM], uniform, tokens), decide, slow=True)
 
         if n <= select_max_n:
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             for spec, sel in selectors.items():
                 d = sel.select("q", chunks, scores)
                 assert d.k == kept[spec][n], (spec, n, d.k, kept[spec][n])
-                run(spec, lambda sel=sel: sel.select("q", chunks, scores), select)
+                run(spec, lambda sel=sel: sel.select("q", chunks, scores), select)  # type: ignore[misc]
             del chunks
     bar.close()
     info["loadavg_end"] = C.loadavg()
@@ -282,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         met = []
         for n_goal, lim in ((100_000, 0.5), (1_000_000, 5.0)):
             w, c = decide[spec].get(n_goal), cpu[spec].get(n_goal)
-            if not w:
+            if not w or not c:
                 met.append("not run")
                 continue
             met.append(
@@ -370,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all_same else 1
 
 
-def plot(path: Path, sizes: list[int], decide: dict, select: dict) -> Path:
+def plot(path: Path, sizes: list[int], decide: dict[str, Any], select: dict[str, Any]) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -12,7 +12,7 @@ embeddings, and a last table times the stages of one request in process, to
 show where the time goes (for each payload; a third one, `scores+n_tokens`, sends chunk
 objects with their token counts), and the server process's CPU per request.
 
-    python benchmarks/serve_load.py [--duration-s 15] [--clients 1,4,16]
+    python -m benchmarks.serve_load [--duration-s 15] [--clients 1,4,16]
 
 Writes benchmarks/results/serve_load.{md,json}.
 """
@@ -32,8 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C
+from benchmarks import _common as C
 
 TOKEN = "bench-token"
 WORDS = [

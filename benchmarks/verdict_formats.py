@@ -18,7 +18,7 @@ state). Its table gives the share of readable verdicts each way (a free reply
 is readable when it holds YES or NO), the goal being >= 98% with
 constraints on, and the share of YES.
 
-    OMP_NUM_THREADS=1 python benchmarks/verdict_formats.py
+    OMP_NUM_THREADS=1 python -m benchmarks.verdict_formats
 
 Writes benchmarks/results/verdict_formats.md and .json.
 """
@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from _common import add_common_args, header_md, loadavg, machine_info, setup_threads, write_report
+from benchmarks._common import add_common_args, header_md, loadavg, machine_info, setup_threads, write_report
 
 COUNTING = [
     "How many times does the word dome appear in the handbook?",
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         evidence = dict.fromkeys([*hits, *graph.neighbours(hits[: sage.n_seeds], sage.neighbor_num)])
         for importance in ("0.200", "0.800"):
             prompt = SAGE_SUFFICIENT.render(query=ex.question, retrieved=graph.text(evidence), importance=importance)
-            free = client.complete(prompt, max_tokens=8).text
+            free_text = client.complete(prompt, max_tokens=8).text
             bare = client.complete(prompt, max_tokens=8, reply_format=SUFFICIENT_FORMAT).text
             try:
                 constrained: bool | None = SUFFICIENT_FORMAT.parse(bare)
@@ -87,17 +88,17 @@ def main(argv: list[str] | None = None) -> int:
                     "question": ex.question,
                     "importance": importance,
                     "sentences": len(evidence),
-                    "free_raw": free,
-                    "free": parse_verdict(free),
+                    "free_raw": free_text,
+                    "free": parse_verdict(free_text),
                     "bare_words": constrained,
                 }
             )
     info["loadavg_end"] = loadavg()
 
-    def share(key: str, sub: list[dict]) -> str:
+    def share(key: str, sub: list[dict[str, Any]]) -> str:
         return f"{100 * sum(bool(r[key]) for r in sub) / len(sub):.0f}%"
 
-    def agree(key: str, sub: list[dict]) -> str:
+    def agree(key: str, sub: list[dict[str, Any]]) -> str:
         return f"{100 * sum(r[key] == r['free'] for r in sub) / len(sub):.0f}%"
 
     lines = [

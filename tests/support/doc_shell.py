@@ -18,7 +18,7 @@ its subcommand and every other flag stay as written:
   HTTP, against a model that is not there.
 - LDAR trains 2 steps; Context-Picker's GRPO one step a stage, on the tiny random model
   (``--base tiny``). ``ctxsel serve`` starts on a free port, answers ``/health``, and stops.
-- ``python benchmarks/X.py ...``: the script starts (``--help``) and takes every flag the line
+- ``python -m benchmarks.X ...``: the benchmark starts (``--help``) and takes every flag the line
   gives; running them is ``make bench`` (minutes to hours).
 - ``pip install 'ctxsel[extra]'``: the extra exists in pyproject.toml.
 
@@ -202,8 +202,8 @@ class Sandbox:
             return self._serve(words[2:], env)
         if prog == "ctxsel":
             return self._ctxsel(sandbox(words[1:], self.server.base_url), line)
-        if prog == "python" and words[1].startswith("benchmarks/"):
-            return self._benchmark(words[1], words[2:], env)
+        if prog == "python" and words[1:2] == ["-m"] and words[2].startswith("benchmarks."):
+            return self._benchmark(words[2], words[3:], env)
         if words[:2] == ["pip", "install"]:
             extras = importlib.metadata.metadata("ctxsel").get_all("Provides-Extra") or []
             for spec in words[2:]:
@@ -242,9 +242,10 @@ class Sandbox:
     def _benchmark(self, script: str, args: list[str], env: dict[str, str]) -> None:
         sub = args[:1] if args and not args[0].startswith("-") else []  # a subcommand has its own flags
         out = subprocess.run(
-            [sys.executable, str(REPO / script), *sub, "--help"],
+            [sys.executable, "-m", script, *sub, "--help"],
             capture_output=True,
             text=True,
+            cwd=REPO,
             env={**os.environ, **env},
             timeout=120,
         )

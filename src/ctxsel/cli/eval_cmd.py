@@ -23,6 +23,7 @@ from ctxsel.cli.common import (
     make_scorer,
     positive_int,
 )
+from ctxsel.cli.config_file import add_config_argument
 from ctxsel.errors import InputError
 
 NAME = "eval"
@@ -33,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from ctxsel.eval.runner import DEFAULT_METHODS
     from ctxsel.eval.stats import CI_METHODS
 
+    add_config_argument(p)
     p.add_argument(
         "--dataset",
         required=True,

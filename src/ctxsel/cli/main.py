@@ -24,6 +24,7 @@ from typing import Any
 
 from ctxsel._version import __version__
 from ctxsel.cli import answer_cmd, env_cmd, eval_cmd, make_holo_cmd, mine_cmd, select_cmd, serve_cmd, train_cmd
+from ctxsel.cli.config_file import ConfigArgumentParser
 from ctxsel.errors import CtxselError, missing_extra_error
 
 #: the exit status of a command whose output pipe closed: a shell's status for SIGPIPE
@@ -39,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"ctxsel {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # a subcommand's parser reads --config FILE where the command has it (cli/config_file.py)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=ConfigArgumentParser)
     for mod in SUBCOMMANDS:
         # the raw formatter keeps the usage examples in each module docstring as lines
         p = sub.add_parser(

@@ -31,6 +31,7 @@ import argparse
 from collections.abc import Callable
 
 from ctxsel.cli import train_context_picker_cmd, train_ldar_cmd
+from ctxsel.cli.config_file import add_config_argument
 
 NAME = "train"
 HELP = "train a learned selector (LDAR with REINFORCE; Context-Picker with two-stage GRPO)"
@@ -49,6 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=list(METHODS),
         help="what to train (picker: the same as context-picker; each method's flags are in its groups below)",
     )
+    add_config_argument(p)
     p.add_argument("--dataset", required=True, help="hotpotqa-long, example, or a JSONL path")
     p.add_argument(
         "--hotpotqa", default=None, help="another HotpotQA file for hotpotqa-long (default: the bundled copy)"
