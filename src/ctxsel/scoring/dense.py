@@ -49,19 +49,18 @@ def default_backend() -> str:
     """What ``backend="auto"`` uses for the bundled MiniLM on the CPU when onnxruntime is installed
     (otherwise torch): ``onnx-int8`` on a CPU with an 8-bit dot product (VNNI), else ``onnx``.
 
-    The rule (issue 16): the fastest backend whose hotpotqa-long recall is within 0.5 points of
-    torch's. ``benchmarks/embedding_throughput.py`` measures all three in one run and states its choice.
+    The rule: the fastest backend whose hotpotqa-long recall is within 0.5 points of torch's.
+    ``python -m benchmarks.embedding_throughput`` measures all three in one run and states its choice;
+    its figures are on docs/results.md ("Speed, measured").
 
-    - ONNX fp32 returns torch's vectors within 2.4e-7 (max abs difference over the pool paragraphs), so
-      its recall is torch's by construction and it shares torch's cache entries. Its graph is fused
-      (one Attention / SkipLayerNorm / BiasGelu kernel per layer), batches are length-sorted and capped
-      at 1,024 padded tokens, and a new process is ready in under a second against 6-20 s for
-      torch + sentence-transformers.
-    - ONNX int8, on an AVX-512 VNNI machine, ran at 1.4-1.7x fp32 (84-100 against 57-58 passages/s on
-      2 threads, one text per run) with adaptive-k's recall unchanged and top-k@5's within 0.5 points. Each
-      text is read alone, so its vector never depends on what was embedded beside it. On a CPU
-      without VNNI (AVX2 only) it ran at 1.7x fp32 and lost 1.5 points of top-k@5 recall, outside the
-      rule, so there fp32 stays the default (``onnx_backend.has_int8_dot``).
+    - ONNX fp32 returns torch's vectors (to float rounding), so its recall is torch's by construction
+      and it shares torch's cache entries. Its graph is fused (one Attention / SkipLayerNorm / BiasGelu
+      kernel per layer), batches are length-sorted and capped at 1,024 padded tokens, and a new process
+      starts far faster than torch + sentence-transformers.
+    - ONNX int8 passes the rule on a CPU with an 8-bit dot product (VNNI); on one without it (AVX2
+      only) int8 lost more recall than the rule allows, so there fp32 stays the default
+      (``onnx_backend.has_int8_dot``). Each text is read alone, so its vector never depends on what was
+      embedded beside it.
 
     int8 vectors keep their own cache entries (``vector_id``), so caches filled on the two kinds of CPU
     never mix; ask for one backend by name to get the same vectors everywhere.
@@ -437,7 +436,7 @@ class DenseScorer:
         """Model tokens per text, or for a short ASCII text its length (an upper bound: a token spans at
         least one byte, and the bound is within the window); remembered per text in memory and in the
         embedding cache, so a warm pool costs lookups and a new process over cached texts tokenises
-        nothing (tokenising 20k 100-word texts took about 4.6 s, 1% of embedding them)."""
+        nothing."""
         lengths: dict[str, int] = self._lengths if self.cache is not None else {}
         new = [t for t in dict.fromkeys(texts) if t not in lengths]
         short = {t: len(t) for t in new if len(t) <= window.capacity and t.isascii()}

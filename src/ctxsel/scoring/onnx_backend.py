@@ -61,10 +61,9 @@ INT8_ID = f"onnx-int8-v{EXPORT_VERSION}-per-text"
 INT8_DOT_FLAGS = frozenset({"avx512_vnni", "avx_vnni"})
 OPSET = 17
 MAX_THREADS = 4  # beyond this, MiniLM batches gain little on a CPU
-# Padded tokens per batch. Measured on 300 hotpotqa-long paragraphs (~130 word pieces each), 1 thread,
-# in passages per CPU-second: batches of 8 (~1,000 tokens) beat 16, 32 and 64 by 5-30% for fp32 and int8
-# (attention and activations stay in cache), so long texts go in small batches and short ones
-# (questions) in full ``batch_size`` ones.
+# Padded tokens per batch: about 1,000 tokens (8 paragraphs) gave more passages per CPU-second than larger
+# batches for fp32 and int8 (attention and activations stay in cache), so long texts go in small batches
+# and short ones (questions) in full ``batch_size`` ones.
 MAX_BATCH_TOKENS = 1024
 
 
