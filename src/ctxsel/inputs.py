@@ -8,7 +8,9 @@ the input, the rule it broke and what to do instead.
 from __future__ import annotations
 
 import math
+import numbers
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -59,12 +61,46 @@ def check_chunk_sequence(items: Any, what: str = "chunks") -> None:
 
 
 def as_int(name: str, value: object) -> int:
-    """An integer parameter; 1.5 or "3" is an error, not a silent truncation (1e9, a whole float, is fine)."""
-    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+    """An integer parameter. One rule on every surface: an int, or a whole finite float (``1e9``,
+    ``5.0``: JSON and spec values such as ``top-k@1e9`` arrive as floats); 2.5, NaN, infinity,
+    a bool and a numeric string ("10") are errors, never a silent truncation or conversion."""
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            raise InputError(f"{name} must be an integer, got {float(value)!r}: pass a finite whole number")
+        if not float(value).is_integer():
+            raise InputError(f"{name} must be an integer, got {float(value)!r}: pass a whole number")
         return int(value)
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InputError(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        hint = ": pass a number, not text" if isinstance(value, str) else ""
+        raise InputTypeError(f"{name} must be an integer, got {value!r}{hint}")
     return int(value)
+
+
+def as_count(name: str, value: object, minimum: int = 0) -> int:
+    """A count such as ``min_k``: :func:`as_int`, at least ``minimum``."""
+    n = as_int(name, value)
+    if n < minimum:
+        raise InputError(f"{name} must be >= {minimum}, got {n}")
+    return n
+
+
+def as_budget(name: str, value: object) -> int | None:
+    """A token budget such as ``max_tokens``: None (no budget) or an integer >= 0 by :func:`as_int`.
+    A NaN budget would compare false with every size and so silently mean "no budget"."""
+    if value is None:
+        return None
+    n = as_int(name, value)
+    if n < 0:
+        raise InputError(f"{name} must be >= 0 or None, got {n}")
+    return n
+
+
+#: The selector options every method takes whose values are numbers, and their one check. The
+#: service calls these before building a selector, so HTTP and Python give the same message.
+NUMBER_OPTIONS: dict[str, Any] = {
+    "min_k": lambda v: as_count("min_k", v),
+    "max_tokens": lambda v: as_budget("max_tokens", v),
+}
 
 
 def as_float(name: str, value: object) -> float:
@@ -74,3 +110,55 @@ def as_float(name: str, value: object) -> float:
     if not math.isfinite(value):
         raise InputError(f"{name} must be finite, got {value!r}")
     return float(value)
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+
+
+def _bad_score(items: Sequence[Any], what: str) -> InputError:
+    """The message for the first item of ``items`` that is not a number."""
+    for i, v in enumerate(items):
+        if not _is_number(v):
+            kind = type(v).__name__
+            return InputTypeError(
+                f"{what}[{i}] must be a number, got {v!r} (a {kind}): pass numbers, one per chunk, not text or booleans"
+            )
+    return InputError(f"{what} must be numbers, one per chunk")
+
+
+def check_score_items(items: list[Any] | tuple[Any, ...], what: str = "scores") -> None:
+    """The item rule of :func:`as_scores` on a list (the HTTP body's, before pydantic reads "0.1" as 0.1)."""
+    if not all(type(v) is float for v in items) and not all(_is_number(v) for v in items):
+        raise _bad_score(items, what)
+
+
+def as_scores(scores: object, what: str = "scores") -> np.ndarray:
+    """Scores as a flat float64 array. One rule on every surface: each item is a number (int or
+    float); a numeric string ("0.1") or a bool is an error, as are a str for the whole list and a
+    number too large for a float. Non-finite scores pass here: the selector's ``nan_policy``
+    decides on them (:func:`nonfinite_scores_error`)."""
+    if isinstance(scores, (str, bytes, bytearray)):
+        raise InputTypeError(f"{what} must be a sequence of numbers (one per chunk), got a {type(scores).__name__}")
+    if isinstance(scores, (list, tuple)):
+        check_score_items(scores, what)
+    try:
+        arr = np.asarray(scores)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{what} must be numbers, one per chunk ({e})") from None
+    if arr.dtype.kind not in "iuf" and not (arr.dtype.kind == "O" and all(map(_is_number, arr.reshape(-1)))):
+        raise _bad_score(arr.reshape(-1).tolist(), what)
+    try:
+        return arr.astype(np.float64, copy=False).reshape(-1)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise InputError(f"{what} must be numbers that fit a float, one per chunk ({e})") from None
+
+
+def nonfinite_scores_error(finite: np.ndarray) -> InputError:
+    """What ``nan_policy="raise"`` says about NaN or infinite scores (also 1e999, read as infinity)."""
+    bad = np.flatnonzero(~finite)
+    shown = ", ".join(str(i) for i in bad[:5]) + (" ..." if len(bad) > 5 else "")
+    return InputError(
+        f"scores: {len(bad)} score(s) are NaN or infinite (chunk positions {shown}); "
+        "fix the scorer, or pass nan_policy='last' to rank them after all finite scores"
+    )

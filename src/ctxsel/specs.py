@@ -5,7 +5,8 @@
     NAME[key=value,...]       adaptive-k[strategy=moving_avg,buffer=3], dense[backend=onnx]
 
 A value is read as a boolean (``true``/``false``), None (``none``/``null``), a count (``5k``,
-``2M``), an integer or a float, and otherwise stays text. A value that must hold ``,``, ``]``,
+``2M``), an integer or a float, and otherwise stays text. A number is written with the ASCII
+digits 0-9 (not ``５``, not ``1_0``), and an option is given once. A value that must hold ``,``, ``]``,
 ``=``, ``+``, spaces or a leading quote is quoted, with ``'...'`` or ``"..."``: inside the quotes
 everything is literal except the quote itself, written twice (``'it''s'``). A quoted value is
 always text (``'5'`` is the string "5"). So any path fits:
@@ -108,6 +109,8 @@ def parse_options(kv: str | None, where: str) -> dict[str, Any]:
         key, eq, value = part.partition("=")
         if not eq or not key.strip() or key.strip()[:1] in QUOTES:
             raise SpecError(f"bad option {part.strip()!r} in {where}: expected key=value")
+        if key.strip() in options:
+            raise SpecError(f"option {key.strip()!r} is given twice in {where}: give each option once")
         options[key.strip()] = spec_value(value)
     return options
 
@@ -125,15 +128,27 @@ def spec_value(value: str) -> Any:
         return low == "true"
     if low in ("none", "null"):
         return None
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmM])", v)
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([kKmM])", v)
     if m:
         return int(float(m.group(1)) * (1000 if m.group(2) in "kK" else 1_000_000))
     for cast in (int, float):
         try:
-            return cast(v)
+            number = cast(v)
         except ValueError:
-            pass
+            continue
+        if not v.isascii() or "_" in v:  # Python's int() reads "５" as 5 and "1_0" as 10
+            raise _not_ascii_number(v)
+        return number
+    if re.fullmatch(r"\d+(?:\.\d+)?[kKmM]", v):  # "５k": a count in other digits
+        raise _not_ascii_number(v)
     return v
+
+
+def _not_ascii_number(v: str) -> SpecError:
+    return SpecError(
+        f"value {v!r}: write a number with the ASCII digits 0-9 and no '_' separators (e.g. 10), "
+        "or quote it to mean text"
+    )
 
 
 def quote_value(value: str) -> str:

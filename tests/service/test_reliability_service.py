@@ -571,7 +571,7 @@ class TestOversizedUploads:
 class TestMessages:
     def test_an_option_of_the_wrong_type_names_the_field(self, srv: ServerProcess) -> None:
         status, _, body = srv.request("POST", "/select", {**SELECT, "options": {"max_tokens": "abc"}})
-        assert_clean_error(status, body, 422, "invalid_input", "options.max_tokens", "an integer", "'abc'")
+        assert_clean_error(status, body, 422, "invalid_input", "max_tokens must be an integer", "'abc'")
         assert "not supported" not in body["message"]
 
     def test_an_unknown_option_lists_the_valid_ones(self, srv: ServerProcess) -> None:

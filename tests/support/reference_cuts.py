@@ -26,7 +26,7 @@ def rank(scores: np.ndarray, nan_policy: NanPolicy = "raise") -> tuple[np.ndarra
             bad = np.flatnonzero(~finite)
             shown = ", ".join(str(i) for i in bad[:5]) + (" ..." if len(bad) > 5 else "")
             raise InputError(
-                f"{len(bad)} score(s) are NaN or infinite (chunk positions {shown}); "
+                f"scores: {len(bad)} score(s) are NaN or infinite (chunk positions {shown}); "
                 "fix the scorer, or pass nan_policy='last' to rank them after all finite scores"
             )
     key = np.where(finite, -scores, np.inf)

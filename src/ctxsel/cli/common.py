@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ctxsel.chunking import DEFAULT_MAX_CHUNK_TOKENS, HEADINGS, chunk_text
 from ctxsel.errors import InputError
-from ctxsel.inputs import check_question
+from ctxsel.inputs import as_scores, check_question
 from ctxsel.scoring.base import Scorer
 from ctxsel.types import Chunk, check_unique_ids
 
@@ -186,13 +185,12 @@ def read_scores(path: str, n_chunks: int) -> list[float]:
                     f"--scores {path}:{i}: {line.strip()[:40]!r} is not a number; write one number "
                     "per line (or a JSON list)"
                 ) from None
-    out = []
-    for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise InputError(f"--scores {path}: item {i} is {v!r}, not a number")
-        if not math.isfinite(v):
-            raise InputError(f"--scores {path}: item {i} is {v!r}; scores must be finite numbers")
-        out.append(float(v))
+    if not isinstance(values, list):
+        raise InputError(f"--scores {path}: write a JSON list of numbers or one number per line")
+    try:  # the rule every surface applies; NaN or infinity is the method's nan_policy's to decide
+        out: list[float] = as_scores(values).tolist()
+    except InputError as e:
+        raise InputError(f"--scores {path}: {e}") from None
     if len(out) != n_chunks:
         raise InputError(
             f"--scores {path} has {len(out)} scores for {n_chunks} chunks; give exactly one per chunk, "

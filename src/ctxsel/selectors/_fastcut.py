@@ -32,21 +32,14 @@ from typing import cast
 
 import numpy as np
 
+from ctxsel.inputs import nonfinite_scores_error
+
 #: below this many scores the full stable argsort is as fast as anything here
 SMALL_N = 2048
 #: below this many scores, a gap the prefix bound cannot settle is found by np.sort, not buckets
 _SORT_BELOW = 32_768
 #: about this many sample points
 _SAMPLE = 4096
-
-
-def nonfinite_error(finite: np.ndarray) -> ValueError:
-    bad = np.flatnonzero(~finite)
-    shown = ", ".join(str(i) for i in bad[:5]) + (" ..." if len(bad) > 5 else "")
-    return ValueError(
-        f"{len(bad)} score(s) are NaN or infinite (chunk positions {shown}); "
-        "fix the scorer, or pass nan_policy='last' to rank them after all finite scores"
-    )
 
 
 class RankView:
@@ -64,7 +57,7 @@ class RankView:
         else:
             finite = np.isfinite(scores)
             if nan_policy == "raise":
-                raise nonfinite_error(finite)
+                raise nonfinite_scores_error(finite)
             # -inf for non-finite: ranked after every finite score, ties by position,
             # exactly like rank()'s key +inf on the negated scores
             self.x = np.where(finite, scores, -np.inf)

@@ -13,7 +13,7 @@ than a prefix of the ranking, as LDAR's band, overrides ``decide`` there), so
 every method obeys the same conventions:
 
 - ranking: score descending, ties broken by original position (stable);
-- NaN / +-inf scores: ``nan_policy="raise"`` (default) raises a ValueError
+- NaN / +-inf scores: ``nan_policy="raise"`` (default) raises an InputError
   naming the offending positions; ``nan_policy="last"`` ranks non-finite
   scores after every finite one and keeps them out of the cut computation
   (so they can never form "the largest gap");
@@ -34,9 +34,9 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ctxsel.errors import InputError, InputTypeError
-from ctxsel.inputs import as_int, check_question
-from ctxsel.selectors._fastcut import SMALL_N, RankView, nonfinite_error
+from ctxsel.errors import InputError
+from ctxsel.inputs import NUMBER_OPTIONS, as_scores, check_question, nonfinite_scores_error
+from ctxsel.selectors._fastcut import SMALL_N, RankView
 from ctxsel.types import Chunk, MethodDetails, Selection, as_chunks
 
 NanPolicy = Literal["raise", "last"]
@@ -141,11 +141,8 @@ class CommonOptions:
         max_tokens: int | None = None,
         nan_policy: NanPolicy = "raise",
     ) -> None:
-        min_k = as_int("min_k", min_k)
-        if min_k < 0:
-            raise InputError(f"min_k must be >= 0, got {min_k}")
-        if max_tokens is not None and max_tokens < 0:
-            raise InputError(f"max_tokens must be >= 0 or None, got {max_tokens}")
+        min_k = NUMBER_OPTIONS["min_k"](min_k)
+        max_tokens = NUMBER_OPTIONS["max_tokens"](max_tokens)
         if nan_policy not in ("raise", "last"):
             raise InputError(f"nan_policy must be 'raise' or 'last', got {nan_policy!r}")
         self.min_k = min_k
@@ -325,21 +322,11 @@ def rank(scores: np.ndarray, nan_policy: NanPolicy = "raise") -> tuple[np.ndarra
     finite = np.isfinite(scores)
     n_finite = int(finite.sum())
     if n_finite < len(scores) and nan_policy == "raise":
-        raise nonfinite_error(finite)
+        raise nonfinite_scores_error(finite)
     # stable sort on -score keeps original order among ties
     key = np.where(finite, -scores, np.inf)
     order = np.argsort(key, kind="stable")
     return order, n_finite
-
-
-def as_scores(scores: object) -> np.ndarray:
-    """Scores as a flat float64 array; a string, or an item that is not a number, is an error that says so."""
-    if isinstance(scores, (str, bytes)):
-        raise InputTypeError(f"scores must be a sequence of numbers (one per chunk), got a {type(scores).__name__}")
-    try:
-        return np.asarray(scores, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError) as e:
-        raise InputError(f"scores must be numbers, one per chunk ({e})") from None
 
 
 def _as_float(x: float) -> float | None:

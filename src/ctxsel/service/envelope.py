@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ctxsel.errors import BodyTooLarge, ServiceError
+from ctxsel.errors import BodyTooLarge, InputError, ServiceError
 from ctxsel.service.middleware import error_dict, request_id
 from ctxsel.service.models import ErrorOut
 
@@ -63,6 +63,12 @@ def validation_message(errors: list[dict[str, Any]]) -> str:
     for e in errors[:5]:
         loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
         msg = e.get("msg", "invalid")
+        cause = (e.get("ctx") or {}).get("error")
+        if e.get("type") == "value_error" and isinstance(cause, InputError):  # ctxsel's own check: its message
+            msg = str(cause)
+            if msg.startswith(loc):  # it names the field itself
+                parts.append(msg)
+                continue
         if loc == "body" and e.get("type") in ("model_attributes_type", "dict_type", "model_type"):
             got = _JSON_KINDS.get(type(e.get("input")), "something else")
             msg = 'must be a JSON object like {"question": "...", "chunks": ["..."]}, got ' + got

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before 3.12
 
 from ctxsel.errors import InputError
+from ctxsel.inputs import check_score_items
 
 JSONScalar = str | int | float | bool | None
 
@@ -75,6 +76,15 @@ class SelectRequest(BaseModel):
         description="a multiple-choice question's answer options, in letter order (SAGE reads them)",
     )
     with_text: bool = Field(True, description="return the selected chunks' text")
+
+    @field_validator("scores", mode="before")
+    @classmethod
+    def _numbers_only(cls, v: Any) -> Any:
+        """The Python API's rule and message for scores ("0.1" and true are not numbers); non-finite
+        ones are left to the method's nan_policy, as in Python."""
+        if isinstance(v, list):
+            check_score_items(v)
+        return v
 
     @model_validator(mode="after")
     def _one_source(self) -> SelectRequest:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import types
 import typing
 from typing import Any, Literal, Union
 
-from ctxsel.errors import InputError
+from ctxsel.errors import InputError, SpecError
+from ctxsel.inputs import NUMBER_OPTIONS, as_int
 
 
 @functools.cache  # resolving type hints costs a server about 0.3 ms a request; read-only, do not mutate
@@ -69,7 +71,9 @@ def _matches(tp: Any, value: Any) -> bool | None:
         return value is None
     if tp is bool:
         return isinstance(value, bool)
-    if tp is int:
+    if tp is int:  # a whole float (1e9, 5.0) is an integer, as ctxsel.inputs.as_int reads it
+        if isinstance(value, float):
+            return math.isfinite(value) and value.is_integer()
         return isinstance(value, int) and not isinstance(value, bool)
     if tp is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -86,8 +90,20 @@ def check_options(method: str, cls: type, options: dict[str, Any], prefix: str =
         if key not in declared:
             valid = ", ".join(sorted(k for k in declared if k != "llm"))
             raise InputError(f"{prefix}{key}: method {method!r} has no option {key!r}; its options are: {valid}")
+        if key in NUMBER_OPTIONS:  # min_k, max_tokens: the Python API's check, in get_selector's words
+            try:
+                NUMBER_OPTIONS[key](value)
+            except InputError as e:
+                raise SpecError(f"bad options for method {method!r}: {e}") from None
+            continue
         if _matches(declared[key], value) is False:
-            raise InputError(f"{prefix}{key} must be {_describe(declared[key])}, got {value!r}")
+            tp = declared[key]
+            if isinstance(value, float) and (tp is int or int in typing.get_args(tp)):
+                try:  # 2.5, NaN, inf for an integer: as_int's message, as the Python API words it
+                    as_int(key, value)
+                except InputError as e:
+                    raise SpecError(f"bad options for method {method!r}: {e}") from None
+            raise InputError(f"{prefix}{key} must be {_describe(tp)}, got {value!r}")
 
 
 __all__ = ["check_options", "declared_options"]
