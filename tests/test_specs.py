@@ -48,3 +48,29 @@ def test_bad_quoting_is_a_spec_error_that_says_what_to_do(spec: str, words: str)
     parse = parse_scorer_spec if spec.startswith("dense") else parse_spec
     with pytest.raises(SpecError, match=words.replace("[", r"\[")):
         parse(spec)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("top-k[k=1,k=2]", "option 'k' is given twice in 'top-k[k=1,k=2]': give each option once"),
+        ("adaptive-k[buffer=2, buffer=3]", "option 'buffer' is given twice in"),
+        ("top-k@５", "value '５': write a number with the ASCII digits 0-9 and no '_' separators (e.g. 10)"),
+        ("top-k@٣", "value '٣': write a number with the ASCII digits 0-9"),
+        ("top-k@1_0", "value '1_0': write a number with the ASCII digits 0-9 and no '_' separators"),
+        ("top-k[k=1_000]", "value '1_000': write a number with the ASCII digits 0-9"),
+        ("top-n-tokens@５k", "value '５k': write a number with the ASCII digits 0-9"),
+    ],
+)
+def test_repeated_keys_and_non_ascii_or_grouped_digits_are_refused(spec: str, message: str) -> None:
+    with pytest.raises(SpecError) as e:
+        parse_spec(spec)
+    assert str(e.value).startswith(message), str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_plain_ascii_numbers_and_quoted_text_still_read() -> None:
+    assert parse_spec("top-k@10") == ("top-k", {"k": 10})
+    assert parse_spec("top-k@1e9") == ("top-k", {"k": 1e9})
+    assert spec_value("'1_0'") == "1_0" and spec_value("'５'") == "５"
+    assert parse_scorer_spec("dense[batch_size=8]") == ("dense", {"batch_size": 8})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import ctxsel
 from ctxsel.cli.main import EXIT_CLOSED_PIPE, build_parser, main
 from tests.support.cli import ctxsel_command
 from tests.support.cli import run_cli as run
@@ -219,3 +221,83 @@ def test_head_reads_the_first_line(doc: Path) -> None:
     )
     assert proc.stdout.startswith("adaptive-k: kept 3 of 3 chunks")
     assert proc.stderr.strip() in ("status 0", "status 141")
+
+
+# -- numbers: the Python API's rule and message ---------------------------------------------------------------------
+
+
+def _python_refusal(method: str, scores: list[Any]) -> str:
+    with pytest.raises(ValueError) as e:
+        ctxsel.select(QUESTION, ["a", "b", "c"], method, scores=scores)
+    return str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "python_scores"),
+    [
+        ("[NaN, 0.9, 0.5]", [math.nan, 0.9, 0.5]),
+        ("[Infinity, 0.9, 0.5]", [math.inf, 0.9, 0.5]),
+        ("[1e999, 0.9, 0.5]", [math.inf, 0.9, 0.5]),
+        ("nan\n0.9\n0.5\n", [math.nan, 0.9, 0.5]),
+        ('["0.1", 0.9, 0.5]', ["0.1", 0.9, 0.5]),
+        ("[0.1, true, 0.5]", [0.1, True, 0.5]),
+    ],
+)
+def test_scores_file_numbers_get_the_python_verdict(
+    capsys: pytest.CaptureFixture[str], doc: Path, tmp_path: Path, text: str, python_scores: list[Any]
+) -> None:
+    scores = tmp_path / "scores.txt"
+    scores.write_text(text, encoding="utf-8")
+    rc, out, err = run(
+        capsys, "select", "--document", str(doc), "--question", QUESTION, "--method", "top-k@1", "--scores", str(scores)
+    )
+    expected = _python_refusal("top-k@1", python_scores)
+    assert rc == 2 and out == ""
+    assert err.strip().endswith(expected), err  # "--scores FILE: " comes first for a file's own fault
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_scores_file_with_nan_policy_last_ranks_the_nan_after(
+    capsys: pytest.CaptureFixture[str], doc: Path, tmp_path: Path
+) -> None:
+    scores = tmp_path / "scores.json"
+    scores.write_text("[NaN, 0.9, 0.5]", encoding="utf-8")
+    rc, out, _ = run(
+        capsys,
+        *["select", "--document", str(doc), "--question", QUESTION, "--scores", str(scores), "--json"],
+        *["--method", "top-k[k=2,nan_policy=last]"],
+    )
+    assert rc == 0 and json.loads(out)["ids"] == ["1", "2"]
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "adaptive-k[max_tokens=nan]",
+        "top-k[max_tokens=inf]",
+        "top-k[max_tokens=2.5]",
+        "top-k[max_tokens=true]",
+        "top-k[min_k=nan]",
+        "top-k@1.5",
+        "top-k@1e999",
+        "top-k[k=1,k=2]",
+        "top-k@５",
+        "top-k@1_0",
+    ],
+)
+def test_method_spec_numbers_get_the_python_verdict(capsys: pytest.CaptureFixture[str], doc: Path, method: str) -> None:
+    rc, out, err = run(
+        capsys, "select", "--document", str(doc), "--question", QUESTION, "--scorer", "keywords", "--method", method
+    )
+    assert rc == 2 and out == ""
+    assert err == f"ctxsel select: error: {_python_refusal(method, [0.1, 0.9, 0.5])}\n"
+
+
+def test_a_whole_float_k_is_accepted_as_in_python(capsys: pytest.CaptureFixture[str], doc: Path) -> None:
+    rc, out, _ = run(
+        capsys,
+        *["select", "--document", str(doc), "--question", QUESTION, "--scorer", "keywords", "--json"],
+        *["--method", "top-k@1e9"],
+    )
+    assert rc == 0 and json.loads(out)["k"] == 3
+    assert json.loads(out)["config"]["k"] == 1_000_000_000

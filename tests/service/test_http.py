@@ -9,6 +9,8 @@ and a real /select.
 
 from __future__ import annotations
 
+import json
+import math
 import select
 import socket
 import sys
@@ -20,6 +22,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
+import ctxsel
 from tests.support.fake_server import FakeOpenAIServer, completion_reply
 from tests.support.server_process import ServerProcess
 
@@ -334,6 +337,84 @@ class TestMalformedBody:
         assert body["error"] == "invalid_input"
         assert expected in body["message"], body["message"]
         assert_still_serving(srv)
+
+
+class TestNumbers:
+    """Scores, budgets and spec numbers: the Python API's verdict and its very message, as a 422."""
+
+    @staticmethod
+    def python_refusal(method: str = "top-k@1", scores: list[Any] | None = None, **options: Any) -> str:
+        with pytest.raises(ValueError) as e:
+            ctxsel.select(QUESTION, CHUNKS, method, scores=scores or [0.1, 0.9, 0.5], **options)
+        return str(e.value)
+
+    @pytest.mark.parametrize(
+        ("literal", "python_value"),
+        [("NaN", math.nan), ("Infinity", math.inf), ("-Infinity", -math.inf), ("1e999", math.inf)],
+    )
+    def test_nonfinite_scores_are_422_naming_the_field(
+        self, srv: ServerProcess, literal: str, python_value: float
+    ) -> None:
+        raw = json.dumps({**SELECT, "scores": ["X", 0.9, 0.5]}).replace('"X"', literal).encode()
+        status, _, body = srv.request("POST", "/select", raw=raw)
+        assert status == 422, body
+        assert body["error"] == "invalid_input"
+        assert body["message"].startswith("scores: 1 score(s) are NaN or infinite (chunk positions 0)")
+        assert body["message"] == self.python_refusal(scores=[python_value, 0.9, 0.5])
+        assert_still_serving(srv)
+
+    def test_nonfinite_scores_with_nan_policy_last_are_ranked_after(self, srv: ServerProcess) -> None:
+        raw = json.dumps({**SELECT, "method": "top-k[k=2,nan_policy=last]", "scores": ["X", 0.9, 0.5]})
+        status, _, body = srv.request("POST", "/select", raw=raw.replace('"X"', "NaN").encode())
+        assert status == 200, body
+        assert body["ids"] == ["1", "2"]
+
+    @pytest.mark.parametrize("scores", [["0.1", 0.9, 0.5], [0.1, True, 0.5], [0.1, None, 0.5]])
+    def test_scores_that_are_not_numbers_are_422_with_the_python_message(
+        self, srv: ServerProcess, scores: list[Any]
+    ) -> None:
+        status, _, body = srv.request("POST", "/select", {**SELECT, "scores": scores})
+        assert status == 422, body
+        assert body["error"] == "invalid_body"
+        assert body["message"] == self.python_refusal(scores=scores)
+        assert body["message"].startswith("scores[")
+
+    @pytest.mark.parametrize(
+        ("literal", "python_value"),
+        [("NaN", math.nan), ("Infinity", math.inf), ("2.5", 2.5), ("true", True), ('"10"', "10"), ("-1", -1)],
+    )
+    def test_bad_budgets_are_422_with_the_python_message(
+        self, srv: ServerProcess, literal: str, python_value: Any
+    ) -> None:
+        raw = json.dumps({**SELECT, "scores": [0.1, 0.9, 0.5], "options": {"max_tokens": "X"}})
+        status, _, body = srv.request("POST", "/select", raw=raw.replace('"X"', literal).encode())
+        assert status == 422, body
+        assert body["message"] == self.python_refusal(max_tokens=python_value)
+        assert body["message"].startswith("bad options for method 'top-k': max_tokens must be")
+
+    @pytest.mark.parametrize(
+        "method",
+        [
+            "adaptive-k[max_tokens=nan]",
+            "top-k[min_k=nan]",
+            "top-k@1e999",
+            "top-k@1.5",
+            "top-k[k=1,k=2]",
+            "top-k@５",
+            "top-k@1_0",
+        ],
+    )
+    def test_bad_numbers_in_a_spec_are_422_with_the_python_message(self, srv: ServerProcess, method: str) -> None:
+        status, _, body = srv.request("POST", "/select", {**SELECT, "method": method, "scores": [0.1, 0.9, 0.5]})
+        assert status == 422, body
+        assert body["message"] == self.python_refusal(method)
+
+    def test_whole_float_numbers_are_integers_as_in_python(self, srv: ServerProcess) -> None:
+        body_in = {**SELECT, "method": "top-k@1e9", "scores": [0.1, 0.9, 0.5], "options": {"max_tokens": 1000.0}}
+        status, _, body = srv.request("POST", "/select", body_in)
+        assert status == 200, body
+        assert body["ids"] == ["1", "2", "0"]
+        assert body["config"]["k"] == 1_000_000_000 and body["config"]["max_tokens"] == 1000
 
 
 class TestConcurrencyAndDeadline:
