@@ -44,7 +44,7 @@ def test_prefixed_question_ranks_the_answer_first_and_is_not_prefixed_twice() ->
 def test_a_5000_token_chunk_is_read_whole() -> None:
     """Its last sentence changes its vector (cut at the trained 2,048 tokens, it would not), and no
     truncation is reported."""
-    scorer = get_scorer("dense[model=nomic-v1.5,backend=llama-q8_0]", cache=False, num_threads=2)
+    scorer = get_scorer("dense[model=nomic-v1.5,backend=llama-q8_0]", num_threads=2)  # embed() reuses the vectors
     filler = " ".join(f"Paragraph {i} of the ledger lists crates of apples and pears." for i in range(400))
     head = scorer.model.tokenize(filler)  # type: ignore[attr-defined]
     assert 4_500 < len(head) < 8_000
