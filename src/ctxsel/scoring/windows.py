@@ -42,7 +42,10 @@ class ModelWindow:
     @classmethod
     def of(cls, backend: Any) -> ModelWindow | None:
         """The window of a backend that exposes ``tokenizer`` (a ``tokenizers.Tokenizer``) and
-        ``max_seq_length``; None for one that does not (then nothing is checked)."""
+        ``max_seq_length``; None for one that does not (then nothing is checked). A backend with a
+        window of its own (``model_window``: the llama.cpp one) gives that."""
+        if isinstance(own := getattr(backend, "model_window", None), ModelWindow):
+            return own
         tok, length = getattr(backend, "tokenizer", None), getattr(backend, "max_seq_length", None)
         if tok is None or not length or not hasattr(tok, "to_str"):
             return None
