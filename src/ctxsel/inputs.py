@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -97,7 +97,7 @@ def as_budget(name: str, value: object) -> int | None:
 
 #: The selector options every method takes whose values are numbers, and their one check. The
 #: service calls these before building a selector, so HTTP and Python give the same message.
-NUMBER_OPTIONS: dict[str, Any] = {
+NUMBER_OPTIONS: dict[str, Callable[[object], int | None]] = {
     "min_k": lambda v: as_count("min_k", v),
     "max_tokens": lambda v: as_budget("max_tokens", v),
 }

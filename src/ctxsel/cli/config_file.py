@@ -116,15 +116,12 @@ def config_argv(parser: argparse.ArgumentParser, path: str, argv: list[str]) -> 
             out[:0] = [_words(value)]
             continue
         flag = next((o for o in action.option_strings if o.startswith("--")), action.option_strings[0])
-        if isinstance(action, argparse.BooleanOptionalAction):
+        negatable = isinstance(action, argparse.BooleanOptionalAction)
+        if negatable or action.nargs == 0:  # a flag: true sets it; false unsets it or leaves it off
             if not isinstance(value, bool):
                 _fail(parser, f"key {key!r} in {path}: {flag} is a flag, give true or false")
-            out.append(flag if value else "--no-" + flag[2:])
-        elif action.nargs == 0:  # a flag (store_true and the like): true sets it, false leaves it off
-            if not isinstance(value, bool):
-                _fail(parser, f"key {key!r} in {path}: {flag} is a flag, give true or false")
-            if value:
-                out.append(flag)
+            if value or negatable:
+                out.append(flag if value else "--no-" + flag[2:])
         elif isinstance(value, list):
             if isinstance(action, argparse._AppendAction):
                 for v in value:

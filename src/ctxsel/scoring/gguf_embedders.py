@@ -23,12 +23,12 @@ import importlib.metadata
 import os
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ctxsel.errors import InputError, MissingExtraError, ModelError
-from ctxsel.llm.models import _assembled, _stamp
+from ctxsel.llm.models import assembled, write_stamped
 from ctxsel.paths import files_dir
 
 #: Size of the zip's local file header before the name and the extra field.
@@ -141,7 +141,7 @@ def require_embedder(name: str | None) -> bool:
     model = get_embedder(name or "")
     if model is None:
         return False
-    made = any(_assembled(*_quant_name(model, q)) is not None for q in QUANTS)
+    made = any(assembled(*_quant_name(model, q)) is not None for q in QUANTS)
     if not made and (missing := model.missing()):
         raise _missing_error(model, missing)
     return True
@@ -228,18 +228,6 @@ def _inflate_member(model: GGUFEmbedder, out_path: Path) -> None:
         )
 
 
-def _write_atomically(target: Path, stamp: str, write: Callable[[Path], None]) -> Path:
-    """Run ``write(tmp)`` for a temporary file beside ``target``, rename it, then stamp it."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _stamp(target).write_text(stamp)
-    return target
-
-
 def _quant_name(model: GGUFEmbedder, quant: str) -> tuple[str, str]:
     """The file name of ``quant`` and the stamp it carries once made (the source's hash for Q8_0)."""
     if quant == "f16":
@@ -258,16 +246,16 @@ def embedder_path(name: str, quant: str = "f16") -> Path:
     if quant not in QUANTS:
         raise InputError(f"unknown quantisation {quant!r} for {name}; choose {', '.join(QUANTS)}")
     file_name, stamp = _quant_name(model, quant)
-    ready = _assembled(file_name, stamp)
+    ready = assembled(file_name, stamp)
     if ready is not None:
         return ready
     if quant == "f16":
         missing = model.missing()
         if missing:
             raise _missing_error(model, missing)
-        return _write_atomically(files_dir("models") / file_name, stamp, lambda tmp: _inflate_member(model, tmp))
+        return write_stamped(files_dir("models") / file_name, stamp, lambda tmp: _inflate_member(model, tmp))
     source = embedder_path(name, "f16")
-    return _write_atomically(files_dir("models") / file_name, stamp, lambda tmp: _quantize(source, tmp, quant))
+    return write_stamped(files_dir("models") / file_name, stamp, lambda tmp: _quantize(source, tmp, quant))
 
 
 def _quantize(source: Path, out_path: Path, quant: str) -> None:
@@ -284,7 +272,7 @@ def _quantize(source: Path, out_path: Path, quant: str) -> None:
 
 def installed_embedders() -> dict[str, bool]:
     """Which GGUF embedders are installed or already assembled (``ctxsel env``)."""
-    return {n: m.installed() or _assembled(m.file_name, m.sha256) is not None for n, m in EMBEDDERS.items()}
+    return {n: m.installed() or assembled(m.file_name, m.sha256) is not None for n, m in EMBEDDERS.items()}
 
 
 __all__ = [

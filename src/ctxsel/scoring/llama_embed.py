@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ctxsel.errors import InputError, MissingExtraError, install_hint
-from ctxsel.scoring.gguf_embedders import GGUFEmbedder, embedder_path, get_embedder
+from ctxsel.scoring.gguf_embedders import EMBEDDERS, GGUFEmbedder, embedder_path, get_embedder
 from ctxsel.scoring.windows import WINDOW_OVERLAP, ModelWindow
 
 #: The backend ``auto`` picks for a GGUF embedder (see benchmarks/embedding_throughput.py).
@@ -61,17 +61,11 @@ def gguf_options(
     gguf = get_embedder(model or "")
     if gguf is None or not backend.startswith("llama-"):
         if dim is not None:
-            raise InputError(f"dim= is for Matryoshka GGUF embedders ({', '.join(_names())}), not {model!r}")
+            raise InputError(f"dim= is for Matryoshka GGUF embedders ({', '.join(EMBEDDERS)}), not {model!r}")
         return query_prefix, document_prefix
     if dim is not None and dim not in gguf.dims:
         raise InputError(f"dim must be one of {', '.join(map(str, gguf.dims))} for {gguf.name}, got {dim!r}")
     return query_prefix or gguf.query_prefix, document_prefix or gguf.document_prefix
-
-
-def _names() -> list[str]:
-    from ctxsel.scoring.gguf_embedders import EMBEDDERS
-
-    return list(EMBEDDERS)
 
 
 def resolve_llama_backend(name: str, model: str) -> str:

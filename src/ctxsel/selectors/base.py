@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ctxsel.errors import InputError
-from ctxsel.inputs import NUMBER_OPTIONS, as_scores, check_question, nonfinite_scores_error
+from ctxsel.inputs import as_budget, as_count, as_scores, check_question, nonfinite_scores_error
 from ctxsel.selectors._fastcut import SMALL_N, RankView
 from ctxsel.types import Chunk, MethodDetails, Selection, as_chunks
 
@@ -141,12 +141,10 @@ class CommonOptions:
         max_tokens: int | None = None,
         nan_policy: NanPolicy = "raise",
     ) -> None:
-        min_k = NUMBER_OPTIONS["min_k"](min_k)
-        max_tokens = NUMBER_OPTIONS["max_tokens"](max_tokens)
+        self.min_k = as_count("min_k", min_k)
+        self.max_tokens = as_budget("max_tokens", max_tokens)
         if nan_policy not in ("raise", "last"):
             raise InputError(f"nan_policy must be 'raise' or 'last', got {nan_policy!r}")
-        self.min_k = min_k
-        self.max_tokens = max_tokens
         self.nan_policy = nan_policy
 
     def config(self) -> dict[str, Any]:
