@@ -6,8 +6,10 @@ assert that they give these same messages.
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,7 @@ import ctxsel
 from ctxsel.errors import InputError, InputTypeError, SpecError
 from ctxsel.inputs import as_budget, as_count, as_int, as_scores
 from ctxsel.selectors import get_selector
+from tests.support.cli import run_cli
 
 QUESTION = "How heavy is the meteorite?"
 CHUNKS = [
@@ -155,3 +158,125 @@ def test_whole_float_budgets_and_k_are_integers() -> None:
     assert sel.config["min_k"] == 2 and type(sel.config["max_tokens"]) is int
     assert python_message(method="top-k@1.5").endswith("k must be an integer, got 1.5: pass a whole number")
     assert python_message(method="top-k@1e999").endswith("k must be an integer, got inf: pass a finite whole number")
+
+
+# -- chunks: one check of every shape (issue 45) -------------------------------------------------------------------
+
+BAD_CHUNKS = [
+    (
+        [{"id": 1.5, "text": "a"}],
+        'chunks[0].id must be a string or an integer, got 1.5 (a float): pass ids such as "c1" or 7',
+    ),
+    ([{"id": True, "text": "a"}], "chunks[0].id must be a string or an integer, got True (a bool)"),
+    ([{"id": "", "text": "a"}], "chunks[0].id is empty: give each chunk a non-empty id"),
+    ([{"id": "a", "text": 3}], "chunks[0].text must be a string, got int"),
+    ([{"id": "a", "txt": "x"}], "chunks[0] has unknown field 'txt': a chunk takes id, text, doc_id, position"),
+    ([{"text": "a"}], "chunks[0] has no 'id': give each chunk an id, or pass the texts as plain strings"),
+    ([{"id": "a", "text": "b", "position": "x"}], "chunks[0].position must be an integer, got 'x'"),
+    (["a", 5], "chunks[1] must be a text, a Chunk or an object with 'id' and 'text', got int"),
+]
+
+
+def test_dict_chunks_are_accepted_by_select_and_pipeline_as_http_takes_them() -> None:
+    chunks = [{"id": "m", "text": CHUNKS[0], "doc_id": "museum", "meta": {"page": 3}}, {"id": "f", "text": CHUNKS[2]}]
+    sel = ctxsel.select(QUESTION, chunks, "top-k@1", scores=[0.9, 0.1])
+    assert sel.ids == ["m"] and sel.chunks[0].doc_id == "museum" and sel.chunks[0].meta == {"page": 3}
+    assert ctxsel.Pipeline.from_spec("top-k@2").select(QUESTION, chunks, [0.1, 0.9]).ids == ["f", "m"]
+
+
+def test_an_integer_chunk_id_is_its_decimal_string_everywhere() -> None:
+    sel = ctxsel.select(
+        QUESTION, [{"id": 7, "text": CHUNKS[0]}, {"id": np.int64(8), "text": CHUNKS[1]}], "top-k@2", scores=[0.1, 0.9]
+    )
+    assert sel.ids == ["8", "7"]
+    with pytest.raises(InputError, match="duplicate chunk id '7'"):
+        ctxsel.select(QUESTION, [{"id": 7, "text": "a"}, {"id": "7", "text": "b"}], "top-k@1", scores=[0.1, 0.2])
+
+
+@pytest.mark.parametrize(("chunks", "message"), BAD_CHUNKS)
+def test_a_bad_chunk_is_one_line_naming_it(chunks: list[Any], message: str) -> None:
+    with pytest.raises(InputError) as e:
+        ctxsel.select(QUESTION, chunks, "top-k@1", scores=[0.5] * len(chunks))
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def _http(service_client: Any) -> Any:
+    from ctxsel.service.settings import ServiceSettings
+
+    return service_client(ServiceSettings(scorer="keywords"))
+
+
+def test_http_takes_integer_ids_and_refuses_bad_chunks_with_the_python_message(service_client: Any) -> None:
+    client = _http(service_client)
+    body = {"question": QUESTION, "chunks": [{"id": 7, "text": CHUNKS[0]}, "x"], "scores": [0.9, 0.1]}
+    r = client.post("/select", json={**body, "method": "top-k@2"})
+    assert r.status_code == 200 and r.json()["ids"] == ["7", "1"]
+    for chunks, message in BAD_CHUNKS:
+        r = client.post("/select", json={**body, "chunks": chunks, "scores": [0.5] * len(chunks)})
+        assert r.status_code == 422, r.text
+        with pytest.raises(InputError) as e:
+            ctxsel.select(QUESTION, chunks, "top-k@1", scores=[0.5] * len(chunks))
+        assert r.json()["message"] == str(e.value) and r.json()["message"].startswith(message)
+
+
+def test_a_jsonl_document_of_chunks_takes_the_same_ids(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    doc = tmp_path / "chunks.jsonl"
+    doc.write_text('{"id": 7, "text": "The meteorite weighs three kilograms."}\n{"id": "b", "text": "Bananas."}\n')
+    rc, out, _ = run_cli(
+        capsys,
+        "select",
+        "--document",
+        str(doc),
+        "--question",
+        QUESTION,
+        "--scorer",
+        "keywords",
+        "--json",
+        "--method",
+        "top-k@1",
+    )
+    assert rc == 0 and json.loads(out)["ids"] == ["7"]
+    doc.write_text('{"id": 1.5, "text": "a"}\n')
+    rc, out, err = run_cli(capsys, "select", "--document", str(doc), "--question", QUESTION, "--scorer", "keywords")
+    assert (
+        rc == 2
+        and err
+        == f'ctxsel select: error: {doc}:1: chunks[0].id must be a string or an integer, got 1.5 (a float): pass ids such as "c1" or 7\n'
+    )
+
+
+# -- the question ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "named"),
+    [
+        ("\u200b", "U+200B ZERO WIDTH SPACE"),
+        ("\ufeff \u200d\n", "U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+        ("\u2066\u2069", "U+2066 LEFT-TO-RIGHT ISOLATE"),
+    ],
+)
+def test_a_question_of_only_invisible_characters_is_empty(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, question: str, named: str
+) -> None:
+    message = (
+        f"question is empty (or only whitespace); its only other characters are invisible ({named}): there is "
+        "nothing to rank the chunks against; pass the question's text"
+    )
+    with pytest.raises(InputError) as e:
+        ctxsel.select(question, CHUNKS, "top-k@1", scores=[0.1, 0.9, 0.5])
+    assert str(e.value) == message
+    doc = tmp_path / "doc.md"
+    doc.write_text("\n\n".join(CHUNKS), encoding="utf-8")
+    rc, out, err = run_cli(capsys, "select", "--document", str(doc), "--question", question, "--scorer", "keywords")
+    assert rc == 2 and out == "" and err == f"ctxsel select: error: --question: {message}\n"
+    assert ctxsel.select("\u200bheavy?\u200b", CHUNKS, "top-k@1", scores=[0.1, 0.9, 0.5]).ids == ["1"]
+
+
+def test_http_refuses_an_invisible_question_with_the_python_message(service_client: Any) -> None:
+    r = _http(service_client).post(
+        "/select", json={"question": "\u200b\u200c", "chunks": CHUNKS, "scores": [0.1, 0.9, 0.5]}
+    )
+    assert r.status_code == 422 and r.json()["message"].startswith(
+        "question is empty (or only whitespace); its only other characters are invisible (U+200B ZERO WIDTH SPACE)"
+    )

@@ -81,7 +81,10 @@ def test_i1_select_with_one_string_as_chunks_is_a_type_error() -> None:
 
 
 def test_i2_bytes_chunk_names_the_position_and_the_fix() -> None:
-    with pytest.raises(TypeError, match=r"chunk 1: expected str or Chunk, got bytes: decode it first"):
+    with pytest.raises(
+        TypeError,
+        match=r"chunks\[1\] must be a text, a Chunk or an object with .id. and .text., got bytes: decode it first",
+    ):
         ctxsel.select(QUESTION, ["ok", b"raw"], method="top-k@1", scores=[1.0, 0.5])  # type: ignore[list-item]  # on purpose
 
 

@@ -89,7 +89,9 @@ class TestAsChunks:
         assert [c.id for c in chunks] == ["0", "1", "2"]
 
     def test_other_types_raise(self) -> None:
-        with pytest.raises(TypeError, match="chunk 1: expected str or Chunk, got int"):
+        with pytest.raises(
+            TypeError, match=r"chunks\[1\] must be a text, a Chunk or an object with .id. and .text., got int"
+        ):
             as_chunks(["ok", 5])  # type: ignore[list-item]
 
     def test_check_unique_ids_accepts_unique(self) -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Callable, Sequence
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,13 +35,29 @@ def check_text(text: str, what: str) -> None:
         )
 
 
+def is_blank(text: str) -> bool:
+    """Whether ``text`` has nothing to read: only whitespace and invisible format characters (Unicode
+    category Cf: zero-width space U+200B, joiners, a byte order mark U+FEFF, direction marks)."""
+    if text.isascii():
+        return not text.strip()
+    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)
+
+
+def unicode_name(ch: str) -> str:
+    """``U+200B ZERO WIDTH SPACE``: a character as a message names it."""
+    return f"U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed')}"
+
+
 def check_question(question: Any) -> str:
-    """The question as a non-empty string; an empty or whitespace-only one would select arbitrary chunks."""
+    """The question as a non-empty string; an empty, whitespace-only or zero-width-only one would select
+    arbitrary chunks."""
     if not isinstance(question, str):
         raise InputTypeError(f"question must be a string, got {type(question).__name__}: pass the question's text")
-    if not question.strip():
+    if is_blank(question):
+        shown = next((ch for ch in question if not ch.isspace()), "")
+        also = f"; its only other characters are invisible ({unicode_name(shown)})" if shown else ""
         raise InputError(
-            "question is empty (or only whitespace): there is nothing to rank the chunks against; "
+            f"question is empty (or only whitespace){also}: there is nothing to rank the chunks against; "
             "pass the question's text"
         )
     check_text(question, "question")
@@ -58,6 +75,88 @@ def check_chunk_sequence(items: Any, what: str = "chunks") -> None:
         )
     if items is None or not hasattr(items, "__iter__"):
         raise InputTypeError(f"{what} must be a sequence of chunk texts or Chunks, got {type(items).__name__}")
+
+
+#: The fields a chunk given as a mapping may have (HTTP's ChunkIn, a JSONL line, a dict in Python).
+CHUNK_FIELDS = ("id", "text", "doc_id", "position", "n_tokens", "meta")
+
+
+def as_chunk_id(value: object, what: str) -> str:
+    """A chunk (or document) id as a non-empty string. One rule on every surface: a string, or an
+    integer written as its decimal string (ids from a database are ints; every output id is a
+    string, so ``1`` comes back as ``"1"``); a float, bool or null is refused."""
+    if isinstance(value, str):
+        if not value:
+            raise InputError(f"{what} is empty: give each chunk a non-empty id")
+        return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return str(int(value))
+    raise InputTypeError(
+        f'{what} must be a string or an integer, got {value!r} (a {type(value).__name__}): pass ids such as "c1" or 7'
+    )
+
+
+def chunk_fields(
+    item: Mapping[str, Any], i: int, *, default_id: str | None = None, extra: bool = False
+) -> dict[str, Any]:
+    """The keyword arguments of ``Chunk`` for chunk ``i`` given as a mapping ``{"id", "text", "doc_id"?,
+    "position"?, "n_tokens"?, "meta"?}``: the one check of that shape, which the Python API, HTTP
+    and JSONL files all call. A missing id is an error unless the caller numbers lines
+    (``default_id``); unknown fields are errors (a typo such as "txt" would drop the text) unless
+    ``extra`` (a dataset file's own fields, such as "title")."""
+    cid, text = item.get("id"), item.get("text")
+    if len(item) == 2 and type(cid) is str and cid and type(text) is str:  # {"id", "text"}: the common case
+        return {"id": cid, "text": text, "position": i}
+    where = f"chunks[{i}]"
+    if not extra:
+        unknown = [k for k in item if k not in CHUNK_FIELDS]
+        if unknown:
+            raise InputError(f"{where} has unknown field {str(unknown[0])!r}: a chunk takes {', '.join(CHUNK_FIELDS)}")
+    if "text" not in item:
+        raise InputError(f'{where} has no \'text\': give each chunk {{"id": ..., "text": ...}}')
+    text = item["text"]
+    if not isinstance(text, str):
+        raise InputTypeError(f"{where}.text must be a string, got {type(text).__name__}")
+    if "id" in item:
+        cid = as_chunk_id(item["id"], f"{where}.id")
+    elif default_id is not None:
+        cid = default_id
+    else:
+        raise InputError(f"{where} has no 'id': give each chunk an id, or pass the texts as plain strings")
+    out: dict[str, Any] = {"id": cid, "text": text, "position": i}
+    if item.get("doc_id") is not None:
+        out["doc_id"] = as_chunk_id(item["doc_id"], f"{where}.doc_id")
+    if item.get("position") is not None:
+        out["position"] = as_int(f"{where}.position", item["position"])
+    if item.get("n_tokens") is not None:
+        out["n_tokens"] = as_count(f"{where}.n_tokens", item["n_tokens"])
+    meta = item.get("meta")
+    if meta is not None:
+        if not isinstance(meta, Mapping):
+            raise InputTypeError(f"{where}.meta must be an object (a dict), got {type(meta).__name__}")
+        out["meta"] = dict(meta)
+    return out
+
+
+def bad_chunk_item(item: object, i: int) -> InputTypeError:
+    """The message for chunk ``i`` that is neither a text, a Chunk nor a chunk object."""
+    hint = ": decode it first, e.g. item.decode('utf-8')" if isinstance(item, (bytes, bytearray)) else ""
+    return InputTypeError(
+        f"chunks[{i}] must be a text, a Chunk or an object with 'id' and 'text', got {type(item).__name__}{hint}"
+    )
+
+
+def check_chunk_item(item: object, i: int) -> object:
+    """Chunk ``i`` of a JSON list as the HTTP model reads it: a text as it is; an object checked by
+    :func:`chunk_fields`, with an integer id as its string; anything else refused in one line."""
+    if isinstance(item, str):
+        return item
+    if not isinstance(item, dict):
+        raise bad_chunk_item(item, i)
+    if len(item) == 2 and type(item.get("id")) is str and item["id"] and type(item.get("text")) is str:
+        return item  # {"id", "text"}: the common case, at dict speed
+    fields = chunk_fields(item, i)
+    return item if fields["id"] is item["id"] else {**item, "id": fields["id"]}
 
 
 def as_int(name: str, value: object) -> int:

@@ -10,14 +10,14 @@ to JSON (``to_dict``) and say in one line why the cut fell where it did.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
 import numpy as np
 
 from ctxsel.errors import InputError, InputTypeError
-from ctxsel.inputs import check_chunk_sequence, check_text
+from ctxsel.inputs import bad_chunk_item, check_chunk_sequence, check_text, chunk_fields
 from ctxsel.tokens import count_tokens
 
 
@@ -266,8 +266,9 @@ def jsonable(x: Any) -> Any:
     return x
 
 
-def as_chunks(items: Iterable[Chunk | str], doc_id: str = "doc") -> list[Chunk]:
-    """Accept strings or Chunks; strings get ids "0", "1", ... in order.
+def as_chunks(items: Iterable[Chunk | str | Mapping[str, Any]], doc_id: str = "doc") -> list[Chunk]:
+    """Accept strings, Chunks or ``{"id", "text", ...}`` mappings (the shape HTTP and JSONL take, checked
+    by :func:`ctxsel.inputs.chunk_fields`); strings get ids "0", "1", ... in order.
 
     Ids must be unique: two chunks with one id would make recall and the
     reading order ambiguous, so that is an error, not a silent merge.
@@ -281,9 +282,10 @@ def as_chunks(items: Iterable[Chunk | str], doc_id: str = "doc") -> list[Chunk]:
             out.append(item)
         elif isinstance(item, str):
             out.append(Chunk(id=str(i), text=item, doc_id=doc_id, position=i))
+        elif isinstance(item, Mapping):
+            out.append(Chunk(**{"doc_id": doc_id, **chunk_fields(item, i)}))
         else:
-            hint = ": decode it first, e.g. item.decode('utf-8')" if isinstance(item, (bytes, bytearray)) else ""
-            raise InputTypeError(f"chunk {i}: expected str or Chunk, got {type(item).__name__}{hint}")
+            raise bad_chunk_item(item, i)
     check_unique_ids(out)
     return out
 

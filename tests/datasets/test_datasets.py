@@ -319,11 +319,14 @@ class TestJSONLErrors:
             ({"question": 5, "document": "abc"}, "'question' must be a string, got int"),
             ({"question": "?", "chunks": 5}, "'chunks' must be a list, got int"),
             ({"question": "?", "chunks": [5]}, "chunk 0 must be a text or an object with 'text', got int"),
-            ({"question": "?", "chunks": [{"text": 5}]}, "Chunk '0': text must be str, got int"),
+            ({"question": "?", "chunks": [{"text": 5}]}, "chunks[0].text must be a string, got int"),
             ({"question": "?", "document": 7}, "'document' must be a string, got int"),
             ({"question": "?", "document": "abc", "gold_ids": "0"}, "'gold_ids' must be a list, got str"),
             ({"question": "?", "ctxs": "abc"}, "'ctxs' must be a list, got str"),
-            ({"question": "?", "chunks": [{"text": "a", "position": "x"}]}, "a field has the wrong type"),
+            (
+                {"question": "?", "chunks": [{"text": "a", "position": "x"}]},
+                "chunks[0].position must be an integer, got 'x': pass a number, not text",
+            ),
             ({"question": "?", "document": "abc", "answers": 5}, "a field has the wrong type"),
         ],
     )
@@ -334,7 +337,7 @@ class TestJSONLErrors:
 
     def test_chunk_without_text(self, tmp_path: Path) -> None:
         p = write_jsonl(tmp_path / "bad.jsonl", [{"id": "q", "question": "?", "chunks": [{"id": "c"}]}])
-        with pytest.raises(ValueError, match="chunk 0 has no 'text'"):
+        with pytest.raises(ValueError, match=r"chunks\[0\] has no 'text'"):
             load_jsonl(p)
 
     def test_duplicate_chunk_ids(self, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ctxsel.chunking import DEFAULT_MAX_CHUNK_TOKENS, HEADINGS, chunk_text
 from ctxsel.errors import InputError
-from ctxsel.inputs import as_scores, check_question
+from ctxsel.inputs import as_scores, check_question, chunk_fields
 from ctxsel.scoring.base import Scorer
 from ctxsel.types import Chunk, check_unique_ids
 
@@ -370,7 +370,11 @@ def load_document_chunks(
                 raise InputError(f"{path}:{i}: not valid JSON ({e.msg})") from None
             if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
                 raise InputError(f"{path}:{i}: expected an object with 'text' (a string) and 'id'")
-            chunks.append(Chunk(id=str(obj.get("id", len(chunks))), text=obj["text"], position=len(chunks)))
+            try:  # the one check of a chunk object (ctxsel.inputs), as the Python API and HTTP apply it
+                fields = chunk_fields(obj, len(chunks), default_id=str(len(chunks)), extra=True)
+            except InputError as e:
+                raise type(e)(f"{path}:{i}: {e}") from None
+            chunks.append(Chunk(**fields))
         check_unique_ids(chunks)
     else:
         chunks = chunk_text(

@@ -23,6 +23,7 @@ from typing import Any
 
 from ctxsel.chunking import Method, chunk_text
 from ctxsel.errors import CtxselError, InputError
+from ctxsel.inputs import chunk_fields
 from ctxsel.types import Chunk, Example, check_unique_ids
 
 
@@ -97,16 +98,11 @@ def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "pa
                 c = {"id": str(i), "text": c}
             if not isinstance(c, dict):
                 raise InputError(f"{where}: chunk {i} must be a text or an object with 'text', got {type(c).__name__}")
-            if "text" not in c:
-                raise InputError(f"{where}: chunk {i} has no 'text'")
-            chunks.append(
-                Chunk(
-                    id=str(c.get("id", i)),
-                    text=c["text"],
-                    doc_id=str(c.get("doc_id", eid)),
-                    position=int(c.get("position", i)),
-                )
-            )
+            try:  # the one check of a chunk object (ctxsel.inputs); a file's own fields (title, url) may stay
+                fields = chunk_fields(c, i, default_id=str(i), extra=True)
+            except InputError as e:
+                raise type(e)(f"{where}: {e}") from None
+            chunks.append(Chunk(**{"doc_id": eid, **fields}))
         check_unique_ids(chunks)
     elif "document" in obj:
         if not isinstance(obj["document"], str):

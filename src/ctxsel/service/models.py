@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before 3.12
 
 from ctxsel.errors import InputError
-from ctxsel.inputs import check_score_items
+from ctxsel.inputs import check_chunk_item, check_score_items
 
 JSONScalar = str | int | float | bool | None
 
@@ -76,6 +76,15 @@ class SelectRequest(BaseModel):
         description="a multiple-choice question's answer options, in letter order (SAGE reads them)",
     )
     with_text: bool = Field(True, description="return the selected chunks' text")
+
+    @field_validator("chunks", mode="before")
+    @classmethod
+    def _chunk_objects(cls, v: Any) -> Any:
+        """The Python API's rule and message for a chunk object (an integer id is read as its decimal
+        string, as in Python and JSONL; a wrong field is one line, not pydantic's union noise)."""
+        if isinstance(v, list):
+            return [check_chunk_item(item, i) for i, item in enumerate(v)]
+        return v
 
     @field_validator("scores", mode="before")
     @classmethod

@@ -100,19 +100,8 @@ class Service:
             return chunks
         items = req.chunks or []
         self.check_size(req.question, [item if isinstance(item, str) else item["text"] for item in items], "chunks")
-        return as_chunks(  # strings get ids "0", "1", ...; ids must be unique
-            item
-            if isinstance(item, str)
-            else Chunk(
-                id=item["id"],
-                text=item["text"],
-                doc_id=item.get("doc_id", "doc"),
-                position=i if (position := item.get("position")) is None else position,
-                n_tokens=-1 if (n := item.get("n_tokens")) is None else n,
-                meta=item.get("meta") or {},
-            )
-            for i, item in enumerate(items)
-        )
+        # strings get ids "0", "1", ...; {"id", "text", ...} objects get the Python API's checks; ids unique
+        return as_chunks(items)
 
     def selector(self, req: SelectRequest, token: CancelToken) -> Any:
         name, spec_options = parse_spec(req.method)
