@@ -48,6 +48,24 @@ def unicode_name(ch: str) -> str:
     return f"U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed')}"
 
 
+def utf8_fault(e: UnicodeDecodeError) -> str:
+    """Where bytes stop being UTF-8, as every reader of files and standard input says it:
+    ``byte 0xFF at offset 1: invalid start byte``."""
+    obj = e.object if isinstance(e.object, (bytes, bytearray)) else b""
+    shown = f"byte 0x{obj[e.start]:02X}" if e.start < len(obj) else "a byte"
+    return f"{shown} at offset {e.start}: {e.reason}"
+
+
+def argv_fault(text: str) -> str | None:
+    """The same for a command-line argument: Python reads argv bytes that are not UTF-8 as lone
+    surrogates U+DC80-U+DCFF (``surrogateescape``); None when ``text`` has none."""
+    m = _SURROGATE.search(text)
+    if m is None or not 0xDC80 <= ord(m.group()) <= 0xDCFF:
+        return None
+    offset = len(text[: m.start()].encode("utf-8", "surrogateescape"))
+    return f"byte 0x{ord(m.group()) - 0xDC00:02X} at offset {offset}"
+
+
 def check_question(question: Any) -> str:
     """The question as a non-empty string; an empty, whitespace-only or zero-width-only one would select
     arbitrary chunks."""

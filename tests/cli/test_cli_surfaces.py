@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -301,3 +302,115 @@ def test_a_whole_float_k_is_accepted_as_in_python(capsys: pytest.CaptureFixture[
     )
     assert rc == 0 and json.loads(out)["k"] == 3
     assert json.loads(out)["config"]["k"] == 1_000_000_000
+
+
+# -- bytes that are not UTF-8 (issue 45) ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flag", "data", "message"),
+    [
+        (
+            "--question-file",
+            b"a\xffb",
+            "--question-file - (standard input) is not valid UTF-8 (byte 0xFF at offset 1: invalid start byte); convert it",
+        ),
+        (
+            "--document",
+            "caf\u00e9 au lait".encode("latin-1"),
+            "--document - (standard input) is not valid UTF-8 (byte 0xE9 at offset 3: invalid continuation byte)",
+        ),
+        (
+            "--question-file",
+            "\u200b\n".encode(),
+            "--question-file -: question is empty (or only whitespace); its only other characters are invisible (U+200B ZERO WIDTH SPACE)",
+        ),
+    ],
+)
+def test_standard_input_that_is_not_utf8_names_the_byte_and_its_offset(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, doc: Path, flag: str, data: bytes, message: str
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    other = ["--question", QUESTION] if flag == "--document" else ["--document", str(doc)]
+    rc, out, err = run(capsys, "select", flag, "-", *other, "--scorer", "keywords")
+    assert rc == 2 and out == "" and err.startswith(f"ctxsel select: error: {message}"), err
+    assert err.count("\n") == 1
+
+
+def test_a_question_argument_that_is_not_utf8_names_the_byte(doc: Path) -> None:
+    """argv bytes reach Python as lone surrogates; the message names the byte, not the surrogate."""
+    argv = [*ctxsel_command(), "select", "--document", str(doc), "--scorer", "keywords", "--question"]
+    res = subprocess.run([*map(os.fsencode, argv), b"ab\xff?"], capture_output=True, timeout=120)
+    assert res.returncode == 2 and res.stdout == b""
+    assert res.stderr.decode() == (
+        "ctxsel select: error: --question is not valid UTF-8 (byte 0xFF at offset 2); set a UTF-8 locale, or write "
+        "the question to a UTF-8 file and pass --question-file\n"
+    )
+
+
+# -- flag values: one line, the Python API's rule (issue 45) --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--expand", "links[boost=1e308]", "--expand: links boost must be a number >= 0 and below 1e6, got 1e+308"),
+        ("--expand", "links[boost=1,boost=2]", "--expand: option 'boost' is given twice"),
+        ("--scorer", "nope", "--scorer: unknown scorer 'nope'; choose dense, bm25, keywords, hybrid"),
+        ("--max-tokens", "1_0", "--max-tokens: value '1_0': write a number with the ASCII digits 0-9"),
+        ("--max-chunk-tokens", "0", "--max-chunk-tokens: must be at least 1, got 0"),
+        ("--max-chunk-tokens", "2.5", "--max-chunk-tokens: expected an integer, got '2.5'"),
+    ],
+)
+def test_a_bad_flag_value_is_one_line_without_the_usage(
+    capsys: pytest.CaptureFixture[str], doc: Path, flag: str, value: str, message: str
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["select", "--document", str(doc), "--question", QUESTION, "--scorer", "keywords", flag, value])
+    out, err = capsys.readouterr()
+    assert e.value.code == 2 and out == ""
+    assert err.startswith(f"ctxsel select: error: {message}") and err.count("\n") == 1, err
+    assert "usage:" not in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "python"),
+    [
+        ("--max-tokens", "2.5", {"max_tokens": 2.5}),
+        ("--max-tokens", "nan", {"max_tokens": math.nan}),
+        ("--max-tokens", "abc", {"max_tokens": "abc"}),
+        ("--max-tokens", "-1", {"max_tokens": -1}),
+        ("--min-k", "1.5", {"min_k": 1.5}),
+        ("--min-k", "inf", {"min_k": math.inf}),
+    ],
+)
+def test_number_flags_get_the_python_verdict(
+    capsys: pytest.CaptureFixture[str], doc: Path, flag: str, value: str, python: dict[str, Any]
+) -> None:
+    with pytest.raises(ValueError) as e:
+        ctxsel.select(QUESTION, ["a", "b", "c"], "top-k@1", scores=[0.1, 0.9, 0.5], **python)
+    rc, out, err = run(
+        capsys,
+        "select",
+        "--document",
+        str(doc),
+        "--question",
+        QUESTION,
+        "--scorer",
+        "keywords",
+        "--method",
+        "top-k@1",
+        flag,
+        value,
+    )
+    assert rc == 2 and out == "" and err == f"ctxsel select: error: {e.value}\n"
+
+
+def test_whole_float_budgets_on_the_command_line_are_integers(capsys: pytest.CaptureFixture[str], doc: Path) -> None:
+    rc, out, _ = run(
+        capsys,
+        *["select", "--document", str(doc), "--question", QUESTION, "--scorer", "keywords", "--json"],
+        *["--method", "top-k@1", "--max-tokens", "1e9", "--min-k", "2.0"],
+    )
+    config = json.loads(out)["config"]
+    assert rc == 0 and config["max_tokens"] == 1_000_000_000 and config["min_k"] == 2

@@ -280,7 +280,9 @@ class TestJSONLErrors:
             + b"\n"
             + b'{"id": "q", "question": "caf\xe9", "chunks": ["x"]}\n'
         )
-        with pytest.raises(ValueError, match=r"bad\.jsonl:2: not valid UTF-8 \(invalid continuation byte at byte"):
+        with pytest.raises(
+            ValueError, match=r"bad\.jsonl:2: not valid UTF-8 \(byte 0xE9 at offset 28: invalid continuation byte\)"
+        ):
             load_jsonl(p)
 
     def test_invalid_json_line(self, tmp_path: Path) -> None:

@@ -92,6 +92,7 @@ def test_to_dict_from_dict_round_trip() -> None:
             "scorer_options": {},
             "use_document_scores": True,
             "allow_empty": True,
+            "missing_scores": "error",
         },
     }
     back = CtxselSelector.from_dict(data)
@@ -115,3 +116,16 @@ def test_default_and_edge_cases() -> None:
     assert CtxselSelector(scorer="keywords").run(documents=[], query=QUERY)["documents"] == []
     with pytest.raises(ValueError, match="unknown method"):
         CtxselSelector(method="nope")
+
+
+def test_a_document_without_a_score_is_an_error_or_a_noted_rescore() -> None:
+    d = [Document(content=t, id=f"d{i}", score=None if i == 1 else 0.5) for i, t in enumerate(TEXTS)]
+    with pytest.raises(ValueError, match=r"documents\[1\]\.score is missing: give every document a finite numeric"):
+        CtxselSelector(method="top-k@1", scorer="keywords", use_document_scores=True).run(documents=d, query=QUERY)
+    comp = CtxselSelector(method="top-k@1", scorer="keywords", use_document_scores=True, missing_scores="rescore")
+    with pytest.warns(UserWarning, match=r"documents\[1\]\.score is missing"):
+        res = comp.run(documents=d, query=QUERY)
+    assert res["report"]["scores_from"] == "scorer:keywords" and "documents[1].score" in res["report"]["note"]
+    assert "documents[1].score is missing" in res["documents"][0].meta["ctxsel_note"]
+    with pytest.raises(ValueError, match="missing_scores must be one of 'error', 'rescore', got 'skip'"):
+        CtxselSelector(missing_scores="skip")

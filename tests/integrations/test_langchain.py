@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 
 pytest.importorskip("langchain_core")
@@ -14,6 +17,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 
+from ctxsel.errors import InputError
 from ctxsel.integrations._core import META_KEYS
 from ctxsel.integrations.langchain import CtxselCompressor, select_documents
 from tests.support.museum import QUERY, TEXTS
@@ -115,13 +119,42 @@ def test_uses_retriever_scores_from_metadata_when_all_present() -> None:
     )
     assert [x.id for x in out] == ["d2"]
     assert out[0].metadata["ctxsel_scores_from"] == "input"
-    # one missing score: every document is rescored with the scorer instead
-    del d[2].metadata["relevance_score"]
-    out = CtxselCompressor(method="top-k@1", score_key="relevance_score", scorer="keywords").compress_documents(
-        d, QUERY
+    assert "ctxsel_note" not in out[0].metadata
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (None, "is missing"),
+        ("0.9", "is '0.9' (a str), not a number"),
+        (True, "is True (a bool), not a number"),
+        (float("nan"), "is nan, not a finite number"),
+    ],
+)
+def test_a_missing_or_non_numeric_retriever_score_is_an_error_or_a_noted_rescore(value: Any, problem: str) -> None:
+    """Issue 45: one missing score silently rescored every document with the scorer."""
+    d = docs()
+    for doc, s in zip(d, [0.1, 0.2, 0.9, 0.3, 0.05]):
+        doc.metadata["relevance_score"] = s
+    if value is None:
+        del d[2].metadata["relevance_score"]
+    else:
+        d[2].metadata["relevance_score"] = value
+    where = f"documents[2].metadata['relevance_score'] {problem}"
+    comp = CtxselCompressor(method="top-k@1", score_key="relevance_score", scorer="keywords")
+    with pytest.raises(InputError) as e:
+        comp.compress_documents(d, QUERY)
+    assert str(e.value) == (
+        f"{where}: give every document a finite numeric score, or pass missing_scores='rescore' to score them "
+        "all with the scorer"
     )
+    comp = CtxselCompressor(method="top-k@1", score_key="relevance_score", scorer="keywords", missing_scores="rescore")
+    with pytest.warns(UserWarning, match=re.escape(where)):
+        out = comp.compress_documents(d, QUERY)
     assert [x.id for x in out] == ["d1"]
     assert out[0].metadata["ctxsel_scores_from"] == "scorer:keywords"
+    assert out[0].metadata["ctxsel_note"] == f"the input scores were not used ({where}); every document was rescored"
+    assert comp.last_report is not None and comp.last_report["note"] == out[0].metadata["ctxsel_note"]
 
 
 def test_any_selector_and_bad_spec() -> None:

@@ -55,9 +55,14 @@ def test_node_scores_used_only_when_all_present() -> None:
     out = pp.postprocess_nodes(nodes([0.1, 0.2, 0.9, 0.3, 0.05]), query_str=QUERY)
     assert [n.node.node_id for n in out] == ["n2"] and out[0].score == pytest.approx(0.9)
     assert out[0].node.metadata["ctxsel_scores_from"] == "input"
-    out = pp.postprocess_nodes(nodes([0.1, 0.2, None, 0.3, 0.05]), query_str=QUERY)
+    with pytest.raises(ValueError, match=r"documents\[2\].score is missing: give every document a finite"):
+        pp.postprocess_nodes(nodes([0.1, 0.2, None, 0.3, 0.05]), query_str=QUERY)
+    pp = CtxselPostprocessor(method="top-k@1", scorer="keywords", use_node_scores=True, missing_scores="rescore")
+    with pytest.warns(UserWarning, match=r"documents\[2\].score is missing"):
+        out = pp.postprocess_nodes(nodes([0.1, 0.2, None, 0.3, 0.05]), query_str=QUERY)
     assert [n.node.node_id for n in out] == ["n1"]
     assert out[0].node.metadata["ctxsel_scores_from"] == "scorer:keywords"
+    assert "ctxsel_note" in out[0].node.excluded_llm_metadata_keys
 
 
 def test_default_adaptive_k_never_empty() -> None:

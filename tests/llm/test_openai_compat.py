@@ -162,12 +162,32 @@ def test_api_key_argument_env_and_none(server, sleeps, monkeypatch):
     assert "sk-arg" not in repr(make_client(server, sleeps, api_key="sk-arg"))
 
 
-def test_missing_usage_and_null_content(server, sleeps):
-    body = {"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "tool_calls"}]}
+def test_missing_usage_is_zero_tokens(server, sleeps):
+    body = {"choices": [{"message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}]}
     server.push(Reply(200, body))
     out = make_client(server, sleeps).complete("x")
-    assert out.text == "" and out.usage == LLMUsage(1, 0, 0) and out.finish_reason == "tool_calls"
+    assert out.text == "" and out.usage == LLMUsage(1, 0, 0) and out.finish_reason == "stop"
     assert out.model == "test-model"
+
+
+@pytest.mark.parametrize(
+    ("choice", "finish"),
+    [
+        ({"message": {"role": "assistant", "content": None}, "finish_reason": "tool_calls"}, "'tool_calls'"),
+        (
+            {"message": {"role": "assistant", "content": None, "reasoning_content": "..."}, "finish_reason": "length"},
+            "'length'",
+        ),
+        ({"text": None, "finish_reason": None}, "None"),
+    ],
+)
+def test_a_reply_with_null_content_is_an_error_not_an_empty_answer(server, sleeps, choice, finish):
+    """Issue 45: content null was read as "" and answered as an empty answer with exit 0."""
+    server.push(Reply(200, {"choices": [choice]}))
+    with pytest.raises(LLMInvalidResponse) as ei:
+        make_client(server, sleeps).complete("x")
+    assert str(ei.value).startswith(f"the LLM server's reply has no text (content: null, finish_reason {finish})")
+    assert "raise the answer's max_tokens" in str(ei.value) and len(server.requests) == 1  # not retried
 
 
 def test_content_parts_are_joined(server, sleeps):

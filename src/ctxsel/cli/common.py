@@ -10,8 +10,9 @@ from typing import Any
 
 from ctxsel.chunking import DEFAULT_MAX_CHUNK_TOKENS, HEADINGS, chunk_text
 from ctxsel.errors import InputError
-from ctxsel.inputs import as_scores, check_question, chunk_fields
+from ctxsel.inputs import argv_fault, as_int, as_scores, check_question, chunk_fields, utf8_fault
 from ctxsel.scoring.base import Scorer
+from ctxsel.specs import spec_value
 from ctxsel.types import Chunk, check_unique_ids
 
 DEFAULT_MAX_BYTES = 20_000_000
@@ -19,11 +20,13 @@ CHUNKINGS = ("paragraphs", "sentences", "tokens", "semantic")
 
 
 def int_at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``low`` (``--limit -3`` is a usage error, not 97 examples)."""
+    """An argparse type: an integer >= ``low`` (``--limit -3`` is a usage error, not 97 examples), read
+    by the rule of every surface (:func:`ctxsel.inputs.as_int` on the spec grammar's number: 1e3 and
+    5k are integers, 2.5, nan, 1_0 and non-ASCII digits are not)."""
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = as_int("value", spec_value(text.strip()))
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if value < low:
@@ -31,7 +34,21 @@ def int_at_least(low: int) -> Callable[[str], int]:
         return value
 
     parse.__name__ = "integer"  # argparse names the type in its messages
+    parse.one_line = True  # type: ignore[attr-defined]
     return parse
+
+
+def option_value(text: str) -> Any:
+    """An argparse type for a selector option given as a flag (``--max-tokens 1e9``): the text read by
+    the spec grammar, as ``top-k[max_tokens=1e9]`` would be; the selector then checks it with the
+    Python API's rule and words (``ctxsel.inputs.NUMBER_OPTIONS``)."""
+    try:
+        return spec_value(text.strip())
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+option_value.one_line = True  # type: ignore[attr-defined]
 
 
 positive_int = int_at_least(1)
@@ -87,7 +104,16 @@ def question_from(args: argparse.Namespace) -> str:
                 f"--question-file {args.question_file}: the file is empty (or only whitespace); "
                 "write the question in it"
             )
-        return check_question(question)
+        try:
+            return check_question(question)
+        except ValueError as e:
+            raise InputError(f"--question-file {args.question_file}: {e}") from None
+    fault = argv_fault(args.question)
+    if fault is not None:  # the shell passed bytes that are not UTF-8 (a Latin-1 terminal, a file's bytes)
+        raise InputError(
+            f"--question is not valid UTF-8 ({fault}); set a UTF-8 locale, or write the question to a UTF-8 "
+            "file and pass --question-file"
+        )
     try:
         return check_question(args.question)
     except ValueError as e:
@@ -252,6 +278,9 @@ def scorer_spec(value: str) -> str:
     return value
 
 
+scorer_spec.one_line = True  # type: ignore[attr-defined]
+
+
 def expansion_spec(value: str) -> str:
     """``--expand``: an expansion spec (checked when parsed)."""
     from ctxsel.expansion import parse_expansion
@@ -261,6 +290,9 @@ def expansion_spec(value: str) -> str:
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return value
+
+
+expansion_spec.one_line = True  # type: ignore[attr-defined]
 
 
 def make_scorer(
@@ -344,7 +376,7 @@ def _decode(data: bytes, what: str, name: str) -> str:
         return data.decode("utf-8-sig")  # utf-8, minus a leading byte order mark
     except UnicodeDecodeError as e:
         raise InputError(
-            f"{what} is not valid UTF-8 ({e.reason} at byte {e.start}); convert it to UTF-8 from its "
+            f"{what} is not valid UTF-8 ({utf8_fault(e)}); convert it to UTF-8 from its "
             f"encoding, e.g. iconv -f cp1252 -t utf-8 {name} > {converted} (for Windows or Latin-1 "
             "text)"
         ) from None

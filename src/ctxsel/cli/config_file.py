@@ -51,6 +51,18 @@ class ConfigArgumentParser(argparse.ArgumentParser):
                 argv = config_argv(self, path, argv) + argv
         return super().parse_known_args(argv, namespace)
 
+    def error(self, message: str) -> NoReturn:
+        """A bad value of a flag whose type marks itself ``one_line`` (a spec, a number) is the one line
+        that names the flag, as every other input error is; argparse's usage dump stays for the rest
+        (a missing or unknown flag)."""
+        flags, sep, why = message.partition(": ")
+        if sep and flags.startswith("argument "):
+            names = flags.removeprefix("argument ").split("/")
+            action = self._option_string_actions.get(names[0])
+            if action is not None and getattr(action.type, "one_line", False):
+                _fail(self, f"{names[-1]}: {why}")
+        super().error(message)
+
 
 def _config_path(argv: list[str]) -> str | None:
     """The last ``--config`` value of ``argv`` (None when there is none)."""

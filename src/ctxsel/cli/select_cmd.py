@@ -25,7 +25,7 @@ from ctxsel.cli.common import (
     load_document_chunks,
     make_llm,
     make_scorer,
-    non_negative_int,
+    option_value,
     question_from,
     read_scores,
 )
@@ -42,14 +42,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_chunking_arguments(p)
     p.add_argument(
         "--min-k",
-        type=non_negative_int,
+        type=option_value,
         default=None,
         metavar="N",
         help="keep at least N chunks whatever the method decides (default 1; capped at the chunks there are)",
     )
     p.add_argument(
         "--max-tokens",
-        type=non_negative_int,
+        type=option_value,
         default=None,
         metavar="N",
         help="hard token budget (cl100k): the kept chunks never exceed it",

@@ -23,7 +23,7 @@ from typing import Any
 
 from ctxsel.chunking import Method, chunk_text
 from ctxsel.errors import CtxselError, InputError
-from ctxsel.inputs import chunk_fields
+from ctxsel.inputs import chunk_fields, utf8_fault
 from ctxsel.types import Chunk, Example, check_unique_ids
 
 
@@ -39,7 +39,7 @@ def read_json(path: Path, hint: str = "") -> Any:
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not valid UTF-8 ({e.reason} at byte {e.start}){hint}") from None
+        raise InputError(f"{path}: not valid UTF-8 ({utf8_fault(e)}){hint}") from None
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg}){hint}") from None
 
@@ -53,7 +53,7 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise InputError(f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start})") from e
+                raise InputError(f"{path}:{lineno}: not valid UTF-8 ({utf8_fault(e)})") from None
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:

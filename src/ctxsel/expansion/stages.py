@@ -38,7 +38,7 @@ class MentionLinks:
     def __post_init__(self) -> None:
         _check_m(self.m, "links")
         if not (isinstance(self.boost, (int, float)) and 0 <= self.boost < 1e6):
-            raise InputError(f"links boost must be a number >= 0, got {self.boost!r}")
+            raise InputError(f"links boost must be a number >= 0 and below 1e6, got {self.boost!r}")
         if self.keys not in KEY_SOURCES:
             raise InputError(f"links keys must be one of {', '.join(KEY_SOURCES)}, got {self.keys!r}")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,6 +112,7 @@ class Outcome:
     scores: list[float | None] = field(default_factory=list)  # one per input, in input order
     scores_from: str = ""
     fell_back: bool = False
+    note: str = ""  # why the framework's own scores were not used (NOTE_KEY)
 
     def report(self) -> dict[str, Any]:
         """A JSON-friendly account of the selection: method, k, why, and every kept position."""
@@ -128,6 +130,7 @@ class Outcome:
                 for r, (i, m) in enumerate(zip(self.kept, self.metadata), start=1)
             ],
             "allow_empty_fallback": self.fell_back,
+            **({"note": self.note} if self.note else {}),
             **({"truncated": sel.meta["truncated"]} if "truncated" in sel.meta else {}),
             **({"answer": sel.answer.text} if sel.answer is not None else {}),  # SAGE, Self-Route
             "usage": {"calls": sel.usage.calls, "tokens_in": sel.usage.tokens_in, "tokens_out": sel.usage.tokens_out},
@@ -147,21 +150,45 @@ def check_documents(documents: Any, kind: str) -> None:
             raise InputTypeError(f"documents[{i}] is a {type(d).__name__}, not a {kind}: wrap each text in a {kind}")
 
 
-def given_scores(values: Sequence[float | None]) -> list[float] | None:
-    """The framework's own scores if every one is a finite number, else None
-    (a partial set is not comparable with freshly computed ones, so the caller rescores all)."""
+#: What a component does when the framework's own scores it was told to use are incomplete: "error"
+#: (default: refuse, naming the document) or "rescore" (warn, score every document with the scorer,
+#: and say so in each kept document's ``ctxsel_note``).
+MISSING_SCORES = ("error", "rescore")
+
+#: The metadata key of that note (only on documents of a call that rescored).
+NOTE_KEY = "ctxsel_note"
+
+
+def given_scores(
+    values: Sequence[Any], source: str = "score", on_missing: str = "error", option: str = "missing_scores"
+) -> tuple[list[float] | None, str]:
+    """The framework's own scores and "", when every one is a finite number (the Python API's rule:
+    a numeric string or a bool is not one); else, by ``on_missing``, an InputError that names the
+    first bad document (``documents[2].metadata['relevance_score'] is missing``), or None and the
+    note to record (a partial set is not comparable with freshly computed scores, so all are rescored)."""
+    if on_missing not in MISSING_SCORES:
+        raise InputError(f"{option} must be one of {', '.join(map(repr, MISSING_SCORES))}, got {on_missing!r}")
     out = []
-    for v in values:
+    for i, v in enumerate(values):
         if v is None:
-            return None
-        try:
-            f = float(v)
-        except (TypeError, ValueError):
-            return None
-        if not math.isfinite(f):
-            return None
-        out.append(f)
-    return out
+            problem = "is missing"
+        elif isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+            problem = f"is {v!r} (a {type(v).__name__}), not a number"
+        elif not math.isfinite(float(v)):
+            problem = f"is {float(v)!r}, not a finite number"
+        else:
+            out.append(float(v))
+            continue
+        where = f"documents[{i}].{source} {problem}"
+        if on_missing == "error":
+            raise InputError(
+                f"{where}: give every document a finite numeric score, or pass {option}='rescore' to score "
+                "them all with the scorer"
+            )
+        note = f"the input scores were not used ({where}); every document was rescored"
+        warnings.warn(note, stacklevel=3)
+        return None, note
+    return out, ""
 
 
 def select_positions(
@@ -173,6 +200,7 @@ def select_positions(
     scores: Sequence[float] | None = None,
     allow_empty: bool = False,
     choices: Sequence[str] | None = None,
+    note: str = "",
 ) -> Outcome:
     """Run ``selector`` over ``texts`` for ``query``.
 
@@ -232,11 +260,12 @@ def select_positions(
             "ctxsel_k": len(kept),
             "ctxsel_n_candidates": n,
             "ctxsel_scores_from": scores_from,
+            **({NOTE_KEY: note} if note else {}),
         }
         for r, s in enumerate(kept_scores, start=1)
     ]
     all_scores: list[float | None] = [None] * n if arr is None else [_finite(x) for x in arr]
-    return Outcome(kept, metadata, sel, all_scores, scores_from, fell_back)
+    return Outcome(kept, metadata, sel, all_scores, scores_from, fell_back, note)
 
 
 def _best_position(arr: np.ndarray | None) -> int:

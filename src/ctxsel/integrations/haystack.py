@@ -55,8 +55,11 @@ class CtxselSelector:
     :param scorer: ``"dense"`` (bundled MiniLM), ``"bm25"``, ``"keywords"``, or a ctxsel Scorer
         object (then the component cannot be serialised).
     :param scorer_options: options for a scorer given by name (e.g. ``{"model": PATH}``).
-    :param use_document_scores: rank by the Documents' own ``score`` (a retriever's) when every
-        Document has one; otherwise all are rescored with ``scorer``.
+    :param use_document_scores: rank by the Documents' own ``score`` (a retriever's); every
+        Document must have a finite one.
+    :param missing_scores: what a missing or non-numeric score then means: ``"error"`` (default, an
+        InputError naming the Document) or ``"rescore"`` (a warning, every Document scored with
+        ``scorer``, and the reason in the report's ``note`` and each kept Document's ``ctxsel_note``).
     :param allow_empty: False (default) keeps at least the best-ranked Document of a non-empty input.
     :param llm: a ctxsel LLM client, for methods that call one (SAGE, Context-Picker); not serialised.
     """
@@ -70,6 +73,7 @@ class CtxselSelector:
         use_document_scores: bool = False,
         allow_empty: bool = False,
         llm: Any = None,
+        missing_scores: str = "error",
     ) -> None:
         self.method = method
         self.selector_options = dict(selector_options or {})
@@ -78,6 +82,8 @@ class CtxselSelector:
         self.use_document_scores = use_document_scores
         self.allow_empty = allow_empty
         self.llm = llm
+        given_scores([], on_missing=missing_scores)  # a bad value fails here, not at the first run
+        self.missing_scores = missing_scores
         make_selector(method, self.selector_options, llm)  # a bad spec fails here, not at the first run
         self._scorer: Scorer | None = None
 
@@ -100,6 +106,7 @@ class CtxselSelector:
             scorer_options=self.scorer_options,
             use_document_scores=self.use_document_scores,
             allow_empty=self.allow_empty,
+            missing_scores=self.missing_scores,
         )
 
     @classmethod
@@ -134,7 +141,9 @@ class CtxselSelector:
             ) from e
         use_scores = self.use_document_scores if use_document_scores is None else use_document_scores
         empty_ok = self.allow_empty if allow_empty is None else allow_empty
-        scores = given_scores([d.score for d in documents]) if use_scores and documents else None
+        scores, note = None, ""
+        if use_scores and documents:
+            scores, note = given_scores([d.score for d in documents], "score", self.missing_scores)
         scorer = None
         if scores is None and selector.needs_scores and documents:
             self.warm_up()
@@ -147,6 +156,7 @@ class CtxselSelector:
             scores=scores,
             allow_empty=empty_ok,
             choices=choices,
+            note=note,
         )
         kept = []
         for i, meta in zip(out.kept, out.metadata):

@@ -22,7 +22,7 @@ Needs ``pip install 'ctxsel[langchain]'``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ctxsel.errors import InputError
 
@@ -52,8 +52,11 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
     - ``scorer``: ``"dense"`` (bundled MiniLM), ``"bm25"``, ``"keywords"`` or a
       Scorer object; ``scorer_options`` go to it. Loaded once, on first use.
     - ``score_key``: a metadata key holding scores the retriever already
-      computed (e.g. ``"relevance_score"``); used only when every Document has a
-      finite one, else every Document is rescored with ``scorer``.
+      computed (e.g. ``"relevance_score"``); every Document must have a finite
+      number there. ``missing_scores`` says what a missing or non-numeric one
+      means: ``"error"`` (default, an InputError naming the Document) or
+      ``"rescore"`` (a warning, every Document scored with ``scorer``, and the
+      reason in each kept Document's ``ctxsel_note``).
     - ``allow_empty``: False (default) keeps at least the best-ranked Document of a
       non-empty input, even if the method or a ``max_tokens`` budget keeps none.
     """
@@ -65,6 +68,7 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
     scorer: str | Scorer = "dense"
     scorer_options: dict[str, Any] = Field(default_factory=dict)
     score_key: str | None = None
+    missing_scores: Literal["error", "rescore"] = "error"
     allow_empty: bool = False
     llm: Any = None
     #: a multiple-choice question's answer options (SAGE reads them; its answer is in the report)
@@ -84,9 +88,11 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
         check_documents(documents, "langchain Document")
         docs = list(documents)
         selector = self._get_selector()
-        scores = None
+        scores, note = None, ""
         if self.score_key is not None and docs:
-            scores = given_scores([d.metadata.get(self.score_key) for d in docs])
+            scores, note = given_scores(
+                [d.metadata.get(self.score_key) for d in docs], f"metadata[{self.score_key!r}]", self.missing_scores
+            )
         scorer = self._get_scorer() if scores is None and selector.needs_scores and docs else None
         out = select_positions(
             query,
@@ -96,6 +102,7 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
             scores=scores,
             allow_empty=self.allow_empty,
             choices=self.choices,
+            note=note,
         )
         kept = [
             Document(page_content=docs[i].page_content, metadata={**docs[i].metadata, **meta}, id=docs[i].id)

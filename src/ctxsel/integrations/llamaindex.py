@@ -24,7 +24,7 @@ Needs ``pip install 'ctxsel[llamaindex]'``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from ctxsel.errors import InputError
 
@@ -37,7 +37,15 @@ except ImportError as e:  # pragma: no cover - exercised by test_integrations_mi
 
     raise missing_extra("LlamaIndex", "llamaindex", e) from e
 
-from ctxsel.integrations._core import META_KEYS, LazyParts, Outcome, check_documents, given_scores, select_positions
+from ctxsel.integrations._core import (
+    META_KEYS,
+    NOTE_KEY,
+    LazyParts,
+    Outcome,
+    check_documents,
+    given_scores,
+    select_positions,
+)
 from ctxsel.scoring.base import Scorer
 from ctxsel.selectors.base import Selector
 
@@ -62,7 +70,12 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
     )
     scorer: Any = Field(default="dense", description="'dense', 'bm25', 'keywords' or a ctxsel Scorer")
     scorer_options: dict[str, Any] = Field(default_factory=dict, description="options for a scorer given by name")
-    use_node_scores: bool = Field(default=False, description="rank by the retriever's scores when every node has one")
+    use_node_scores: bool = Field(default=False, description="rank by the retriever's scores (every node needs one)")
+    missing_scores: Literal["error", "rescore"] = Field(
+        default="error",
+        description="with use_node_scores, a node without a finite score: 'error' (default) or 'rescore' "
+        "(warn, score every node with the scorer, note it in ctxsel_note)",
+    )
     allow_empty: bool = Field(default=False, description="allow an empty result for a non-empty input")
     llm: Any = Field(default=None, exclude=True, description="ctxsel LLM client for methods that call one")
     choices: list[str] | None = Field(
@@ -92,7 +105,9 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
             self._last_report = None
             return []
         selector = self._get_selector()
-        scores = given_scores([n.score for n in nodes]) if self.use_node_scores else None
+        scores, note = None, ""
+        if self.use_node_scores:
+            scores, note = given_scores([n.score for n in nodes], "score", self.missing_scores)
         scorer = self._get_scorer() if scores is None and selector.needs_scores else None
         texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
         out: Outcome = select_positions(
@@ -103,6 +118,7 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
             scores=scores,
             allow_empty=self.allow_empty,
             choices=self.choices,
+            note=note,
         )
         self._last_report = out.report()
         kept = []
@@ -111,8 +127,10 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
             node = src.node.model_copy(
                 update={
                     "metadata": {**src.node.metadata, **meta},
-                    "excluded_llm_metadata_keys": _plus(src.node.excluded_llm_metadata_keys, META_KEYS),
-                    "excluded_embed_metadata_keys": _plus(src.node.excluded_embed_metadata_keys, META_KEYS),
+                    "excluded_llm_metadata_keys": _plus(src.node.excluded_llm_metadata_keys, (*META_KEYS, NOTE_KEY)),
+                    "excluded_embed_metadata_keys": _plus(
+                        src.node.excluded_embed_metadata_keys, (*META_KEYS, NOTE_KEY)
+                    ),
                 }
             )
             score = meta["ctxsel_score"] if meta["ctxsel_score"] is not None else src.score

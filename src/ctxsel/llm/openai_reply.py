@@ -117,8 +117,16 @@ def parse_completion(status: int, data: bytes, attempts: int, url: str, model: s
             text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
     else:
         text = choice.get("text")
-    if text is None:
-        text = ""  # e.g. a tool call or a reasoning-only reply
+    if text is None:  # a tool call, a refusal, or a reasoning model that spent max_tokens thinking
+        finish = choice.get("finish_reason")
+        raise LLMInvalidResponse(
+            f"the LLM server's reply has no text (content: null, finish_reason {finish!r})",
+            hint="The model answered with no text, which is not an empty answer: a reasoning model that ran out "
+            "of tokens (raise the answer's max_tokens, or turn its thinking off), a tool call or a refusal "
+            "(use a plain chat model without tools).",
+            body=body_excerpt(data, 200),
+            **kw,
+        )
     if not isinstance(text, str):
         raise LLMInvalidResponse(
             f"the LLM server's reply text is a {type(text).__name__}, not a string",
