@@ -7,8 +7,19 @@ import json
 
 import pytest
 
+import ctxsel
 from ctxsel.tokens import count_tokens
-from ctxsel.types import Chunk, Example, LLMUsage, MethodDetails, Selection, as_chunks, check_unique_ids, meta_key
+from ctxsel.types import (
+    Chunk,
+    Example,
+    LLMUsage,
+    MethodDetails,
+    Selection,
+    as_chunks,
+    check_unique_ids,
+    meta_key,
+    short_number,
+)
 
 
 class TestChunk:
@@ -221,3 +232,29 @@ def test_the_built_in_records_keep_their_json_and_rows() -> None:
     assert AdaptiveKGap(2, 0.5, "largest_gap").to_meta() == {"cut_index": 2, "gap": 0.5, "strategy": "largest_gap"}
     assert SageDetails(3, 1, 2).to_meta() == {"verdicts": 3, "unreadable_verdicts": 1, "constrained_replies": 2}
     assert SelfRouteDetails().to_meta() == {} and SelfRouteDetails("bad").to_meta() == {"route_reply_unreadable": "bad"}
+
+
+@pytest.mark.parametrize(
+    ("x", "shown"),
+    [
+        (0.0833, "0.083"),
+        (0.0, "0.000"),
+        (12345.6789, "12345.679"),
+        (1e308, "1e+308"),
+        (-1e308, "-1e+308"),
+        (2.5e-7, "2.5e-07"),
+        (float("inf"), "inf"),
+        (float("nan"), "nan"),
+    ],
+)
+def test_short_number_never_prints_hundreds_of_digits(x: float, shown: str) -> None:
+    assert short_number(x) == shown
+
+
+def test_an_explanation_of_extreme_scores_is_compact() -> None:
+    """Issue 45: scores [1e308, -1e308, 0] printed a 309-digit gap."""
+    sel = ctxsel.select("q?", ["a", "b", "c"], "adaptive-k", scores=[1e308, -1e308, 0.0])
+    assert sel.explanation == "largest gap 1e+308 between ranks 1 and 2; kept 1 + buffer 5 = 3 of 3"
+    assert ctxsel.select("q?", ["a", "b", "c"], "adaptive-k", scores=[0.9, 0.1, 0.05]).explanation.startswith(
+        "largest gap 0.800 between ranks 1 and 2"
+    )

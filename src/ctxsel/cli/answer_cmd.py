@@ -27,7 +27,7 @@ from ctxsel.cli.common import (
     question_from,
     read_scores,
 )
-from ctxsel.types import jsonable
+from ctxsel.types import jsonable, short_number
 
 NAME = "answer"
 HELP = "answer a question about a document with a reader LLM"
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
             verdict = f"sufficient: {r['sufficient']}" if "sufficient" in r else "last round, no verdict asked"
             print(
                 f"round {r['round']}: keys {', '.join(r['keys'][:8])} -> {len(r['retrieved'])} retrieved, "
-                f"{len(r['neighbours'])} neighbours; importance {'-' if imp is None else f'{imp:.3f}'}; "
+                f"{len(r['neighbours'])} neighbours; importance {'-' if imp is None else short_number(imp)}; "
                 f"{verdict}; {r.get('prompt_tokens', 0):,} prompt tokens evaluated"
             )
         elif (check := as_counting(step)) is not None:

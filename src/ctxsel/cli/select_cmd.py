@@ -29,7 +29,7 @@ from ctxsel.cli.common import (
     question_from,
     read_scores,
 )
-from ctxsel.types import jsonable
+from ctxsel.types import jsonable, short_number
 
 NAME = "select"
 HELP = "select chunks of a document for a question"
@@ -88,6 +88,6 @@ def run(args: argparse.Namespace) -> int:
     for rank, (c, s) in enumerate(zip(sel.chunks, sel.scores), start=1):
         preview = " ".join(c.text.split())
         preview = preview[:150] + ("..." if len(preview) > 150 else "")
-        score = "-" if s is None else f"{s:.3f}"
+        score = "-" if s is None else short_number(s)
         print(f"{rank:>3}. [{c.id}] score={score} tokens={c.n_tokens}\n     {preview}")
     return 0

@@ -39,7 +39,7 @@ from ctxsel.errors import InputError
 from ctxsel.inputs import as_int
 from ctxsel.selectors._fastcut import SMALL_N, RankView, largest_gap
 from ctxsel.selectors.base import Cut, ScoreCutSelector
-from ctxsel.types import MethodDetails
+from ctxsel.types import MethodDetails, short_number
 
 Strategy = Literal["largest_gap", "moving_avg", "2diff_spike"]
 STRATEGIES: tuple[str, ...] = ("largest_gap", "moving_avg", "2diff_spike")
@@ -212,7 +212,7 @@ class AdaptiveK(ScoreCutSelector):
         if flat:
             what = "all scores equal, no gap"
         else:
-            what = f"largest gap {gap:.3f} between ranks {i + 1} and {i + 2}"
+            what = f"largest gap {short_number(gap)} between ranks {i + 1} and {i + 2}"
             if self.strategy == "moving_avg":
                 what = f"largest moving-average (w={self.window}) drop after rank {i + 1}"
             elif self.strategy == "2diff_spike" and not note:

@@ -72,7 +72,7 @@ from ctxsel.selectors.sage.replies import (
     key_list,
 )
 from ctxsel.selectors.sage.trace import RoundStep
-from ctxsel.types import Chunk, LLMUsage, MethodDetails, RoutedAnswer, Selection, as_chunks
+from ctxsel.types import Chunk, LLMUsage, MethodDetails, RoutedAnswer, Selection, as_chunks, short_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,7 +316,7 @@ class SAGE(CommonOptions, Selector):
                 SAGE_SUFFICIENT.render(
                     query=question_with_options(question, options),
                     retrieved=context,
-                    importance="not computed" if imp is None else f"{imp:.3f}",
+                    importance="not computed" if imp is None else short_number(imp),
                 ),
                 8,
                 fmt=SUFFICIENT_FORMAT,
