@@ -299,3 +299,36 @@ def test_the_fallback_flag_is_an_alias_of_the_spec_option_on_every_self_route_ro
     got = {m: c.get("fallback_max_tokens") for m, c in config["method_configs"].items()}
     assert list(got.values()) == [30, 7, None]
     assert config["method_configs"][config["methods"][0]]["n_tokens"] == 2000
+
+
+class ScriptedClient(RecordingClient):
+    """A RecordingClient that replies with the given texts in turn."""
+
+    def __init__(self, *replies: str) -> None:
+        super().__init__()
+        self.replies = list(replies)
+
+    def complete(self, prompt, **kw):
+        from ctxsel.llm.base import Completion
+        from ctxsel.types import LLMUsage
+
+        self.calls.append((prompt, kw))
+        return Completion(self.replies.pop(0), LLMUsage(1, 10, 5), constrained="reply_format" in kw)
+
+
+def test_a_structured_reader_asks_for_the_kinds_format_and_parses_it_strictly():
+    rec = ScriptedClient('{"answer": 3}', '{"answer": [{"key": "a", "value": 1.50}]}', '{"answer": 3')
+    sel = get_selector("top-k@2").select("How many?", CHUNKS, SCORES)
+    reader = Reader(rec, "holobench-json")
+    scalar = reader.answer("How many?", sel, kind="scalar")
+    pairs = reader.answer("How many per group?", sel)  # no kind given: guessed from the question
+    truncated = reader.answer("How many?", sel, kind="scalar")
+    (p0, kw0), (p1, kw1), _ = rec.calls
+    assert kw0["reply_format"].name == "aggregation-scalar" and kw0["max_tokens"] == 32
+    assert kw1["reply_format"].name == "aggregation-pairs" and kw1["max_tokens"] == 384
+    assert '{"answer": 123.45}' in p0 and '"key": "name"' in p1 and "reply_start" not in kw0
+    assert (scalar.text, scalar.meta["structured"]) == ("3", {"kind": "scalar", "valid": True, "items": ["3"]})
+    assert pairs.text == "a: 1.5" and pairs.template == "holobench-json-v1"
+    assert truncated.text == '{"answer": 3' and truncated.meta["structured"]["valid"] is False
+    assert "truncated" in truncated.meta["structured"]["error"]
+    assert "structured" not in Reader(ScriptedClient("x"), "holobench-qa").answer("How many?", sel).meta

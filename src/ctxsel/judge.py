@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,7 +169,12 @@ def is_aggregation(example: Example) -> bool:
 SCORE_FIELDS = ("score", "kind", "subem", "em", "f1", "overlap_f1", "overlap_recall", "judge_valid", "judge_usage")
 
 
-def score_answer(example: Example, prediction: str, judge: LLMJudge | None = None) -> dict[str, Any]:
+def score_answer(
+    example: Example,
+    prediction: str,
+    judge: LLMJudge | None = None,
+    structured: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """``{"score", "kind", ...}`` for one answer; score None without gold answers.
 
     Multiple-choice examples: 1 when the answer names the gold option at its
@@ -180,6 +185,11 @@ def score_answer(example: Example, prediction: str, judge: LLMJudge | None = Non
     not empty and the judge's reply is valid (``judge_valid`` 1), else the
     set-overlap F1 of listed items, which is kept beside it (``overlap_f1``).
     An empty answer (:func:`is_empty_answer`) scores 0 there without a judge call.
+
+    ``structured`` (a reader's ``Answer.meta["structured"]``) makes the
+    overlap score read the answer's items as they are
+    (:func:`~ctxsel.datasets.holobench.scoring.score_items`); a reply that
+    broke its format scores 0 there, counted as wrong, not parsed leniently.
     """
     if example.choices:
         from ctxsel.datasets.multiple_choice import score_choice
@@ -190,9 +200,15 @@ def score_answer(example: Example, prediction: str, judge: LLMJudge | None = Non
             return {"score": None, "kind": "none (no gold answers)"}
         scores = metrics.answer_scores(prediction, example.answers)
         return {"score": scores["subem"], "kind": "subem", **scores}
+    from ctxsel.datasets.holobench.scoring import AnswerScore, score_items
     from ctxsel.datasets.holobench.scoring import score_answer as set_overlap
 
-    overlap = set_overlap(prediction, example.answers)
+    if structured is None:
+        overlap = set_overlap(prediction, example.answers)
+    elif structured.get("valid"):
+        overlap = score_items(list(structured.get("items") or []), example.answers)
+    else:
+        overlap = AnswerScore(0.0, 0.0, 0.0, len(example.answers), 0, 0, 0)
     out: dict[str, Any] = {
         "score": overlap.f1,
         "kind": "set-overlap-f1",

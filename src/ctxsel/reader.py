@@ -40,14 +40,23 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ctxsel.errors import InputError, InputTypeError, LLMContextLengthError
+from ctxsel.errors import InputError, InputTypeError, LLMContextLengthError, ReplyFormatError
+from ctxsel.llm.aggregation import SHAPES, aggregation_format, guess_kind
 from ctxsel.llm.base import LLMClient
-from ctxsel.llm.prompts import FACTOID_QA, PromptTemplate, get_template
+from ctxsel.llm.prompts import FACTOID_QA, HOLOBENCH_JSON, PromptTemplate, get_template
 from ctxsel.tokens import count_tokens as cl100k_tokens
 from ctxsel.types import LLMUsage, Selection
 
 #: Answer tokens per template: a short factoid, or reasoning plus a list.
-DEFAULT_MAX_ANSWER_TOKENS = {"factoid-qa": 32, "self-route": 32, "holobench-qa": 384, "multiple-choice": 48}
+DEFAULT_MAX_ANSWER_TOKENS = {
+    "factoid-qa": 32,
+    "self-route": 32,
+    "holobench-qa": 384,
+    "holobench-json": 384,
+    "multiple-choice": 48,
+}
+#: A structured answer that is one number needs no more than this (``{"answer": 1449.31}`` is about 10).
+SCALAR_ANSWER_TOKENS = 32
 
 
 @dataclass(slots=True)
@@ -233,6 +242,14 @@ class Reader:
 
     ``window`` is the model's window in tokens; None (default) takes the
     client's own (:func:`context_window`), and without one nothing is cut.
+
+    With the ``holobench-json`` template the answer is structured
+    (:mod:`ctxsel.llm.aggregation`): asked for under the reply format of the
+    question's answer ``kind`` (given to :meth:`answer`, else guessed from the
+    question) and parsed strictly. ``Answer.text`` is then its items, one a
+    line, and ``Answer.meta["structured"]`` holds the kind, whether the reply
+    was valid, and the items or the parse error; an invalid reply is kept as
+    the answer text, never repaired.
     """
 
     def __init__(
@@ -253,16 +270,34 @@ class Reader:
         self.max_answer_tokens = max_answer_tokens or DEFAULT_MAX_ANSWER_TOKENS.get(self.template.name, 64)
         self.window = context_window(client, window)
 
-    def prompt(self, question: str, context: str) -> str:
+    @property
+    def structured(self) -> bool:
+        """True when answers are structured (the ``holobench-json`` template)."""
+        return self.template.name == HOLOBENCH_JSON.name
+
+    def prompt(self, question: str, context: str, kind: str | None = None) -> str:
+        if self.structured:
+            return self.template.render(question=question, context=context, shape=SHAPES[kind or guess_kind(question)])
         return self.template.render(question=question, context=context)
 
-    def fit(self, question: str, selection: Selection) -> tuple[Selection, dict[str, Any] | None]:
+    def answer_tokens(self, kind: str | None = None) -> int:
+        """The answer's token budget: a structured single number needs only :data:`SCALAR_ANSWER_TOKENS`."""
+        if self.structured and kind == "scalar":
+            return min(self.max_answer_tokens, SCALAR_ANSWER_TOKENS)
+        return self.max_answer_tokens
+
+    def fit(
+        self, question: str, selection: Selection, kind: str | None = None
+    ) -> tuple[Selection, dict[str, Any] | None]:
         """The selection cut to this reader's window (see :func:`fit_to_window`)."""
         return fit_to_window(
-            selection, lambda s: self.prompt(question, format_context(s)), self.window, self.max_answer_tokens
+            selection,
+            lambda s: self.prompt(question, format_context(s), kind),
+            self.window,
+            self.answer_tokens(kind),
         )
 
-    def answer(self, question: str, selection: Selection) -> Answer:
+    def answer(self, question: str, selection: Selection, *, kind: str | None = None) -> Answer:
         routed = selection.answer
         if routed is not None:  # an LLM-routed selector answered already
             return Answer(
@@ -278,22 +313,35 @@ class Reader:
                 },
             )
         t0 = time.perf_counter()
-        selection, cut = self.fit(question, selection)
+        if self.structured:
+            kind = kind or guess_kind(question)
+        selection, cut = self.fit(question, selection, kind)
+        fmt = aggregation_format(kind) if self.structured and kind else None
         reply = self.client.complete(
-            self.prompt(question, format_context(selection)),
-            max_tokens=self.max_answer_tokens,
+            self.prompt(question, format_context(selection), kind),
+            max_tokens=self.answer_tokens(kind),
             temperature=0.0,
             stop=list(self.template.stop) or None,
             **cue_args(self.template),
+            **({"reply_format": fmt} if fmt is not None else {}),
         )
+        meta: dict[str, Any] = {"cached": reply.cached, **({"cut": cut} if cut else {})}
+        text = clean_answer(reply.text, self.template)
+        if fmt is not None:
+            try:  # strict whatever produced the reply: a grammar guarantees the shape, the parser the rest
+                items: list[str] = fmt.parse(reply.text)
+                text = "\n".join(items)
+                meta["structured"] = {"kind": kind, "valid": True, "items": items}
+            except ReplyFormatError as e:
+                meta["structured"] = {"kind": kind, "valid": False, "error": str(e)}
         return Answer(
-            text=clean_answer(reply.text, self.template),
+            text=text,
             raw=reply.text,
             selection=selection,
             usage=selection.usage + reply.usage,
             seconds=time.perf_counter() - t0,
             template=self.template.key,
-            meta={"cached": reply.cached, **({"cut": cut} if cut else {})},
+            meta=meta,
         )
 
 
@@ -314,6 +362,7 @@ def for_template(client: LLMClient, template: PromptTemplate) -> LLMClient:
 
 __all__ = [
     "FOREIGN_TOKENIZER_MARGIN",
+    "SCALAR_ANSWER_TOKENS",
     "TEMPLATE_MARGIN",
     "Answer",
     "ContextWindow",

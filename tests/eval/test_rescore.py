@@ -142,8 +142,43 @@ def test_cli_rescore_without_a_judge_rescores_by_set_overlap(server, tmp_path, c
     server.push(*[completion_reply(a) for a in ("Answer: Seattle: 3", "- **Reasoning:**")])
     args = ["eval", "--dataset", data, "--methods", "top-k@1", "--scorer", "bm25", "--output", str(out)]
     reader = ["--reader", server.base_url, "--reader-model", "fake", "--reader-mode", "completions", "--no-progress"]
-    assert main([*args, *reader]) == 0
+    assert main([*args, *reader, "--answer-format", "free"]) == 0
     assert main([*args, "--rescore", "--no-progress"]) == 0
     assert "rescored the answers" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert summary["methods"]["top-k@1"]["score"] == pytest.approx(1 / 3)  # (2/3 + 0) / 2
+    assert summary["config"]["answer_format"] == "free"
+
+
+def test_structured_answers_are_scored_by_their_items_and_a_bad_reply_counts_as_wrong(server, tmp_path):
+    data = write_toy(tmp_path / "toy.jsonl")
+    out = tmp_path / "run"
+    server.push(
+        # q1 ("Which airports?": a list): one of the two gold pairs, and one item that is not in the gold
+        completion_reply(json.dumps({"answer": ["Seattle: 3", "Denver: 4"]})),
+        completion_reply("Answer: Boston"),  # q2: not the format; counted invalid, not parsed leniently
+    )
+    args = ["eval", "--dataset", data, "--methods", "top-k@1", "--scorer", "bm25", "--output", str(out)]
+    reader = ["--reader", server.base_url, "--reader-model", "fake", "--reader-mode", "completions", "--no-progress"]
+    assert main([*args, *reader]) == 0  # structured is the default for aggregation data
+    sent = server.requests[0].json
+    assert sent["response_format"]["json_schema"]["name"] == "aggregation-list"
+    assert '{"answer": ["item", ...]}' in sent["prompt"]
+    rows = {r["example_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert rows["q1"]["answer"] == "Seattle: 3\nDenver: 4" and rows["q1"]["structured"]["items"] == [
+        "Seattle: 3",
+        "Denver: 4",
+    ]
+    assert rows["q1"]["overlap_f1"] == pytest.approx(0.5) and rows["q1"]["answer_valid"] == 1.0  # P 1/2, R 1/2
+    assert rows["q2"]["answer_valid"] == 0.0 and rows["q2"]["score"] == 0.0 and rows["q2"]["answer"] == "Answer: Boston"
+    assert "not valid JSON" in rows["q2"]["structured"]["error"] or "JSON" in rows["q2"]["structured"]["error"]
+    report = json.loads((out / "summary.json").read_text())
+    assert report["config"]["answer_format"] == "structured" and report["config"]["reader"]["template"] == (
+        "holobench-json-v1"
+    )
+    assert report["methods"]["top-k@1"]["answer_valid"] == 0.5 and report["methods"]["top-k@1"]["score"] == 0.25
+    assert "valid answers %" in (out / "summary.md").read_text()
+    # a rescore reads the stored items again: the same scores
+    assert main([*args, "--rescore", "--no-progress"]) == 0
+    again = {r["example_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines()[2:])}
+    assert again["q1"]["overlap_f1"] == pytest.approx(0.5) and again["q2"]["score"] == 0.0

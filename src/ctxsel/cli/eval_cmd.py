@@ -120,9 +120,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--template",
         default="auto",
-        choices=["auto", "factoid-qa", "holobench-qa", "multiple-choice"],
-        help="reader prompt; auto: multiple-choice for questions with options, holobench-qa for "
-        "HoloBench-style data, else factoid-qa",
+        choices=["auto", "factoid-qa", "holobench-qa", "holobench-json", "multiple-choice"],
+        help="reader prompt; auto: multiple-choice for questions with options, for HoloBench-style data "
+        "holobench-json (structured) or holobench-qa (free) by --answer-format, else factoid-qa",
+    )
+    g.add_argument(
+        "--answer-format",
+        default="structured",
+        choices=["structured", "free"],
+        help="aggregation (HoloBench-style) answers with --template auto: structured (a JSON number, list or "
+        "key/value list by the question's answer kind, under a grammar / JSON schema, parsed strictly; "
+        "default) or free (the paper's reasoning-then-answer text); recorded in config.json",
     )
     g.add_argument(
         "--self-route-fallback-tokens",
@@ -161,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
             template = (
                 "multiple-choice"
                 if examples[0].choices
-                else "holobench-qa"
+                else ("holobench-json" if args.answer_format == "structured" else "holobench-qa")
                 if is_aggregation(examples[0])
                 else "factoid-qa"
             )

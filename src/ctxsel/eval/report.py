@@ -36,6 +36,7 @@ READER_METRICS = (
     "tokens_cut",
     "overlap_f1",
     "judge_valid",
+    "answer_valid",
 )
 #: The paper's Tables 7-16 columns (Score, Context recall, Reduction %, n_in, n_out), then the
 #: reader's window (rows cut, tokens dropped) and the rows that failed.
@@ -58,6 +59,8 @@ FACTOID_COLUMNS = (("subem", "SubEM %", "pct"), ("em", "EM %", "pct"), ("f1", "F
 JUDGE_VALID_COLUMN = ("judge_valid", "judge valid %", "pct")
 #: In place of an untrusted judge's score: the deterministic set-overlap F1 of the same answers.
 OVERLAP_COLUMN = ("overlap_f1", "overlap F1 %", "pct")
+#: Structured answers (``--answer-format structured``): the share of replies that parsed under their format.
+ANSWER_VALID_COLUMN = ("answer_valid", "valid answers %", "pct")
 
 
 def reader_columns(
@@ -68,11 +71,12 @@ def reader_columns(
     (``stats.judge_agreement``) has its score column replaced by the set-overlap F1."""
     if any(e.get("subem") is not None for e in summary.values()):
         return FACTOID_COLUMNS + READER_COLUMNS[1:]
+    valid = (ANSWER_VALID_COLUMN,) if any(e.get("answer_valid") is not None for e in summary.values()) else ()
     if any(e.get("judge_valid") is not None for e in summary.values()):
         if not judge_trusted:
-            return (OVERLAP_COLUMN, *READER_COLUMNS[1:])
-        return (*READER_COLUMNS[:1], JUDGE_VALID_COLUMN, *READER_COLUMNS[1:])
-    return READER_COLUMNS
+            return (OVERLAP_COLUMN, *valid, *READER_COLUMNS[1:])
+        return (*READER_COLUMNS[:1], JUDGE_VALID_COLUMN, OVERLAP_COLUMN, *valid, *READER_COLUMNS[1:])
+    return (*READER_COLUMNS[:1], *valid, *READER_COLUMNS[1:])
 
 
 #: LLM selectors that parse a reply: Context-Picker's share of invalid replies and of fallbacks,
@@ -215,7 +219,8 @@ def write_reports(
     md += "\n\n" + markdown_table(summary)
     if config.get("reader"):
         r = config["reader"]
-        md += f"\n## Reading with `{r['model']}` ({r['template']})\n\n"
+        how = f", {config['answer_format']} answers" if config.get("answer_format") else ""
+        md += f"\n## Reading with `{r['model']}` ({r['template']}{how})\n\n"
         trusted = agreement is None or agreement["trusted"]
         md += markdown_table(summary, reader_columns(summary, judge_trusted=trusted))
     if agreement is not None:

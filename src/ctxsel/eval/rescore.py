@@ -57,7 +57,7 @@ def rescore(
             raise InputError(f"{out} has no answers to rescore: its run had no --reader")
         for row in tqdm(answered, desc="rescore", unit="answer", disable=not progress):
             new = {k: v for k, v in row.items() if k not in SCORE_FIELDS}  # none survives from the old rule
-            new.update(score_answer(by_id[row["example_id"]], row["answer"], judge))
+            new.update(score_answer(by_id[row["example_id"]], row["answer"], judge, row.get("structured")))
             log.append(new)
         rows = [r for r in log.latest_rows() if r["example_id"] in by_id]
     config["judge"] = None if judge is None else judge.model_id

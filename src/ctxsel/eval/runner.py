@@ -54,6 +54,7 @@ from ctxsel.eval.lock import OutputLock
 from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, summarize_ci, write_reports
 from ctxsel.eval.results import ResultLog, write_atomic
 from ctxsel.judge import LLMJudge, score_answer
+from ctxsel.llm.aggregation import answer_kind
 from ctxsel.llm.prompts import MULTIPLE_CHOICE
 from ctxsel.pipeline import Pipeline, Scored
 from ctxsel.reader import Reader
@@ -186,6 +187,8 @@ def evaluate(
                 "max_answer_tokens": reader.max_answer_tokens,
                 **_window_config(reader),
             },
+            # free text (the paper's template) or structured (a JSON answer by answer kind); the template says it too
+            "answer_format": None if reader is None else ("structured" if reader.structured else "free"),
             "judge": None if judge is None else judge.model_id,
             "ctxsel_version": __version__,
             "python": platform.python_version(),
@@ -342,7 +345,8 @@ def _make_selector(method: str, reader: Reader | None, resources: dict[str, Any]
         # a method that answers itself (Self-Route, SAGE) answers as the reader would: a HoloBench list gets the
         # aggregation template and its 384 tokens, not a 32-token factoid (options are read by the methods' own prompts)
         resources = {
-            "answer_template": reader.template.name,
+            # a structured reader's routed answers stay free text: their own prompts ask for no JSON
+            "answer_template": "holobench-qa" if reader.structured else reader.template.name,
             "max_answer_tokens": reader.max_answer_tokens,
             **resources,
         }
@@ -350,12 +354,16 @@ def _make_selector(method: str, reader: Reader | None, resources: dict[str, Any]
 
 
 def _read(ex: Example, sel: Selection, reader: Reader, judge: LLMJudge | None, select_s: float) -> dict[str, Any]:
-    ans = reader.answer(question_with_options(ex.question, ex.choices), sel)
-    scored = score_answer(ex, ans.text, judge)
+    kind = answer_kind(ex.question, ex.meta) if reader.structured else None
+    ans = reader.answer(question_with_options(ex.question, ex.choices), sel, kind=kind)
+    structured = ans.meta.get("structured")
+    scored = score_answer(ex, ans.text, judge, structured)
     cut = ans.meta.get("cut")
     return {
         "answer": ans.text,
         **scored,
+        # a structured answer: its kind, items or parse error, and 1/0 for a valid reply (the mean: valid share)
+        **({"structured": structured, "answer_valid": 1.0 if structured["valid"] else 0.0} if structured else {}),
         # the reader's window: 1 when the selection was cut to fit, and by how many tokens (cl100k)
         "cut": 1.0 if cut else 0.0,
         "tokens_cut": (cut["tokens_before"] - cut["tokens_after"]) if cut else 0,

@@ -7,6 +7,8 @@ and old cached replies then simply miss.
 
 - ``FACTOID_QA``: Adaptive-k paper (Taguchi et al. 2025), App. A.1.1.
 - ``HOLOBENCH_QA``: the same paper's HoloBench template, App. A.1.2.
+- ``HOLOBENCH_JSON``: ours, the same task with a structured answer (a JSON
+  number, list or list of key/value pairs by answer kind; ``ctxsel.llm.aggregation``).
 - ``JUDGE``: its LLM-as-a-judge template, App. A.1.3 (Exact / Partial / No
   match per ground-truth item, scored 1 / 0.5 / 0). The paper leaves
   ``{in_context_examples}`` and ``{output_format}`` out; ours are below.
@@ -88,6 +90,19 @@ HOLOBENCH_QA = PromptTemplate(
     "- **Reasoning:**",
     stop=(),
     cue="- **Reasoning:**",
+)
+
+#: The HoloBench task with a structured answer (``ctxsel.llm.aggregation``): no reasoning, one JSON object
+#: whose shape (``{shape}``) depends on the answer kind; the reply is held to it by a grammar / JSON schema.
+HOLOBENCH_JSON = PromptTemplate(
+    "holobench-json",
+    1,
+    "You'll be given a set of sentences to read through carefully. Once you've reviewed them, I'll ask you a "
+    "question related to the information in those sentences. Your job is to find every sentence that the question "
+    "is about, count or compute over them exactly as the question asks, and give the result.\n\n"
+    "**Input:**\n- **Sentences:**\n{context}\n\n- **Question:**\n{question}\n\n"
+    "**Response:** {shape}. Write only the JSON.\n",
+    stop=(),
 )
 
 SELF_ROUTE = PromptTemplate(
@@ -207,6 +222,7 @@ TEMPLATES = {
     for t in (
         FACTOID_QA,
         HOLOBENCH_QA,
+        HOLOBENCH_JSON,
         SELF_ROUTE,
         JUDGE,
         MULTIPLE_CHOICE,

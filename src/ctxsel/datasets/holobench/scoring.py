@@ -34,6 +34,13 @@ decimal point (an average) within ``max(abs_tol, rel_tol * |gold|)``
 An empty gold list means "no rows": the score is 1 when the prediction is
 empty or says there is no answer, else 0. This is the lexical metric; the
 LLM judge of HoloBench comes with the reader.
+
+A structured answer (``ctxsel.llm.aggregation``) comes as its items
+already: :func:`score_items` takes them as the predicted items, with no
+line or comma splitting, and matches each against the gold items by the
+rules above (so a structured number is right when it is the gold count
+exactly, or within the tolerance of a gold average). An empty list is the
+"no rows" answer.
 """
 
 from __future__ import annotations
@@ -206,3 +213,26 @@ def score_answer(
     recall = found / len(golds)
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return AnswerScore(precision, recall, f1, len(golds), len(items), found, correct)
+
+
+def score_items(
+    items: Sequence[str],
+    gold: Sequence[str],
+    *,
+    rel_tol: float = 0.01,
+    abs_tol: float = 0.005,
+    int_tol: float = 0.0,
+) -> AnswerScore:
+    """Precision, recall and F1 of a structured answer's ``items`` (each one predicted item, as written)."""
+    golds = [_parse_gold(g) for g in gold if str(g).strip()]
+    preds = [str(it).strip() for it in items if str(it).strip()]
+    if not golds:
+        ok = 0.0 if preds else 1.0
+        return AnswerScore(ok, ok, ok, 0, len(preds), 0, 0)
+    if not preds:
+        return AnswerScore(0.0, 0.0, 0.0, len(golds), 0, 0, 0)
+    found = sum(any(_found(p, g, rel_tol, abs_tol, int_tol) for p in preds) for g in golds)
+    correct = sum(any(_found(p, g, rel_tol, abs_tol, int_tol) for g in golds) for p in preds)
+    precision, recall = correct / len(preds), found / len(golds)
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return AnswerScore(precision, recall, f1, len(golds), len(preds), found, correct)
