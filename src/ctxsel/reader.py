@@ -322,8 +322,8 @@ class Reader:
             max_tokens=self.answer_tokens(kind),
             temperature=0.0,
             stop=list(self.template.stop) or None,
+            reply_format=fmt,
             **cue_args(self.template),
-            **({"reply_format": fmt} if fmt is not None else {}),
         )
         meta: dict[str, Any] = {"cached": reply.cached, **({"cut": cut} if cut else {})}
         text = clean_answer(reply.text, self.template)
