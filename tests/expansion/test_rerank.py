@@ -214,3 +214,14 @@ class TestSurfaces:
         assert "rerank=bm25@3" in config["scorer"]
         rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
         assert rows and all(r["rerank"]["stage"] == "bm25@3" for r in rows)
+
+    def test_cli_given_scores_are_reranked(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        doc, scores = tmp_path / "d.txt", tmp_path / "s.json"
+        doc.write_text("\n\n".join(TEXTS), encoding="utf-8")
+        scores.write_text(json.dumps(FIRST.tolist()), encoding="utf-8")
+        argv = ["select", "--question", QUESTION, "--document", str(doc), "--scores", str(scores), "--json"]
+        code, out, _ = run_cli(capsys, *argv, "--method", "top-k@2", "--rerank", "bm25@4")
+        assert code == 0
+        got = json.loads(out)
+        assert got["meta"]["rerank"]["rescored"] == 4
+        assert set(got["ids"]) <= {"7", "6", "5", "4"}  # a document's chunks are numbered
