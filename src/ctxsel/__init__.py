@@ -29,6 +29,7 @@ def select(
     scorer: Any = None,
     choices: Sequence[str] | None = None,
     expand: str | Any = None,
+    rerank: str | Any = None,
     **options: Any,
 ) -> Selection:
     """Pick the chunks of ``chunks`` a reader should see for ``question``.
@@ -46,11 +47,16 @@ def select(
     scores with ``scorer``), and the Selection's ``meta["expansion"]`` says which chunks
     came in by expansion and from where. Off by default.
 
+    ``rerank`` is a second stage, ``"SCORER@M"`` (``"dense[model=nomic-v1.5]@50"``; see
+    :mod:`ctxsel.expansion.rerank`): the second scorer re-scores the top M chunks of the first
+    ranking (``scorer``'s or the given ``scores``) before expansion and the cut, and
+    ``meta["rerank"]`` names it. Off by default.
+
     ``question`` must be a non-empty string and ``chunks`` a sequence (one str is a TypeError, not
     one chunk per character).
     """
     check_question(question)
-    return Pipeline.from_spec(method, scorer=scorer, expand=expand, **options).select(
+    return Pipeline.from_spec(method, scorer=scorer, expand=expand, rerank=rerank, **options).select(
         question, chunks, scores, choices=choices
     )
 

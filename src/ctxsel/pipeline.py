@@ -25,6 +25,7 @@ from ctxsel.types import Chunk, Selection, as_chunks
 
 if TYPE_CHECKING:
     from ctxsel.expansion import Expanded, Expansion
+    from ctxsel.expansion.rerank import Rerank, Reranked
     from ctxsel.scoring.base import Scorer
 
 
@@ -35,24 +36,31 @@ class Scored:
     ``scores`` is None when nothing needed scoring (a score-free method without
     given scores); ``notes`` are the scorer's remarks for ``Selection.meta``
     (text its window cut); ``expanded`` and ``expansion`` are set when an
-    expansion re-ranked (the selection then says what came in, and from where).
+    expansion re-ranked (the selection then says what came in, and from where);
+    ``reranked`` and ``rerank`` when a second stage re-scored the top chunks.
     """
 
     scores: np.ndarray | Sequence[float] | None
     notes: dict[str, Any] = field(default_factory=dict)
     expanded: Expanded | None = None
     expansion: Expansion | None = None
+    reranked: Reranked | None = None
+    rerank: Rerank | None = None
 
 
 class Pipeline:
-    """A selector, and what it needs: a scorer (built on first use), an expansion, resources.
+    """A selector, and what it needs: a scorer (built on first use), a rerank, an expansion, resources.
 
     ``scorer`` is a Scorer or a scorer spec (``"dense"``, ``"hybrid[bm25=0.5]"``);
-    it is built only when a selection needs scores nobody gave. ``expand`` is an
-    expansion spec or :class:`~ctxsel.expansion.Expansion` (off by default).
+    it is built only when a selection needs scores nobody gave. ``rerank`` is a
+    second stage, ``"SCORER@M"`` (:mod:`ctxsel.expansion.rerank`): it re-scores the
+    first stage's (or the given scores') top M before any expansion and the cut.
+    ``expand`` is an expansion spec or :class:`~ctxsel.expansion.Expansion`. Both off by default.
     """
 
-    def __init__(self, selector: Selector, scorer: Scorer | str | None = None, expand: Any = None) -> None:
+    def __init__(
+        self, selector: Selector, scorer: Scorer | str | None = None, expand: Any = None, rerank: Any = None
+    ) -> None:
         self.selector = selector
         if scorer is not None and not isinstance(scorer, str) and not callable(getattr(scorer, "score", None)):
             raise InputTypeError(
@@ -67,6 +75,21 @@ class Pipeline:
             self.expansion = parse_expansion(expand)
             if self.expansion is not None and not selector.needs_scores:
                 raise InputError(f"expand={expand!r} re-ranks scores, and method {selector.name!r} uses none")
+        self.rerank: Rerank | None = None
+        self._second: Scorer | None = None
+        self._second_of: Any = None  # a RerankingScorer given as the scorer: its second stage
+        if rerank is None and scorer is not None and not isinstance(scorer, str):
+            from ctxsel.expansion.rerank import RerankingScorer
+
+            if isinstance(scorer, RerankingScorer):  # two stages given as one scorer: run them as stages
+                self._scorer, rerank, self._second = scorer.first, scorer.rerank, scorer.second_if_built()
+                self._second_of = scorer
+        if rerank is not None:
+            from ctxsel.expansion.rerank import parse_rerank
+
+            self.rerank = parse_rerank(rerank)
+            if self.rerank is not None and not selector.needs_scores:
+                raise InputError(f"rerank={rerank!r} re-scores the top chunks, and method {selector.name!r} uses none")
 
     @classmethod
     def from_spec(
@@ -75,11 +98,12 @@ class Pipeline:
         *,
         scorer: Scorer | str | None = None,
         expand: Any = None,
+        rerank: Any = None,
         llm: Any = None,
         **options: Any,
     ) -> Pipeline:
         """A pipeline from a method spec and the selector's keyword options."""
-        return cls(get_selector(method, llm=llm, **options), scorer, expand)
+        return cls(get_selector(method, llm=llm, **options), scorer, expand, rerank)
 
     @property
     def scorer(self) -> Scorer:
@@ -89,6 +113,17 @@ class Pipeline:
 
             self._scorer = get_scorer(self._scorer or "dense")
         return self._scorer  # type: ignore[no-any-return]
+
+    @property
+    def second(self) -> Scorer:
+        """The rerank stage's scorer, built from its spec on first use."""
+        if self._second is None:
+            from ctxsel.expansion.rerank import build_second
+
+            assert self.rerank is not None, "no rerank stage"
+            of = self._second_of
+            self._second = of.second if of is not None else build_second(self.rerank)
+        return self._second
 
     def needs_scorer(self, scores: object, chunks: Sequence[Chunk]) -> bool:
         """Whether selecting over ``chunks`` with ``scores`` will call the scorer."""
@@ -106,13 +141,19 @@ class Pipeline:
             scores, notes = score_with_notes(self.scorer, question, chunks)
         elif scores is None and not chunks:
             scores = []
+        reranked = None
+        if self.rerank is not None and chunks and scores is not None:
+            from ctxsel.expansion.rerank import rerank
+
+            reranked = rerank(question, chunks, scores, self.second, self.rerank.m)
+            scores = reranked.scores
         if self.expansion is None or not chunks:
-            return Scored(scores, notes)
+            return Scored(scores, notes, reranked=reranked, rerank=self.rerank if reranked else None)
         from ctxsel.expansion import expand
 
         scorer = self.scorer if self.expansion.hop is not None else None
         expanded = expand(question, chunks, scores, scorer, self.expansion)
-        return Scored(expanded.scores, notes, expanded, self.expansion)
+        return Scored(expanded.scores, notes, expanded, self.expansion, reranked, self.rerank if reranked else None)
 
     def select(
         self,
@@ -136,6 +177,12 @@ class Pipeline:
         extra: dict[str, Any] = {"gold_ids": list(gold_ids or [])} if self.selector.takes_gold_ids else {}
         sel = self.selector.select(question, chunk_list, scored.scores, choices=list(choices or []) or None, **extra)
         sel.meta.update(scored.notes)
+        if scored.reranked is not None and scored.rerank is not None:
+            ids = [c.id for c in sel.chunks]
+            sel.meta["rerank"] = info = scored.reranked.meta(scored.rerank, chunk_list, ids)
+            sel.explanation += f"; re-ranked: {info['stage']} re-scored the first stage's top {info['rescored']}"
+            if info["moved_up"]:
+                sel.explanation += f", moving up {', '.join(map(str, info['moved_up']))}"
         if scored.expanded is not None and scored.expansion is not None:
             from ctxsel.expansion import annotate
 

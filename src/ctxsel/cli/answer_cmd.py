@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         chunks,
         args.method,
         scores,
-        scorer=None if scores else make_scorer(args, progress=progress),
+        # given --scores, a scorer is built only for --rerank (its second stage re-scores their top M)
+        scorer=None if scores and not args.rerank else make_scorer(args, progress, expand="" if scores else None),
         llm=client,
         choices=choices,
     )

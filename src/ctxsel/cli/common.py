@@ -241,6 +241,14 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
         help="re-rank before the cut: hop (second-hop re-scoring), links (mention links), or hop+links, "
         "with options as hop[m=1,weight=0.7] and links[m=1,boost=0.3] (default: off)",
     )
+    p.add_argument(
+        "--rerank",
+        default=None,
+        metavar="SCORER@M",
+        type=rerank_spec,
+        help="a second stage before --expand and the cut: SCORER re-scores the first stage's top M chunks, e.g. "
+        "'dense[model=nomic-v1.5]@50' (see ctxsel.expansion.rerank; default: off)",
+    )
     p.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
     p.add_argument(
         "--threads",
@@ -281,26 +289,33 @@ def scorer_spec(value: str) -> str:
 scorer_spec.one_line = True  # type: ignore[attr-defined]
 
 
-def expansion_spec(value: str) -> str:
-    """``--expand``: an expansion spec (checked when parsed)."""
+def expansion_spec(value: str, rerank: bool = False) -> str:
+    """``--expand``: an expansion spec, or with ``rerank`` ``--rerank``'s ``SCORER@M`` (checked when parsed)."""
     from ctxsel.expansion import parse_expansion
+    from ctxsel.expansion.rerank import parse_rerank
 
     try:
-        parse_expansion(value)
+        (parse_rerank if rerank else parse_expansion)(value)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return value
 
 
+def rerank_spec(value: str) -> str:
+    """``--rerank``: ``SCORER@M`` (checked when parsed)."""
+    return expansion_spec(value, rerank=True)
+
+
+rerank_spec.one_line = True  # type: ignore[attr-defined]
 expansion_spec.one_line = True  # type: ignore[attr-defined]
 
 
 def make_scorer(
-    args: argparse.Namespace, progress: bool = True, spec: str | None = None, expand: str | None = None
+    args: argparse.Namespace, progress: bool = True, spec: str | None = None, expand: Any = None, rerank: Any = None
 ) -> Scorer:
-    """The scorer the flags name (``spec`` overrides ``--scorer``), wrapped in the ``--expand`` stage
-    if one is given (``expand`` overrides it). The dense flags (--model, --threads, --backend) go to a
-    dense scorer and to a hybrid's dense part."""
+    """The scorer the flags name (``spec`` overrides ``--scorer``), followed by the ``--rerank`` stage and wrapped
+    in the ``--expand`` stage if given (``rerank``, ``expand`` override the flags). The dense flags (--model,
+    --threads, --backend) go to a dense scorer and a hybrid's dense part; the second stage gets --threads."""
     from ctxsel.scoring import get_scorer, parse_scorer_spec
 
     spec = spec or args.scorer
@@ -315,6 +330,11 @@ def make_scorer(
         }
         options = {**{k: v for k, v in dense_flags.items() if k not in options}, **options}
     scorer = get_scorer(name, **options)
+    rerank = rerank if rerank is not None else getattr(args, "rerank", None)
+    if rerank:
+        from ctxsel.expansion.rerank import RerankingScorer
+
+        scorer = RerankingScorer.build(scorer, rerank, num_threads=args.threads, show_progress=progress)
     expand = expand if expand is not None else getattr(args, "expand", None)
     if expand:
         from ctxsel.expansion import ExpandingScorer

@@ -113,7 +113,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="compare rankings side by side: comma-separated SCORER[+EXPANSION] entries, e.g. "
         "dense,bm25,hybrid,hybrid+hop,hybrid+links,hybrid+hop+links; every method runs under every "
-        "ranking, in rows labelled 'METHOD on RANKING' (--scorer and --expand are then unused)",
+        "ranking, in rows labelled 'METHOD on RANKING' (--scorer and --expand are then unused; --rerank follows each)",
     )
     g = p.add_argument_group("reading (optional): answer with an LLM and score the answers")
     add_llm_arguments(g)
@@ -285,8 +285,9 @@ def build_reader(args: argparse.Namespace, template: str) -> tuple[Any, Any]:
 
 
 def make_rankings(args: argparse.Namespace) -> dict[str, Any]:
-    """``--rankings``: label -> scorer (wrapped in its expansion). Rankings with a dense part share
-    one dense scorer, so the pool is embedded once."""
+    """``--rankings``: label -> scorer (followed by ``--rerank`` if given, then wrapped in its expansion).
+    Rankings with a dense part share one dense scorer, so the pool is embedded once; all share one
+    second stage."""
     from ctxsel.expansion import ExpandingScorer
     from ctxsel.scoring import parse_scorer_spec
     from ctxsel.selectors import split_specs
@@ -299,16 +300,26 @@ def make_rankings(args: argparse.Namespace) -> dict[str, Any]:
         name, options = parse_scorer_spec(scorer_part)
         if scorer_part not in base:
             if name == "dense" and not options:
-                dense = dense or make_scorer(args, spec="dense", expand="")
+                dense = dense or make_scorer(args, spec="dense", expand="", rerank="")
                 base[scorer_part] = dense
             elif name == "hybrid" and "dense_scorer" not in options:
-                dense = dense or make_scorer(args, spec="dense", expand="")
+                dense = dense or make_scorer(args, spec="dense", expand="", rerank="")
                 from ctxsel.scoring.hybrid import HybridScorer
 
                 base[scorer_part] = HybridScorer(**options, dense_scorer=dense)
             else:
-                base[scorer_part] = make_scorer(args, spec=scorer_part, expand="")
-        out[entry] = ExpandingScorer(base[scorer_part], expansion) if plus else base[scorer_part]
+                base[scorer_part] = make_scorer(args, spec=scorer_part, expand="", rerank="")
+        ranking = base[scorer_part]
+        if args.rerank:
+            from ctxsel.expansion.rerank import RerankingScorer
+
+            first = next(iter(out.values()), None)
+            shared = first.scorer if isinstance(first, ExpandingScorer) else first
+            if isinstance(shared, RerankingScorer):  # one second scorer (and its model) for every ranking
+                ranking = RerankingScorer(ranking, shared.rerank, shared.second)
+            else:
+                ranking = RerankingScorer.build(ranking, args.rerank, num_threads=args.threads, show_progress=False)
+        out[entry] = ExpandingScorer(ranking, expansion) if plus else ranking
     if not out:
         raise InputError("--rankings is empty: give e.g. dense,bm25,hybrid+hop")
     return out

@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         options["llm"] = make_llm(args) if args.reader else None
     progress = not (args.json or args.no_progress)
     # given --scores, a scorer is needed only for a second hop (expansion re-scores the widened question)
-    scorer = make_scorer(args, progress=progress, expand="") if scores is None or args.expand else None
+    # (or for a rerank: its second stage re-scores the given scores' top M)
+    scorer = make_scorer(args, progress=progress, expand="") if scores is None or args.expand or args.rerank else None
     sel = select(
         question, chunks, args.method, scores, scorer=scorer, expand=args.expand, choices=args.choices, **options
     )

@@ -242,8 +242,13 @@ class _Scored:
 
     def __init__(self, ex: Example, sc: Scorer) -> None:
         from ctxsel.expansion import ExpandingScorer
+        from ctxsel.expansion.rerank import RerankingScorer
 
-        if isinstance(sc, ExpandingScorer):
+        if isinstance(sc, RerankingScorer):  # the rows then say what the second stage moved up
+            reranked = sc.score_reranked(ex.question, ex.chunks)
+            self.scores = np.asarray(reranked.scores, dtype=np.float64)
+            self.scored = Scored(self.scores, reranked=reranked, rerank=sc.rerank)
+        elif isinstance(sc, ExpandingScorer):
             expanded = sc.score_expanded(ex.question, ex.chunks)
             self.scores = np.asarray(expanded.scores, dtype=np.float64)
             self.scored = Scored(self.scores, expanded=expanded, expansion=sc.expansion)
@@ -411,6 +416,7 @@ def _row(
         # what the method's record keeps in a row (Context-Picker: its rationale)
         **(sel.details.row_fields() if sel.details is not None else {}),
         **({"expansion": sel.meta["expansion"]} if sel.meta.get("expansion") else {}),
+        **({"rerank": sel.meta["rerank"]} if sel.meta.get("rerank") else {}),
     }
 
 

@@ -1,0 +1,239 @@
+"""A second stage: re-score the first stage's top ``M`` chunks with another scorer before the cut.
+
+A strong embedder (nomic-embed-text-v1.5) is too slow to embed every chunk of a large pool; a cheap
+first stage (MiniLM, or MiniLM + BM25) ranks everything and the strong one reads only its top ``M``.
+
+Spec: ``SCORER@M``, the scorer in the scorer grammar, ``M`` an integer >= 1::
+
+    dense[model=nomic-v1.5]@50      nomic re-scores the first stage's top 50
+    bm25@20
+
+How the two stages combine, so that every cut reads one sensible score list: the top ``M`` (by the
+first stage, finite scores only) get the second scorer's scores, in its order. The rest keep the
+first stage's order and spacing, carried onto the second scorer's scale: the ``M``-th first-stage
+chunk is lined up with the *median* second-stage score of the block, and each other chunk sits below
+it by its first-stage distance times the ratio of the two stages' score ranges over the top ``M``
+(at least a hair below the median). So the upper half of the reranked block always stays above
+every other chunk, and a block chunk the second scorer rates low sinks among the rest as it would in
+a one-stage ranking. Lined up with the block's lowest score instead, the rest left the block's sparse
+bottom as the widest gap in the list, and adaptive-k cut there (k near ``M``); measured on
+hotpotqa-long's training split (docs/results.md). A non-finite first-stage score stays as it was
+(the selector's ``nan_policy`` decides). With ``M`` at least the pool, the result is the second
+scorer's scores alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxsel.errors import InputError, SpecError
+from ctxsel.scoring import get_scorer, parse_scorer_spec
+from ctxsel.scoring.base import Scorer, score_with_notes
+from ctxsel.scoring.registry import available_scorers, scorer_options
+from ctxsel.specs import spec_value, split_top
+from ctxsel.types import Chunk
+
+#: how far below the block's median score the best of the rest sits at least (ties at the seam)
+SEAM_STEP = 1e-6
+
+
+@dataclass(frozen=True)
+class Rerank:
+    """Re-score the first stage's top ``m`` chunks with the scorer ``scorer`` (a scorer spec)."""
+
+    scorer: str
+    m: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.m, bool) or not isinstance(self.m, int) or self.m < 1:
+            raise InputError(f"rerank M must be an integer >= 1, got {self.m!r} (e.g. dense[model=nomic-v1.5]@50)")
+
+    def spec(self) -> str:
+        return f"{self.scorer}@{self.m}"
+
+
+def parse_rerank(spec: str | Rerank | None) -> Rerank | None:
+    """A :class:`Rerank` from ``SCORER@M``; None for None, ``""`` or ``"none"``. The scorer's name,
+    options and (for ``dense``) model are checked now, so a bad spec fails before any scoring."""
+    if spec is None or isinstance(spec, Rerank):
+        return spec
+    if not isinstance(spec, str):
+        raise InputError(f"rerank must be a spec such as 'dense[model=nomic-v1.5]@50', got {type(spec).__name__}")
+    if not spec.strip() or spec.strip().lower() == "none":
+        return None
+    parts = split_top(spec.strip(), "@", f"rerank {spec!r}")
+    if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+        raise SpecError(
+            f"bad rerank {spec!r}: use SCORER@M, the second scorer and how many of the first stage's "
+            "top chunks it re-scores, e.g. dense[model=nomic-v1.5]@50"
+        )
+    scorer, m_text = parts[0].strip(), parts[1].strip()
+    name, options = parse_scorer_spec(scorer)
+    if name not in available_scorers():
+        raise SpecError(f"bad rerank {spec!r}: unknown scorer {name!r}; choose {', '.join(available_scorers())}")
+    valid = scorer_options(name)
+    for key in options:
+        if key not in valid:
+            raise SpecError(f"bad rerank {spec!r}: scorer {name!r} has no option {key!r}; it takes {', '.join(valid)}")
+    model = options.get("model")
+    if model is not None and not _known_model(model):
+        raise SpecError(
+            f"bad rerank {spec!r}: unknown model {model!r}; use a bundled embedder (nomic-v1.5), "
+            "a local model folder, or a Hugging Face id already in the cache (ORG/NAME)"
+        )
+    m = spec_value(m_text)
+    if isinstance(m, bool) or not isinstance(m, int):
+        raise SpecError(f"bad rerank {spec!r}: M must be an integer >= 1, got {m_text!r}")
+    return Rerank(scorer, m)
+
+
+def _known_model(model: object) -> bool:
+    from ctxsel.scoring.dense import DEFAULT_MODEL
+    from ctxsel.scoring.gguf_embedders import get_embedder
+
+    if not isinstance(model, str):
+        return False
+    return get_embedder(model) is not None or model == DEFAULT_MODEL or "/" in model or Path(model).exists()
+
+
+@dataclass
+class Reranked:
+    """Combined scores, and what the second stage did (indices into the pool)."""
+
+    scores: np.ndarray
+    first: np.ndarray
+    top: list[int]  # the re-scored chunks, in first-stage order
+    second: np.ndarray  # their second-stage scores, in the same order
+    notes: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def meta(self, rerank: Rerank, chunks: Sequence[Chunk], selected: Sequence[str] = ()) -> dict[str, Any]:
+        """``Selection.meta["rerank"]``: the stage, how many chunks it re-scored, and the first-stage rank
+        of each ``selected`` chunk the second stage moved up from beyond the selection's size."""
+        first_rank = {chunks[i].id: r for r, i in enumerate(self.top, start=1)}
+        out: dict[str, Any] = {
+            "stage": rerank.spec(),
+            "rescored": len(self.top),
+            "moved_up": {c: first_rank[c] for c in selected if first_rank.get(c, 0) > len(selected)},
+            "seconds": round(self.seconds, 4),
+        }
+        if self.notes:
+            out["notes"] = dict(self.notes)
+        return out
+
+
+def combine(first: np.ndarray, top: Sequence[int], second: np.ndarray) -> np.ndarray:
+    """The combined score list (see the module docstring): ``top`` get ``second``, the rest below its median."""
+    first = np.asarray(first, dtype=np.float64)
+    out = first.copy()
+    if not len(top):
+        return out
+    top_idx = np.asarray(top, dtype=np.int64)
+    second = np.asarray(second, dtype=np.float64)
+    out[top_idx] = second
+    rest = np.isfinite(first)
+    rest[top_idx] = False
+    if rest.any():
+        f_top = first[top_idx]
+        f_lo, f_span = float(f_top.min()), float(f_top.max() - f_top.min())
+        s_mid, s_span = float(np.median(second)), float(second.max() - second.min())
+        scale = s_span / f_span if f_span > 0 and s_span > 0 else 1.0
+        below = s_mid + scale * (first[rest] - f_lo)
+        below -= max(0.0, float(below.max()) - (s_mid - SEAM_STEP))  # a tie at the seam goes below
+        out[rest] = below
+    return out
+
+
+def rerank(
+    question: str, chunks: Sequence[Chunk], scores: Sequence[float] | np.ndarray, scorer: Scorer, m: int
+) -> Reranked:
+    """Re-score the top ``m`` of ``scores`` (finite ones, ties in pool order) with ``scorer``; combine."""
+    t0 = time.perf_counter()
+    first = np.asarray(scores, dtype=np.float64)
+    if len(first) != len(chunks):
+        raise InputError(f"rerank: {len(first)} scores for {len(chunks)} chunks")
+    finite = np.isfinite(first)
+    order = np.argsort(np.where(finite, -first, np.inf), kind="stable")
+    top = [int(i) for i in order[: min(m, int(finite.sum()))]]
+    if not top:
+        return Reranked(first.copy(), first, [], np.zeros(0))
+    second, notes = score_with_notes(scorer, question, [chunks[i] for i in top])
+    second = np.asarray(second, dtype=np.float64)
+    if second.shape != (len(top),) or not np.isfinite(second).all():
+        raise InputError(f"rerank: the second scorer {scorer.name!r} gave no finite score for every chunk")
+    out = combine(first, top, second)
+    return Reranked(out, first, top, second, notes, time.perf_counter() - t0)
+
+
+def build_second(rerank_: Rerank, **defaults: Any) -> Scorer:
+    """The second stage's scorer; ``defaults`` (threads, progress) go to a dense one unless its spec sets them."""
+    name, options = parse_scorer_spec(rerank_.scorer)
+    valid = scorer_options(name)
+    extra = {k: v for k, v in defaults.items() if k in valid and k not in options and v is not None}
+    return get_scorer(name, **options, **extra)
+
+
+class RerankingScorer:
+    """A first-stage scorer followed by a rerank: a Scorer whose ``score`` returns the combined scores.
+
+    It lets every place that takes a Scorer (eval, the integrations, the CLI) rank in two stages;
+    :meth:`score_reranked` also says what was re-scored, for ``Selection.meta["rerank"]``.
+    """
+
+    def __init__(self, first: Scorer, rerank_: Rerank | str, second: Scorer | None = None) -> None:
+        parsed = parse_rerank(rerank_)
+        if parsed is None:
+            raise InputError("RerankingScorer needs a rerank spec such as 'dense[model=nomic-v1.5]@50'")
+        self.first, self.rerank = first, parsed
+        self._second = second
+        self.name = f"{first.name}>{parsed.spec()}"
+        base_id = getattr(first, "model_id", "") or first.name
+        second_id = getattr(second, "model_id", "") if second is not None else ""
+        self.model_id = f"{base_id}|rerank={parsed.spec()}" + (f"({second_id})" if second_id else "")
+
+    @classmethod
+    def build(cls, first: Scorer, rerank_: Rerank | str, **defaults: Any) -> Scorer:
+        """``first`` followed by ``rerank_`` (``first`` itself for none); ``defaults`` as :func:`build_second`."""
+        parsed = parse_rerank(rerank_)
+        return first if parsed is None else cls(first, parsed, build_second(parsed, **defaults))
+
+    @property
+    def second(self) -> Scorer:
+        """The second stage's scorer, built from the spec on first use unless one was given."""
+        if self._second is None:
+            self._second = build_second(self.rerank)
+        return self._second
+
+    def second_if_built(self) -> Scorer | None:
+        return self._second
+
+    def score_reranked(self, question: str, chunks: Sequence[Chunk]) -> Reranked:
+        first, _ = score_with_notes(self.first, question, chunks)
+        return rerank(question, chunks, first, self.second, self.rerank.m)
+
+    def score_detailed(self, question: str, chunks: Sequence[Chunk]) -> tuple[np.ndarray, dict[str, Any]]:
+        if not chunks:
+            return np.zeros(0, dtype=np.float32), {}
+        first, notes = score_with_notes(self.first, question, chunks)
+        r = rerank(question, chunks, first, self.second, self.rerank.m)
+        return r.scores, {**notes, "rerank": r.meta(self.rerank, chunks)}  # no selection yet: nothing moved
+
+    def score(self, question: str, chunks: Sequence[Chunk]) -> np.ndarray:
+        return self.score_detailed(question, chunks)[0]
+
+
+__all__ = [
+    "Rerank",
+    "Reranked",
+    "RerankingScorer",
+    "build_second",
+    "combine",
+    "parse_rerank",
+    "rerank",
+]
