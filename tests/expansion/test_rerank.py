@@ -143,8 +143,8 @@ class TestSpec:
         with pytest.raises(SystemExit) as e:
             run_cli(capsys, "select", "--question", QUESTION, "--document", str(doc), "--rerank", spec)
         assert e.value.code == 2
-        last = capsys.readouterr().err.strip().splitlines()[-1]
-        assert last.startswith("ctxsel select: error: argument --rerank: ") and "Traceback" not in last
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ctxsel select: error: --rerank: "), lines
 
 
 class TestSurfaces:
