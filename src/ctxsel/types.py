@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ctxsel.errors import InputError, InputTypeError
-from ctxsel.inputs import check_chunk_sequence, check_text
+from ctxsel.inputs import check_chunk_sequence, check_text, check_unique_chunk_ids
 from ctxsel.tokens import count_tokens
 
 
@@ -289,8 +289,4 @@ def as_chunks(items: Iterable[Chunk | str], doc_id: str = "doc") -> list[Chunk]:
 
 
 def check_unique_ids(chunks: Sequence[Chunk]) -> None:
-    seen: set[str] = set()
-    for c in chunks:
-        if c.id in seen:
-            raise InputError(f"duplicate chunk id {c.id!r}: chunk ids must be unique within one context")
-        seen.add(c.id)
+    check_unique_chunk_ids(c.id for c in chunks)

@@ -10,7 +10,7 @@ from typing import Any
 
 from ctxsel.chunking import DEFAULT_MAX_CHUNK_TOKENS, HEADINGS, chunk_text
 from ctxsel.errors import InputError
-from ctxsel.inputs import as_scores, check_question
+from ctxsel.inputs import as_scores, check_question, scores_count_error
 from ctxsel.scoring.base import Scorer
 from ctxsel.types import Chunk, check_unique_ids
 
@@ -178,8 +178,8 @@ def read_scores(path: str, n_chunks: int) -> list[float]:
         for i, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
-            try:
-                values.append(float(line))
+            try:  # a whole number stays an int, as in a JSON list: one too large for a float is refused, not inf
+                values.append(int(line) if line.strip().lstrip("+-").isdigit() else float(line))
             except ValueError:
                 raise InputError(
                     f"--scores {path}:{i}: {line.strip()[:40]!r} is not a number; write one number "
@@ -192,10 +192,7 @@ def read_scores(path: str, n_chunks: int) -> list[float]:
     except InputError as e:
         raise InputError(f"--scores {path}: {e}") from None
     if len(out) != n_chunks:
-        raise InputError(
-            f"--scores {path} has {len(out)} scores for {n_chunks} chunks; give exactly one per chunk, "
-            "in document order (check --chunking and --max-chunk-tokens)"
-        )
+        raise scores_count_error(len(out), n_chunks, f"--scores {path}", " (check --chunking and --max-chunk-tokens)")
     return out
 
 

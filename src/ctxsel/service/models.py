@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before 3.12
 
 from ctxsel.errors import InputError
-from ctxsel.inputs import check_score_items
+from ctxsel.inputs import check_question, check_score_items, check_text, check_unique_chunk_ids
 
 JSONScalar = str | int | float | bool | None
 
@@ -76,6 +76,33 @@ class SelectRequest(BaseModel):
         description="a multiple-choice question's answer options, in letter order (SAGE reads them)",
     )
     with_text: bool = Field(True, description="return the selected chunks' text")
+
+    @field_validator("question", mode="before")
+    @classmethod
+    def _question_is_text(cls, v: Any) -> Any:
+        """The Python API's rule and message (an empty question, a lone surrogate from a JSON "\\ud800"
+        escape), checked first as Python checks it first; not pydantic's words."""
+        if isinstance(v, str):
+            check_question(v)
+        return v
+
+    @field_validator("chunks", mode="before")
+    @classmethod
+    def _chunks_are_text(cls, v: Any) -> Any:
+        """As :meth:`_question_is_text`, in the words :class:`ctxsel.Chunk` uses (a text's id: its index)."""
+        if isinstance(v, list):
+            for i, item in enumerate(v):
+                if isinstance(item, str):
+                    check_text(item, f"chunk {str(i)!r}")
+                elif isinstance(item, dict) and isinstance(item.get("text"), str):
+                    check_text(item["text"], f"chunk {item.get('id')!r}")
+            # then unique ids, before the scores are read (Python's order); an id of another type is pydantic's
+            check_unique_chunk_ids(
+                str(i) if isinstance(item, str) else item.get("id")
+                for i, item in enumerate(v)
+                if isinstance(item, str) or (isinstance(item, dict) and isinstance(item.get("id"), str))
+            )
+        return v
 
     @field_validator("scores", mode="before")
     @classmethod
