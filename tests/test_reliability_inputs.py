@@ -394,7 +394,7 @@ def test_i24_scores_file(capsys: pytest.CaptureFixture[str], doc: Path, tmp_path
         assert rc == 0 and [c["id"] for c in obj["chunks"]] == ["1", "2"] and obj["chunks"][0]["score"] == 0.9
     short = tmp_path / "short.txt"
     short.write_text("0.1\n0.2\n", encoding="utf-8")
-    assert "has 2 scores for 3 chunks" in usage_error(
+    assert "short.txt: got 2 scores for 3 chunks" in usage_error(
         capsys, *select_cmd(doc, "--question", "q", "--scores", str(short))
     )
     bad = tmp_path / "bad.txt"

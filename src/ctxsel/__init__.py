@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxsel._version import __version__
-from ctxsel.inputs import check_question
+from ctxsel.inputs import as_scores, check_question, scores_count_error
 from ctxsel.pipeline import Pipeline
 from ctxsel.selectors import available_methods, get_selector, register
 from ctxsel.selectors.base import Selector
-from ctxsel.types import Chunk, Example, LLMUsage, Selection
+from ctxsel.types import Chunk, Example, LLMUsage, Selection, as_chunks
 
 
 def select(
@@ -55,9 +55,15 @@ def select(
     ``question`` must be a non-empty string and ``chunks`` a sequence (one str is a TypeError, not
     one chunk per character).
     """
+    # one order of checks on every surface: question, chunks, scores, then the method and its options
     check_question(question)
+    chunk_list = as_chunks(chunks)
+    if scores is not None:
+        scores = as_scores(scores)
+        if scores.shape[0] != len(chunk_list):
+            raise scores_count_error(scores.shape[0], len(chunk_list))
     return Pipeline.from_spec(method, scorer=scorer, expand=expand, rerank=rerank, **options).select(
-        question, chunks, scores, choices=choices
+        question, chunk_list, scores, choices=choices
     )
 
 

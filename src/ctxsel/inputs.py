@@ -11,7 +11,7 @@ import math
 import numbers
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -177,6 +177,15 @@ def check_chunk_item(item: object, i: int) -> object:
     return item if fields["id"] is item["id"] else {**item, "id": fields["id"]}
 
 
+def check_unique_chunk_ids(ids: Iterable[object]) -> None:
+    """Chunk ids must be unique: two chunks with one id would make recall and the reading order ambiguous."""
+    seen: set[object] = set()
+    for i in ids:
+        if i in seen:
+            raise InputError(f"duplicate chunk id {i!r}: chunk ids must be unique within one context")
+        seen.add(i)
+
+
 def as_int(name: str, value: object) -> int:
     """An integer parameter. One rule on every surface: an int, or a whole finite float (``1e9``,
     ``5.0``: JSON and spec values such as ``top-k@1e9`` arrive as floats); 2.5, NaN, infinity,
@@ -244,10 +253,31 @@ def _bad_score(items: Sequence[Any], what: str) -> InputError:
     return InputError(f"{what} must be numbers, one per chunk")
 
 
+def _too_large(what: str, e: Exception | str) -> InputError:
+    return InputError(f"{what} must be numbers that fit a float, one per chunk ({e})")
+
+
 def check_score_items(items: list[Any] | tuple[Any, ...], what: str = "scores") -> None:
-    """The item rule of :func:`as_scores` on a list (the HTTP body's, before pydantic reads "0.1" as 0.1)."""
-    if not all(type(v) is float for v in items) and not all(_is_number(v) for v in items):
+    """The item rule of :func:`as_scores` on a list (the HTTP body's, before pydantic reads "0.1" as 0.1,
+    or refuses an integer past a float's range in its own words)."""
+    if all(type(v) is float for v in items):
+        return
+    if not all(_is_number(v) for v in items):
         raise _bad_score(items, what)
+    for v in items:
+        if isinstance(v, int):
+            try:
+                float(v)
+            except OverflowError as e:
+                raise _too_large(what, e) from None
+
+
+def scores_count_error(n_scores: int, n_chunks: int, what: str = "scores", hint: str = "") -> InputError:
+    """What every surface says when the scores and the chunks differ in number (``hint``: the
+    surface's own advice, e.g. the CLI's chunking flags)."""
+    return InputError(
+        f"{what}: got {n_scores} scores for {n_chunks} chunks; they must match, one per chunk in chunk order{hint}"
+    )
 
 
 def as_scores(scores: object, what: str = "scores") -> np.ndarray:
@@ -268,7 +298,7 @@ def as_scores(scores: object, what: str = "scores") -> np.ndarray:
     try:
         return arr.astype(np.float64, copy=False).reshape(-1)
     except (TypeError, ValueError, OverflowError) as e:
-        raise InputError(f"{what} must be numbers that fit a float, one per chunk ({e})") from None
+        raise _too_large(what, e) from None
 
 
 def nonfinite_scores_error(finite: np.ndarray) -> InputError:

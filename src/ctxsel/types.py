@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ctxsel.errors import InputError, InputTypeError
-from ctxsel.inputs import bad_chunk_item, check_chunk_sequence, check_text, chunk_fields
+from ctxsel.inputs import bad_chunk_item, check_chunk_sequence, check_text, check_unique_chunk_ids, chunk_fields
 from ctxsel.tokens import count_tokens
 
 
@@ -300,8 +300,4 @@ def as_chunks(items: Iterable[Chunk | str | Mapping[str, Any]], doc_id: str = "d
 
 
 def check_unique_ids(chunks: Sequence[Chunk]) -> None:
-    seen: set[str] = set()
-    for c in chunks:
-        if c.id in seen:
-            raise InputError(f"duplicate chunk id {c.id!r}: chunk ids must be unique within one context")
-        seen.add(c.id)
+    check_unique_chunk_ids(c.id for c in chunks)

@@ -306,6 +306,11 @@ class TestMalformedBody:
             (b'{"question": "q", "chunks": ["a"], "surprise": 1}', "surprise: Extra inputs are not permitted"),
             (b'{"question": "q", "chunks": ["a"], "embeddings": [[1.0]]}', "go together"),
             (b"[]", "must be a JSON object like"),
+            # checked with the chunks, before the scores, as Python checks it (tests/test_differential.py)
+            (
+                b'{"question": "q", "chunks": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}',
+                "duplicate chunk id 'a'",
+            ),
         ],
     )
     def test_malformed_body_is_422_with_a_message(self, srv: ServerProcess, raw: bytes, expected: str) -> None:
@@ -324,7 +329,6 @@ class TestMalformedBody:
             ({"method": "top-k[k=two]"}, "k must be an integer"),
             ({"scores": [0.5]}, "got 1 scores for 3 chunks"),
             ({"embeddings": [[1.0, 0.0]] * 3, "query_embedding": [1.0]}, "dimension 2 but query_embedding has 1"),
-            ({"chunks": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}, "duplicate chunk id 'a'"),
             ({"method": "ldar[policy=/etc/passwd]"}, "a request cannot name a file"),
             ({"options": {"llm": "x"}}, "'llm' is not an option"),
         ],

@@ -10,7 +10,7 @@ from typing import Any
 
 from ctxsel.chunking import DEFAULT_MAX_CHUNK_TOKENS, HEADINGS, chunk_text
 from ctxsel.errors import InputError
-from ctxsel.inputs import argv_fault, as_int, as_scores, check_question, chunk_fields, utf8_fault
+from ctxsel.inputs import argv_fault, as_int, as_scores, check_question, chunk_fields, scores_count_error, utf8_fault
 from ctxsel.scoring.base import Scorer
 from ctxsel.specs import spec_value
 from ctxsel.types import Chunk, check_unique_ids
@@ -36,19 +36,6 @@ def int_at_least(low: int) -> Callable[[str], int]:
     parse.__name__ = "integer"  # argparse names the type in its messages
     parse.one_line = True  # type: ignore[attr-defined]
     return parse
-
-
-def option_value(text: str) -> Any:
-    """An argparse type for a selector option given as a flag (``--max-tokens 1e9``): the text read by
-    the spec grammar, as ``top-k[max_tokens=1e9]`` would be; the selector then checks it with the
-    Python API's rule and words (``ctxsel.inputs.NUMBER_OPTIONS``)."""
-    try:
-        return spec_value(text.strip())
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-option_value.one_line = True  # type: ignore[attr-defined]
 
 
 positive_int = int_at_least(1)
@@ -204,8 +191,8 @@ def read_scores(path: str, n_chunks: int) -> list[float]:
         for i, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
-            try:
-                values.append(float(line))
+            try:  # a whole number stays an int, as in a JSON list: one too large for a float is refused, not inf
+                values.append(int(line) if line.strip().lstrip("+-").isdigit() else float(line))
             except ValueError:
                 raise InputError(
                     f"--scores {path}:{i}: {line.strip()[:40]!r} is not a number; write one number "
@@ -218,10 +205,7 @@ def read_scores(path: str, n_chunks: int) -> list[float]:
     except InputError as e:
         raise InputError(f"--scores {path}: {e}") from None
     if len(out) != n_chunks:
-        raise InputError(
-            f"--scores {path} has {len(out)} scores for {n_chunks} chunks; give exactly one per chunk, "
-            "in document order (check --chunking and --max-chunk-tokens)"
-        )
+        raise scores_count_error(len(out), n_chunks, f"--scores {path}", " (check --chunking and --max-chunk-tokens)")
     return out
 
 

@@ -25,7 +25,6 @@ from ctxsel.cli.common import (
     load_document_chunks,
     make_llm,
     make_scorer,
-    option_value,
     question_from,
     read_scores,
 )
@@ -42,14 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_chunking_arguments(p)
     p.add_argument(
         "--min-k",
-        type=option_value,
         default=None,
         metavar="N",
         help="keep at least N chunks whatever the method decides (default 1; capped at the chunks there are)",
     )
     p.add_argument(
         "--max-tokens",
-        type=option_value,
         default=None,
         metavar="N",
         help="hard token budget (cl100k): the kept chunks never exceed it",
@@ -63,6 +60,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_llm_arguments(g)
 
 
+def number_options(args: argparse.Namespace) -> dict[str, object]:
+    """--min-k and --max-tokens, their text read as a spec reads a number (1e3 and 5k are whole numbers,
+    as in Python and HTTP; 2.5 stays 2.5): ``ctxsel.select`` checks them, in its order and words."""
+    from ctxsel.errors import InputError
+    from ctxsel.specs import spec_value
+
+    out: dict[str, object] = {}
+    for key in ("min_k", "max_tokens"):
+        text = getattr(args, key)
+        if text is None:
+            continue
+        try:
+            out[key] = spec_value(text)
+        except InputError as e:
+            raise InputError(f"--{key.replace('_', '-')}: {e}") from None
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from ctxsel import select
     from ctxsel.selectors import get_selector_class, parse_spec
@@ -70,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
     question = question_from(args)
     chunks = load_document_chunks(args.document, args.chunking, args.max_bytes, args.max_chunk_tokens, args.headings)
     scores = read_scores(args.scores, len(chunks)) if args.scores else None
-    options = {k: v for k, v in (("min_k", args.min_k), ("max_tokens", args.max_tokens)) if v is not None}
-    if get_selector_class(parse_spec(args.method)[0]).needs_llm:
+    needs_llm = get_selector_class(parse_spec(args.method)[0]).needs_llm
+    options: dict[str, object] = number_options(args)
+    if needs_llm:
         options["llm"] = make_llm(args) if args.reader else None
     progress = not (args.json or args.no_progress)
     # given --scores, a scorer is needed only for a second hop (expansion re-scores the widened question)

@@ -35,7 +35,14 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ctxsel.errors import InputError
-from ctxsel.inputs import as_budget, as_count, as_scores, check_question, nonfinite_scores_error
+from ctxsel.inputs import (
+    as_budget,
+    as_count,
+    as_scores,
+    check_question,
+    nonfinite_scores_error,
+    scores_count_error,
+)
 from ctxsel.selectors._fastcut import SMALL_N, RankView
 from ctxsel.types import Chunk, MethodDetails, Selection, as_chunks
 
@@ -180,7 +187,7 @@ class RankingSelector(CommonOptions, Selector):
         else:
             arr = as_scores(scores)
             if arr.shape[0] != n:
-                raise InputError(f"got {arr.shape[0]} scores for {n} chunks; they must match")
+                raise scores_count_error(arr.shape[0], n)
         tokens = np.fromiter((c.n_tokens for c in chunk_list), dtype=np.int64, count=n)
         d = self.decide(arr, tokens)
         top = d.top

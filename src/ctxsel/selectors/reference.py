@@ -33,7 +33,7 @@ from typing import ClassVar
 import numpy as np
 
 from ctxsel.errors import InputError
-from ctxsel.inputs import check_question
+from ctxsel.inputs import check_question, scores_count_error
 from ctxsel.selectors.base import Selector, _as_float
 from ctxsel.types import Chunk, Selection, as_chunks
 
@@ -99,7 +99,7 @@ class Oracle(_Reference):
                 f"method 'oracle': gold id(s) {shown} are not among the example's {len(chunk_list)} chunks"
             )
         if scores is not None and len(scores) != len(chunk_list):
-            raise InputError(f"got {len(scores)} scores for {len(chunk_list)} chunks; they must match")
+            raise scores_count_error(len(scores), len(chunk_list))
         picked = sorted((where[g] for g in gold), key=lambda i: (chunk_list[i].doc_id, chunk_list[i].position, i))
         return Selection(
             ids=[chunk_list[i].id for i in picked],

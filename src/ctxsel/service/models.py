@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before 3.12
 
 from ctxsel.errors import InputError
-from ctxsel.inputs import check_chunk_item, check_score_items
+from ctxsel.inputs import check_chunk_item, check_question, check_score_items, check_text, check_unique_chunk_ids
 
 JSONScalar = str | int | float | bool | None
 
@@ -77,14 +77,29 @@ class SelectRequest(BaseModel):
     )
     with_text: bool = Field(True, description="return the selected chunks' text")
 
+    @field_validator("question", mode="before")
+    @classmethod
+    def _question_is_text(cls, v: Any) -> Any:
+        """The Python API's rule and message (an empty question, a lone surrogate from a JSON "\\ud800"
+        escape), checked first as Python checks it first; not pydantic's words."""
+        if isinstance(v, str):
+            check_question(v)
+        return v
+
     @field_validator("chunks", mode="before")
     @classmethod
     def _chunk_objects(cls, v: Any) -> Any:
-        """The Python API's rule and message for a chunk object (an integer id is read as its decimal
-        string, as in Python and JSONL; a wrong field is one line, not pydantic's union noise)."""
-        if isinstance(v, list):
-            return [check_chunk_item(item, i) for i, item in enumerate(v)]
-        return v
+        """The Python API's rules, order and messages for the chunks: each item's shape (an integer id is
+        read as its decimal string, as in Python and JSONL; a wrong field is one line, not pydantic's union
+        noise), its text (as :class:`ctxsel.Chunk` words it), then unique ids, before the scores are read."""
+        if not isinstance(v, list):
+            return v
+        items: list[Any] = [check_chunk_item(item, i) for i, item in enumerate(v)]
+        ids = [str(i) if isinstance(item, str) else item["id"] for i, item in enumerate(items)]
+        for cid, item in zip(ids, items, strict=True):
+            check_text(item if isinstance(item, str) else item["text"], f"chunk {cid!r}")
+        check_unique_chunk_ids(ids)
+        return items
 
     @field_validator("scores", mode="before")
     @classmethod

@@ -21,7 +21,7 @@ import typing
 from typing import Any, Literal, Union
 
 from ctxsel.errors import InputError, SpecError
-from ctxsel.inputs import NUMBER_OPTIONS, as_int
+from ctxsel.inputs import NUMBER_OPTIONS
 
 
 @functools.cache  # resolving type hints costs a server about 0.3 ms a request; read-only, do not mutate
@@ -82,14 +82,44 @@ def _matches(tp: Any, value: Any) -> bool | None:
     return None
 
 
-def check_options(method: str, cls: type, options: dict[str, Any], prefix: str = "options.") -> None:
+@functools.cache
+def check_order(cls: type) -> tuple[str, ...]:
+    """Option names in the order the constructor checks them: a selector calls ``super().__init__``
+    first, so a base class's options (``min_k``, ``max_tokens``) come before the method's own (``k``)."""
+    names: list[str] = []
+    for klass in reversed(cls.__mro__):
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        for name, param in inspect.signature(init).parameters.items():
+            if name != "self" and param.kind not in (param.VAR_KEYWORD, param.VAR_POSITIONAL) and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def check_options(
+    method: str,
+    cls: type,
+    options: dict[str, Any],
+    prefix: str = "options.",
+    *,
+    spec: dict[str, Any] | None = None,
+    spec_prefix: str = "",
+) -> None:
     """ValueError for an option ``cls`` does not take or a value of the wrong
-    JSON type, naming it as ``prefix + key`` (``options.max_tokens``)."""
+    JSON type, naming it as ``prefix + key`` (``options.max_tokens``). ``spec``: the
+    spec's own options, which ``options`` replace (as keywords do in Python); the
+    merged options are checked in the order the Python API checks them."""
+    from ctxsel.selectors import unknown_option_message
+
+    merged = {**(spec or {}), **options}
     declared = declared_options(cls)
-    for key, value in options.items():
-        if key not in declared:
-            valid = ", ".join(sorted(k for k in declared if k != "llm"))
-            raise InputError(f"{prefix}{key}: method {method!r} has no option {key!r}; its options are: {valid}")
+    for key in merged:
+        if key not in declared:  # the Python API's words
+            raise SpecError(unknown_option_message(method, cls, key))
+    order = check_order(cls)
+    for key in sorted(merged, key=lambda k: order.index(k) if k in order else len(order)):
+        value = merged[key]
         if key in NUMBER_OPTIONS:  # min_k, max_tokens: the Python API's check, in get_selector's words
             try:
                 NUMBER_OPTIONS[key](value)
@@ -97,13 +127,25 @@ def check_options(method: str, cls: type, options: dict[str, Any], prefix: str =
                 raise SpecError(f"bad options for method {method!r}: {e}") from None
             continue
         if _matches(declared[key], value) is False:
-            tp = declared[key]
-            if isinstance(value, float) and (tp is int or int in typing.get_args(tp)):
-                try:  # 2.5, NaN, inf for an integer: as_int's message, as the Python API words it
-                    as_int(key, value)
-                except InputError as e:
-                    raise SpecError(f"bad options for method {method!r}: {e}") from None
-            raise InputError(f"{prefix}{key} must be {_describe(tp)}, got {value!r}")
+            refusal = _python_refusal(method, merged)
+            if refusal is not None:  # the Python API refuses it too: its very words
+                raise refusal
+            where = prefix if key in options else spec_prefix
+            raise InputError(f"{where}{key} must be {_describe(declared[key])}, got {value!r}")
 
 
-__all__ = ["check_options", "declared_options"]
+def _python_refusal(method: str, options: dict[str, Any]) -> SpecError | None:
+    """What ``get_selector(method, **options)`` says about these options, or None where it builds the
+    selector (a type it would only trip on later, deep in its arithmetic) or fails for another reason."""
+    from ctxsel.selectors import get_selector
+
+    try:
+        get_selector(method, **options)
+    except SpecError as e:
+        return e
+    except Exception:  # an LLM method without its client, a policy file: not the options' verdict
+        return None
+    return None
+
+
+__all__ = ["check_options", "check_order", "declared_options"]

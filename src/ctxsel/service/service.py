@@ -16,6 +16,7 @@ from fastapi import Request
 
 from ctxsel.chunking import chunk_text
 from ctxsel.errors import Cancelled, CtxselError, InputError, LLMError, MissingExtraError, RequestTooLarge, ServiceError
+from ctxsel.inputs import check_question, scores_count_error
 from ctxsel.pipeline import Pipeline
 from ctxsel.scoring.base import cosine_scores
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
@@ -115,8 +116,8 @@ class Service:
                 "`ctxsel serve --reader local` (the bundled model) or `--reader URL --reader-model NAME` "
                 "(an OpenAI-compatible server), or use a method that needs none (adaptive-k, top-k, ...)"
             )
-        check_options(name, cls, spec_options, prefix=f"method {req.method!r}: ")
-        check_options(name, cls, options)
+        # a request option replaces the spec's, as a keyword does in Python: only the one used is checked
+        check_options(name, cls, options, spec=spec_options, spec_prefix=f"method {req.method!r}: ")
         llm = None if self.settings.reader is None else CancellableLLM(self.settings.reader, token)
         # no --ldar-policy: the method's own default (ldar: the bundled, sha256-checked policy)
         resources = {"policy": self.settings.ldar_policy} if self.settings.ldar_policy else None
@@ -127,7 +128,7 @@ class Service:
         None when it brings neither (the server's scorer then scores, if the method needs it)."""
         if req.scores is not None:
             if len(req.scores) != n:
-                raise InputError(f"got {len(req.scores)} scores for {n} chunks; they must match")
+                raise scores_count_error(len(req.scores), n)
             return np.asarray(req.scores, dtype=np.float64)
         if req.embeddings is not None:
             if len(req.embeddings) != n:
@@ -137,9 +138,12 @@ class Service:
         return None
 
     def select(self, req: SelectRequest, token: CancelToken) -> Selection:
+        # the Python API's order (ctxsel.select): question, chunks, scores, then the method and its options
+        check_question(req.question)
         chunks = self.chunks(req)
+        given = self.given_scores(req, len(chunks))
         pipeline = Pipeline(self.selector(req, token), _ServerScorer(self, token), expand=req.expand or None)
-        scored = pipeline.score(req.question, chunks, self.given_scores(req, len(chunks)))
+        scored = pipeline.score(req.question, chunks, given)
         token.check()
         return pipeline.select(req.question, chunks, scored=scored, choices=req.choices)
 
