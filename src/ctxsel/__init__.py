@@ -17,12 +17,12 @@ from ctxsel.inputs import check_question
 from ctxsel.pipeline import Pipeline
 from ctxsel.selectors import available_methods, get_selector, register
 from ctxsel.selectors.base import Selector
-from ctxsel.types import Chunk, Example, LLMUsage, Selection
+from ctxsel.types import Chunk, ChunkLike, Example, LLMUsage, Selection
 
 
 def select(
     question: str,
-    chunks: Sequence[Chunk | str],
+    chunks: Sequence[ChunkLike],
     method: str | Selector = "adaptive-k",
     scores: Sequence[float] | Any | None = None,
     *,
@@ -47,7 +47,8 @@ def select(
     came in by expansion and from where. Off by default.
 
     ``question`` must be a non-empty string and ``chunks`` a sequence (one str is a TypeError, not
-    one chunk per character).
+    one chunk per character) of texts, Chunks or ``{"id", "text", ...}`` dicts as HTTP takes them
+    (an integer id becomes its decimal string).
     """
     check_question(question)
     return Pipeline.from_spec(method, scorer=scorer, expand=expand, **options).select(
