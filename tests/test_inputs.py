@@ -162,7 +162,7 @@ def test_whole_float_budgets_and_k_are_integers() -> None:
 
 # -- chunks: one check of every shape (issue 45) -------------------------------------------------------------------
 
-BAD_CHUNKS = [
+BAD_CHUNKS: list[tuple[list[Any], str]] = [
     (
         [{"id": 1.5, "text": "a"}],
         'chunks[0].id must be a string or an integer, got 1.5 (a float): pass ids such as "c1" or 7',
@@ -178,7 +178,10 @@ BAD_CHUNKS = [
 
 
 def test_dict_chunks_are_accepted_by_select_and_pipeline_as_http_takes_them() -> None:
-    chunks = [{"id": "m", "text": CHUNKS[0], "doc_id": "museum", "meta": {"page": 3}}, {"id": "f", "text": CHUNKS[2]}]
+    chunks: list[dict[str, Any]] = [
+        {"id": "m", "text": CHUNKS[0], "doc_id": "museum", "meta": {"page": 3}},
+        {"id": "f", "text": CHUNKS[2]},
+    ]
     sel = ctxsel.select(QUESTION, chunks, "top-k@1", scores=[0.9, 0.1])
     assert sel.ids == ["m"] and sel.chunks[0].doc_id == "museum" and sel.chunks[0].meta == {"page": 3}
     assert ctxsel.Pipeline.from_spec("top-k@2").select(QUESTION, chunks, [0.1, 0.9]).ids == ["f", "m"]

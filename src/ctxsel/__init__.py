@@ -17,12 +17,12 @@ from ctxsel.inputs import as_scores, check_question, scores_count_error
 from ctxsel.pipeline import Pipeline
 from ctxsel.selectors import available_methods, get_selector, register
 from ctxsel.selectors.base import Selector
-from ctxsel.types import Chunk, Example, LLMUsage, Selection, as_chunks
+from ctxsel.types import Chunk, ChunkLike, Example, LLMUsage, Selection, as_chunks
 
 
 def select(
     question: str,
-    chunks: Sequence[Chunk | str],
+    chunks: Sequence[ChunkLike],
     method: str | Selector = "adaptive-k",
     scores: Sequence[float] | Any | None = None,
     *,
@@ -53,7 +53,8 @@ def select(
     ``meta["rerank"]`` names it. Off by default.
 
     ``question`` must be a non-empty string and ``chunks`` a sequence (one str is a TypeError, not
-    one chunk per character).
+    one chunk per character) of texts, Chunks or ``{"id", "text", ...}`` dicts as HTTP takes them
+    (an integer id becomes its decimal string).
     """
     # one order of checks on every surface: question, chunks, scores, then the method and its options
     check_question(question)

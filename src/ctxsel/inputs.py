@@ -56,14 +56,16 @@ def utf8_fault(e: UnicodeDecodeError) -> str:
     return f"{shown} at offset {e.start}: {e.reason}"
 
 
-def argv_fault(text: str) -> str | None:
+def check_argv(text: str, flag: str, instead: str) -> None:
     """The same for a command-line argument: Python reads argv bytes that are not UTF-8 as lone
-    surrogates U+DC80-U+DCFF (``surrogateescape``); None when ``text`` has none."""
+    surrogates U+DC80-U+DCFF (``surrogateescape``), which name the byte (a Latin-1 terminal)."""
     m = _SURROGATE.search(text)
-    if m is None or not 0xDC80 <= ord(m.group()) <= 0xDCFF:
-        return None
-    offset = len(text[: m.start()].encode("utf-8", "surrogateescape"))
-    return f"byte 0x{ord(m.group()) - 0xDC00:02X} at offset {offset}"
+    if m is not None and 0xDC80 <= ord(m.group()) <= 0xDCFF:
+        offset = len(text[: m.start()].encode("utf-8", "surrogateescape"))
+        raise InputError(
+            f"{flag} is not valid UTF-8 (byte 0x{ord(m.group()) - 0xDC00:02X} at offset {offset}); set a UTF-8 "
+            f"locale, or {instead}"
+        )
 
 
 def check_question(question: Any) -> str:
@@ -115,17 +117,17 @@ def as_chunk_id(value: object, what: str) -> str:
 
 
 def chunk_fields(
-    item: Mapping[str, Any], i: int, *, default_id: str | None = None, extra: bool = False
+    item: Mapping[str, Any], i: int, *, default_id: str | None = None, extra: bool = False, where: str = ""
 ) -> dict[str, Any]:
     """The keyword arguments of ``Chunk`` for chunk ``i`` given as a mapping ``{"id", "text", "doc_id"?,
     "position"?, "n_tokens"?, "meta"?}``: the one check of that shape, which the Python API, HTTP
     and JSONL files all call. A missing id is an error unless the caller numbers lines
     (``default_id``); unknown fields are errors (a typo such as "txt" would drop the text) unless
-    ``extra`` (a dataset file's own fields, such as "title")."""
+    ``extra`` (a dataset file's own fields, such as "title"). ``where`` goes before each message ("file:3: ")."""
     cid, text = item.get("id"), item.get("text")
     if len(item) == 2 and type(cid) is str and cid and type(text) is str:  # {"id", "text"}: the common case
         return {"id": cid, "text": text, "position": i}
-    where = f"chunks[{i}]"
+    where = f"{where}chunks[{i}]"
     if not extra:
         unknown = [k for k in item if k not in CHUNK_FIELDS]
         if unknown:

@@ -21,7 +21,7 @@ from ctxsel.errors import InputError, InputTypeError
 from ctxsel.inputs import check_question
 from ctxsel.selectors import get_selector
 from ctxsel.selectors.base import Selector
-from ctxsel.types import Chunk, Selection, as_chunks
+from ctxsel.types import Chunk, ChunkLike, Selection, as_chunks
 
 if TYPE_CHECKING:
     from ctxsel.expansion import Expanded, Expansion
@@ -158,7 +158,7 @@ class Pipeline:
     def select(
         self,
         question: str,
-        chunks: Sequence[Chunk | str],
+        chunks: Sequence[ChunkLike],
         scores: Any = None,
         *,
         choices: Sequence[str] | None = None,

@@ -275,7 +275,11 @@ def jsonable(x: Any) -> Any:
     return x
 
 
-def as_chunks(items: Iterable[Chunk | str | Mapping[str, Any]], doc_id: str = "doc") -> list[Chunk]:
+#: What the Python API takes as one chunk: a text, a Chunk, or an ``{"id", "text", ...}`` mapping (HTTP's shape).
+ChunkLike = Chunk | str | Mapping[str, Any]
+
+
+def as_chunks(items: Iterable[ChunkLike], doc_id: str = "doc") -> list[Chunk]:
     """Accept strings, Chunks or ``{"id", "text", ...}`` mappings (the shape HTTP and JSONL take, checked
     by :func:`ctxsel.inputs.chunk_fields`); strings get ids "0", "1", ... in order.
 

@@ -191,8 +191,10 @@ class TestSpec:
         scores[3] = np.nan
         with pytest.raises(ValueError):
             ctxsel.select(QUESTION, BRIDGE, "top-k@2", scores=scores, expand="links")
+        sel = ctxsel.select(QUESTION, BRIDGE, "top-k@4", scores=scores, expand="links", nan_policy="last")
+        assert len(sel.ids) == 4 and "Sailing" not in sel.ids  # a NaN is ranked last: kept only past the rest
         sel = ctxsel.select(QUESTION, BRIDGE, "top-k@5", scores=scores, expand="links", nan_policy="last")
-        assert len(sel.ids) == 4 and "Sailing" not in sel.ids  # a NaN is ranked last and never kept
+        assert sel.ids[-1] == "Sailing" and sel.scores[-1] is None
 
 
 # --- property: expansion never removes a chunk the first hop kept in its top m ---------------

@@ -519,3 +519,23 @@ def test_invalid_arguments_are_clear():
         client.complete("x", messages=[])
     with pytest.raises(ValueError, match="role"):
         client.complete([{"text": "no role"}])
+
+
+def test_answer_with_a_null_content_reply_is_an_error_not_an_empty_answer(server, tmp_path, capsys):
+    """Issue 45: ``ctxsel answer`` printed an empty answer and exited 0."""
+    from ctxsel.cli.main import main
+
+    doc = tmp_path / "doc.md"
+    doc.write_text("The meteorite weighs three kilograms.\n\nBananas are yellow.\n", encoding="utf-8")
+    body = {"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "length"}]}
+    server.responder = lambda request: Reply(200, body)
+    argv = ["answer", "--document", str(doc), "--question", "How heavy is the meteorite?", "--scorer", "keywords"]
+    rc = main(
+        [*argv, "--reader", server.base_url, "--reader-model", "m", "--reader-mode", "chat", "--llm-cache", "off"]
+    )
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    assert err.startswith(
+        "ctxsel answer: error: the LLM server's reply has no text (content: null, finish_reason 'length')"
+    ), err
+    assert "Traceback" not in err

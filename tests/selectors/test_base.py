@@ -108,8 +108,18 @@ class TestNonFinite:
             ctxsel.select("q", chunks(4), spec, scores=[0.3, 0.2, bad, 0.1])
 
     def test_nan_policy_last_ranks_them_last(self) -> None:
-        sel = ctxsel.select("q", chunks(4), "top-k@4", scores=[math.nan, 0.2, 0.9, -math.inf], nan_policy="last")
-        assert sel.ids == ["c2", "c1"]  # the cut only sees finite scores
+        """ "last" means ranked last: a count (top-k's k) reaches them past the finite ones, in position order."""
+        scores = [math.nan, 0.2, 0.9, -math.inf]
+        sel = ctxsel.select("q", chunks(4), "top-k@4", scores=scores, nan_policy="last")
+        assert sel.ids == ["c2", "c1", "c0", "c3"] and sel.scores == [0.9, 0.2, None, None]
+        assert ctxsel.select("q", chunks(4), "top-k@3", scores=scores, nan_policy="last").ids == ["c2", "c1", "c0"]
+        assert ctxsel.select("q", chunks(4), "top-k@2", scores=scores, nan_policy="last").ids == ["c2", "c1"]
+
+    def test_issue_45_top_k_at_3_keeps_the_nan_chunk_third(self) -> None:
+        sel = ctxsel.select("q", chunks(3), "top-k@3", scores=[0.9, math.nan, 0.5], nan_policy="last")
+        assert sel.ids == ["c0", "c2", "c1"] and sel.explanation == "fixed top-3: kept 3 of 3"
+        sel = ctxsel.select("q", chunks(3), "top-n-tokens@1k", scores=[0.9, math.nan, 0.5], nan_policy="last")
+        assert sel.ids == ["c0", "c2", "c1"]
 
     def test_minus_inf_is_never_the_largest_gap(self) -> None:
         # finite sorted [0.9, 0.5, 0.45]: N=3, tail=floor(2*0.1)=0, gaps [0.4, 0.05] -> i=0, k=1 (B=0).
@@ -150,8 +160,11 @@ class TestNonFinite:
         assert sel.explanation.startswith("no finite scores")
 
     def test_all_non_finite_min_k_zero(self) -> None:
-        sel = ctxsel.select("q", chunks(3), "top-k@2", scores=[math.nan] * 3, nan_policy="last", min_k=0)
+        sel = ctxsel.select("q", chunks(3), "adaptive-k", scores=[math.nan] * 3, nan_policy="last", min_k=0)
         assert sel.ids == []
+        # a count takes them in position order, all being ranked last
+        sel = ctxsel.select("q", chunks(3), "top-k@2", scores=[math.nan] * 3, nan_policy="last", min_k=0)
+        assert sel.ids == ["c0", "c1"]
 
     def test_bad_nan_policy(self) -> None:
         with pytest.raises(ValueError, match="nan_policy must be 'raise' or 'last'"):

@@ -136,24 +136,32 @@ def test_max_tokens_is_a_hard_budget_and_min_k_a_floor(
 @given(
     scores=st.lists(st.one_of(finite, st.sampled_from([math.nan, math.inf, -math.inf])), min_size=1, max_size=30),
 )
-def test_nan_policy_last_never_picks_non_finite_when_finite_exist(spec: str, scores: list[float]) -> None:
+def test_nan_policy_last_ranks_non_finite_after_every_finite_score(spec: str, scores: list[float]) -> None:
+    """ "last" means ranked last: a non-finite chunk comes only after every finite one, never shapes a cut
+    that reads the score curve (adaptive-k, autocut, threshold: kept only through min_k, and never while
+    finite exist), and is kept by a count (top-k, top-n-tokens) only when the count passes the finite ones."""
     chunks = [Chunk(id=f"id{i}", text="t", position=i, n_tokens=1) for i in range(len(scores))]
     n_finite = sum(math.isfinite(s) for s in scores)
     if n_finite < len(scores):
         with pytest.raises(ValueError, match="NaN or infinite"):
             ctxsel.select("q", chunks, spec, scores=scores)
     sel = ctxsel.select("q", chunks, spec, scores=scores, nan_policy="last")
+    counts = getattr(ctxsel.get_selector(spec), "counts_positions", False) or spec == "full"
     if n_finite:
         chosen_bad = [i for i in sel.ids if not math.isfinite(scores[int(i[2:])])]
-        assert chosen_bad == [] or spec == "full"
-        # the finite chunks form the head of the ranking
+        assert chosen_bad == [] or (counts and sel.k > n_finite)
+        # the finite chunks form the head of the ranking, the rest follow in position order
         finite_rank = [
             f"id{i}"
             for i in ranking([s if math.isfinite(s) else -math.inf for s in scores])
             if math.isfinite(scores[i])
         ]
         assert sel.ids[: min(sel.k, n_finite)] == finite_rank[: min(sel.k, n_finite)]
-        if spec != "full":
+        assert (
+            sel.ids[n_finite:]
+            == [f"id{i}" for i, s in enumerate(scores) if not math.isfinite(s)][: max(0, sel.k - n_finite)]
+        )
+        if not counts:
             # non-finite scores take no part in the cut: same result as without those chunks
             keep = [i for i, s in enumerate(scores) if math.isfinite(s)]
             sub = ctxsel.select("q", [chunks[i] for i in keep], spec, scores=[scores[i] for i in keep])

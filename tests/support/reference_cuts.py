@@ -16,6 +16,7 @@ import numpy as np
 
 from ctxsel.errors import InputError
 from ctxsel.selectors.base import NanPolicy
+from ctxsel.types import short_number
 
 
 def rank(scores: np.ndarray, nan_policy: NanPolicy = "raise") -> tuple[np.ndarray, int]:
@@ -105,7 +106,7 @@ def adaptive_k_cut(sel: Any, s: np.ndarray) -> tuple[int, str, dict[str, Any] | 
     if s[0] == s[-1]:
         what = "all scores equal, no gap"
     else:
-        what = f"largest gap {gap:.3f} between ranks {i + 1} and {i + 2}"
+        what = f"largest gap {short_number(gap)} between ranks {i + 1} and {i + 2}"
         if sel.strategy == "moving_avg":
             what = f"largest moving-average (w={sel.window}) drop after rank {i + 1}"
         elif sel.strategy == "2diff_spike" and not note:
@@ -182,10 +183,11 @@ def reference_decide(sel: Any, scores: np.ndarray, n_tokens: np.ndarray) -> tupl
     if sel.name == "full":
         k, explanation = _apply_limits(sel, n, f"full context: all {n} chunks", sorted_tokens, n)
         return order, k, explanation, {}
-    if n_finite == 0:
+    m = n if sel.name in ("top-k", "top-n-tokens") else n_finite  # counts reach the non-finite tail
+    if m == 0:
         k, explanation, meta = 0, "no finite scores: nothing ranked", None
     else:
-        k, explanation, meta = _cut(sel, scores[order[:n_finite]], sorted_tokens[:n_finite])
+        k, explanation, meta = _cut(sel, scores[order[:m]], sorted_tokens[:m])
     k, explanation = _apply_limits(sel, k, explanation, sorted_tokens, n)
     return order, k, explanation, meta or {}
 

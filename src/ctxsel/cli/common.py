@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ctxsel.chunking import DEFAULT_MAX_CHUNK_TOKENS, HEADINGS, chunk_text
+from ctxsel.cli.config_file import one_line
 from ctxsel.errors import InputError
-from ctxsel.inputs import argv_fault, as_int, as_scores, check_question, chunk_fields, scores_count_error, utf8_fault
+from ctxsel.inputs import as_int, as_scores, check_argv, check_question, chunk_fields, scores_count_error, utf8_fault
 from ctxsel.scoring.base import Scorer
 from ctxsel.specs import spec_value
 from ctxsel.types import Chunk, check_unique_ids
@@ -20,10 +21,9 @@ CHUNKINGS = ("paragraphs", "sentences", "tokens", "semantic")
 
 
 def int_at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``low`` (``--limit -3`` is a usage error, not 97 examples), read
-    by the rule of every surface (:func:`ctxsel.inputs.as_int` on the spec grammar's number: 1e3 and
-    5k are integers, 2.5, nan, 1_0 and non-ASCII digits are not)."""
+    """An argparse type: an integer >= ``low`` (``--limit -3`` is a usage error), read as in a spec (1e3, 5k)."""
 
+    @one_line
     def parse(text: str) -> int:
         try:
             value = as_int("value", spec_value(text.strip()))
@@ -34,7 +34,6 @@ def int_at_least(low: int) -> Callable[[str], int]:
         return value
 
     parse.__name__ = "integer"  # argparse names the type in its messages
-    parse.one_line = True  # type: ignore[attr-defined]
     return parse
 
 
@@ -95,12 +94,7 @@ def question_from(args: argparse.Namespace) -> str:
             return check_question(question)
         except ValueError as e:
             raise InputError(f"--question-file {args.question_file}: {e}") from None
-    fault = argv_fault(args.question)
-    if fault is not None:  # the shell passed bytes that are not UTF-8 (a Latin-1 terminal, a file's bytes)
-        raise InputError(
-            f"--question is not valid UTF-8 ({fault}); set a UTF-8 locale, or write the question to a UTF-8 "
-            "file and pass --question-file"
-        )
+    check_argv(args.question, "--question", "write the question to a UTF-8 file and pass --question-file")
     try:
         return check_question(args.question)
     except ValueError as e:
@@ -257,6 +251,7 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+@one_line
 def scorer_spec(value: str) -> str:
     """``--scorer``: a known scorer name, with or without ``[options]`` (checked when parsed)."""
     from ctxsel.scoring import available_scorers, parse_scorer_spec
@@ -270,9 +265,7 @@ def scorer_spec(value: str) -> str:
     return value
 
 
-scorer_spec.one_line = True  # type: ignore[attr-defined]
-
-
+@one_line
 def expansion_spec(value: str, rerank: bool = False) -> str:
     """``--expand``: an expansion spec, or with ``rerank`` ``--rerank``'s ``SCORER@M`` (checked when parsed)."""
     from ctxsel.expansion import parse_expansion
@@ -285,13 +278,10 @@ def expansion_spec(value: str, rerank: bool = False) -> str:
     return value
 
 
+@one_line
 def rerank_spec(value: str) -> str:
     """``--rerank``: ``SCORER@M`` (checked when parsed)."""
     return expansion_spec(value, rerank=True)
-
-
-rerank_spec.one_line = True  # type: ignore[attr-defined]
-expansion_spec.one_line = True  # type: ignore[attr-defined]
 
 
 def make_scorer(
@@ -406,11 +396,8 @@ def load_document_chunks(
                 raise InputError(f"{path}:{i}: not valid JSON ({e.msg})") from None
             if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
                 raise InputError(f"{path}:{i}: expected an object with 'text' (a string) and 'id'")
-            try:  # the one check of a chunk object (ctxsel.inputs), as the Python API and HTTP apply it
-                fields = chunk_fields(obj, len(chunks), default_id=str(len(chunks)), extra=True)
-            except InputError as e:
-                raise type(e)(f"{path}:{i}: {e}") from None
-            chunks.append(Chunk(**fields))
+            n = len(chunks)  # the one check of a chunk object (ctxsel.inputs), as Python and HTTP apply it
+            chunks.append(Chunk(**chunk_fields(obj, n, default_id=str(n), extra=True, where=f"{path}:{i}: ")))
         check_unique_ids(chunks)
     else:
         chunks = chunk_text(

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 CONFIG_FLAG = "--config"
 
@@ -36,6 +36,15 @@ def add_config_argument(p: argparse.ArgumentParser) -> None:
         help='read options from this TOML file (keys: the long options, e.g. methods = "top-k@5,full"); '
         "the command line wins over it",
     )
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def one_line(parse: F) -> F:
+    """Mark an argparse type whose errors are input errors: one line naming the flag, no usage dump."""
+    parse.one_line = True  # type: ignore[attr-defined]
+    return parse
 
 
 class ConfigArgumentParser(argparse.ArgumentParser):

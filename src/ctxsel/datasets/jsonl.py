@@ -98,10 +98,8 @@ def example_from_generic(obj: dict[str, Any], where: str, chunking: Method = "pa
                 c = {"id": str(i), "text": c}
             if not isinstance(c, dict):
                 raise InputError(f"{where}: chunk {i} must be a text or an object with 'text', got {type(c).__name__}")
-            try:  # the one check of a chunk object (ctxsel.inputs); a file's own fields (title, url) may stay
-                fields = chunk_fields(c, i, default_id=str(i), extra=True)
-            except InputError as e:
-                raise type(e)(f"{where}: {e}") from None
+            # the one check of a chunk object (ctxsel.inputs); a file's own fields (title, url) may stay
+            fields = chunk_fields(c, i, default_id=str(i), extra=True, where=f"{where}: ")
             chunks.append(Chunk(**{"doc_id": eid, **fields}))
         check_unique_ids(chunks)
     elif "document" in obj:

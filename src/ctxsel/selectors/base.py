@@ -14,9 +14,13 @@ every method obeys the same conventions:
 
 - ranking: score descending, ties broken by original position (stable);
 - NaN / +-inf scores: ``nan_policy="raise"`` (default) raises an InputError
-  naming the offending positions; ``nan_policy="last"`` ranks non-finite
-  scores after every finite one and keeps them out of the cut computation
-  (so they can never form "the largest gap");
+  naming the offending positions; ``nan_policy="last"`` means *ranked last*:
+  non-finite scores go after every finite one (in position order) and take
+  no part in a cut that reads the score curve (they never form "the largest
+  gap", a jump or a threshold), so adaptive-k, autocut and threshold keep
+  them only through ``min_k``; a cut that is a count of the ranking
+  (top-k's k, top-n-tokens' budget, ``min_k``) reaches them when it goes
+  past the finite ones (top-k@3 with one NaN of 3 keeps all 3, the NaN third);
 - ``min_k`` (default 1) raises k to at least min(min_k, N) (the explanation
   names the min_k asked for, and the cap when it is above N);
 - ``max_tokens`` is a hard budget: the kept prefix of the ranking is cut to
@@ -225,12 +229,17 @@ class ScoreCutSelector(RankingSelector):
     """A method that keeps the top ``k`` of the ranking: it provides :meth:`_cut` (and may
     provide a faster :meth:`_fast_cut`); one file and one registration line make a method."""
 
+    #: True for a method whose cut counts positions of the ranking (top-k, top-n-tokens) instead of
+    #: reading the score curve: under nan_policy="last" its ``_cut`` also gets the non-finite tail
+    #: (scores NaN or infinite, ranked last), so "ranked last" still means "kept when k allows".
+    counts_positions: ClassVar[bool] = False
+
     # -- what subclasses provide ------------------------------------------------
 
     @abstractmethod
     def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
-        """Decide k from finite scores sorted descending (len >= 1) and the
-        token counts of the chunks in the same order."""
+        """Decide k from finite scores sorted descending (len >= 1; with ``counts_positions``, the
+        non-finite ones follow) and the token counts of the chunks in the same order."""
 
     # -- the shared pipeline ----------------------------------------------------
 
@@ -254,14 +263,15 @@ class ScoreCutSelector(RankingSelector):
         if n <= SMALL_N:  # the full stable argsort is as cheap as anything at this size
             order, n_finite = rank(scores, self.nan_policy)
             sorted_tokens = n_tokens[order]
-            if n_finite == 0:
+            m = n if self.counts_positions else n_finite
+            if m == 0:
                 cut = Cut(0, "no finite scores: nothing ranked")
             else:
-                cut = self._cut(scores[order[:n_finite]], sorted_tokens[:n_finite])
+                cut = self._cut(scores[order[:m]], sorted_tokens[:m])
             k, explanation = self._apply_limits(cut.k, cut.explanation, sorted_tokens, n)
             return Decision(order, k, explanation, cut.details)
         view = RankView(scores, self.nan_policy)
-        if view.n_finite == 0:
+        if view.n_finite == 0 and not self.counts_positions:
             cut = Cut(0, "no finite scores: nothing ranked")
         else:
             cut = self._fast_cut(view, n_tokens)

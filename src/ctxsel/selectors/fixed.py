@@ -14,7 +14,9 @@ from ctxsel.selectors.base import Cut, Decision, ScoreCutSelector, rank
 
 
 class TopK(ScoreCutSelector):
-    """The k highest-scoring chunks."""
+    """The k highest-scoring chunks (under nan_policy="last", non-finite ones fill places past the finite)."""
+
+    counts_positions = True
 
     def __init__(self, k: int = 5, **kw: Any) -> None:
         super().__init__(**kw)
@@ -30,7 +32,7 @@ class TopK(ScoreCutSelector):
         return self._top_k(len(sorted_scores))
 
     def _fast_cut(self, view: RankView, n_tokens: np.ndarray) -> Cut:
-        return self._top_k(view.n_finite)  # the ranking's prefix is taken by decide()
+        return self._top_k(view.n)  # the ranking's prefix is taken by decide()
 
     def _top_k(self, n: int) -> Cut:
         k = min(self.k, n)
@@ -44,6 +46,8 @@ class TopNTokens(ScoreCutSelector):
     method itself: the paper's fixed-n retrieval. With the default min_k=1
     the best chunk is kept even if it alone is longer than n.
     """
+
+    counts_positions = True
 
     def __init__(self, n_tokens: int = 5000, **kw: Any) -> None:
         super().__init__(**kw)
@@ -63,7 +67,7 @@ class TopNTokens(ScoreCutSelector):
 
         With token counts >= 0 the running sum never falls, so a prefix whose
         sum passes ``n_tokens`` holds the whole answer."""
-        nf = view.n_finite
+        nf = view.n  # the whole ranking, non-finite scores last (counts_positions)
         t_min = int(n_tokens.min())
         if t_min < 0:  # a falling running sum: the whole ranking decides
             return super()._fast_cut(view, n_tokens)
