@@ -2,7 +2,8 @@
 
 ``dense[model=nomic-v1.5]`` runs nomic-embed-text-v1.5 through llama-cpp-python's embedding mode
 (mean pooling, as the GGUF's metadata says; the backend checks it) at f16 or at Q8_0
-(``backend=llama-f16`` / ``llama-q8_0``; ``auto`` picks :data:`AUTO_QUANT`).
+(``backend=llama-f16`` / ``llama-q8_0``; ``auto`` picks :data:`AUTO_QUANT` where onnxruntime is missing,
+else the ONNX routes of :mod:`ctxsel.scoring.nomic_onnx`).
 
 - Prefixes: nomic was trained with a task name before each text, ``search_query: `` for the
   question and ``search_document: `` for a chunk. The scorer's own ``query_prefix`` /
