@@ -188,7 +188,7 @@ class _Long:
 
 
 def _backend(quantize: bool) -> Any:
-    b = object.__new__(no.NomicOnnxBackend)
+    b: Any = object.__new__(no.NomicOnnxBackend)
     b.gguf, b.dim, b.one_text_per_run, b.max_batch_tokens = NOMIC, None, quantize, 1024
     b.session, b._long = _Session(), _Long()
     b.tokenize = lambda text, special=True: [0] * (len(text.split()) + 2)
