@@ -1,63 +1,170 @@
-"""nomic-embed-text-v1.5's llama.cpp routes (f16, Q8_0) side by side in one run: passages/s and
-CPU-seconds per passage on the first N hotpotqa-long pool paragraphs (each with its
-``search_document: `` prefix), cold, no cache, blocks of 25 interleaved (f16 then Q8_0, then the
-other way round) so a change in the machine's load hits both alike; the 1-minute load average is
-read before each block. Also the lowest cosine between the two routes' vectors.
+"""nomic-embed-text-v1.5's routes side by side in one run: llama.cpp f16 and Q8_0, ONNX Runtime fp32
+(length-sorted batches, and one text a run) and int8 (graph optimisation ``all`` and ``basic``).
 
-    PYTHONPATH=src python benchmarks/nomic_routes.py [--n 200] [--threads 2]
+Passages/s and CPU-seconds per passage on the first N hotpotqa-long pool paragraphs (each with its
+``search_document: `` prefix), cold (the backend's ``encode``, no cache), in blocks interleaved in
+a rotating order so a change in the machine's load hits every route alike; the 1-minute load average
+is read before each block. Also each route's lowest and mean cosine to llama f16 (the reference),
+and the compute floor: nomic's matrix-product work per passage against this machine's float32
+matrix-multiply rate at nomic's shapes.
 
-Prints one JSON object; compare the routes by their ratio, and only within one run.
+    PYTHONPATH=src python -m benchmarks.nomic_routes [--n 80] [--threads 2]
+
+Writes benchmarks/results/nomic_routes.md / .json; compare routes by their ratio, within one run.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
+import sys
 import time
+from typing import Any
 
-import numpy as np
+from benchmarks import _common as C
 
-from ctxsel.datasets.hotpotqa import load_hotpotqa_long
-from ctxsel.scoring.llama_embed import LlamaEmbedBackend
-
-BLOCK = 25
+BLOCK = 20
 
 
-def main() -> None:
+def encoder_flops(lengths: list[int], layers: int = 12, hidden: int = 768, ff: int = 3072) -> float:
+    """Multiply-add work (2 FLOP each) of nomic-bert over texts of these token lengths: per layer the
+    fused Q/K/V and output projections (4 L H^2 MACs), SwiGLU's up, gate and down (3 L H F) and the
+    attention scores and mix (2 L^2 H); norms, rotary, softmax and pooling left out: a lower bound."""
+    return float(sum(2 * layers * (4 * n * hidden**2 + 3 * n * hidden * ff + 2 * n * n * hidden) for n in lengths))
+
+
+def matmul_gflops(threads: int, repeats: int = 15) -> tuple[float, float]:
+    """This machine's float32 matrix-multiply rate (torch) at nomic's feed-forward shape, 512 tokens x
+    768 x 3,072: the best GFLOP per wall second with ``threads`` threads, and the best GFLOP per CPU
+    second (less hurt by other jobs: the floor on a busy machine)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    a, b = torch.randn(512, 768), torch.randn(768, 3072)
+    a @ b
+    best_wall = best_cpu = float("inf")
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(4):
+            a @ b
+        best_wall = min(best_wall, time.perf_counter() - t0)
+        best_cpu = min(best_cpu, time.process_time() - c0)
+    work = 4 * 2 * 512 * 768 * 3072 / 1e9
+    return work / best_wall, work / max(best_cpu, 1e-9)
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=200)
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
+    ap.add_argument("--n", type=int, default=80)
+    C.add_common_args(ap)
+    args = ap.parse_args(argv)
+    thread_info = C.setup_threads(args.threads)
+    info = C.machine_info(thread_info, ("numpy", "onnxruntime", "llama_cpp_python", "torch"))
+    import numpy as np
+
+    from ctxsel.datasets.hotpotqa import load_hotpotqa_long
+    from ctxsel.scoring.llama_embed import LlamaEmbedBackend
+    from ctxsel.scoring.nomic_onnx import NomicOnnxBackend
+
     texts = list(dict.fromkeys(c.text for ex in load_hotpotqa_long() for c in ex.chunks))[: args.n]
     texts = ["search_document: " + t for t in texts]
-    backs = {q: LlamaEmbedBackend("nomic-v1.5", q, num_threads=args.threads) for q in ("f16", "q8_0")}
-    wall = dict.fromkeys(backs, 0.0)
-    cpu = dict.fromkeys(backs, 0.0)
-    vecs: dict[str, list[np.ndarray]] = {q: [] for q in backs}
-    loads = []
-    for start in range(0, len(texts), BLOCK):
+    t = args.threads
+    backs: dict[str, Any] = {}
+    load_s: dict[str, float] = {}
+    for name, make in (
+        ("llama f16", lambda: LlamaEmbedBackend("nomic-v1.5", "f16", num_threads=t)),
+        ("llama Q8_0", lambda: LlamaEmbedBackend("nomic-v1.5", "q8_0", num_threads=t)),
+        ("onnx fp32, sorted batches", lambda: NomicOnnxBackend("nomic-v1.5", quantize=False, num_threads=t)),
+        ("onnx int8", lambda: NomicOnnxBackend("nomic-v1.5", quantize=True, num_threads=t)),
+        (
+            "onnx int8, basic graph opt.",
+            lambda: NomicOnnxBackend("nomic-v1.5", quantize=True, num_threads=t, opt_level="basic"),
+        ),
+    ):
+        t0 = time.perf_counter()
+        backs[name] = make()
+        load_s[name] = time.perf_counter() - t0
+    backs["onnx fp32, one text a run"] = backs["onnx fp32, sorted batches"]
+    batch = {name: 1 if "one text" in name else 32 for name in backs}
+    names = list(backs)
+    wall = dict.fromkeys(names, 0.0)
+    cpu = dict.fromkeys(names, 0.0)
+    vecs: dict[str, list[np.ndarray]] = {q: [] for q in names}
+    loads: list[float] = []
+    for k, start in enumerate(range(0, len(texts), BLOCK)):
         block = texts[start : start + BLOCK]
-        for q in ("f16", "q8_0") if (start // BLOCK) % 2 == 0 else ("q8_0", "f16"):
-            loads.append(os.getloadavg()[0])
+        for name in names[k % len(names) :] + names[: k % len(names)]:
+            la = C.loadavg()
+            loads.append(la[0] if la else float("nan"))
+            print(f"block {k}, {name} (load {loads[-1]})", file=sys.stderr)
             t0, c0 = time.perf_counter(), time.process_time()
-            vecs[q].append(backs[q].encode(block, batch_size=32))
-            wall[q] += time.perf_counter() - t0
-            cpu[q] += time.process_time() - c0
-    a, b = np.concatenate(vecs["f16"]), np.concatenate(vecs["q8_0"])
+            vecs[name].append(backs[name].encode(block, batch_size=batch[name]))
+            wall[name] += time.perf_counter() - t0
+            cpu[name] += time.process_time() - c0
+    ref = np.concatenate(vecs["llama f16"])
     n = len(texts)
-    out = {
-        "n": n,
-        "threads": args.threads,
-        "tokens": sum(len(backs["f16"].tokenize(t)) for t in texts),
-        "load_1min_min_max_mean": [min(loads), max(loads), sum(loads) / len(loads)],
-        **{f"{q}_passages_per_s": n / wall[q] for q in backs},
-        **{f"{q}_cpu_s_per_passage": cpu[q] / n for q in backs},
-        "q8_over_f16_speed": wall["f16"] / wall["q8_0"],
-        "min_cosine_f16_q8": float((a * b).sum(1).min()),
+    tokens = [len(backs["llama f16"].tokenize(x)) for x in texts]
+    rate, rate_cpu = matmul_gflops(args.threads)
+    flop = encoder_flops(tokens) / n
+    rows = {}
+    for name in names:
+        cos = (np.concatenate(vecs[name]) * ref).sum(1)
+        rows[name] = {
+            "passages_per_s": n / wall[name],
+            "cpu_s_per_passage": cpu[name] / n,
+            "min_cos_f16": float(cos.min()),
+            "mean_cos_f16": float(cos.mean()),
+            "load_s": load_s.get(name, 0.0),
+        }
+    info["loadavg_end"] = C.loadavg()
+    floor = {
+        "gflop_per_passage": flop / 1e9,
+        "fp32_matmul_gflops_wall": rate,
+        "fp32_matmul_gflop_per_cpu_s": rate_cpu,
+        "max_passages_per_s_fp32": rate * 1e9 / flop,
+        "min_cpu_s_per_passage_fp32": flop / (rate_cpu * 1e9),
     }
-    print(json.dumps(out, indent=1))
+    fastest = max(rows, key=lambda r: rows[r]["passages_per_s"])
+    notes = [
+        f"Passages: the first {n} hotpotqa-long pool paragraphs with `search_document: `; tokens mean "
+        f"{np.mean(tokens):.0f} (max {max(tokens)}), [CLS] and [SEP] included.",
+        f"Blocks of {BLOCK} passages, routes in a rotating order; 1-minute load average over the blocks: "
+        f"min {min(loads):.2f}, max {max(loads):.2f}, mean {np.mean(loads):.2f}.",
+        "Cold: each route's `encode` on texts it has not seen (no embedding cache); CPU-s = this process's CPU "
+        "time, less sensitive to other jobs than wall time. int8 reads one text a run (see ctxsel.scoring.nomic_onnx).",
+    ]
+    table = C.md_table(
+        ["route", "passages/s", "CPU-s / passage", "min cos to f16", "mean cos to f16", "load (s)"],
+        [
+            [
+                f"`{name}`",
+                f"{r['passages_per_s']:.2f}",
+                f"{r['cpu_s_per_passage']:.3f}",
+                f"{r['min_cos_f16']:.4f}",
+                f"{r['mean_cos_f16']:.4f}",
+                f"{r['load_s']:.1f}",
+            ]
+            for name, r in rows.items()
+        ],
+        ["l", "r", "r", "r", "r", "r"],
+    )
+    md = (
+        C.header_md("nomic-embed-text-v1.5: routes side by side", info, notes)
+        + "\n"
+        + table
+        + "\n\nFastest route in this run: **"
+        + fastest
+        + f"**. Compute floor: nomic's matrix products need at least {floor['gflop_per_passage']:.2f} GFLOP per "
+        f"passage here, and this machine multiplies float32 matrices of nomic's shapes at {rate:.0f} GFLOP/s "
+        f"with {args.threads} threads at best (torch; {rate_cpu:.0f} GFLOP per CPU-second), so no float32 route "
+        f"can pass **{floor['max_passages_per_s_fp32']:.1f} passages/s** in this run, nor spend less than "
+        f"**{floor['min_cpu_s_per_passage_fp32']:.3f} CPU-s per passage** (int8 with VNNI can go below it: four "
+        "8-bit products per 32-bit lane).\n"
+    )
+    md_path, _ = C.write_report("nomic_routes", args.out, md, {"info": info, "rows": rows, "floor": floor, "n": n})
+    print(md)
+    print(f"wrote {md_path}", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

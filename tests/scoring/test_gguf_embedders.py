@@ -167,7 +167,7 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> _Recorder:
 
 @pytest.mark.parametrize("cache", [True, False])
 def test_prefixes_are_applied_exactly_once(recorder: _Recorder, cache: bool) -> None:
-    scorer = get_scorer("dense[model=nomic-v1.5]", cache=cache)
+    scorer = get_scorer("dense[model=nomic-v1.5,backend=llama-f16]", cache=cache)
     assert scorer.model_id == "nomic-v1.5|llama-f16"  # type: ignore[attr-defined]
     chunks = [Chunk(id="a", text="Paris is in France."), Chunk(id="b", text="search_document: already prefixed")]
     first = scorer.score("Where is Paris?", chunks)
@@ -247,11 +247,12 @@ def test_matryoshka_layer_norm_then_cut_then_unit_length() -> None:
 
 
 def test_dim_is_checked_and_names_its_own_cache_entries(recorder: _Recorder) -> None:
-    assert get_scorer("dense[model=nomic-v1.5,dim=256]").model_id == "nomic-v1.5|llama-f16|dim=256"  # type: ignore[attr-defined]
+    spec = "dense[model=nomic-v1.5,backend=llama-f16,dim=256]"
+    assert get_scorer(spec).model_id == "nomic-v1.5|llama-f16|dim=256"  # type: ignore[attr-defined]
     assert get_scorer("dense[model=nomic-v1.5,backend=llama-q8_0]").model_id == "nomic-v1.5|llama-q8_0"  # type: ignore[attr-defined]
     with pytest.raises(InputError, match="dim must be one of 768, 512, 256"):
         get_scorer("dense[model=nomic-v1.5,dim=300]")
-    with pytest.raises(InputError, match="backend must be auto, llama-f16, llama-q8_0"):
-        get_scorer("dense[model=nomic-v1.5,backend=onnx]")
+    with pytest.raises(InputError, match="backend must be auto, llama-f16, llama-q8_0, onnx, onnx-int8"):
+        get_scorer("dense[model=nomic-v1.5,backend=torch]")
     with pytest.raises(InputError, match="dim= is for Matryoshka GGUF embedders"):
         dense_module.DenseScorer(model="/some/minilm/folder", dim=256, backend="torch")

@@ -38,7 +38,8 @@ from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.inputs import as_int
 from ctxsel.scoring.cache import EmbeddingCache, text_key
 from ctxsel.scoring.gguf_embedders import get_embedder, require_embedder
-from ctxsel.scoring.llama_embed import LlamaEmbedBackend, gguf_options, once, resolve_llama_backend
+from ctxsel.scoring.llama_embed import LlamaEmbedBackend, gguf_options, once
+from ctxsel.scoring.nomic_onnx import NomicOnnxBackend, resolve_gguf_backend, route_id
 from ctxsel.scoring.windows import LONG_CHUNKS, ModelWindow, truncation_note, warn_truncation
 from ctxsel.types import Chunk
 
@@ -161,7 +162,7 @@ def resolve_backend(backend: str | None, model: str | None = None, device: str =
     """``auto``/None -> the concrete backend ``DenseScorer`` will use; anything else is checked."""
     name = (backend or "auto").strip().lower()
     if get_embedder(model or "") is not None:
-        return resolve_llama_backend(name, str(model))
+        return resolve_gguf_backend(name, str(model))
     if name == "auto":
         if device != "cpu" or model not in (None, DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
             return "torch"  # the ONNX path is measured for the bundled MiniLM on the CPU only
@@ -182,6 +183,8 @@ def load_backend(
 ) -> EmbeddingBackend:
     if backend.startswith("llama-"):
         return LlamaEmbedBackend(model_path, backend.removeprefix("llama-"), dim=dim, num_threads=num_threads)
+    if get_embedder(model_path) is not None:
+        return NomicOnnxBackend(model_path, quantize=backend == "onnx-int8", dim=dim, num_threads=num_threads)
     if backend == "torch":
         return TorchBackend(model_path, device=device, num_threads=num_threads)
     if device != "cpu":
@@ -195,8 +198,9 @@ def vector_id(model_id: str, backend: str, dim: int | None = None) -> str:
     """What identifies the vectors (cache keys, result files): the model, plus the backend when its
     vectors differ from torch's. ONNX fp32 matches torch within ~1e-6 and shares its entries; a GGUF
     embedder's vectors are named by their quantisation and Matryoshka dimension."""
-    if backend.startswith("llama-"):
-        return f"{model_id}|{backend}" + (f"|dim={dim}" if dim else "")
+    if get_embedder(model_id) is not None:
+        route = backend if backend.startswith("llama-") else route_id(backend)
+        return f"{model_id}|{route}" + (f"|dim={dim}" if dim else "")
     if backend == "onnx-int8":
         from ctxsel.scoring.onnx_backend import INT8_ID
 

@@ -2,7 +2,8 @@
 
 ``dense[model=nomic-v1.5]`` runs nomic-embed-text-v1.5 through llama-cpp-python's embedding mode
 (mean pooling, as the GGUF's metadata says; the backend checks it) at f16 or at Q8_0
-(``backend=llama-f16`` / ``llama-q8_0``; ``auto`` picks :data:`AUTO_QUANT`).
+(``backend=llama-f16`` / ``llama-q8_0``; ``auto`` picks :data:`AUTO_QUANT` where onnxruntime is missing,
+else the ONNX routes of :mod:`ctxsel.scoring.nomic_onnx`).
 
 - Prefixes: nomic was trained with a task name before each text, ``search_query: `` for the
   question and ``search_document: `` for a chunk. The scorer's own ``query_prefix`` /
@@ -59,7 +60,7 @@ def gguf_options(
     """The prefixes a dense scorer over ``model`` uses, after checking ``dim`` (a prefix given by the
     caller wins; nomic's own are the default)."""
     gguf = get_embedder(model or "")
-    if gguf is None or not backend.startswith("llama-"):
+    if gguf is None:
         if dim is not None:
             raise InputError(f"dim= is for Matryoshka GGUF embedders ({', '.join(EMBEDDERS)}), not {model!r}")
         return query_prefix, document_prefix
@@ -68,12 +69,13 @@ def gguf_options(
     return query_prefix or gguf.query_prefix, document_prefix or gguf.document_prefix
 
 
-def resolve_llama_backend(name: str, model: str) -> str:
-    """The concrete llama backend for a GGUF embedder (``auto`` -> :data:`AUTO_QUANT`)."""
+def resolve_llama_backend(name: str, model: str, others: tuple[str, ...] = ()) -> str:
+    """The concrete llama backend for a GGUF embedder (``auto`` -> :data:`AUTO_QUANT`); ``others``:
+    further backend names accepted as they are (the ONNX routes)."""
     if name == "auto":
         return f"llama-{AUTO_QUANT}"
-    if name not in LLAMA_BACKENDS:
-        raise InputError(f"{model} runs on llama.cpp: backend must be auto, {', '.join(LLAMA_BACKENDS)}; got {name!r}")
+    if name not in LLAMA_BACKENDS + others:
+        raise InputError(f"{model}: backend must be auto, {', '.join(LLAMA_BACKENDS + others)}; got {name!r}")
     return name
 
 
@@ -88,7 +90,7 @@ def matryoshka(vecs: np.ndarray, dim: int | None) -> np.ndarray:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet_stderr() -> Iterator[None]:
     """llama.cpp writes its load log to the C stderr; keep it out of a CLI's output."""
     try:
         fd = os.dup(2)
@@ -164,7 +166,7 @@ class LlamaEmbedBackend:
     def _context(self, n_ctx: int, **rope: Any) -> Any:
         from llama_cpp import Llama
 
-        with _quiet():
+        with quiet_stderr():
             return Llama(
                 str(self.path),
                 embedding=True,
@@ -227,5 +229,6 @@ __all__ = [
     "gguf_options",
     "matryoshka",
     "once",
+    "quiet_stderr",
     "resolve_llama_backend",
 ]

@@ -172,17 +172,22 @@ def export_dir(model_path: str | Path, quantize: bool = False) -> Path:
     cannot be written (one warning a process): that folder all the same when it already holds the
     file wanted (``model_int8.onnx`` with ``quantize``, else ``model.onnx``), else the same name in
     this user's temporary folder."""
-    name = export_name(model_path)
+    return cached_export_dir(export_name(model_path), "model_int8.onnx" if quantize else "model.onnx")
+
+
+def cached_export_dir(name: str, wanted: str) -> Path:
+    """``<cache folder>/onnx/<name>``; where the cache folder cannot be written, that folder all the
+    same when it already holds ``wanted``, else the same name in this user's temporary folder."""
     writable = writable_cache_dir("onnx")
     if writable is not None:
         return writable / name
     ready = find_cached("onnx", name)
-    if ready is not None and (ready / ("model_int8.onnx" if quantize else "model.onnx")).is_file():
+    if ready is not None and (ready / wanted).is_file():
         return ready
     return temp_files_dir("onnx") / name
 
 
-def _atomic_target(dest: Path) -> Path:
+def atomic_target(dest: Path) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=dest.name + ".", suffix=".tmp", dir=dest.parent)
     os.close(fd)
@@ -190,7 +195,7 @@ def _atomic_target(dest: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet() -> Iterator[None]:
     """Export and quantisation warn a lot (tracer warnings, "consider pre-processing"): none is actionable."""
     loggers = [logging.getLogger(n) for n in ("", "onnxruntime", "onnxruntime.transformers", "transformers")]
     levels = [lg.level for lg in loggers]
@@ -256,10 +261,10 @@ def export_onnx(model_path: str | Path, dest: Path) -> Path:
     tok = _tokenizer(Tokenizer, info)
     ids, mask, types = _pad([tok.encode(t) for t in ("a short example", "a somewhat longer example text")])
     args = tuple(torch.from_numpy(a) for a in (ids, mask, types))
-    raw = _atomic_target(dest.with_name(dest.stem + "-raw.onnx"))
-    tmp = _atomic_target(dest)
+    raw = atomic_target(dest.with_name(dest.stem + "-raw.onnx"))
+    tmp = atomic_target(dest)
     try:
-        with _quiet(), torch.no_grad():
+        with quiet(), torch.no_grad():
             torch.onnx.export(
                 MeanPoolNormalize(encoder),
                 args,
@@ -280,7 +285,7 @@ def export_onnx(model_path: str | Path, dest: Path) -> Path:
         try:
             from onnxruntime.transformers.optimizer import optimize_model
 
-            with _quiet():
+            with quiet():
                 fused = optimize_model(
                     str(raw),
                     model_type="bert",
@@ -299,8 +304,9 @@ def export_onnx(model_path: str | Path, dest: Path) -> Path:
     return dest
 
 
-def quantize_int8(src: Path, dest: Path) -> Path:
-    """Dynamic int8 quantisation of ``src``'s weights (per output channel) into ``dest``, atomically.
+def quantize_int8(src: Path, dest: Path, **options: Any) -> Path:
+    """Dynamic int8 quantisation of ``src``'s weights (per output channel) into ``dest``, atomically;
+    ``options`` go to ``quantize_dynamic`` (``op_types_to_quantize``, ``nodes_to_exclude``).
 
     Per-channel weights keep the vectors much closer to fp32 than per-tensor ones (cosine >= 0.987
     against >= 0.90 on the hotpotqa-long paragraphs) at the same speed.
@@ -308,16 +314,17 @@ def quantize_int8(src: Path, dest: Path) -> Path:
     require_onnxruntime()
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    tmp = _atomic_target(dest)
+    tmp = atomic_target(dest)
     try:
-        with _quiet():
+        with quiet():
             quantize_dynamic(
                 str(src),
                 str(tmp),
                 weight_type=QuantType.QInt8,
                 per_channel=True,
-                extra_options={"DefaultTensorType": 1},
-            )  # 1 = FLOAT, for the fused ops' outputs
+                extra_options={"DefaultTensorType": 1},  # 1 = FLOAT, for the fused ops' outputs
+                **options,
+            )
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
     finally:
@@ -337,6 +344,38 @@ def ensure_onnx_model(model_path: str | Path, quantize: bool = False) -> Path:
     if quantize:
         quantize_int8(fp32, wanted)
     return wanted
+
+
+def cpu_session(path: Path, num_threads: int, *, allow_spinning: bool = False, opt_level: str = "all") -> Any:
+    """An ONNX Runtime CPU session: ``num_threads`` intra-op threads, one op at a time; ``opt_level``:
+    ``basic``, ``extended`` or ``all`` graph optimisations."""
+    ort = require_onnxruntime()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = num_threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    levels = {
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }
+    so.graph_optimization_level = levels[opt_level]
+    # Spinning worker threads burn CPU between ops; on a shared machine they slow everyone down.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
+    so.log_severity_level = 3
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def batches(lengths: list[int], order: list[int], batch_size: int, max_batch_tokens: int) -> Iterator[list[int]]:
+    """Consecutive runs of the length-sorted ``order``: at most ``batch_size`` texts and at most
+    ``max_batch_tokens`` padded tokens each (one text at least)."""
+    start = 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and end - start < batch_size and (end - start + 1) * lengths[end] <= max_batch_tokens:
+            end += 1
+        yield order[start:end]
+        start = end
 
 
 # -- tokenising and batching ----------------------------------------------------------------------------------
@@ -374,7 +413,7 @@ class OnnxBackend:
         allow_spinning: bool = False,
         max_batch_tokens: int = MAX_BATCH_TOKENS,
     ) -> None:
-        ort = require_onnxruntime()
+        require_onnxruntime()
         from tokenizers import Tokenizer
 
         self.name = "onnx-int8" if quantize else "onnx"
@@ -385,31 +424,11 @@ class OnnxBackend:
         self.path = ensure_onnx_model(model_path, quantize)
         self.tokenizer = _tokenizer(Tokenizer, info)
         self.num_threads = num_threads or default_threads()
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = self.num_threads
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Spinning worker threads burn CPU between ops; on a shared machine they slow everyone down.
-        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
-        so.log_severity_level = 3
-        self.session = ort.InferenceSession(str(self.path), so, providers=["CPUExecutionProvider"])
+        self.session = cpu_session(self.path, self.num_threads, allow_spinning=allow_spinning)
         self._inputs = {i.name for i in self.session.get_inputs()}
 
     def _batches(self, lengths: list[int], order: list[int], batch_size: int) -> Iterator[list[int]]:
-        """Consecutive runs of the length-sorted ``order``: at most ``batch_size`` texts and at most
-        ``max_batch_tokens`` padded tokens each (one text at least)."""
-        start = 0
-        while start < len(order):
-            end = start + 1
-            while (
-                end < len(order)
-                and end - start < batch_size
-                and (end - start + 1) * lengths[end] <= self.max_batch_tokens
-            ):
-                end += 1
-            yield order[start:end]
-            start = end
+        return batches(lengths, order, batch_size, self.max_batch_tokens)
 
     def tokenize(self, texts: Sequence[str]) -> list[Any]:
         return list(self.tokenizer.encode_batch(list(texts), add_special_tokens=True))
@@ -445,7 +464,11 @@ class OnnxBackend:
 __all__ = [
     "INT8_ID",
     "OnnxBackend",
+    "atomic_target",
+    "batches",
+    "cached_export_dir",
     "cpu_flags",
+    "cpu_session",
     "default_threads",
     "ensure_onnx_model",
     "export_dir",
@@ -453,5 +476,6 @@ __all__ = [
     "export_onnx",
     "has_int8_dot",
     "quantize_int8",
+    "quiet",
     "require_onnxruntime",
 ]
