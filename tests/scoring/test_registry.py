@@ -45,7 +45,7 @@ def test_a_preset_resolves_to_its_scorer_and_given_options_override_its_own() ->
 
 def test_fast_is_the_default_dense_scorer() -> None:
     fast, dense = get_scorer("fast"), get_scorer("dense")
-    assert isinstance(fast, DenseScorer)
+    assert isinstance(fast, DenseScorer) and isinstance(dense, DenseScorer)
     assert fast.model_id == dense.model_id and fast.backend == dense.backend
 
 
@@ -53,7 +53,8 @@ def test_fast_is_the_default_dense_scorer() -> None:
 def test_accurate_is_nomic_and_takes_options() -> None:
     s = get_scorer("accurate[backend=llama-q8_0]")
     assert isinstance(s, DenseScorer) and s.model_id == "nomic-v1.5|llama-q8_0"
-    assert get_scorer("accurate", dim=256, backend="llama-q8_0").model_id == "nomic-v1.5|llama-q8_0|dim=256"
+    small = get_scorer("accurate", dim=256, backend="llama-q8_0")
+    assert isinstance(small, DenseScorer) and small.model_id == "nomic-v1.5|llama-q8_0|dim=256"
 
 
 @pytest.mark.parametrize(
@@ -115,7 +116,9 @@ def test_the_service_takes_a_preset_and_refuses_an_unknown_name() -> None:
     from ctxsel.service.service import Service
 
     scorer = Service(ServiceSettings(scorer="fast")).scorer()
-    assert isinstance(scorer, DenseScorer) and scorer.model_id == get_scorer("dense").model_id
+    dense = get_scorer("dense")
+    assert isinstance(scorer, DenseScorer) and isinstance(dense, DenseScorer)
+    assert scorer.model_id == dense.model_id
     ServiceSettings(scorer="accurate")  # accepted; the model loads when the server warms up
     with pytest.raises(ValueError, match="unknown scorer 'acurate'; choose dense, bm25, keywords, hybrid, fast"):
         ServiceSettings(scorer="acurate")
