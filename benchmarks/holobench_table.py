@@ -60,6 +60,17 @@ def _k(n: int) -> str:
     return f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
 
+def scorer_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """--model and --threads for a scorer with a dense part (a preset such as ``accurate`` included)."""
+    from ctxsel.scoring import parse_scorer_spec
+    from ctxsel.scoring.registry import base_scorer
+
+    name, _ = parse_scorer_spec(args.scorer)
+    if base_scorer(name) not in ("dense", "hybrid"):
+        return {}
+    return {"model": args.model, "num_threads": args.threads, "show_progress": False}
+
+
 def run(args: argparse.Namespace) -> dict[int, dict[str, Any]]:
     from ctxsel.datasets.holobench import build_corpus, make_examples, write_jsonl
     from ctxsel.datasets.jsonl import load_jsonl
@@ -68,12 +79,14 @@ def run(args: argparse.Namespace) -> dict[int, dict[str, Any]]:
 
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
-    scorer: Any = get_scorer("dense", model=args.model, num_threads=args.threads, show_progress=False)
+    scorer: Any = get_scorer(args.scorer, **scorer_flags(args))
+    args.scorer_id = getattr(scorer, "model_id", args.scorer)  # the report names the model and route
     t0 = time.perf_counter()
     sentences = [s for table in build_corpus(args.seed).sentences.values() for s in table]
     for start in range(0, len(sentences), 1000):  # a fixed batching, so a fresh cache gets the same vectors
         scorer.embed(sentences[start : start + 1000])
-    print(f"{len(sentences)} sentences embedded or found cached, {time.perf_counter() - t0:.0f}s", file=sys.stderr)
+    args.embed_seconds = time.perf_counter() - t0
+    print(f"{len(sentences)} sentences embedded or found cached, {args.embed_seconds:.0f}s", file=sys.stderr)
     out: dict[int, dict[str, Any]] = {}
     for info in args.info_amounts:
         t0 = time.perf_counter()
@@ -113,7 +126,7 @@ def markdown(results: dict[int, dict[str, Any]], args: argparse.Namespace, info:
         (
             f"Sets: seed {args.seed}, {_k(args.size)}-token contexts, merge strategy `{args.strategy}`, "
             f"relevance `{args.relevance}`, {', '.join(str(results[i]['n']) for i in infos)} queries; "
-            f"scorer dense ({args.model or 'all-MiniLM-L6-v2, bundled'})"
+            f"scorer `{args.scorer}`" + (f" ({args.model})" if args.model else f" (`{getattr(args, 'scorer_id', '')}`)")
         ),
         (
             "Recall = context recall % (share of the relevant sentences selected, mean over queries); "
@@ -236,7 +249,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--strategy", default="uniform")
     p.add_argument("--relevance", default="rows")
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated method specs")
-    p.add_argument("--model", default=None, help="embedding model (default: bundled all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--scorer",
+        default="dense",
+        help="scorer spec or preset: dense (default, the bundled MiniLM), accurate (nomic-embed-text-v1.5), "
+        "hybrid[...], bm25",
+    )
+    p.add_argument("--model", default=None, help="embedding model (default: the scorer's own)")
     p.add_argument("--plot-only", action="store_true", help="redraw OUT/NAME.png from OUT/NAME.json and stop")
     return p.parse_args(argv)
 

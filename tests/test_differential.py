@@ -393,7 +393,6 @@ def test_row_zero_width_question_is_empty(question: str, server: LoopbackServer,
     assert all(v.key == ("question", "is empty") for v in vs), vs
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45 row 'nan_policy last' (h45-inputs)")
 def test_row_nan_policy_last_ranks_nan_last(server: LoopbackServer, folder: Path) -> None:
     req = Request(QUESTION, CHUNKS, "top-k[k=3,nan_policy=last]", scores=(Raw("NaN", math.nan), 0.9, 0.5))
     vs = check(req, server, folder)

@@ -569,7 +569,7 @@ def test_a_port_in_use_is_a_one_line_error() -> None:
         ({"max_body_bytes": 0}, "max_body_bytes must be a positive integer"),
         ({"deadline_s": float("inf")}, "deadline_s must be a positive number"),
         ({"max_concurrency": 0}, "max_concurrency must be an integer >= 1"),
-        ({"scorer": "magic"}, "scorer must be dense, bm25 or keywords"),
+        ({"scorer": "magic"}, "unknown scorer 'magic'; choose dense"),
     ],
 )
 def test_bad_settings_are_refused(kw: dict[str, Any], message: str) -> None:

@@ -209,7 +209,8 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
         default="dense",
         type=scorer_spec,
         help="how chunks are scored: dense (default), bm25, keywords, or hybrid (dense + BM25; options as "
-        "hybrid[dense=1,bm25=0.25,fusion=minmax|rrf])",
+        "hybrid[dense=1,bm25=0.25,fusion=minmax|rrf]); presets: fast (= dense, the bundled MiniLM) and "
+        "accurate (= dense[model=nomic-v1.5]: higher recall, far slower; see ctxsel env)",
     )
     p.add_argument(
         "--expand",
@@ -237,9 +238,10 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--backend",
         default="auto",
-        choices=["auto", "torch", "onnx", "onnx-int8"],
-        help="how the dense scorer runs the model (default auto: for the bundled MiniLM with onnxruntime "
-        "installed, ONNX Runtime int8 on a CPU with VNNI and fp32 elsewhere; else torch)",
+        help="how the dense scorer runs the model: auto (default), torch, onnx or onnx-int8 for MiniLM and "
+        "sentence-transformers models; auto, llama-f16 or llama-q8_0 for GGUF embedders (nomic-v1.5); "
+        "checked against the model when the scorer is built. auto: for the bundled MiniLM with "
+        "onnxruntime installed, ONNX Runtime int8 on a CPU with VNNI and fp32 elsewhere; else torch",
     )
     p.add_argument(
         "--long-chunks",
@@ -291,10 +293,11 @@ def make_scorer(
     in the ``--expand`` stage if given (``rerank``, ``expand`` override the flags). The dense flags (--model,
     --threads, --backend) go to a dense scorer and a hybrid's dense part; the second stage gets --threads."""
     from ctxsel.scoring import get_scorer, parse_scorer_spec
+    from ctxsel.scoring.registry import base_scorer
 
     spec = spec or args.scorer
     name, options = parse_scorer_spec(spec)
-    if name in ("dense", "hybrid"):
+    if base_scorer(name) in ("dense", "hybrid"):  # a preset's own options win over flags left at None
         dense_flags = {
             "model": args.model,
             "num_threads": args.threads,

@@ -1,6 +1,7 @@
 """Show what is installed and which models are found offline.
 
-ctxsel env           # packages, extras, the default reader, local models, bundled policies, the cache folder
+ctxsel env           # packages, extras, scorers and presets, the default reader, local models, bundled
+                     # policies, the cache folder
 ctxsel env --json    # the same as one JSON object
 """
 
@@ -70,6 +71,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def scorers() -> dict[str, dict[str, object]]:
+    """Every scorer name ``--scorer`` takes; a preset with the spec it stands for and whether its model
+    is here (an embedder's parts installed or its file assembled)."""
+    from ctxsel.scoring.gguf_embedders import embedder_ready
+    from ctxsel.scoring.registry import available_scorers, resolve_preset
+
+    out: dict[str, dict[str, object]] = {}
+    for name, info in available_scorers().items():
+        entry: dict[str, object] = {"summary": info.summary, "preset": info.preset}
+        if info.preset is not None:
+            _, options = resolve_preset(name, {})
+            model = options.get("model")
+            entry["ready"] = embedder_ready(model) if isinstance(model, str) else None
+        out[name] = entry
+    return out
+
+
 def collect() -> dict[str, object]:
     from ctxsel._version import __version__
     from ctxsel.bundled import describe_all
@@ -110,6 +128,7 @@ def collect() -> dict[str, object]:
         "cpus": os.cpu_count(),
         "packages": pkgs,
         "models": {"all-MiniLM-L6-v2 (bundled)": str(model) if model and model.exists() else None},
+        "scorers": scorers(),
         "local_llms": llms,
         "reader": reader,
         "extras": extras,
@@ -135,6 +154,13 @@ def run(args: argparse.Namespace) -> int:
     print("models found offline:")
     for name, path in cast(dict[str, Any], info["models"]).items():
         print(f"  {name:<30} {path or 'not found'}")
+    print("scorers (--scorer NAME; presets name a spec):")
+    for name, sc in cast(dict[str, Any], info["scorers"]).items():
+        if sc["preset"] is None:
+            print(f"  {name:<10} {sc['summary']}")
+            continue
+        state = {True: "", False: ", NOT INSTALLED (see docs/guide/install.md)", None: ""}[sc["ready"]]
+        print(f"  {name:<10} = {sc['preset']}: {sc['summary']}{state}")
     print("local LLMs (--reader local:NAME):")
     for name, title in cast(dict[str, Any], info["local_llms"]).items():
         print(f"  {name:<30} {title or 'not installed'}")

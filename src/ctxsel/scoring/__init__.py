@@ -12,7 +12,16 @@ from typing import Any
 
 from ctxsel.errors import InputError, SpecError
 from ctxsel.scoring.base import Scorer
-from ctxsel.scoring.registry import ScorerInfo, available_scorers, register_scorer, scorer_class, scorer_options
+from ctxsel.scoring.registry import (
+    PRESETS,
+    ScorerInfo,
+    available_scorers,
+    register_preset,
+    register_scorer,
+    resolve_preset,
+    scorer_class,
+    scorer_options,
+)
 from ctxsel.specs import parse_options, split_spec, unknown_option_message
 
 
@@ -27,7 +36,8 @@ def parse_scorer_spec(spec: str) -> tuple[str, dict[str, Any]]:
 def get_scorer(name: str = "dense", **options: Any) -> Scorer:
     """``dense`` (MiniLM on torch or ONNX Runtime), ``bm25`` (bm25s), ``keywords``, or
     ``hybrid`` (dense + BM25 fused: ``hybrid[dense=1,bm25=0.25,fusion=minmax|rrf]``, see
-    :mod:`ctxsel.scoring.hybrid`; other options go to its dense part, e.g. ``backend=onnx``).
+    :mod:`ctxsel.scoring.hybrid`; other options go to its dense part, e.g. ``backend=onnx``), or a
+    preset: ``fast`` (= ``dense``) or ``accurate`` (= ``dense[model=nomic-v1.5]``).
 
     ``name`` may carry options: ``get_scorer("dense[backend=onnx-int8]")`` equals
     ``get_scorer("dense", backend="onnx-int8")``; an option given both ways is an error, and so is
@@ -37,8 +47,8 @@ def get_scorer(name: str = "dense", **options: Any) -> Scorer:
     both = sorted(set(spec_options) & set(options))
     if both:
         raise InputError(f"scorer option(s) {', '.join(both)} given both in the spec and as arguments")
-    options = {**spec_options, **options}
-    cls, valid = scorer_class(name), scorer_options(name)
+    base, options = resolve_preset(name, {**spec_options, **options})
+    cls, valid = scorer_class(base), scorer_options(base)
     for key in options:
         if key not in valid:
             raise InputError(unknown_option_message("scorer", name, key, valid))
@@ -49,12 +59,15 @@ def get_scorer(name: str = "dense", **options: Any) -> Scorer:
 
 
 __all__ = [
+    "PRESETS",
     "Scorer",
     "ScorerInfo",
     "available_scorers",
     "get_scorer",
     "parse_scorer_spec",
+    "register_preset",
     "register_scorer",
+    "resolve_preset",
     "scorer_class",
     "scorer_options",
 ]

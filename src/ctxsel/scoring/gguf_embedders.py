@@ -135,6 +135,15 @@ def get_embedder(name: str) -> GGUFEmbedder | None:
     return EMBEDDERS.get(name) if isinstance(name, str) else None
 
 
+def embedder_ready(name: str) -> bool | None:
+    """None for a model that is not a GGUF embedder; else whether it can load without installing
+    anything (assembled already, or its parts installed)."""
+    model = get_embedder(name)
+    if model is None:
+        return None
+    return any(assembled(*_quant_name(model, q)) is not None for q in QUANTS) or model.installed()
+
+
 def require_embedder(name: str | None) -> bool:
     """Whether ``name`` is a GGUF embedder; if it is but neither installed nor assembled yet, the one-line
     error naming the packages to install (checked when the scorer is built, as for MiniLM)."""

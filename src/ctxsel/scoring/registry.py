@@ -14,7 +14,7 @@ from typing import Any
 
 from ctxsel.errors import InputError, InputTypeError, SpecError
 from ctxsel.scoring.base import Scorer
-from ctxsel.specs import option_names
+from ctxsel.specs import option_names, parse_options, split_spec
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,8 @@ class ScorerInfo:
     summary: str
     #: a scorer whose options this one passes on (hybrid gives the ones it does not take to dense)
     passes_options_to: str | None = None
+    #: a preset: the spec it stands for (``"dense[model=nomic-v1.5]"``); ``target`` is then unused
+    preset: str | None = None
 
 
 _REGISTRY: dict[str, ScorerInfo] = {}
@@ -51,6 +53,52 @@ register_scorer(
 )
 
 
+def _parse(spec: str) -> tuple[str, dict[str, Any]]:
+    name, _, body = split_spec(spec, "scorer spec")
+    return name, parse_options(body, f"scorer spec {spec!r}")
+
+
+def register_preset(name: str, spec: str, summary: str = "") -> None:
+    """A name for a scorer spec: ``register_preset("accurate", "dense[model=nomic-v1.5]")``. Its options
+    are defaults that options given with the preset (``accurate[backend=llama-q8_0]``) override."""
+    base, _ = _parse(spec)
+    if base not in _REGISTRY or _REGISTRY[base].preset is not None:
+        raise InputError(f"preset {name!r}: {base!r} is not a registered scorer")
+    if not _NAME.match(name):
+        raise InputError(f"scorer name {name!r} must be letters, digits, '-' or '_'")
+    _REGISTRY[name] = ScorerInfo(name, _REGISTRY[base].target, summary, preset=spec)
+
+
+def resolve_preset(name: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A preset's scorer name and options, the given ones over the preset's; an option given as None
+    (a CLI flag left out) keeps the preset's value. Any other name comes back as it is."""
+    info = _REGISTRY.get(name)
+    if info is None or info.preset is None:
+        return name, options
+    base, preset_options = _parse(info.preset)
+    given = {k: v for k, v in options.items() if v is not None or k not in preset_options}
+    return base, {**preset_options, **given}
+
+
+def base_scorer(name: str) -> str:
+    """The registered scorer a name runs: itself, or the one a preset stands for."""
+    info = _REGISTRY.get(name)
+    if info is None or info.preset is None:
+        return name
+    return info.preset.partition("[")[0]
+
+
+#: The built-in presets: ``fast`` is the default ranking, ``accurate`` the stronger embedder
+#: (docs/results.md, "Choosing the default scorer", has the measurement behind the choice).
+PRESETS = {"fast": "dense", "accurate": "dense[model=nomic-v1.5]"}
+register_preset("fast", PRESETS["fast"], "bundled all-MiniLM-L6-v2, fast on any CPU (the default ranking)")
+register_preset(
+    "accurate",
+    PRESETS["accurate"],
+    "nomic-embed-text-v1.5 on llama.cpp, 8k window: higher recall, far slower to embed",
+)
+
+
 def available_scorers() -> dict[str, ScorerInfo]:
     """The registered scorers by name, in registration order (the CLI's ``--scorer`` choices)."""
     return dict(_REGISTRY)
@@ -61,6 +109,8 @@ def scorer_class(name: str) -> type[Scorer]:
     info = _REGISTRY.get(name)
     if info is None:
         raise SpecError(f"unknown scorer {name!r}; choose {', '.join(_REGISTRY)}")
+    if info.preset is not None:
+        return scorer_class(base_scorer(name))
     if isinstance(info.target, str):
         module, _, cls = info.target.partition(":")
         return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
@@ -69,9 +119,20 @@ def scorer_class(name: str) -> type[Scorer]:
 
 def scorer_options(name: str) -> tuple[str, ...]:
     """The keyword options a scorer takes, and those of the scorer it passes the rest to."""
+    name = base_scorer(name)
     names = option_names(scorer_class(name))
     delegate = _REGISTRY[name].passes_options_to
     return names + scorer_options(delegate) if delegate else names
 
 
-__all__ = ["ScorerInfo", "available_scorers", "register_scorer", "scorer_class", "scorer_options"]
+__all__ = [
+    "PRESETS",
+    "ScorerInfo",
+    "available_scorers",
+    "base_scorer",
+    "register_preset",
+    "register_scorer",
+    "resolve_preset",
+    "scorer_class",
+    "scorer_options",
+]

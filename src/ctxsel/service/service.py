@@ -65,10 +65,11 @@ class Service:
     def scorer(self) -> Any:
         if self._scorer is None:
             from ctxsel.scoring import get_scorer
+            from ctxsel.scoring.registry import base_scorer
 
             s = self.settings
             opts: dict[str, Any] = (
-                {"model": s.model, "num_threads": s.threads} if s.scorer in ("dense", "hybrid") else {}
+                {"model": s.model, "num_threads": s.threads} if base_scorer(s.scorer) in ("dense", "hybrid") else {}
             )
             self._scorer = get_scorer(s.scorer, **opts)
         return self._scorer

@@ -80,4 +80,4 @@ class ServiceSettings:
         from ctxsel.scoring.registry import available_scorers
 
         if self.scorer not in available_scorers():
-            raise InputError(f"scorer must be dense, bm25 or keywords (or hybrid: dense + BM25), got {self.scorer!r}")
+            raise InputError(f"unknown scorer {self.scorer!r}; choose {', '.join(available_scorers())}")
