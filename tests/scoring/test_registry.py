@@ -74,7 +74,7 @@ def test_bad_preset_names_and_options_are_one_line_errors(spec: str, message: st
 def test_the_cli_takes_the_presets_and_refuses_a_misspelt_one(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from ctxsel.cli.common import scorer_spec
+    from ctxsel.cli.scorer_args import scorer_spec
 
     assert [scorer_spec(s) for s in ("fast", "accurate", "accurate[backend=llama-q8_0]")] == [
         "fast",
@@ -96,7 +96,7 @@ def test_make_scorer_keeps_the_presets_model_when_model_is_not_given(monkeypatch
     import argparse
 
     import ctxsel.scoring as scoring
-    from ctxsel.cli.common import make_scorer
+    from ctxsel.cli.scorer_args import make_scorer
 
     seen: dict[str, Any] = {}
 

@@ -136,7 +136,7 @@ def test_bad_scorer_options_are_errors_that_name_the_option(spec: str, message: 
 
 
 def test_a_registered_scorer_works_by_name_with_its_options_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxsel.cli.common import scorer_spec
+    from ctxsel.cli.scorer_args import scorer_spec
     from ctxsel.scoring import available_scorers, register_scorer, registry
 
     class LengthScorer:

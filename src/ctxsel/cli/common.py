@@ -12,7 +12,6 @@ from ctxsel.chunking import DEFAULT_MAX_CHUNK_TOKENS, HEADINGS, chunk_text
 from ctxsel.cli.config_file import one_line
 from ctxsel.errors import InputError
 from ctxsel.inputs import as_int, as_scores, check_argv, check_question, chunk_fields, scores_count_error, utf8_fault
-from ctxsel.scoring.base import Scorer
 from ctxsel.specs import spec_value
 from ctxsel.types import Chunk, check_unique_ids
 
@@ -201,123 +200,6 @@ def read_scores(path: str, n_chunks: int) -> list[float]:
     if len(out) != n_chunks:
         raise scores_count_error(len(out), n_chunks, f"--scores {path}", " (check --chunking and --max-chunk-tokens)")
     return out
-
-
-def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--scorer",
-        default="dense",
-        type=scorer_spec,
-        help="how chunks are scored: dense (default), bm25, keywords, or hybrid (dense + BM25; options as "
-        "hybrid[dense=1,bm25=0.25,fusion=minmax|rrf]); presets: fast (= dense, the bundled MiniLM) and "
-        "accurate (= dense[model=nomic-v1.5]: higher recall, far slower; see ctxsel env)",
-    )
-    p.add_argument(
-        "--expand",
-        default=None,
-        metavar="SPEC",
-        type=expansion_spec,
-        help="re-rank before the cut: hop (second-hop re-scoring), links (mention links), or hop+links, "
-        "with options as hop[m=1,weight=0.7] and links[m=1,boost=0.3] (default: off)",
-    )
-    p.add_argument(
-        "--rerank",
-        default=None,
-        metavar="SCORER@M",
-        type=rerank_spec,
-        help="a second stage before --expand and the cut: SCORER re-scores the first stage's top M chunks, e.g. "
-        "'dense[model=nomic-v1.5]@50' (see ctxsel.expansion.rerank; default: off)",
-    )
-    p.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
-    p.add_argument(
-        "--threads",
-        type=positive_int,
-        default=None,
-        help="threads for embedding (default: torch's choice; ONNX: the usable cores, at most 4)",
-    )
-    p.add_argument(
-        "--backend",
-        default="auto",
-        help="how the dense scorer runs the model: auto (default), torch, onnx or onnx-int8 for MiniLM and "
-        "sentence-transformers models; auto, llama-f16 or llama-q8_0 for GGUF embedders (nomic-v1.5); "
-        "checked against the model when the scorer is built. auto: for the bundled MiniLM with "
-        "onnxruntime installed, ONNX Runtime int8 on a CPU with VNNI and fp32 elsewhere; else torch",
-    )
-    p.add_argument(
-        "--long-chunks",
-        default="truncate",
-        choices=["truncate", "max_window"],
-        help="a chunk longer than the dense model's window (256 tokens for MiniLM): truncate (read its "
-        "start only, default; a warning counts them) or max_window (score overlapping windows and "
-        "keep the best: slower)",
-    )
-
-
-@one_line
-def scorer_spec(value: str) -> str:
-    """``--scorer``: a known scorer name, with or without ``[options]`` (checked when parsed)."""
-    from ctxsel.scoring import available_scorers, parse_scorer_spec
-
-    try:
-        name, _ = parse_scorer_spec(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    if name not in available_scorers():
-        raise argparse.ArgumentTypeError(f"unknown scorer {name!r}; choose {', '.join(available_scorers())}")
-    return value
-
-
-@one_line
-def expansion_spec(value: str, rerank: bool = False) -> str:
-    """``--expand``: an expansion spec, or with ``rerank`` ``--rerank``'s ``SCORER@M`` (checked when parsed)."""
-    from ctxsel.expansion import parse_expansion
-    from ctxsel.expansion.rerank import parse_rerank
-
-    try:
-        (parse_rerank if rerank else parse_expansion)(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return value
-
-
-@one_line
-def rerank_spec(value: str) -> str:
-    """``--rerank``: ``SCORER@M`` (checked when parsed)."""
-    return expansion_spec(value, rerank=True)
-
-
-def make_scorer(
-    args: argparse.Namespace, progress: bool = True, spec: str | None = None, expand: Any = None, rerank: Any = None
-) -> Scorer:
-    """The scorer the flags name (``spec`` overrides ``--scorer``), followed by the ``--rerank`` stage and wrapped
-    in the ``--expand`` stage if given (``rerank``, ``expand`` override the flags). The dense flags (--model,
-    --threads, --backend) go to a dense scorer and a hybrid's dense part; the second stage gets --threads."""
-    from ctxsel.scoring import get_scorer, parse_scorer_spec
-    from ctxsel.scoring.registry import base_scorer
-
-    spec = spec or args.scorer
-    name, options = parse_scorer_spec(spec)
-    if base_scorer(name) in ("dense", "hybrid"):  # a preset's own options win over flags left at None
-        dense_flags = {
-            "model": args.model,
-            "num_threads": args.threads,
-            "show_progress": progress,
-            "backend": getattr(args, "backend", "auto"),
-            "long_chunks": getattr(args, "long_chunks", "truncate"),
-        }
-        options = {**{k: v for k, v in dense_flags.items() if k not in options}, **options}
-    scorer = get_scorer(name, **options)
-    rerank = rerank if rerank is not None else getattr(args, "rerank", None)
-    if rerank:
-        from ctxsel.expansion.rerank import RerankingScorer
-
-        scorer = RerankingScorer.build(scorer, rerank, num_threads=args.threads, show_progress=progress)
-    expand = expand if expand is not None else getattr(args, "expand", None)
-    if expand:
-        from ctxsel.expansion import ExpandingScorer
-
-        return ExpandingScorer(scorer, expand)
-    return scorer
 
 
 #: Bytes that never occur in text: a file holding them is binary (a PDF, an image, an archive).

@@ -16,14 +16,13 @@ from typing import Any
 
 from ctxsel.cli.common import (
     add_llm_arguments,
-    add_scorer_arguments,
     add_split_arguments,
     load_examples,
     make_llm,
-    make_scorer,
     positive_int,
 )
 from ctxsel.cli.config_file import add_config_argument
+from ctxsel.cli.scorer_args import add_scorer_arguments, make_scorer
 from ctxsel.errors import InputError
 
 NAME = "eval"

@@ -20,14 +20,13 @@ from ctxsel.cli.common import (
     add_document_argument,
     add_llm_arguments,
     add_question_arguments,
-    add_scorer_arguments,
     add_scores_argument,
     load_document_chunks,
     make_llm,
-    make_scorer,
     question_from,
     read_scores,
 )
+from ctxsel.cli.scorer_args import add_scorer_arguments, make_scorer
 from ctxsel.types import jsonable, short_number
 
 NAME = "select"

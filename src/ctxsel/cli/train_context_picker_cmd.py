@@ -73,7 +73,7 @@ def picker_split(
 
 
 def run(args: argparse.Namespace) -> int:
-    from ctxsel.cli.common import make_scorer
+    from ctxsel.cli.scorer_args import make_scorer
     from ctxsel.datasets import load_dataset
     from ctxsel.eval.results import write_atomic
     from ctxsel.train.context_picker.config import PickerTrainConfig
