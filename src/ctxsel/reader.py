@@ -317,13 +317,15 @@ class Reader:
             kind = kind or guess_kind(question)
         selection, cut = self.fit(question, selection, kind)
         fmt = aggregation_format(kind) if self.structured and kind else None
+        extra = cue_args(self.template)
+        if fmt is not None:  # only then: the calls (and cache keys) of the other templates stay as they were
+            extra["reply_format"] = fmt
         reply = self.client.complete(
             self.prompt(question, format_context(selection), kind),
             max_tokens=self.answer_tokens(kind),
             temperature=0.0,
             stop=list(self.template.stop) or None,
-            reply_format=fmt,
-            **cue_args(self.template),
+            **extra,
         )
         meta: dict[str, Any] = {"cached": reply.cached, **({"cut": cut} if cut else {})}
         text = clean_answer(reply.text, self.template)

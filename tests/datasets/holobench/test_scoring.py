@@ -41,3 +41,22 @@ def test_empty_answers_and_empty_gold() -> None:
     assert score_items(["AUS"], []).f1 == 0.0
     assert score_items([], ["AUS"]).f1 == 0.0
     assert score_items(["  "], ["AUS"]).n_predicted == 0
+
+
+@pytest.mark.parametrize(
+    "gold",
+    [
+        ["Arby's: 728.67", "Burger King: 850.5", "Chick-fil-A: 553.75"],
+        ["ExpressJet Airlines Inc.: 37", "United Air Lines Inc.: 36"],
+        ["2002: 94488.89", "2003: 91854.55"],
+        ["AUS", "BOS", "BQN"],
+        ["1449.31"],
+        ["93"],
+    ],
+)
+def test_the_gold_itself_scores_full_marks_in_either_shape(gold: list[str]) -> None:
+    """Why the reader's rows scored 0.0 was not the scorer: the ground truth, written as the free-text
+    template's answer or as structured items, scores 1.0."""
+    assert score_answer("- **Reasoning:** I counted.\n- **Answer:** " + ", ".join(gold), gold).f1 == 1.0
+    assert score_answer("- **Answer:**\n" + "\n".join(f"- {g}" for g in gold), gold).f1 == 1.0
+    assert score_items(gold, gold).f1 == 1.0
