@@ -36,12 +36,12 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ctxsel.errors import InputError, InputTypeError, LLMContextLengthError
-from ctxsel.llm.base import LLMClient
+from ctxsel.llm.base import Completion, LLMClient, complete_many
 from ctxsel.llm.prompts import FACTOID_QA, PromptTemplate, get_template
 from ctxsel.tokens import count_tokens as cl100k_tokens
 from ctxsel.types import LLMUsage, Selection
@@ -263,38 +263,81 @@ class Reader:
         )
 
     def answer(self, question: str, selection: Selection) -> Answer:
-        routed = selection.answer
+        routed = _routed(selection)
         if routed is not None:  # an LLM-routed selector answered already
-            return Answer(
-                text=routed.text,
-                raw=routed.raw,
-                selection=selection,
-                usage=selection.usage,
-                seconds=routed.seconds,
-                template=routed.template,
-                meta={
-                    "route": routed.route,
-                    **({"cut": selection.meta["cut"]} if selection.meta.get("cut") else {}),
-                },
-            )
+            return routed
         t0 = time.perf_counter()
         selection, cut = self.fit(question, selection)
-        reply = self.client.complete(
-            self.prompt(question, format_context(selection)),
-            max_tokens=self.max_answer_tokens,
-            temperature=0.0,
-            stop=list(self.template.stop) or None,
+        reply = self.client.complete(self.prompt(question, format_context(selection)), **self._call_args())
+        return self._answer(reply, selection, cut, time.perf_counter() - t0)
+
+    def answer_many(self, items: Sequence[tuple[str, Selection]]) -> list[Answer | Exception]:
+        """:meth:`answer` for many (question, selection) pairs, the LLM calls in one
+        :func:`~ctxsel.llm.base.complete_many` (batched generation where the client has it). An item
+        that fails is its own exception in the list, never the others' end; each answer's ``seconds``
+        is its share of the batch's time."""
+        out: list[Answer | Exception | None] = [None] * len(items)
+        todo: list[tuple[int, Selection, dict[str, Any] | None, str]] = []
+        for i, (question, selection) in enumerate(items):
+            try:
+                out[i] = _routed(selection)
+                if out[i] is None:
+                    fitted, cut = self.fit(question, selection)
+                    todo.append((i, fitted, cut, self.prompt(question, format_context(fitted))))
+            except Exception as e:
+                out[i] = e
+        t0 = time.perf_counter()
+        try:
+            replies: list[Any] = complete_many(self.client, [t[3] for t in todo], **self._call_args())
+        except Exception:
+            replies = []
+            for t in todo:
+                try:
+                    replies.append(self.client.complete(t[3], **self._call_args()))
+                except Exception as e:
+                    replies.append(e)
+        share = (time.perf_counter() - t0) / max(1, len(todo))
+        for (i, fitted, cut, _), reply in zip(todo, replies, strict=True):
+            out[i] = reply if isinstance(reply, Exception) else self._answer(reply, fitted, cut, share)
+        return [a for a in out if a is not None]
+
+    def _call_args(self) -> dict[str, Any]:
+        return {
+            "max_tokens": self.max_answer_tokens,
+            "temperature": 0.0,
+            "stop": list(self.template.stop) or None,
             **cue_args(self.template),
-        )
+        }
+
+    def _answer(self, reply: Completion, selection: Selection, cut: dict[str, Any] | None, seconds: float) -> Answer:
         return Answer(
             text=clean_answer(reply.text, self.template),
             raw=reply.text,
             selection=selection,
             usage=selection.usage + reply.usage,
-            seconds=time.perf_counter() - t0,
+            seconds=seconds,
             template=self.template.key,
             meta={"cached": reply.cached, **({"cut": cut} if cut else {})},
         )
+
+
+def _routed(selection: Selection) -> Answer | None:
+    """The answer an LLM-routed selector (Self-Route) already gave, or None."""
+    routed = selection.answer
+    if routed is None:
+        return None
+    return Answer(
+        text=routed.text,
+        raw=routed.raw,
+        selection=selection,
+        usage=selection.usage,
+        seconds=routed.seconds,
+        template=routed.template,
+        meta={
+            "route": routed.route,
+            **({"cut": selection.meta["cut"]} if selection.meta.get("cut") else {}),
+        },
+    )
 
 
 def cue_args(template: PromptTemplate) -> dict[str, Any]:
