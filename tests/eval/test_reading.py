@@ -101,3 +101,17 @@ def test_answer_many_matches_answer_and_keeps_a_routed_answer() -> None:
     assert [a.text for a in many[:3] if not isinstance(a, Exception)] == [a.text for a in alone]
     last = many[3]
     assert not isinstance(last, Exception) and last.text == "routed" and last.meta["route"] == "rag"
+
+
+def test_a_batching_client_selects_in_threads_and_writes_the_same_rows(tmp_path: Path) -> None:
+    from ctxsel.eval.reading import selects_in_threads
+    from ctxsel.llm.batcher import BatchingClient
+    from ctxsel.llm.cache import CachedClient, ResponseCache
+
+    inner = BatchingEchoClient()
+    client = CachedClient(BatchingClient(inner), ResponseCache(tmp_path / "c.sqlite"))
+    assert selects_in_threads(Reader(client)) and not selects_in_threads(Reader(inner))
+    kw: dict[str, Any] = {"scorer": "bm25", "progress": False, "ci": "none"}
+    evaluate(examples(4), METHODS, output_dir=tmp_path / "t", reader=Reader(client), **kw)
+    evaluate(examples(4), METHODS, output_dir=tmp_path / "p", reader=Reader(EchoClient()), **kw)
+    assert rows(tmp_path / "t") == rows(tmp_path / "p") and inner.calls == [16]

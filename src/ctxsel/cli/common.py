@@ -464,11 +464,9 @@ def make_llm(args: argparse.Namespace, flag: str = "reader") -> Any:
         named = where.partition(":")[2] or model
         client: Any
         if flag == "reader" and getattr(args, "device", None):  # the bundled model under transformers, batched
-            from ctxsel.llm.hf_reader import TransformersReaderClient
+            from ctxsel.llm.hf_reader import batching_reader
 
-            client = TransformersReaderClient(
-                named, device=args.device, n_ctx=getattr(args, "n_ctx", None), batch_size=args.reader_batch
-            )
+            client = batching_reader(named, args.device, getattr(args, "n_ctx", None), args.reader_batch)
         else:
             client = LocalLlamaClient(
                 named, n_ctx=getattr(args, "n_ctx", None), n_threads=getattr(args, "llm_threads", None)

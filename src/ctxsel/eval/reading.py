@@ -32,6 +32,19 @@ def read_group(reader: Reader | None, asked: int | None = None) -> int:
     return DEFAULT_READ_GROUP if reader is not None and has_complete_many(reader.client) else 1
 
 
+def selects_in_threads(reader: Reader) -> bool:
+    """Whether a group's questions select in threads of their own: when the reader's client gathers
+    one-prompt calls from many threads into batches (:class:`~ctxsel.llm.batcher.BatchingClient`)."""
+    from ctxsel.llm.batcher import BatchingClient
+
+    client: Any = reader.client
+    while client is not None:
+        if isinstance(client, BatchingClient):
+            return True
+        client = getattr(client, "client", None)
+    return False
+
+
 def read_fields(ex: Example, sel: Selection, ans: Answer, judge: LLMJudge | None, select_s: float) -> dict[str, Any]:
     """The row fields of one answer: its score, the window cut, LLM calls, tokens and time."""
     scored = score_answer(ex, ans.text, judge)
@@ -98,4 +111,13 @@ def read_many(
             row.update(error_fields("read", e))
 
 
-__all__ = ["DEFAULT_READ_GROUP", "error_fields", "read_fields", "read_group", "read_many", "read_one", "warn"]
+__all__ = [
+    "DEFAULT_READ_GROUP",
+    "error_fields",
+    "read_fields",
+    "read_group",
+    "read_many",
+    "read_one",
+    "selects_in_threads",
+    "warn",
+]

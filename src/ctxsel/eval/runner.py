@@ -50,7 +50,7 @@ from ctxsel import metrics
 from ctxsel._version import __version__
 from ctxsel.errors import InputError
 from ctxsel.eval.lock import OutputLock
-from ctxsel.eval.reading import error_fields, read_group, read_many, read_one, warn
+from ctxsel.eval.reading import error_fields, read_group, read_many, read_one, selects_in_threads, warn
 from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, summarize_ci, write_reports
 from ctxsel.eval.results import ResultLog, write_atomic
 from ctxsel.judge import LLMJudge
@@ -291,8 +291,15 @@ def group_rows(
     (:func:`ctxsel.eval.reading.read_many`): the same rows, in the same order."""
     rows: list[dict[str, Any]] = []
     reads: list[tuple[Example, dict[str, Any], Selection, float]] = []
-    for ex in group:
-        for row, sel, latency in _selected(ex, sc, selectors, skip):
+    if selects_in_threads(reader):  # the methods' own LLM calls, one thread a question, meet in batches
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=len(group) or 1, thread_name_prefix="ctxsel-select") as pool:
+            per_example = list(pool.map(lambda ex: list(_selected(ex, sc, selectors, skip)), group))
+    else:
+        per_example = [list(_selected(ex, sc, selectors, skip)) for ex in group]
+    for ex, selected in zip(group, per_example, strict=True):
+        for row, sel, latency in selected:
             rows.append(row)
             if sel is not None:
                 reads.append((ex, row, sel, latency))

@@ -12,7 +12,7 @@ fp32 on ``cpu``, and renders prompts with the chat template stored in that
 GGUF (:func:`~ctxsel.llm.hf_client.model_text`), so it reads the text the
 llama.cpp reader reads. Decoding is greedy. The answers are not
 bit-identical to llama.cpp's (its Q4_K_M arithmetic differs from de-quantised
-weights in bf16): docs/guide/gpu-reader.md states the measured share of
+weights in bf16): docs/results.md states the measured share of
 identical answers.
 
 ``complete_many`` sorts the prompts by length and cuts them into batches of
@@ -39,6 +39,7 @@ from typing import Any
 from ctxsel.errors import InputError, LLMContextLengthError
 from ctxsel.inputs import as_int
 from ctxsel.llm.base import Completion, Prompt
+from ctxsel.llm.batcher import BatchingClient
 from ctxsel.llm.hf_client import _torch_dtype, load_base, model_text
 from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, MODELS
 from ctxsel.types import LLMUsage
@@ -231,6 +232,14 @@ class TransformersReaderClient:
         return replies
 
 
+def batching_reader(
+    model: str | Path | None, device: str, n_ctx: int | None = None, batch_size: int | None = None
+) -> BatchingClient:
+    """``--reader local --device D``: the transformers reader behind a :class:`BatchingClient`, so the
+    methods that ask it while selecting, one thread a question, are answered in batches too."""
+    return BatchingClient(TransformersReaderClient(model, device=device, n_ctx=n_ctx, batch_size=batch_size))
+
+
 def _until_stop_token(row: list[int], stops: list[int]) -> list[int]:
     """A generated row up to (not including) its first end-of-turn token; the padding after it goes too."""
     for j, t in enumerate(row):
@@ -239,4 +248,4 @@ def _until_stop_token(row: list[int], stops: list[int]) -> list[int]:
     return row
 
 
-__all__ = ["DEFAULT_BATCH", "DEVICES", "TransformersReaderClient", "check_device"]
+__all__ = ["DEFAULT_BATCH", "DEVICES", "TransformersReaderClient", "batching_reader", "check_device"]
