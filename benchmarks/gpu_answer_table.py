@@ -198,7 +198,7 @@ def write_table(
     comparisons += compare(rows, list(summary), "adaptive-k", seed=args.seed)
     not_run = {} if args.adapter else {TRAINED: "no trained adapter ships with ctxsel: pass --adapter PATH"}
     command = "python -m benchmarks.gpu_answer_table " + " ".join(sys.argv[1:])
-    report = {
+    report: dict[str, Any] = {
         "config": {"dataset": "hotpotqa-long", "split": args.split, "limit": args.limit, "window": N_CTX},
         "machine": machine(client),
         "seconds": {k: round(v, 1) for k, v in sec.items()},
