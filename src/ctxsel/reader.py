@@ -36,13 +36,13 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ctxsel.errors import InputError, InputTypeError, LLMContextLengthError, ReplyFormatError
 from ctxsel.llm.aggregation import SHAPES, aggregation_format, guess_kind
-from ctxsel.llm.base import LLMClient
+from ctxsel.llm.base import Completion, LLMClient, complete_many
 from ctxsel.llm.prompts import FACTOID_QA, HOLOBENCH_JSON, PromptTemplate, get_template
 from ctxsel.tokens import count_tokens as cl100k_tokens
 from ctxsel.types import LLMUsage, Selection
@@ -298,37 +298,79 @@ class Reader:
         )
 
     def answer(self, question: str, selection: Selection, *, kind: str | None = None) -> Answer:
-        routed = selection.answer
+        routed = _routed(selection)
         if routed is not None:  # an LLM-routed selector answered already
-            return Answer(
-                text=routed.text,
-                raw=routed.raw,
-                selection=selection,
-                usage=selection.usage,
-                seconds=routed.seconds,
-                template=routed.template,
-                meta={
-                    "route": routed.route,
-                    **({"cut": selection.meta["cut"]} if selection.meta.get("cut") else {}),
-                },
-            )
+            return routed
         t0 = time.perf_counter()
         if self.structured:
             kind = kind or guess_kind(question)
         selection, cut = self.fit(question, selection, kind)
+        reply = self.client.complete(self.prompt(question, format_context(selection), kind), **self._call_args(kind))
+        return self._answer(reply, selection, cut, time.perf_counter() - t0, kind)
+
+    def answer_many(
+        self, items: Sequence[tuple[str, Selection]], kinds: Sequence[str | None] | None = None
+    ) -> list[Answer | Exception]:
+        """:meth:`answer` for many (question, selection) pairs, the LLM calls in one
+        :func:`~ctxsel.llm.base.complete_many` (batched generation where the client has it). An item
+        that fails is its own exception in the list, never the others' end; each answer's ``seconds``
+        is its share of the batch's time. Structured answers differ in format and budget by kind, so
+        they are read one at a time (:meth:`answer`, with ``kinds[i]`` where given)."""
+        if self.structured:
+            out_one: list[Answer | Exception] = []
+            for i, (question, selection) in enumerate(items):
+                try:
+                    out_one.append(self.answer(question, selection, kind=kinds[i] if kinds else None))
+                except Exception as e:
+                    out_one.append(e)
+            return out_one
+        out: list[Answer | Exception | None] = [None] * len(items)
+        todo: list[tuple[int, Selection, dict[str, Any] | None, str]] = []
+        for i, (question, selection) in enumerate(items):
+            try:
+                out[i] = _routed(selection)
+                if out[i] is None:
+                    fitted, cut = self.fit(question, selection)
+                    todo.append((i, fitted, cut, self.prompt(question, format_context(fitted))))
+            except Exception as e:
+                out[i] = e
+        t0 = time.perf_counter()
+        try:
+            replies: list[Any] = complete_many(self.client, [t[3] for t in todo], **self._call_args())
+        except Exception:
+            replies = []
+            for t in todo:
+                try:
+                    replies.append(self.client.complete(t[3], **self._call_args()))
+                except Exception as e:
+                    replies.append(e)
+        share = (time.perf_counter() - t0) / max(1, len(todo))
+        for (i, fitted, cut, _), reply in zip(todo, replies, strict=True):
+            out[i] = reply if isinstance(reply, Exception) else self._answer(reply, fitted, cut, share)
+        return [a for a in out if a is not None]
+
+    def _call_args(self, kind: str | None = None) -> dict[str, Any]:
         fmt = aggregation_format(kind) if self.structured and kind else None
-        extra = cue_args(self.template)
-        if fmt is not None:  # only then: the calls (and cache keys) of the other templates stay as they were
-            extra["reply_format"] = fmt
-        reply = self.client.complete(
-            self.prompt(question, format_context(selection), kind),
-            max_tokens=self.answer_tokens(kind),
-            temperature=0.0,
-            stop=list(self.template.stop) or None,
-            **extra,
-        )
+        return {
+            "max_tokens": self.answer_tokens(kind),
+            "temperature": 0.0,
+            "stop": list(self.template.stop) or None,
+            **cue_args(self.template),
+            # only then: the calls (and cache keys) of the other templates stay as they were
+            **({"reply_format": fmt} if fmt is not None else {}),
+        }
+
+    def _answer(
+        self,
+        reply: Completion,
+        selection: Selection,
+        cut: dict[str, Any] | None,
+        seconds: float,
+        kind: str | None = None,
+    ) -> Answer:
         meta: dict[str, Any] = {"cached": reply.cached, **({"cut": cut} if cut else {})}
         text = clean_answer(reply.text, self.template)
+        fmt = aggregation_format(kind) if self.structured and kind else None
         if fmt is not None:
             try:  # strict whatever produced the reply: a grammar guarantees the shape, the parser the rest
                 items: list[str] = fmt.parse(reply.text)
@@ -341,10 +383,29 @@ class Reader:
             raw=reply.text,
             selection=selection,
             usage=selection.usage + reply.usage,
-            seconds=time.perf_counter() - t0,
+            seconds=seconds,
             template=self.template.key,
             meta=meta,
         )
+
+
+def _routed(selection: Selection) -> Answer | None:
+    """The answer an LLM-routed selector (Self-Route) already gave, or None."""
+    routed = selection.answer
+    if routed is None:
+        return None
+    return Answer(
+        text=routed.text,
+        raw=routed.raw,
+        selection=selection,
+        usage=selection.usage,
+        seconds=routed.seconds,
+        template=routed.template,
+        meta={
+            "route": routed.route,
+            **({"cut": selection.meta["cut"]} if selection.meta.get("cut") else {}),
+        },
+    )
 
 
 def cue_args(template: PromptTemplate) -> dict[str, Any]:

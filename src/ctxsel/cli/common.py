@@ -296,6 +296,13 @@ def load_document_chunks(
     return chunks
 
 
+DEVICE_HELP = (
+    "with 'local': the bundled model under transformers on this device (bf16 on cuda, fp32 on cpu), many "
+    "prompts per generate call, instead of llama.cpp (needs the picker extra)"
+)
+BATCH_HELP = "with --device: prompts per generate call (default 64 on cuda, 8 on cpu)"
+
+
 def add_llm_arguments(
     p: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str = "--reader", required: bool = False
 ) -> None:
@@ -338,6 +345,8 @@ def add_llm_arguments(
             default=None,
             help="local model window in its tokens (default: what the model was trained for, 32k)",
         )
+        p.add_argument("--device", choices=["cpu", "cuda"], default=None, help=DEVICE_HELP)
+        p.add_argument("--reader-batch", type=positive_int, default=None, metavar="N", help=BATCH_HELP)
         p.add_argument(
             "--llm-threads",
             type=positive_int,
@@ -365,9 +374,17 @@ def make_llm(args: argparse.Namespace, flag: str = "reader") -> Any:
         if getattr(args, f"{flag}_window", None) is not None:
             raise InputError(f"--{flag}-window is for HTTP readers; a local model's window is --n-ctx")
         named = where.partition(":")[2] or model
-        client: Any = LocalLlamaClient(
-            named, n_ctx=getattr(args, "n_ctx", None), n_threads=getattr(args, "llm_threads", None)
-        )
+        client: Any
+        if flag == "reader" and getattr(args, "device", None):  # the bundled model under transformers, batched
+            from ctxsel.llm.hf_reader import batching_reader
+
+            client = batching_reader(named, args.device, getattr(args, "n_ctx", None), args.reader_batch)
+        else:
+            client = LocalLlamaClient(
+                named, n_ctx=getattr(args, "n_ctx", None), n_threads=getattr(args, "llm_threads", None)
+            )
+    elif getattr(args, "device", None) and flag == "reader":
+        raise InputError("--device is for --reader local (the bundled model under transformers)")
     elif where and where.startswith(("http://", "https://")):
         from ctxsel.llm.openai_compat import OpenAICompatClient
 

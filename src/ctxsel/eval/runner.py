@@ -48,13 +48,12 @@ import numpy as np
 
 from ctxsel import metrics
 from ctxsel._version import __version__
-from ctxsel.datasets.multiple_choice import question_with_options
 from ctxsel.errors import InputError
 from ctxsel.eval.lock import OutputLock
+from ctxsel.eval.reading import error_fields, read_group, read_many, read_one, selects_in_threads, warn
 from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, summarize_ci, write_reports
 from ctxsel.eval.results import ResultLog, write_atomic
-from ctxsel.judge import LLMJudge, score_answer
-from ctxsel.llm.aggregation import answer_kind
+from ctxsel.judge import LLMJudge
 from ctxsel.llm.prompts import MULTIPLE_CHOICE
 from ctxsel.pipeline import Pipeline, Scored
 from ctxsel.reader import Reader
@@ -116,6 +115,7 @@ def evaluate(
     resources: Mapping[str, Any] | None = None,
     ci: str = "bootstrap",
     compare: str | None = None,
+    read_batch: int | None = None,
 ) -> dict[str, Any]:
     """Run ``methods`` over ``examples``; return the per-method summary.
 
@@ -132,6 +132,8 @@ def evaluate(
     that every other row is compared with, paired, in summary.json's ``comparisons``
     (``ctxsel.eval.stats``). ``resources`` go to every method that takes an option of that name and whose spec does not
     set it (``{"policy": PATH}``: one LDAR policy for every ``ldar`` row, as ``--policy``).
+    ``read_batch``: questions whose selections are read in one batch (None: a group of them when the
+    reader's client generates many prompts at once, ``ctxsel.eval.reading``; else one at a time).
 
     ``rankings`` compares rankings side by side: label -> Scorer (an
     :class:`~ctxsel.expansion.ExpandingScorer` for an expanded one); every
@@ -217,6 +219,13 @@ def evaluate(
                 )
                 if on_ray_run is not None:
                     on_ray_run(info)
+            elif reader is not None and (group := read_group(reader, read_batch)) > 1:
+                bar = tqdm(total=len(todo), desc="eval", unit="q", disable=not progress)
+                for i in range(0, len(todo), group):  # a batching reader reads a group's selections at once
+                    for row in group_rows(todo[i : i + group], sc, selectors, reader, judge, skip=log.done):
+                        log.append(row)
+                    bar.update(len(todo[i : i + group]))
+                bar.close()
             else:
                 for ex in tqdm(todo, desc="eval", unit="q", disable=not progress):
                     for row in example_rows(ex, sc, selectors, reader, judge, skip=log.done):
@@ -271,6 +280,44 @@ def example_rows(
     the unit of work both engines share, so they write the same rows. ``sc`` is one
     Scorer, or a Scorer per method label (``evaluate(rankings=...)``); each distinct
     scorer scores the example once."""
+    for row, sel, latency in _selected(ex, sc, selectors, skip):
+        if reader is not None and sel is not None:
+            row.update(read_one(ex, row["method"], sel, reader, judge, latency))
+        yield row
+
+
+def group_rows(
+    group: Sequence[Example],
+    sc: Scorer | Mapping[str, Scorer],
+    selectors: Mapping[str, Any],
+    reader: Reader,
+    judge: LLMJudge | None = None,
+    skip: Callable[[str, str], bool] = lambda ex_id, m: False,
+) -> list[dict[str, Any]]:
+    """:func:`example_rows` for a group of examples whose selections are all read in one batch
+    (:func:`ctxsel.eval.reading.read_many`): the same rows, in the same order."""
+    rows: list[dict[str, Any]] = []
+    reads: list[tuple[Example, dict[str, Any], Selection, float]] = []
+    if selects_in_threads(reader):  # the methods' own LLM calls, one thread a question, meet in batches
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=len(group) or 1, thread_name_prefix="ctxsel-select") as pool:
+            per_example = list(pool.map(lambda ex: list(_selected(ex, sc, selectors, skip)), group))
+    else:
+        per_example = [list(_selected(ex, sc, selectors, skip)) for ex in group]
+    for ex, selected in zip(group, per_example, strict=True):
+        for row, sel, latency in selected:
+            rows.append(row)
+            if sel is not None:
+                reads.append((ex, row, sel, latency))
+    read_many(reads, reader, judge)
+    return rows
+
+
+def _selected(
+    ex: Example, sc: Scorer | Mapping[str, Scorer], selectors: Mapping[str, Any], skip: Callable[[str, str], bool]
+) -> Iterator[tuple[dict[str, Any], Selection | None, float]]:
+    """(row, selection or None when it failed, select seconds) per method: the rows before reading."""
     full_tokens = sum(c.n_tokens for c in ex.chunks)
     scored: dict[int, _Scored | BaseException] = {}
     for m, selector in selectors.items():
@@ -285,7 +332,7 @@ def example_rows(
                 scored[id(method_scorer)] = e
         got = scored[id(method_scorer)]
         if isinstance(got, BaseException):
-            yield _error_row(ex, m, "score", got, full_tokens, None, time.perf_counter() - t0)
+            yield _error_row(ex, m, "score", got, full_tokens, None, time.perf_counter() - t0), None, 0.0
             continue
         true_k = got.true_k
         t0 = time.perf_counter()
@@ -294,39 +341,17 @@ def example_rows(
                 ex.question, ex.chunks, scored=got.scored, choices=ex.choices, gold_ids=ex.gold_ids
             )
         except Exception as e:  # one example's failure is its row's error, not the run's end
-            yield _error_row(ex, m, "select", e, full_tokens, true_k, time.perf_counter() - t0)
+            yield _error_row(ex, m, "select", e, full_tokens, true_k, time.perf_counter() - t0), None, 0.0
             continue
         latency = time.perf_counter() - t0
-        row = _row(ex, m, sel, true_k, full_tokens, latency)
-        if reader is not None:
-            try:
-                row.update(_read(ex, sel, reader, judge, latency))
-            except Exception as e:
-                _warn(ex, m, "read", e)
-                row.update(_error_fields("read", e))
-        yield row
-
-
-def _error_fields(stage: str, e: BaseException) -> dict[str, Any]:
-    return {"error": f"{type(e).__name__}: {e}", "error_stage": stage}
-
-
-def _warn(ex: Example, method: str, stage: str, e: BaseException) -> None:
-    logger.warning(
-        "example %s, method %s: %s failed (%s: %s); recorded as the row's error, the run goes on",
-        ex.id,
-        method,
-        stage,
-        type(e).__name__,
-        e,
-    )
+        yield _row(ex, m, sel, true_k, full_tokens, latency), sel, latency
 
 
 def _error_row(
     ex: Example, method: str, stage: str, e: BaseException, full_tokens: int, true_k: int | None, latency: float
 ) -> dict[str, Any]:
     """The row of an (example, method) whose scoring or selection failed: no metrics, the error."""
-    _warn(ex, method, stage, e)
+    warn(ex, method, stage, e)
     return {
         "example_id": ex.id,
         "method": method,
@@ -334,7 +359,7 @@ def _error_row(
         "true_k": true_k,
         "gold_ids": ex.gold_ids,
         "select_ms": round(latency * 1000, 3),
-        **_error_fields(stage, e),
+        **error_fields(stage, e),
     }
 
 
@@ -356,34 +381,6 @@ def _make_selector(method: str, reader: Reader | None, resources: dict[str, Any]
             **resources,
         }
     return get_selector(method, llm=None if reader is None else reader.client, resources=resources)
-
-
-def _read(ex: Example, sel: Selection, reader: Reader, judge: LLMJudge | None, select_s: float) -> dict[str, Any]:
-    kind = answer_kind(ex.question, ex.meta) if reader.structured else None
-    ans = reader.answer(question_with_options(ex.question, ex.choices), sel, kind=kind)
-    structured = ans.meta.get("structured")
-    scored = score_answer(ex, ans.text, judge, structured)
-    cut = ans.meta.get("cut")
-    return {
-        "answer": ans.text,
-        **scored,
-        # a structured answer: its kind, items or parse error, and 1/0 for a valid reply (the mean: valid share)
-        **({"structured": structured, "answer_valid": 1.0 if structured["valid"] else 0.0} if structured else {}),
-        # the reader's window: 1 when the selection was cut to fit, and by how many tokens (cl100k)
-        "cut": 1.0 if cut else 0.0,
-        "tokens_cut": (cut["tokens_before"] - cut["tokens_after"]) if cut else 0,
-        **({"cut_detail": cut} if cut else {}),
-        "llm_calls": ans.usage.calls,
-        "tokens_in": ans.usage.tokens_in,
-        "tokens_out": ans.usage.tokens_out,
-        # prompt tokens the backend took from its prefix cache instead of evaluating (llama.cpp's KV cache)
-        "tokens_reused": ans.usage.tokens_reused,
-        # what the call that wrote the answer read (all calls are in tokens_in)
-        "answer_tokens_in": sel.answer.tokens_in if sel.answer else ans.usage.tokens_in - sel.usage.tokens_in,
-        # a routed selector's own LLM time is inside select_s; the reader's is ans.seconds
-        "wall_s": round(select_s + (0.0 if sel.answer is not None else ans.seconds), 3),
-        "route": sel.answer.route if sel.answer else None,
-    }
 
 
 def _row(

