@@ -57,7 +57,8 @@ class ConcurrencyLimiter:
 
     def _changed(self) -> None:
         if self.on_change is not None:
-            self.on_change(self._in_flight, len(self._waiters))
+            with self._lock:  # under the lock: two threads cannot report their counts out of order
+                self.on_change(self._in_flight, len(self._waiters))
 
     def try_acquire(self) -> Slot | None:
         """A slot now, or None (never waits; nobody waiting is passed)."""
