@@ -70,6 +70,7 @@ def add_routes(app: FastAPI, service: Service) -> None:
         response_class=Response,
         responses={
             200: {"content": {"text/plain": {}}, "description": "Prometheus text format 0.0.4"},
+            401: {"model": ErrorOut, "description": ERRORS[401]},
             501: {"model": ErrorOut, "description": "prometheus_client is not installed on the server"},
         },
         dependencies=bearer,
