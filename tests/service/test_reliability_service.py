@@ -132,6 +132,10 @@ class TestLimits:
         [
             ("--max-chunks", "0", "max_chunks must be a positive integer"),
             ("--max-chars", "-5", "max_chars must be a positive integer"),
+            ("--max-queue", "-1", "max_queue must be an integer >= 0"),
+            ("--queue-timeout", "0", "queue_timeout_s must be a positive number of seconds"),
+            ("--workers", "0", "--workers must be an integer >= 1"),
+            ("--host", "no.such.host.invalid", "cannot resolve host 'no.such.host.invalid'"),
         ],
     )
     def test_a_bad_limit_flag_is_a_one_line_error(self, flag: str, value: str, message: str) -> None:
@@ -143,6 +147,8 @@ class TestLimits:
         )
         assert done.returncode == 2, done.stderr
         assert message in done.stderr and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "pick another --port" not in done.stderr
 
 
 # -- item 9: work past its deadline stops and frees its slot ----------------------------------------

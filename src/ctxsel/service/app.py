@@ -4,7 +4,7 @@
     app = create_app(ServiceSettings(token="s3cret", scorer="keywords"))
     # uvicorn.run(app) -- or `ctxsel serve`, which also sets up JSON logs
 
-Routes: POST /select, POST /answer, GET /health; the OpenAPI schema at
+Routes: POST /select, POST /answer, GET|HEAD /health, GET /metrics; the OpenAPI schema at
 /openapi.json (docs at /docs). The app is put together here from its parts:
 the routes (:mod:`~ctxsel.service.routes`) call the :class:`Service`
 (:mod:`~ctxsel.service.service`), which runs selection and reading in worker
@@ -26,10 +26,10 @@ from fastapi import FastAPI
 from ctxsel._version import __version__
 from ctxsel.service.envelope import install_error_handlers
 from ctxsel.service.fast_json import FastJSONRoute
+from ctxsel.service.limiter import ConcurrencyLimitMiddleware
 from ctxsel.service.middleware import (
     BearerAuthMiddleware,
     BodySizeLimitMiddleware,
-    ConcurrencyLimitMiddleware,
     ReadinessMiddleware,
     RequestLogMiddleware,
     log,
@@ -69,12 +69,14 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
     add_routes(app, service)
 
     # outermost last: RequestLog -> BearerAuth -> BodySizeLimit -> Readiness -> ConcurrencyLimit -> routes
-    app.add_middleware(ConcurrencyLimitMiddleware, limiter=service.limiter, paths=LIMITED_PATHS)
+    app.add_middleware(
+        ConcurrencyLimitMiddleware, limiter=service.limiter, paths=LIMITED_PATHS, on_admit=service.metrics.admitted
+    )
     app.add_middleware(ReadinessMiddleware, refusal=service.refusal, paths=LIMITED_PATHS)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     if settings.token is not None:
         app.add_middleware(BearerAuthMiddleware, token=settings.token, public_paths=PUBLIC_PATHS)
-    app.add_middleware(RequestLogMiddleware, logger=log)
+    app.add_middleware(RequestLogMiddleware, logger=log, metrics=service.metrics)
     return app
 
 

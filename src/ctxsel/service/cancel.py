@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -115,15 +115,18 @@ def _merge_notes(total: dict[str, Any], batch: dict[str, Any]) -> dict[str, Any]
 class CancellableLLM:
     """An LLM client that checks ``token`` before each call and after it (the
     reply of a call that ended past the deadline is dropped); everything else
-    is the wrapped client's."""
+    is the wrapped client's. ``on_reply`` hears of each reply (the metrics)."""
 
-    def __init__(self, client: Any, token: CancelToken) -> None:
+    def __init__(self, client: Any, token: CancelToken, on_reply: Callable[[Any], None] | None = None) -> None:
         self._client = client
         self._token = token
+        self._on_reply = on_reply
 
     def complete(self, *args: Any, **kwargs: Any) -> Any:
         self._token.check()
         reply = self._client.complete(*args, **kwargs)
+        if self._on_reply is not None:
+            self._on_reply(reply)
         self._token.check()
         return reply
 
@@ -133,11 +136,13 @@ class CancellableLLM:
             return [self.complete(prompt, seed=None if seed is None else seed + i, **kwargs) for i in range(n)]
         self._token.check()
         replies = list(own(prompt, n, seed=seed, **kwargs))
+        if self._on_reply is not None:
+            self._on_reply(replies)
         self._token.check()
         return replies
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_client", "_token"):  # copy/pickle probe before __init__ ran
+        if name.startswith("__") or name in ("_client", "_token", "_on_reply"):  # copy/pickle probe before __init__ ran
             raise AttributeError(name)
         return getattr(self._client, name)
 

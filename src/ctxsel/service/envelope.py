@@ -21,14 +21,16 @@ from ctxsel.service.models import ErrorOut
 
 ERRORS = {
     401: "missing or wrong bearer token",
+    411: "a POST without Content-Length (or chunked Transfer-Encoding): its body cannot be read",
     413: "request body over the server's limit (--max-body-bytes), or more chunks or text than it takes "
     "in one request (--max-chunks, --max-chars)",
     422: "malformed body, or input the method cannot use (the message says which)",
     500: "internal error (the log line with this request id has the traceback)",
-    503: "already handling --max-concurrency requests, or still loading its scorer; retry after Retry-After seconds",
+    503: "already handling --max-concurrency requests with its queue full (--max-queue) or no slot free within "
+    "--queue-timeout, or still loading its scorer; retry after Retry-After seconds",
     504: "the work took longer than the server's deadline (--deadline)",
 }
-ROUTES = "POST /select, POST /answer, GET /health and GET /openapi.json (docs at /docs)"
+ROUTES = "POST /select, POST /answer, GET|HEAD /health, GET /metrics and GET /openapi.json (docs at /docs)"
 ANSWER_ERRORS = {
     **ERRORS,
     501: "this server has no reader (start it with --reader local|URL)",

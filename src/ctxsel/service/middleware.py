@@ -1,5 +1,5 @@
-"""Pure ASGI middleware for the service: request log, bearer token, body size
-limit, readiness, concurrency limit.
+"""Pure ASGI middleware for the service: request log and id, bearer token, body
+size limit, readiness (the concurrency limit is in :mod:`ctxsel.service.limiter`).
 
 Each is a plain ASGI callable (no ``BaseHTTPMiddleware``), so none of them
 buffers a request or a response. They run outermost first, in this order::
@@ -19,10 +19,10 @@ import hmac
 import json
 import logging
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Collection
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -33,7 +33,32 @@ from ctxsel.errors import BodyTooLarge
 
 log = logging.getLogger("ctxsel.service")
 
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._\-]{1,128}$")
+#: a client's X-Request-ID is kept when it is 1 to 128 of these characters (see RequestLogMiddleware)
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._\-]{1,128}")
+MAX_REQUEST_ID = 128
+#: the request being served, for every log line written while it is (worker threads inherit it)
+current_request_id: ContextVar[str | None] = ContextVar("ctxsel_request_id", default=None)
+
+
+def check_request_id(given: str | None) -> tuple[str, str | None]:
+    """(the id to use, why the client's was replaced or None).
+
+    Kept: 1 to 128 characters, each a letter, digit, ``.``, ``_`` or ``-``
+    (what tracing systems use: uuids, hex trace ids). Anything else (empty,
+    longer, quoted, spaces, non-ASCII) is replaced by a fresh uuid4 hex and
+    the reason goes back in ``X-Request-ID-Replaced`` and in the log line,
+    so a client-chosen id can neither bloat nor forge log lines."""
+    if given is None:
+        return uuid.uuid4().hex, None
+    if _REQUEST_ID.fullmatch(given):
+        return given, None
+    if not given:
+        why = "empty"
+    elif len(given) > MAX_REQUEST_ID:
+        why = f"longer than {MAX_REQUEST_ID} characters"
+    else:
+        why = "has characters other than letters, digits and ._-"
+    return uuid.uuid4().hex, why
 
 
 def error_dict(status: int, error: str, message: str, request_id: str | None, **extra: Any) -> dict[str, Any]:
@@ -66,26 +91,28 @@ def request_id(scope: Scope) -> str | None:
 
 
 class RequestLogMiddleware:
-    """One JSON log line per request, and a request id.
+    """One JSON log line per request, a request id, and the request metrics.
 
-    The id is the client's ``X-Request-ID`` when it is a sane token (letters,
-    digits, ``._-``, at most 128), else a fresh uuid4; it is echoed in the
-    ``X-Request-ID`` response header, in error bodies and in the log line:
+    The id is the client's ``X-Request-ID`` when :func:`check_request_id`
+    keeps it, else a fresh uuid4; it is echoed in the ``X-Request-ID``
+    response header, in error bodies, in the request's log line
     ``{"event": "request", "method", "path", "status", "duration_ms",
-    "request_id", "client", "bytes_in"}``.
+    "request_id", "client", "bytes_in"}`` and in every other line logged
+    while the request is served (:data:`current_request_id`).
     """
 
-    def __init__(self, app: ASGIApp, logger: logging.Logger = log) -> None:
+    def __init__(self, app: ASGIApp, logger: logging.Logger = log, metrics: Any = None) -> None:
         self.app = app
         self.logger = logger
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = Headers(scope=scope).get("x-request-id", "")
-        rid = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        rid, replaced = check_request_id(Headers(scope=scope).get("x-request-id"))
         scope.setdefault("state", {})["request_id"] = rid
+        reset = current_request_id.set(rid)
         status = 500  # what the client gets if the app raises before answering
         bytes_in = 0
         t0 = time.perf_counter()
@@ -101,27 +128,33 @@ class RequestLogMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                MutableHeaders(scope=message).append("x-request-id", rid)
+                headers = MutableHeaders(scope=message)
+                headers.append("x-request-id", rid)
+                if replaced is not None:
+                    headers.append("x-request-id-replaced", replaced)
             await send(message)
 
         try:
             await self.app(scope, counting_receive, send_with_id)
         finally:
-            client = scope.get("client")
-            self.logger.info(
-                "request",
-                extra={
-                    "fields": {
-                        "method": scope["method"],
-                        "path": scope["path"],
-                        "status": status,
-                        "duration_ms": round((time.perf_counter() - t0) * 1000, 2),
-                        "request_id": rid,
-                        "client": f"{client[0]}:{client[1]}" if client else None,
-                        "bytes_in": bytes_in,
-                    }
-                },
-            )
+            seconds = time.perf_counter() - t0
+            if self.metrics is not None:
+                self.metrics.request(scope["path"], scope["method"], status, seconds)
+            if self.logger.isEnabledFor(logging.INFO):
+                client = scope.get("client")
+                fields = {
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "status": status,
+                    "duration_ms": round(seconds * 1000, 2),
+                    "request_id": rid,
+                    "client": f"{client[0]}:{client[1]}" if client else None,
+                    "bytes_in": bytes_in,
+                }
+                if replaced is not None:
+                    fields["request_id_replaced"] = replaced
+                self.logger.info("request", extra={"fields": fields})
+            current_request_id.reset(reset)
 
 
 class BearerAuthMiddleware:
@@ -162,8 +195,13 @@ class BearerAuthMiddleware:
         await send_error(scope, send, 401, "unauthorized", why, {"WWW-Authenticate": challenge})
 
 
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
 class BodySizeLimitMiddleware:
-    """413 for a request body over ``max_bytes``, without keeping it.
+    """413 for a request body over ``max_bytes``, without keeping it; 411 for
+    a POST with neither ``Content-Length`` nor ``Transfer-Encoding`` (an
+    HTTP/1.0 client's body would otherwise be read as empty: a misleading 422).
 
     A ``Content-Length`` over the limit is answered before the app runs and
     before a byte of the body is read. A body without one (chunked) or one
@@ -200,8 +238,20 @@ class BodySizeLimitMiddleware:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        expects_continue = headers.get("expect", "").lower() == "100-continue"
         declared = headers.get("content-length")
+        if declared is None and scope["method"] in _BODY_METHODS and "transfer-encoding" not in headers:
+            # HTTP/1.0 has no chunked bodies: without a length the server cannot tell where the body ends
+            await send_error(
+                scope,
+                send,
+                411,
+                "length_required",
+                f"a {scope['method']} body needs a Content-Length header (or, on HTTP/1.1, "
+                "Transfer-Encoding: chunked); send the JSON body with its length",
+                {"Connection": "close"},
+            )
+            return
+        expects_continue = headers.get("expect", "").lower() == "100-continue"
         if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
             exc = BodyTooLarge(self.max_bytes, int(declared), "declared")
             drain = None if expects_continue or int(declared) > self.drain_bytes else receive
@@ -252,75 +302,6 @@ class BodySizeLimitMiddleware:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-class ConcurrencyLimiter:
-    """At most ``limit`` slots taken at once; ``try_acquire`` never waits."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._in_flight = 0
-        self._lock = threading.Lock()
-
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
-    def try_acquire(self) -> Slot | None:
-        with self._lock:
-            if self._in_flight >= self.limit:
-                return None
-            self._in_flight += 1
-        return Slot(self)
-
-    def _free(self) -> None:
-        with self._lock:
-            self._in_flight -= 1
-
-
-class Slot:
-    """One taken place, reference counted: the request holds it, and so does
-    any worker thread the request starts (:meth:`hold`), so a request
-    abandoned at its deadline keeps its place until its worker ends, or until
-    the service drops the worker's hold (a grace after the deadline)."""
-
-    def __init__(self, limiter: ConcurrencyLimiter) -> None:
-        self._limiter = limiter
-        self._refs = 1
-        self._lock = threading.Lock()
-
-    def hold(self) -> Hold:
-        with self._lock:
-            if self._refs <= 0:
-                raise RuntimeError("slot already released")
-            self._refs += 1
-        return Hold(self)
-
-    def release(self) -> None:
-        with self._lock:
-            self._refs -= 1
-            last = self._refs == 0
-        if last:
-            self._limiter._free()
-
-
-class Hold:
-    """A worker's reference on a :class:`Slot`; released at most once, by
-    whichever comes first: the worker ending or the service giving up on it."""
-
-    def __init__(self, slot: Slot) -> None:
-        self._slot = slot
-        self._released = False
-        self._lock = threading.Lock()
-
-    def release(self) -> bool:
-        """Drop the reference; False if it was already dropped."""
-        with self._lock:
-            if self._released:
-                return False
-            self._released = True
-        self._slot.release()
-        return True
-
-
 class ReadinessMiddleware:
     """503 with ``Retry-After`` for ``paths`` while ``refusal()`` says why the
     server cannot take work yet (its scorer is loading), before the body is read."""
@@ -340,41 +321,6 @@ class ReadinessMiddleware:
         await self.app(scope, receive, send)
 
 
-class ConcurrencyLimitMiddleware:
-    """503 at once when ``limiter`` is full, for ``paths`` only.
-
-    The slot is taken before the body is read and put in
-    ``scope["state"]["slot"]`` for the endpoint; no queue, so a client learns
-    at once to retry elsewhere or later (``Retry-After: 1``).
-    """
-
-    def __init__(self, app: ASGIApp, limiter: ConcurrencyLimiter, paths: Collection[str]) -> None:
-        self.app = app
-        self.limiter = limiter
-        self.paths = frozenset(paths)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] not in self.paths:
-            await self.app(scope, receive, send)
-            return
-        slot = self.limiter.try_acquire()
-        if slot is None:
-            await send_error(
-                scope,
-                send,
-                503,
-                "overloaded",
-                f"the server is already handling {self.limiter.limit} requests (its --max-concurrency); retry shortly",
-                {"Retry-After": "1"},
-            )
-            return
-        scope.setdefault("state", {})["slot"] = slot
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            slot.release()
-
-
 class JsonLogFormatter(logging.Formatter):
     """Log records as one JSON object a line: ts, level, logger, event, and
     the record's ``fields`` (see RequestLogMiddleware)."""
@@ -387,6 +333,8 @@ class JsonLogFormatter(logging.Formatter):
             "event": record.getMessage(),
         }
         out.update(getattr(record, "fields", {}) or {})
+        if "request_id" not in out and (rid := current_request_id.get()) is not None:
+            out["request_id"] = rid
         if record.exc_info:
             out["exception"] = self.formatException(record.exc_info)
         return json.dumps(out, ensure_ascii=False, default=str)

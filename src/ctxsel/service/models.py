@@ -182,6 +182,8 @@ class HealthOut(BaseModel):
     scorer: str
     in_flight: int
     max_concurrency: int
+    queued: int = Field(0, description="requests waiting for a slot (this worker's)")
+    max_queue: int = 0
     message: str | None = None
 
 

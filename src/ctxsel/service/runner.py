@@ -4,7 +4,9 @@ The socket is bound before uvicorn starts, so ``--port 0`` works: the first
 log line, ``{"event": "listening", "host": ..., "port": ..., "url": ...}``,
 says which port the system gave (tests and the load benchmark read it).
 The scorer then loads and warms in the background; ``{"event": "ready"}``
-follows when it is done (until then /health says "starting").
+follows when it is done (until then /health says "starting"). With
+``workers > 1`` the socket is shared by that many forked worker processes
+(:mod:`ctxsel.service.workers`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+    except socket.gaierror as e:  # before OSError: it is one
+        sock.close()
+        raise InputError(
+            f"cannot resolve host {host!r}: {e.strerror}; give --host an address (127.0.0.1, 0.0.0.0, ::) "
+            "or a name this machine resolves"
+        ) from None
     except OSError as e:
         sock.close()
         raise InputError(
@@ -66,24 +74,31 @@ def run_server(
     timeout_keep_alive: int = 5,
     http: Literal["auto", "httptools", "h11"] = "auto",
     loop: Literal["auto", "uvloop", "asyncio"] = "auto",
+    workers: int = 1,
 ) -> None:
     """Serve ``create_app(settings)`` until SIGINT/SIGTERM (graceful shutdown).
 
     ``http`` and ``loop`` are uvicorn's: by default its C parser (httptools)
     and uvloop, which the ``serve`` extra installs, else the pure-Python ones.
+    ``workers``: processes sharing the socket, each with its own scorer and
+    its own limits (see :mod:`ctxsel.service.workers`).
 
     If the scorer fails to load at start-up the server stops and this raises
-    ValueError with the reason (``ctxsel serve`` prints it and exits 2).
+    InputError with the reason (``ctxsel serve`` prints it and exits 2).
     """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InputError(f"--workers must be an integer >= 1, got {workers!r}")
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401
     except ImportError as e:
         raise MissingExtraError(f"the HTTP service needs uvicorn: {install_hint('serve')}") from e
-    from ctxsel.service.app import create_app
 
     setup_json_logging(log_level)
-    app = create_app(settings)
-    app.state.service.scorer()  # a scorer that cannot be built (a bad --model) fails here, before listening
+    if workers == 1:
+        from ctxsel.service.app import create_app
+
+        app = create_app(settings)
+        app.state.service.scorer()  # a scorer that cannot be built (a bad --model) fails here, before listening
     sock = bind_socket(host, port)
     actual = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
@@ -98,6 +113,9 @@ def run_server(
                 "max_body_bytes": settings.max_body_bytes,
                 "deadline_s": settings.deadline_s,
                 "max_concurrency": settings.max_concurrency,
+                "max_queue": settings.max_queue,
+                "queue_timeout_s": settings.queue_timeout_s,
+                "workers": workers,
                 "max_chunks": settings.max_chunks,
                 "max_chars": settings.max_chars,
                 "scorer": settings.scorer,
@@ -112,23 +130,23 @@ def run_server(
             "no bearer token and not loopback-only: anyone who can reach the port can use the server",
             extra={"fields": {"host": host}},
         )
-    config = uvicorn.Config(
-        app,
-        log_config=None,
-        access_log=False,
-        log_level=log_level,
-        lifespan="on",
-        timeout_keep_alive=timeout_keep_alive,
-        server_header=False,
-        http=http,
-        loop=loop,
-    )
-    server = uvicorn.Server(config)
-    service = app.state.service
-    service.on_warm_up_failure = lambda: setattr(server, "should_exit", True)
+    options: dict[str, Any] = {
+        "log_level": log_level,
+        "timeout_keep_alive": timeout_keep_alive,
+        "http": http,
+        "loop": loop,
+    }
+    from ctxsel.service.workers import run_workers, serve_on
+
+    if workers > 1:
+        try:
+            run_workers(settings, sock, workers, **options)
+        finally:
+            sock.close()
+        return
     try:
-        server.run(sockets=[sock])
+        failure = serve_on(app, sock, **options)
     finally:
         sock.close()
-    if service.status == "failed":  # a server that cannot score is of no use: stop, and say why
-        raise InputError(f"{service.status_message}; the server stopped (check --scorer and --model)")
+    if failure is not None:
+        raise InputError(failure)

@@ -21,8 +21,10 @@ from ctxsel.pipeline import Pipeline
 from ctxsel.scoring.base import cosine_scores
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
 from ctxsel.service.cancel import CancellableLLM, CancelToken, score_in_batches
+from ctxsel.service.limiter import ConcurrencyLimiter, Hold
 from ctxsel.service.memory import trim_heap
-from ctxsel.service.middleware import ConcurrencyLimiter, Hold, log, request_id
+from ctxsel.service.metrics import Metrics
+from ctxsel.service.middleware import log, request_id
 from ctxsel.service.models import SelectRequest
 from ctxsel.service.options import check_options
 from ctxsel.service.settings import ServiceSettings
@@ -38,7 +40,8 @@ _SERVER_ONLY_OPTIONS = {
 }
 
 
-_TRIM_AFTER_BYTES = 256 * 1024
+#: below this a request frees too little for malloc_trim to pay for itself (a 1,000-chunk body is 0.4 MB)
+_TRIM_AFTER_BYTES = 2 * 1024 * 1024
 
 
 class Service:
@@ -47,7 +50,10 @@ class Service:
 
     def __init__(self, settings: ServiceSettings, scorer: Any = None) -> None:
         self.settings = settings
-        self.limiter = ConcurrencyLimiter(settings.max_concurrency)
+        self.metrics = Metrics()
+        self.limiter = ConcurrencyLimiter(
+            settings.max_concurrency, settings.max_queue, settings.queue_timeout_s, on_change=self.metrics.slots
+        )
         self._scorer = scorer
         self._scorer_lock = threading.Lock()  # one model, one SQLite cache: score one request at a time
         #: "ok", or "starting" while the scorer loads (start_warm_up), or "failed" if it could not load
@@ -119,7 +125,8 @@ class Service:
             )
         # a request option replaces the spec's, as a keyword does in Python: only the one used is checked
         check_options(name, cls, options, spec=spec_options, spec_prefix=f"method {req.method!r}: ")
-        llm = None if self.settings.reader is None else CancellableLLM(self.settings.reader, token)
+        reader = self.settings.reader
+        llm = None if reader is None else CancellableLLM(reader, token, self.metrics.llm_reply)
         # no --ldar-policy: the method's own default (ldar: the bundled, sha256-checked policy)
         resources = {"policy": self.settings.ldar_policy} if self.settings.ldar_policy else None
         return get_selector(req.method, llm=llm, resources=resources, **options)
@@ -281,8 +288,13 @@ class _ServerScorer:
         service = self.service
         self.token.acquire(service._scorer_lock)  # gives up at the deadline instead of queueing past it
         scorer = service.scorer()
+        before = getattr(scorer, "rows_in_memory", None)
         try:
-            return score_in_batches(scorer, question, chunks, self.token)
+            out = score_in_batches(scorer, question, chunks, self.token)
+            if before is not None:  # the dense scorer: new rows are texts it had to look up
+                new = max(0, int(scorer.rows_in_memory) - int(before))
+                service.metrics.embedded(max(0, len(chunks) - new), new)
+            return out
         finally:
             if getattr(scorer, "rows_in_memory", 0) > service.max_rows_in_memory:
                 scorer.clear_memory()

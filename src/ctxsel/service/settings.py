@@ -32,8 +32,12 @@ class ServiceSettings:
       seconds gets 504, and its work is told to stop: scoring stops at the
       next batch, an LLM call in flight is abandoned. Its concurrency slot is
       free within ``release_grace_s`` of the deadline whatever the work does.
-    - ``max_concurrency``: requests to /select and /answer in flight at once;
-      one more gets 503 at once (no queue).
+    - ``max_concurrency``: requests to /select and /answer in flight at once.
+    - ``max_queue`` / ``queue_timeout_s``: requests past ``max_concurrency``
+      wait, first come first served, in a queue of at most ``max_queue``
+      places for at most ``queue_timeout_s`` seconds; a request that finds
+      the queue full, or waits longer, gets 503 with ``Retry-After``
+      (``max_queue=0``: no queue, 503 at once).
     - ``scorer`` / ``model`` / ``threads``: how chunks are scored when a
       request brings neither scores nor embeddings.
     - ``reader``: an LLM client for /answer and LLM-routed methods (None: /answer
@@ -49,6 +53,8 @@ class ServiceSettings:
     deadline_s: float = 30.0
     release_grace_s: float = 1.0
     max_concurrency: int = 4
+    max_queue: int = 16
+    queue_timeout_s: float = 5.0
     scorer: str = "dense"
     model: str | None = None
     threads: int | None = None
@@ -77,6 +83,15 @@ class ServiceSettings:
             or self.max_concurrency < 1
         ):
             raise InputError(f"max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
+        if isinstance(self.max_queue, bool) or not isinstance(self.max_queue, int) or self.max_queue < 0:
+            raise InputError(f"max_queue must be an integer >= 0, got {self.max_queue!r}")
+        if not (
+            isinstance(self.queue_timeout_s, (int, float))
+            and not isinstance(self.queue_timeout_s, bool)
+            and math.isfinite(self.queue_timeout_s)
+            and self.queue_timeout_s > 0
+        ):
+            raise InputError(f"queue_timeout_s must be a positive number of seconds, got {self.queue_timeout_s!r}")
         from ctxsel.scoring.registry import available_scorers
 
         if self.scorer not in available_scorers():
