@@ -365,6 +365,7 @@ def test_a_question_argument_that_is_not_utf8_names_the_byte(doc: Path) -> None:
 def test_a_bad_flag_value_is_one_line_without_the_usage(
     capsys: pytest.CaptureFixture[str], doc: Path, flag: str, value: str, message: str
 ) -> None:
+    code: object
     try:  # argparse exits for a flag's own type; --max-tokens is checked by ctxsel.select, after the question
         code = main(["select", "--document", str(doc), "--question", QUESTION, "--scorer", "keywords", flag, value])
     except SystemExit as e:

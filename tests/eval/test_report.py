@@ -41,7 +41,7 @@ def test_the_judge_column_is_shown_only_at_kappa_06_or_above(
     agreement = judge_agreement(rows)
     assert agreement is not None and agreement["kappa"] == pytest.approx(kappa)
     assert agreement["trusted"] is trusted
-    config = {"dataset": "toy", "judge": "fake", "answer_format": "structured", "ci": "none"}
+    config: dict[str, object] = {"dataset": "toy", "judge": "fake", "answer_format": "structured", "ci": "none"}
     config["reader"] = {"model": "fake", "template": "holobench-json-v1"}
     write_reports(tmp_path, summarize(rows, ["oracle"], ci="none"), rows, config)
     md = (tmp_path / "summary.md").read_text()
