@@ -43,6 +43,7 @@ from typing import Any
 from ctxsel.errors import InputError, InputTypeError, LLMContextLengthError, ReplyFormatError
 from ctxsel.llm.aggregation import SHAPES, aggregation_format, guess_kind
 from ctxsel.llm.base import Completion, LLMClient, complete_many
+from ctxsel.llm.constrain import ReplyFormat
 from ctxsel.llm.prompts import FACTOID_QA, HOLOBENCH_JSON, PromptTemplate, get_template
 from ctxsel.tokens import count_tokens as cl100k_tokens
 from ctxsel.types import LLMUsage, Selection
@@ -335,13 +336,14 @@ class Reader:
             except Exception as e:
                 out[i] = e
         t0 = time.perf_counter()
+        args = self._call_args()
         try:
-            replies: list[Any] = complete_many(self.client, [t[3] for t in todo], **self._call_args())
+            replies: list[Any] = complete_many(self.client, [t[3] for t in todo], **args)
         except Exception:
             replies = []
             for t in todo:
                 try:
-                    replies.append(self.client.complete(t[3], **self._call_args()))
+                    replies.append(self.client.complete(t[3], **args))
                 except Exception as e:
                     replies.append(e)
         share = (time.perf_counter() - t0) / max(1, len(todo))
@@ -349,8 +351,12 @@ class Reader:
             out[i] = reply if isinstance(reply, Exception) else self._answer(reply, fitted, cut, share)
         return [a for a in out if a is not None]
 
+    def _format(self, kind: str | None) -> ReplyFormat | None:
+        """The reply format of a structured answer of this kind (None for free text)."""
+        return aggregation_format(kind) if self.structured and kind else None
+
     def _call_args(self, kind: str | None = None) -> dict[str, Any]:
-        fmt = aggregation_format(kind) if self.structured and kind else None
+        fmt = self._format(kind)
         return {
             "max_tokens": self.answer_tokens(kind),
             "temperature": 0.0,
@@ -370,7 +376,7 @@ class Reader:
     ) -> Answer:
         meta: dict[str, Any] = {"cached": reply.cached, **({"cut": cut} if cut else {})}
         text = clean_answer(reply.text, self.template)
-        fmt = aggregation_format(kind) if self.structured and kind else None
+        fmt = self._format(kind)
         if fmt is not None:
             try:  # strict whatever produced the reply: a grammar guarantees the shape, the parser the rest
                 items: list[str] = fmt.parse(reply.text)

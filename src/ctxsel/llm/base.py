@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ctxsel.errors import InputError, InputTypeError
+from ctxsel.errors import InputError, InputTypeError, LLMContextLengthError
 from ctxsel.types import LLMUsage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -253,3 +253,13 @@ __all__ = [
     "normalize_prompt",
     "split_reply_start",
 ]
+
+
+def check_window(n_prompt: int, max_tokens: int, n_ctx: int, model: str) -> None:
+    """A local model's prompt plus its answer budget must fit its window: say so before any compute."""
+    if n_prompt + max_tokens > n_ctx:
+        raise LLMContextLengthError(
+            f"the prompt has {n_prompt:,} tokens and {max_tokens} more are asked for, past the {n_ctx:,}-token window",
+            model=model,
+            hint="select fewer chunks (the reader cuts a selection to its window), or raise n_ctx",
+        )

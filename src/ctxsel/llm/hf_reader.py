@@ -36,9 +36,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxsel.errors import InputError, LLMContextLengthError
+from ctxsel.errors import InputError
 from ctxsel.inputs import as_int
-from ctxsel.llm.base import Completion, Prompt
+from ctxsel.llm.base import Completion, Prompt, check_window
 from ctxsel.llm.batcher import BatchingClient
 from ctxsel.llm.hf_client import _torch_dtype, load_base, model_text
 from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, MODELS
@@ -171,13 +171,7 @@ class TransformersReaderClient:
         texts = [self.render(p, reply_start) for p in prompts]
         ids = [self.tokenizer(t, add_special_tokens=not self.chat)["input_ids"] for t in texts]
         for n in map(len, ids):
-            if n + max_tokens > self.n_ctx:
-                raise LLMContextLengthError(
-                    f"the prompt has {n:,} tokens and {max_tokens} more are asked for, "
-                    f"past the {self.n_ctx:,}-token window",
-                    model=self.model_id,
-                    hint="select fewer chunks (the reader cuts a selection to its window), or raise n_ctx",
-                )
+            check_window(n, max_tokens, self.n_ctx, self.model_id)
         out: list[Completion | None] = [None] * len(ids)
         for batch in self._batches(ids, max_tokens):
             for i, c in zip(batch, self._generate([ids[i] for i in batch], max_tokens, stop or []), strict=True):

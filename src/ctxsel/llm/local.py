@@ -51,9 +51,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from ctxsel.errors import InputError, LLMContextLengthError, LLMError, MissingExtraError, install_hint
+from ctxsel.errors import InputError, LLMError, MissingExtraError, install_hint
 from ctxsel.inputs import as_int
-from ctxsel.llm.base import Completion, Prompt, normalize_prompt, split_reply_start
+from ctxsel.llm.base import Completion, Prompt, check_window, normalize_prompt, split_reply_start
 from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, MODELS, get_model, gguf_path
 from ctxsel.types import LLMUsage
 
@@ -218,13 +218,7 @@ class LocalLlamaClient:
         text, format_stop = self.render(prompt, reply_start)
         tokens = self._tokens(text)
         n_prompt = len(tokens)
-        if n_prompt + max_tokens > self.n_ctx:
-            raise LLMContextLengthError(
-                f"the prompt has {n_prompt:,} tokens and {max_tokens} more are asked for, "
-                f"past the {self.n_ctx:,}-token window",
-                model=self.model_id,
-                hint="select fewer chunks (the reader cuts a selection to its window), or raise n_ctx",
-            )
+        check_window(n_prompt, max_tokens, self.n_ctx, self.model_id)
         fmt = extra.pop("reply_format", None)  # a ReplyFormat: enforced by a llama.cpp grammar
         if fmt is not None:
             from ctxsel.llm.constrain import llama_grammar
