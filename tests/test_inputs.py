@@ -17,7 +17,7 @@ import pytest
 
 import ctxsel
 from ctxsel.errors import InputError, InputTypeError, SpecError
-from ctxsel.inputs import as_budget, as_count, as_int, as_scores
+from ctxsel.inputs import as_budget, as_count, as_int, as_scores, check_chunk_items
 from ctxsel.selectors import get_selector
 from tests.support.cli import run_cli
 
@@ -283,3 +283,14 @@ def test_http_refuses_an_invisible_question_with_the_python_message(service_clie
     assert r.status_code == 422 and r.json()["message"].startswith(
         "question is empty (or only whitespace); its only other characters are invisible (U+200B ZERO WIDTH SPACE)"
     )
+
+
+def test_check_chunk_items_takes_texts_as_they_are_and_names_a_bad_text_by_id() -> None:
+    texts = ["plain", "caf\u00e9"]
+    assert check_chunk_items(texts) is texts
+    objects = [{"id": 7, "text": "x"}, {"id": "b", "text": "y"}]
+    assert check_chunk_items(objects) == [{"id": "7", "text": "x"}, {"id": "b", "text": "y"}]  # an int id as text
+    with pytest.raises(InputError, match=r"chunk 'b' contains a lone surrogate U\+D800 at character 1"):
+        check_chunk_items([{"id": "a", "text": "x"}, {"id": "b", "text": "y\ud800"}])
+    with pytest.raises(InputError, match="duplicate chunk id 'a'"):
+        check_chunk_items([{"id": "a", "text": "x"}, {"id": "a", "text": "y"}])

@@ -45,6 +45,15 @@ def test_batch_encodes_only_new_distinct_texts(fake: FakeEncoding) -> None:
     assert tokens.count_tokens_batch([]) == []
 
 
+def test_a_batch_of_known_texts_refreshes_them_in_the_lru(fake: FakeEncoding, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens, "COUNT_CACHE_SIZE", 3)
+    tokens.count_tokens_batch(["x", "y", "z"])
+    assert tokens.count_tokens_batch(["x"]) == [1]  # a hit: x is now the most recent
+    tokens.count_tokens_batch(["w", "y"])  # y a hit, w new: evicts z, the least recently used
+    assert list(tokens._counts) == ["x", "y", "w"]
+    assert fake.encoded == ["x", "y", "z", "w"]
+
+
 def test_lru_evicts_the_least_recently_used(fake: FakeEncoding, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokens, "COUNT_CACHE_SIZE", 2)
     tokens.count_tokens("x")

@@ -105,6 +105,47 @@ class TestAsChunks:
         ):
             as_chunks(["ok", 5])  # type: ignore[list-item]
 
+    @pytest.mark.parametrize(
+        "items",
+        [
+            ["alpha beta", "gamma"],  # texts (their own fast path)
+            [{"id": "x", "text": "alpha beta"}, {"id": "y", "text": "gamma", "doc_id": "d2", "meta": {"k": 1}}],
+            ["alpha beta", Chunk(id="c", text="given", n_tokens=9)],
+        ],
+    )
+    def test_built_chunks_equal_the_constructor_s(self, items: list[object]) -> None:
+        """as_chunks builds Chunks without __post_init__: the result must be what the constructor makes."""
+        built = as_chunks(items, doc_id="book")  # type: ignore[arg-type]
+        for i, (c, item) in enumerate(zip(built, items, strict=True)):
+            if isinstance(item, Chunk):
+                assert c is item
+                continue
+            fields = {"id": str(i), "text": item} if isinstance(item, str) else dict(item)  # type: ignore[call-overload]
+            expected = Chunk(**{"doc_id": "book", "position": i, **fields})
+            assert (c.id, c.text, c.doc_id, c.position, c.n_tokens, c.meta) == (
+                expected.id,
+                expected.text,
+                expected.doc_id,
+                expected.position,
+                expected.n_tokens,
+                expected.meta,
+            )
+        assert built[0].n_tokens == 2
+        metas = [c.meta for c in built]
+        assert len({id(m) for m in metas}) == len(metas)  # each its own dict, as default_factory gives
+
+    def test_every_shape_is_checked_before_any_text(self) -> None:
+        """HTTP's order: chunk 1's wrong type is named before chunk 0's lone surrogate."""
+        with pytest.raises(TypeError, match=r"chunks\[1\] must be a text"):
+            as_chunks(["bad \ud800 text", 5])  # type: ignore[list-item]
+        with pytest.raises(ValueError, match=r"chunk '0' contains a lone surrogate U\+D800"):
+            as_chunks(["bad \ud800 text", "fine"])
+        with pytest.raises(ValueError, match=r"chunk 'b' contains a lone surrogate"):
+            as_chunks([{"id": "a", "text": "fine"}, {"id": "b", "text": "\udfff"}])
+
+    def test_an_iterable_is_read_once(self) -> None:
+        assert [c.text for c in as_chunks(t for t in ["a", "b"])] == ["a", "b"]
+
     def test_check_unique_ids_accepts_unique(self) -> None:
         check_unique_ids([Chunk(id=str(i), text="x", n_tokens=1) for i in range(5)])
 

@@ -179,8 +179,34 @@ def check_chunk_item(item: object, i: int) -> object:
     return item if fields["id"] is item["id"] else {**item, "id": fields["id"]}
 
 
+def check_chunk_items(items: list[Any]) -> list[Any]:
+    """The chunks of a JSON body (HTTP's) as the Python API checks them, in its order: every item's shape
+    (:func:`check_chunk_item`), then every text (:func:`check_texts`), then unique ids. Plain texts,
+    the common case, are checked at C speed: their ids "0", "1", ... are unique by construction."""
+    if all(type(item) is str for item in items):
+        check_texts(items)
+        return items
+    checked: list[Any] = [item if type(item) is str else check_chunk_item(item, i) for i, item in enumerate(items)]
+    ids = [str(i) if type(item) is str else item["id"] for i, item in enumerate(checked)]
+    check_texts([item if type(item) is str else item["text"] for item in checked], ids)
+    check_unique_chunk_ids(ids)
+    return checked
+
+
+def check_texts(texts: Sequence[str], ids: Sequence[str] | None = None) -> None:
+    """:func:`check_text` on each chunk text (``ids`` name them in messages; by default "0", "1", ...),
+    skipped where all are ASCII."""
+    if all(map(str.isascii, texts)):
+        return
+    for i, text in enumerate(texts):
+        check_text(text, f"chunk {str(i) if ids is None else ids[i]!r}")
+
+
 def check_unique_chunk_ids(ids: Iterable[object]) -> None:
     """Chunk ids must be unique: two chunks with one id would make recall and the reading order ambiguous."""
+    ids = ids if isinstance(ids, list) else list(ids)
+    if len(set(ids)) == len(ids):  # the common case, at set speed
+        return
     seen: set[object] = set()
     for i in ids:
         if i in seen:

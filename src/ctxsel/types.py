@@ -12,13 +12,21 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import numpy as np
 
 from ctxsel.errors import InputError, InputTypeError
-from ctxsel.inputs import bad_chunk_item, check_chunk_sequence, check_text, check_unique_chunk_ids, chunk_fields
-from ctxsel.tokens import count_tokens
+from ctxsel.inputs import (
+    bad_chunk_item,
+    check_chunk_sequence,
+    check_text,
+    check_texts,
+    check_unique_chunk_ids,
+    chunk_fields,
+)
+from ctxsel.tokens import count_tokens, count_tokens_batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +50,8 @@ class Chunk:
             raise InputError(f"Chunk id must be a non-empty string, got {self.id!r}")
         if not isinstance(self.text, str):
             raise InputTypeError(f"Chunk {self.id!r}: text must be str, got {type(self.text).__name__}")
-        check_text(self.text, f"chunk {self.id!r}")
+        if not self.text.isascii():  # ASCII, the common case, has no lone surrogate
+            check_text(self.text, f"chunk {self.id!r}")
         if self.n_tokens < 0:
             object.__setattr__(self, "n_tokens", count_tokens(self.text))
 
@@ -279,6 +288,10 @@ def jsonable(x: Any) -> Any:
 ChunkLike = Chunk | str | Mapping[str, Any]
 
 
+#: a new chunk's (id, text, doc_id, position, n_tokens or -1, meta) as :func:`as_chunks` collects them
+_Fields = tuple[str, str, str, int, int, dict[str, Any] | None]
+
+
 def as_chunks(items: Iterable[ChunkLike], doc_id: str = "doc") -> list[Chunk]:
     """Accept strings, Chunks or ``{"id", "text", ...}`` mappings (the shape HTTP and JSONL take, checked
     by :func:`ctxsel.inputs.chunk_fields`); strings get ids "0", "1", ... in order.
@@ -287,21 +300,68 @@ def as_chunks(items: Iterable[ChunkLike], doc_id: str = "doc") -> list[Chunk]:
     reading order ambiguous, so that is an error, not a silent merge.
     Duplicate *texts* under different ids are fine. One str (or bytes) in
     place of the sequence is a TypeError, never one chunk per character.
+    The checks run in HTTP's order: every item's shape, then every text, then
+    the ids. This is the service's hot path (a request brings up to thousands
+    of chunks), so the new Chunks are built from the checked fields without
+    ``Chunk.__post_init__`` repeating the checks, and the texts without a
+    count are counted in one batch.
     """
     check_chunk_sequence(items)
-    out: list[Chunk] = []
-    for i, item in enumerate(items):
-        if isinstance(item, Chunk):
-            out.append(item)
-        elif isinstance(item, str):
-            out.append(Chunk(id=str(i), text=item, doc_id=doc_id, position=i))
+    listed: list[Any] = items if isinstance(items, list) else list(items)
+    if set(map(type, listed)) == {Chunk}:  # Chunks already (a pipeline passing its own): ids only
+        check_unique_ids(listed)
+        return list(listed)
+    if set(map(type, listed)) == {str}:  # texts, the common case: ids "0", "1", ... are unique
+        check_texts(listed)
+        counts = count_tokens_batch(listed)
+        return [_checked_chunk(str(i), t, doc_id, i, n, {}) for i, t, n in zip(range(len(listed)), listed, counts)]
+    given: list[Chunk | _Fields] = []
+    for i, item in enumerate(listed):
+        if type(item) is str:
+            given.append((str(i), item, doc_id, i, -1, None))
+        elif isinstance(item, Chunk):
+            given.append(item)
         elif isinstance(item, Mapping):
-            out.append(Chunk(**{"doc_id": doc_id, **chunk_fields(item, i)}))
+            f = chunk_fields(item, i)
+            given.append(
+                (f["id"], f["text"], f.get("doc_id", doc_id), f["position"], f.get("n_tokens", -1), f.get("meta"))
+            )
+        elif isinstance(item, str):  # a str subclass
+            given.append((str(i), str(item), doc_id, i, -1, None))
         else:
             raise bad_chunk_item(item, i)
+    new = [f for f in given if not isinstance(f, Chunk)]
+    check_texts([f[1] for f in new], [f[0] for f in new])
+    new_counts = iter(count_tokens_batch([f[1] for f in new if f[4] < 0]))
+    out = [
+        f if isinstance(f, Chunk) else _checked_chunk(*f[:4], f[4] if f[4] >= 0 else next(new_counts), f[5] or {})
+        for f in given
+    ]
     check_unique_ids(out)
     return out
 
 
+# each slot's own setter: it bypasses the frozen class's __setattr__, as dataclasses' generated __init__ does
+_set_id, _set_text, _set_doc_id, _set_position, _set_n_tokens, _set_meta = (
+    getattr(Chunk, name).__set__ for name in ("id", "text", "doc_id", "position", "n_tokens", "meta")
+)
+
+
+def _checked_chunk(cid: str, text: str, doc_id: str, position: int, n_tokens: int, meta: dict[str, Any]) -> Chunk:
+    """A Chunk from fields :func:`as_chunks` has checked (:func:`ctxsel.inputs.chunk_fields`, the text,
+    the count), its slots set directly: ``__post_init__`` would check them all again."""
+    c = object.__new__(Chunk)
+    _set_id(c, cid)
+    _set_text(c, text)
+    _set_doc_id(c, doc_id)
+    _set_position(c, position)
+    _set_n_tokens(c, n_tokens)
+    _set_meta(c, meta)
+    return c
+
+
 def check_unique_ids(chunks: Sequence[Chunk]) -> None:
-    check_unique_chunk_ids(c.id for c in chunks)
+    check_unique_chunk_ids(list(map(_chunk_id, chunks)))
+
+
+_chunk_id = attrgetter("id")

@@ -34,6 +34,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -192,7 +193,7 @@ class RankingSelector(CommonOptions, Selector):
             arr = as_scores(scores)
             if arr.shape[0] != n:
                 raise scores_count_error(arr.shape[0], n)
-        tokens = np.fromiter((c.n_tokens for c in chunk_list), dtype=np.int64, count=n)
+        tokens = np.fromiter(map(attrgetter("n_tokens"), chunk_list), dtype=np.int64, count=n)
         d = self.decide(arr, tokens)
         top = d.top
         return Selection(

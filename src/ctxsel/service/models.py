@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before 3.12
 
 from ctxsel.errors import InputError
-from ctxsel.inputs import check_chunk_item, check_question, check_score_items, check_text, check_unique_chunk_ids
+from ctxsel.inputs import check_chunk_items, check_question, check_score_items
 
 JSONScalar = str | int | float | bool | None
 
@@ -92,14 +92,7 @@ class SelectRequest(BaseModel):
         """The Python API's rules, order and messages for the chunks: each item's shape (an integer id is
         read as its decimal string, as in Python and JSONL; a wrong field is one line, not pydantic's union
         noise), its text (as :class:`ctxsel.Chunk` words it), then unique ids, before the scores are read."""
-        if not isinstance(v, list):
-            return v
-        items: list[Any] = [check_chunk_item(item, i) for i, item in enumerate(v)]
-        ids = [str(i) if isinstance(item, str) else item["id"] for i, item in enumerate(items)]
-        for cid, item in zip(ids, items, strict=True):
-            check_text(item if isinstance(item, str) else item["text"], f"chunk {cid!r}")
-        check_unique_chunk_ids(ids)
-        return items
+        return check_chunk_items(v) if isinstance(v, list) else v
 
     @field_validator("scores", mode="before")
     @classmethod

@@ -89,7 +89,7 @@ class Service:
                 f"the request has {len(texts):,} {what}; this server takes at most {s.max_chunks:,} per request "
                 "(its --max-chunks, ServiceSettings.max_chunks): send fewer chunks, or split the request",
             )
-        n_chars = len(question) + sum(len(t) for t in texts)
+        n_chars = len(question) + sum(map(len, texts))
         if n_chars > s.max_chars:
             raise RequestTooLarge(
                 "too_much_text",
