@@ -269,6 +269,12 @@ def test_a_graph_without_the_mlp_projections_is_refused(tmp_path: Any) -> None:
         no.smooth_down(model, np.ones((2, 24)))
 
 
+def test_a_calibration_for_another_depth_is_refused(tmp_path: Any) -> None:
+    model, _ = _tiny_onnx(tmp_path)
+    with pytest.raises(ModelError, match="calibration has 12 blocks, the graph 2"):
+        no.smooth_down(model, no.smooth_amax())
+
+
 def test_the_shipped_calibration_has_a_range_per_channel_and_names_the_recipe() -> None:
     import hashlib
 

@@ -157,8 +157,11 @@ def smooth_down(model: Any, amax: np.ndarray, alpha: float = SMOOTH_ALPHA) -> np
     from onnx import numpy_helper
 
     inits = {i.name: i for i in model.graph.initializer}
+    pairs = _mlp_pairs(model)
+    if amax.shape[0] != len(pairs):
+        raise ModelError(f"the calibration has {amax.shape[0]} blocks, the graph {len(pairs)}: not this model's")
     scales = []
-    for k, (up, down) in enumerate(_mlp_pairs(model)):
+    for k, (up, down) in enumerate(pairs):
         w_up, w_down = (numpy_helper.to_array(inits[n.input[1]]) for n in (up, down))
         s = np.maximum(amax[k], 1e-5) ** alpha / np.maximum(np.abs(w_down).max(1), 1e-5) ** (1 - alpha)
         inits[down.input[1]].CopyFrom(numpy_helper.from_array((w_down * s[:, None]).astype(np.float32), down.input[1]))
