@@ -40,6 +40,16 @@ RECALL_TOLERANCE = 0.5  # points
 METHODS = ("adaptive-k", "top-k@5")
 
 
+#: The opt-in nomic-embed-text-v1.5's routes (llama.cpp f16 / Q8_0, ONNX fp32 / int8) are measured by
+#: another script with the same columns; this report links to it.
+NOMIC_ROUTES_NOTE = (
+    "\n## nomic-embed-text-v1.5's routes\n\nThe opt-in `dense[model=nomic-v1.5]` has a row per route (llama.cpp "
+    "f16 and Q8_0, ONNX Runtime fp32 and int8) with passages/s, CPU-seconds per passage, cosine to f16 and "
+    "train-split recall, machine and load stated, in [nomic_routes.md](nomic_routes.md) "
+    "(`python -m benchmarks.nomic_routes --n 40 --threads 2 --recall DIR`).\n"
+)
+
+
 def encoder_flops(lengths: list[int], layers: int, hidden: int, intermediate: int) -> float:
     """Multiply-add work (2 FLOP each) of a BERT encoder over texts of these token lengths: per layer the
     Q, K, V and output projections (4 L H^2 MACs), the feed-forward (2 L H I) and the attention scores and
@@ -411,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         "goal_met_this_run": best >= GOAL_PASSAGES_PER_S,
         "compute_floor": floor,
     }
+    md.append(NOMIC_ROUTES_NOTE)
     md_path, js_path = C.write_report("embedding_throughput", args.out, "\n".join(md), data)
     tmp.cleanup()
     print(md_path.read_text())

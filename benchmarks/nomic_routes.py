@@ -1,5 +1,6 @@
 """nomic-embed-text-v1.5's routes side by side in one run: llama.cpp f16 and Q8_0, ONNX Runtime fp32
-(length-sorted batches, and one text a run) and int8 (graph optimisation ``all`` and ``basic``).
+(length-sorted batches) and int8 (today's recipe; two texts at once on one thread each; and the
+previous recipe, the down projections in fp32, where its file is still in the cache).
 
 Passages/s and CPU-seconds per passage on the first N hotpotqa-long pool paragraphs (each with its
 ``search_document: `` prefix), cold (the backend's ``encode``, no cache), in blocks interleaved in
@@ -8,7 +9,10 @@ is read before each block. Also each route's lowest and mean cosine to llama f16
 and the compute floor: nomic's matrix-product work per passage against this machine's float32
 matrix-multiply rate at nomic's shapes.
 
-    PYTHONPATH=src python -m benchmarks.nomic_routes [--n 80] [--threads 2]
+    PYTHONPATH=src python -m benchmarks.nomic_routes [--n 80] [--threads 2] [--recall DIR]
+
+``--recall DIR``: a recall column from ``ctxsel eval`` runs on the hotpotqa-long TRAIN split, one
+folder per backend, ``DIR/ev-train-<backend>/summary.json`` (top-n-tokens@1k and adaptive-k).
 
 Writes benchmarks/results/nomic_routes.md / .json; compare routes by their ratio, within one run.
 """
@@ -16,8 +20,10 @@ Writes benchmarks/results/nomic_routes.md / .json; compare routes by their ratio
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from benchmarks import _common as C
@@ -52,9 +58,25 @@ def matmul_gflops(threads: int, repeats: int = 15) -> tuple[float, float]:
     return work / best_wall, work / max(best_cpu, 1e-9)
 
 
+def train_recall(folder: Path, backend: str) -> dict[str, float]:
+    """Recall (%) of top-n-tokens@1k and adaptive-k, and adaptive-k's tokens, from an eval summary."""
+    path = folder / f"ev-train-{backend}" / "summary.json"
+    if not path.is_file():
+        return {}
+    rows = json.loads(path.read_text(encoding="utf-8"))["methods"]
+    out = {}
+    for method, key in (("top-n-tokens@1k", "recall_1k"), ("adaptive-k", "recall_adaptive_k")):
+        if method in rows:
+            out[key] = 100 * float(rows[method]["recall"])
+    if "adaptive-k" in rows:
+        out["tokens_adaptive_k"] = float(rows["adaptive-k"]["n_tokens"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=80)
+    ap.add_argument("--recall", type=Path, default=None, help="folder of train-split eval runs (see above)")
     C.add_common_args(ap)
     args = ap.parse_args(argv)
     thread_info = C.setup_threads(args.threads)
@@ -64,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     from ctxsel.datasets.hotpotqa import load_hotpotqa_long
     from ctxsel.scoring.llama_embed import LlamaEmbedBackend
     from ctxsel.scoring.nomic_onnx import NomicOnnxBackend
+    from ctxsel.scoring.onnx_backend import cpu_session
 
     texts = list(dict.fromkeys(c.text for ex in load_hotpotqa_long() for c in ex.chunks))[: args.n]
     texts = ["search_document: " + t for t in texts]
@@ -76,15 +99,28 @@ def main(argv: list[str] | None = None) -> int:
         ("onnx fp32, sorted batches", lambda: NomicOnnxBackend("nomic-v1.5", quantize=False, num_threads=t)),
         ("onnx int8", lambda: NomicOnnxBackend("nomic-v1.5", quantize=True, num_threads=t)),
         (
-            "onnx int8, basic graph opt.",
-            lambda: NomicOnnxBackend("nomic-v1.5", quantize=True, num_threads=t, opt_level="basic"),
+            "onnx int8, 2 texts at once",
+            lambda: NomicOnnxBackend("nomic-v1.5", quantize=True, num_threads=t, texts_at_once=2),
         ),
     ):
         t0 = time.perf_counter()
         backs[name] = make()
         load_s[name] = time.perf_counter() - t0
-    backs["onnx fp32, one text a run"] = backs["onnx fp32, sorted batches"]
-    batch = {name: 1 if "one text" in name else 32 for name in backs}
+    previous = backs["onnx int8"].path.with_name("model_int8_keep-down.onnx")
+    if previous.is_file():  # the recipe before smoothing: every MatMul int8 but the MLP's down projections
+        t0 = time.perf_counter()
+        old = NomicOnnxBackend("nomic-v1.5", quantize=True, num_threads=t)
+        old.session = cpu_session(previous, t)
+        backs["onnx int8, previous recipe (down in fp32)"] = old
+        load_s["onnx int8, previous recipe (down in fp32)"] = time.perf_counter() - t0
+    backend_of = {
+        "llama f16": "llama-f16",
+        "llama Q8_0": "llama-q8_0",
+        "onnx fp32, sorted batches": "onnx",
+        "onnx int8": "onnx-int8",
+        "onnx int8, 2 texts at once": "onnx-int8",  # the same vectors: each text is still read alone
+    }
+    batch = dict.fromkeys(backs, 32)
     names = list(backs)
     wall = dict.fromkeys(names, 0.0)
     cpu = dict.fromkeys(names, 0.0)
@@ -115,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             "mean_cos_f16": float(cos.mean()),
             "load_s": load_s.get(name, 0.0),
         }
+        if args.recall is not None and name in backend_of:
+            rows[name] |= train_recall(args.recall, backend_of[name])
     info["loadavg_end"] = C.loadavg()
     floor = {
         "gflop_per_passage": flop / 1e9,
@@ -132,8 +170,27 @@ def main(argv: list[str] | None = None) -> int:
         "Cold: each route's `encode` on texts it has not seen (no embedding cache); CPU-s = this process's CPU "
         "time, less sensitive to other jobs than wall time. int8 reads one text a run (see ctxsel.scoring.nomic_onnx).",
     ]
+    if args.recall is not None:
+        notes.append(
+            "Recall: hotpotqa-long TRAIN split (80 questions), no expansion, from `ctxsel eval --dataset hotpotqa-long "
+            "--split train --scorer 'dense[model=nomic-v1.5,backend=B]' --methods adaptive-k,top-n-tokens@1k "
+            f"--threads 2 --output {args.recall}/ev-train-B`; `-`: not measured."
+        )
+
+    def pct(r: dict[str, Any], key: str) -> str:
+        return f"{r[key]:.1f}" if key in r else "-"
+
     table = C.md_table(
-        ["route", "passages/s", "CPU-s / passage", "min cos to f16", "mean cos to f16", "load (s)"],
+        [
+            "route",
+            "passages/s",
+            "CPU-s / passage",
+            "min cos to f16",
+            "mean cos to f16",
+            "recall top-n-tokens@1k (train)",
+            "recall adaptive-k (train)",
+            "load (s)",
+        ],
         [
             [
                 f"`{name}`",
@@ -141,11 +198,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['cpu_s_per_passage']:.3f}",
                 f"{r['min_cos_f16']:.4f}",
                 f"{r['mean_cos_f16']:.4f}",
+                pct(r, "recall_1k"),
+                pct(r, "recall_adaptive_k")
+                + (f" at {r['tokens_adaptive_k']:.0f} tokens" if "tokens_adaptive_k" in r else ""),
                 f"{r['load_s']:.1f}",
             ]
             for name, r in rows.items()
         ],
-        ["l", "r", "r", "r", "r", "r"],
+        ["l", "r", "r", "r", "r", "r", "r", "r"],
     )
     md = (
         C.header_md("nomic-embed-text-v1.5: routes side by side", info, notes)

@@ -60,7 +60,7 @@ def test_every_route_and_dimension_has_its_own_cache_key(no_model: None) -> None
         for dim in ("", ",dim=256")
     ]
     assert len(set(ids)) == len(ids)
-    assert "nomic-v1.5|onnx-int8-v1-keep-down" in ids and "nomic-v1.5|onnx-v1|dim=256" in ids
+    assert f"nomic-v1.5|onnx-int8-v1-{no.int8_recipe()}" in ids and "nomic-v1.5|onnx-v1|dim=256" in ids
 
 
 def test_the_onnx_routes_keep_nomics_prefixes(no_model: None) -> None:
@@ -190,7 +190,7 @@ class _Long:
 def _backend(quantize: bool) -> Any:
     b: Any = object.__new__(no.NomicOnnxBackend)
     b.gguf, b.dim, b.one_text_per_run, b.max_batch_tokens = NOMIC, None, quantize, 1024
-    b.session, b._long = _Session(), _Long()
+    b.session, b._long, b.workers = _Session(), _Long(), 1
     b.tokenize = lambda text, special=True: [0] * (len(text.split()) + 2)
     return b
 
@@ -205,3 +205,81 @@ def test_long_texts_go_to_the_scaled_llama_context_and_int8_reads_one_text_a_run
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, rtol=1e-6)
     assert vecs[1, 2] == pytest.approx(1.0)  # the long text's vector, in its place
     assert vecs[0, 0] / vecs[0, 1] == pytest.approx(5.0)  # each text pooled over its own tokens only
+
+
+def test_int8_reads_texts_side_by_side_each_in_its_place() -> None:
+    b = _backend(True)
+    b.workers = 2
+    texts = ["a b c", "d e", "f g h i", "j"]
+    vecs = b.encode(texts)
+    assert sorted(b.session.widths) == [(1, 3), (1, 4), (1, 5), (1, 6)]
+    # each vector is its own text's: the first coordinate over the second is its token count
+    assert [round(float(v[0] / v[1])) for v in vecs] == [5, 4, 6, 3]
+
+
+# -- smoothing the MLP before int8 ----------------------------------------------------------------------
+
+
+def _tiny_onnx(tmp_path: Any) -> Any:
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    from ctxsel.scoring.nomic_torch import build_module
+
+    cfg, tensors = _tiny()
+    path = no.export_module(build_module(cfg, tensors), tmp_path / "tiny.onnx")
+    return onnx.load(str(path)), tensors
+
+
+def _pooled(model: Any, ids: list[int]) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    batch = np.array([ids], dtype=np.int64)
+    return np.asarray(session.run(["pooled"], {"input_ids": batch, "attention_mask": np.ones_like(batch)})[0])
+
+
+def test_smoothing_moves_the_down_inputs_range_into_the_weights_and_changes_no_output(tmp_path: Any) -> None:
+    from onnx import numpy_helper
+
+    model, tensors = _tiny_onnx(tmp_path)
+    texts = [[1, 7, 9, 3, 2], [1, 4, 2], [5, 6, 8, 10, 11, 12]]
+    before = [_pooled(model, t) for t in texts]
+    amax = no.down_input_absmax(model, texts)
+    assert amax.shape == (2, 24) and (amax > 0).all()
+    assert [o.name for o in model.graph.output] == ["pooled"]  # the calibration's outputs are gone again
+    scales = no.smooth_down(model, amax, alpha=0.75)
+    w_down = tensors["blk.1.ffn_down.weight"]  # [out, in]: input channel j is column j
+    expected = amax[1] ** 0.75 / np.abs(w_down).max(0) ** 0.25
+    np.testing.assert_allclose(scales[1], expected, rtol=1e-5)
+    assert not np.allclose(scales, 1.0)
+    for t, b in zip(texts, before):
+        np.testing.assert_allclose(_pooled(model, t), b, rtol=1e-4, atol=1e-5)
+    # the smoothed input: each channel's largest |value| is amax / s
+    np.testing.assert_allclose(no.down_input_absmax(model, texts), amax / scales, rtol=1e-4)
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    assert not any(np.allclose(w, w_down.T) for w in inits.values() if w.shape == w_down.T.shape)
+
+
+def test_a_graph_without_the_mlp_projections_is_refused(tmp_path: Any) -> None:
+    model, _ = _tiny_onnx(tmp_path)
+    for node in model.graph.node:
+        node.name = node.name.replace("/down/", "/other/")
+    with pytest.raises(ModelError, match="no MLP up/down projections"):
+        no.smooth_down(model, np.ones((2, 24)))
+
+
+def test_a_calibration_for_another_depth_is_refused(tmp_path: Any) -> None:
+    model, _ = _tiny_onnx(tmp_path)
+    with pytest.raises(ModelError, match="calibration has 12 blocks, the graph 2"):
+        no.smooth_down(model, no.smooth_amax())
+
+
+def test_the_shipped_calibration_has_a_range_per_channel_and_names_the_recipe() -> None:
+    import hashlib
+
+    amax = no.smooth_amax()
+    assert amax.shape == (12, 3072) and amax.dtype == np.float32 and (amax > 0).all()
+    digest = hashlib.sha256(no.smooth_amax_path().read_bytes()).hexdigest()[:8]
+    assert no.int8_recipe() == f"{no.INT8_RECIPE}-{digest}"
+    assert no.route_id("onnx-int8").endswith(digest) and no.route_id("onnx") == "onnx-v1"

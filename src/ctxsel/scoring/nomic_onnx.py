@@ -4,7 +4,7 @@ The graph is exported once from the verified f16 GGUF (:mod:`ctxsel.scoring.nomi
 ``gguf`` needed then) into ctxsel's cache folder as MiniLM's is (:mod:`ctxsel.scoring.onnx_backend`:
 ``onnx/nomic-v1.5-<fingerprint>/``, written atomically, the fingerprint naming the GGUF's sha256 and
 :data:`EXPORT_VERSION`); ``onnx-int8`` quantises its weights once with ``quantize_dynamic``, per
-output channel, as MiniLM's (per-tensor scales lose more fidelity at the same speed). Running needs
+output channel, as MiniLM's (per-tensor scales lose more fidelity at the same speed), after smoothing. Running needs
 onnxruntime, and llama-cpp-python for the tokenizer: the GGUF's own WordPiece vocabulary loaded
 vocab-only, so the token ids are the llama route's by construction.
 
@@ -15,7 +15,13 @@ vocab-only, so the token ids are the llama route's by construction.
   more than about 1,500 words) goes, alone, to the llama.cpp f16 route's YaRN-scaled 8,192-token
   context, exactly as that route reads it; so a 5,000-token chunk is read whole.
 - int8 reads one text per run (the activation scale is per tensor, so a batched text's vector would
-  depend on its neighbours); fp32 reads length-sorted batches padded only to their longest text.
+  depend on its neighbours); ``texts_at_once=2`` runs two such texts side by side on one thread
+  each instead of one on two threads (measured in benchmarks/nomic_routes.py); fp32 reads
+  length-sorted batches padded only to their longest text.
+- int8 recipe (:data:`INT8_RECIPE`): the MLP down projection's input is smoothed first
+  (:func:`smooth_down`, SmoothQuant) with scales from a shipped calibration (hotpotqa-long
+  train-split paragraphs, benchmarks/nomic_calibrate.py), so that every weight MatMul can be int8
+  without losing fidelity to f16.
 - ``auto`` picks ``onnx-int8`` for nomic-v1.5 where the CPU has an 8-bit dot product
   (``onnx_backend.has_int8_dot``) and onnxruntime is installed, else ``onnx`` where onnxruntime is
   installed, else llama.cpp: the fastest route whose recall holds, measured by
@@ -24,9 +30,11 @@ vocab-only, so the token ids are the llama route's by construction.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -56,20 +64,25 @@ from ctxsel.scoring.onnx_backend import (
 )
 
 EXPORT_VERSION = 1  # bump when the graph changes
-#: Which weights int8 quantises (in the int8 file's name and cache key): every MatMul but the MLP's
-#: down projection, whose input (the SwiGLU product) has outliers that one activation scale per
-#: tensor cannot hold.
-INT8_RECIPE = "keep-down"
+#: The int8 recipe (in the int8 file's name and cache key): every weight MatMul int8 per output
+#: channel, after smoothing the MLP down projection's input (:func:`smooth_down`), whose SwiGLU
+#: product has outlier channels that one activation scale per tensor cannot hold unsmoothed.
+INT8_RECIPE = "smooth-a0.75"
+#: In ctxsel/data: the calibration, made on hotpotqa-long train-split paragraphs by
+#: benchmarks/nomic_calibrate.py.
+SMOOTH_AMAX_FILE = "nomic-v1.5-smooth-amax.npy"
+#: SmoothQuant's migration strength: how much of the activation's range moves into the weights.
+SMOOTH_ALPHA = 0.75
 ONNX_BACKENDS = ("onnx", "onnx-int8")
 
 
 def route_id(backend: str) -> str:
-    """The backend's part of the vectors' id: ``onnx-v1`` / ``onnx-int8-v1-keep-down``."""
-    return f"{backend}-v{EXPORT_VERSION}" + (f"-{INT8_RECIPE}" if backend == "onnx-int8" else "")
+    """The backend's part of the vectors' id: ``onnx-v1`` / ``onnx-int8-v1-smooth-a0.75-<calibration hash>``."""
+    return f"{backend}-v{EXPORT_VERSION}" + (f"-{int8_recipe()}" if backend == "onnx-int8" else "")
 
 
 def file_name(quantize: bool) -> str:
-    return f"model_int8_{INT8_RECIPE}.onnx" if quantize else "model.onnx"
+    return f"model_int8_{int8_recipe()}.onnx" if quantize else "model.onnx"
 
 
 def export_folder(gguf: GGUFEmbedder, quantize: bool) -> Path:
@@ -77,25 +90,114 @@ def export_folder(gguf: GGUFEmbedder, quantize: bool) -> Path:
     return cached_export_dir(f"{gguf.name}-{fp}", file_name(quantize))
 
 
-def quantize_nomic(fp32: Path, dest: Path) -> Path:
-    """int8 weights per output channel for the MatMuls but the down projections (:data:`INT8_RECIPE`)."""
+def smooth_amax_path() -> Path:
+    """The shipped calibration: per block, each down-projection input channel's largest |value|."""
+    from importlib.resources import files
+
+    return Path(str(files("ctxsel") / "data" / SMOOTH_AMAX_FILE))
+
+
+@functools.cache
+def int8_recipe() -> str:
+    """:data:`INT8_RECIPE` and the calibration file's hash (in the int8 file's name and cache key)."""
+    path = smooth_amax_path()
+    if not path.is_file():
+        raise ModelError(f"{path} is missing: reinstall ctxsel (the int8 nomic route is calibrated by it)")
+    return f"{INT8_RECIPE}-{hashlib.sha256(path.read_bytes()).hexdigest()[:8]}"
+
+
+def smooth_amax() -> np.ndarray:
+    int8_recipe()  # the file is there
+    return np.asarray(np.load(smooth_amax_path(), allow_pickle=False), dtype=np.float32)
+
+
+def _mlp_pairs(model: Any) -> list[tuple[Any, Any]]:
+    """Each block's (up, down) MatMul nodes; refuses a graph without them."""
+    nodes = {n.name: n for n in model.graph.node if n.op_type == "MatMul"}
+    pairs = [(nodes.get(name.replace("/down/", "/up/")), node) for name, node in nodes.items() if "/down/" in name]
+    if not pairs or any(up is None for up, _ in pairs):
+        raise ModelError("the graph has no MLP up/down projections to smooth: not this module's export")
+    return pairs
+
+
+def down_input_absmax(model: Any, token_ids: list[list[int]]) -> np.ndarray:
+    """Per block, each channel's largest |value| at the down projection's input over the texts
+    (fp32 graph, one text a run); ``model``'s outputs are left as they were."""
     import onnx
 
-    graph = onnx.load(str(fp32), load_external_data=False).graph
-    down = [n.name for n in graph.node if n.op_type == "MatMul" and "/down/" in n.name]
-    if not down:
-        raise ModelError(f"{fp32} has no MLP down projection to keep in fp32: not this module's export")
-    return quantize_int8(fp32, dest, op_types_to_quantize=["MatMul"], nodes_to_exclude=down)
+    ort = require_onnxruntime()
+    names = [down.input[0] for _, down in _mlp_pairs(model)]
+    outputs = list(model.graph.output)
+    del model.graph.output[:]
+    model.graph.output.extend(onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in names)
+    try:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = default_threads()
+        so.log_severity_level = 3
+        session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    finally:
+        del model.graph.output[:]
+        model.graph.output.extend(outputs)
+    amax: np.ndarray | None = None
+    for ids in token_ids:
+        batch = np.array([ids], dtype=np.int64)
+        runs = session.run(names, {"input_ids": batch, "attention_mask": np.ones_like(batch)})
+        now = np.stack([np.abs(r).reshape(-1, r.shape[-1]).max(0) for r in runs])
+        amax = now if amax is None else np.maximum(amax, now)
+    if amax is None:
+        raise ModelError("no calibration text to smooth the int8 graph with")
+    return amax
+
+
+def smooth_down(model: Any, amax: np.ndarray, alpha: float = SMOOTH_ALPHA) -> np.ndarray:
+    """SmoothQuant on each MLP, in place: the down projection's input ``silu(gate) * up`` is linear in
+    the up projection's output, so channel j's scale ``s_j = amax_j^alpha / max|W_down[j]|^(1-alpha)``
+    divides up's column j and multiplies down's row j, exact in real arithmetic, and the activation's
+    outlier channels shrink before one scale per tensor quantises them. Returns the scales."""
+    from onnx import numpy_helper
+
+    inits = {i.name: i for i in model.graph.initializer}
+    pairs = _mlp_pairs(model)
+    if amax.shape[0] != len(pairs):
+        raise ModelError(f"the calibration has {amax.shape[0]} blocks, the graph {len(pairs)}: not this model's")
+    scales = []
+    for k, (up, down) in enumerate(pairs):
+        w_up, w_down = (numpy_helper.to_array(inits[n.input[1]]) for n in (up, down))
+        s = np.maximum(amax[k], 1e-5) ** alpha / np.maximum(np.abs(w_down).max(1), 1e-5) ** (1 - alpha)
+        inits[down.input[1]].CopyFrom(numpy_helper.from_array((w_down * s[:, None]).astype(np.float32), down.input[1]))
+        inits[up.input[1]].CopyFrom(numpy_helper.from_array((w_up / s[None, :]).astype(np.float32), up.input[1]))
+        scales.append(s)
+    return np.stack(scales)
+
+
+def quantize_nomic(fp32: Path, dest: Path, amax: np.ndarray) -> Path:
+    """int8 weights per output channel for every weight MatMul, the MLPs smoothed first with the
+    calibration ``amax`` (:data:`INT8_RECIPE`); the smoothed fp32 graph is a temporary file."""
+    import onnx
+
+    model = onnx.load(str(fp32))
+    smooth_down(model, amax)
+    smoothed = atomic_target(dest.with_name(dest.stem + "-smoothed.onnx"))
+    try:
+        onnx.save(model, str(smoothed))
+        del model
+        return quantize_int8(smoothed, dest, op_types_to_quantize=["MatMul"])
+    finally:
+        smoothed.unlink(missing_ok=True)
 
 
 def export_nomic(gguf_path: Path, dest: Path) -> Path:
     """Export the GGUF's model (token ids + mask -> mean-pooled states) to ``dest``, atomically."""
-    import torch
-
     from ctxsel.scoring.nomic_torch import load_module
 
-    _, module = load_module(gguf_path)
-    ids = torch.tensor([[101, 2023, 2003, 1037, 3231, 102], [101, 2178, 102, 0, 0, 0]])
+    return export_module(load_module(gguf_path)[1], dest)
+
+
+def export_module(module: Any, dest: Path) -> Path:
+    """Export a :mod:`ctxsel.scoring.nomic_torch` module to ``dest``, atomically."""
+    import torch
+
+    ids = torch.tensor([[101, 2023, 2003, 1037, 3231, 102], [101, 2178, 102, 0, 0, 0]]) % module.tok.num_embeddings
     mask = (ids != 0).to(torch.long)
     tmp = atomic_target(dest)
     try:
@@ -135,7 +237,7 @@ def ensure_nomic_onnx(name: str, quantize: bool) -> Path:
     if not fp32.is_file():
         export_nomic(embedder_path(name, "f16"), fp32)
     if quantize:
-        quantize_nomic(fp32, wanted)
+        quantize_nomic(fp32, wanted, smooth_amax())
     return wanted
 
 
@@ -167,6 +269,7 @@ class NomicOnnxBackend:
         num_threads: int | None = None,
         opt_level: str = "all",
         max_batch_tokens: int = MAX_BATCH_TOKENS,
+        texts_at_once: int = 1,
     ) -> None:
         gguf = get_embedder(name)
         if gguf is None:
@@ -178,9 +281,11 @@ class NomicOnnxBackend:
         self.dim = dim
         self.max_batch_tokens = max_batch_tokens
         self.num_threads = num_threads or default_threads()
+        # int8, one text a run: ``texts_at_once`` runs side by side, the threads shared among them
+        self.workers = max(1, min(texts_at_once, self.num_threads)) if quantize else 1
         self.path = ensure_nomic_onnx(name, quantize)
         self._vocab = _vocab_only(embedder_path(name, "f16"))
-        self.session = cpu_session(self.path, self.num_threads, opt_level=opt_level)
+        self.session = cpu_session(self.path, max(1, self.num_threads // self.workers), opt_level=opt_level)
         self._long: LlamaEmbedBackend | None = None
         self.model_window = LlamaWindow(self)  # type: ignore[arg-type]  # needs only gguf and tokenize
 
@@ -203,14 +308,25 @@ class NomicOnnxBackend:
             pooled[long_idx] = self._long_route().encode([texts[i] for i in long_idx], batch_size=1)
         order = sorted((i for i, t in enumerate(ids) if len(t) <= TRAINED_CTX), key=lambda i: len(ids[i]))
         size = 1 if self.one_text_per_run else batch_size
-        for idx in batches([len(ids[i]) for i in order], order, size, self.max_batch_tokens):
+        runs = list(batches([len(ids[i]) for i in order], order, size, self.max_batch_tokens))
+
+        def run(idx: list[int]) -> np.ndarray:
             width = max(len(ids[i]) for i in idx)
             batch = np.zeros((len(idx), width), dtype=np.int64)
             mask = np.zeros_like(batch)
             for row, i in enumerate(idx):
                 batch[row, : len(ids[i])] = ids[i]
                 mask[row, : len(ids[i])] = 1
-            pooled[idx] = self.session.run(["pooled"], {"input_ids": batch, "attention_mask": mask})[0]
+            return np.asarray(self.session.run(["pooled"], {"input_ids": batch, "attention_mask": mask})[0])
+
+        workers = min(self.workers, len(runs))
+        if workers > 1:  # onnxruntime releases the GIL while it runs
+            with ThreadPoolExecutor(workers) as pool:
+                for idx, out in zip(runs, pool.map(run, runs)):
+                    pooled[idx] = out
+        else:
+            for idx in runs:
+                pooled[idx] = run(idx)
         # the long route's vectors are unit already: Matryoshka's layer norm and the L2 norm ignore scale
         return matryoshka(pooled, self.dim)
 
@@ -224,10 +340,18 @@ def _vocab_only(path: Path) -> Any:
 
 __all__ = [
     "EXPORT_VERSION",
+    "INT8_RECIPE",
     "ONNX_BACKENDS",
     "NomicOnnxBackend",
+    "down_input_absmax",
     "ensure_nomic_onnx",
+    "export_module",
     "export_nomic",
+    "int8_recipe",
+    "quantize_nomic",
     "resolve_gguf_backend",
     "route_id",
+    "smooth_amax",
+    "smooth_amax_path",
+    "smooth_down",
 ]
