@@ -22,7 +22,6 @@ from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.service.middleware import JsonLogFormatter, log
 from ctxsel.service.settings import ServiceSettings
 
-
 #: new container objects between two young collections in the server's process (Python's default: 700)
 YOUNG_GC_THRESHOLD = 20_000
 
