@@ -15,9 +15,10 @@ vocab-only, so the token ids are the llama route's by construction.
   more than about 1,500 words) goes, alone, to the llama.cpp f16 route's YaRN-scaled 8,192-token
   context, exactly as that route reads it; so a 5,000-token chunk is read whole.
 - int8 reads one text per run (the activation scale is per tensor, so a batched text's vector would
-  depend on its neighbours); ``texts_at_once=2`` runs two such texts side by side on one thread
-  each instead of one on two threads (measured in benchmarks/nomic_routes.py); fp32 reads
-  length-sorted batches padded only to their longest text.
+  depend on its neighbours), and by default as many texts side by side as it has threads, one
+  thread each: on an idle machine that beats one text on all threads (benchmarks/nomic_routes.py
+  measures both; ``texts_at_once=1`` is the other); fp32 reads length-sorted batches padded only
+  to their longest text.
 - int8 recipe (:data:`INT8_RECIPE`): the MLP down projection's input is smoothed first
   (:func:`smooth_down`, SmoothQuant) with scales from a shipped calibration (hotpotqa-long
   train-split paragraphs, benchmarks/nomic_calibrate.py), so that every weight MatMul can be int8
@@ -269,7 +270,7 @@ class NomicOnnxBackend:
         num_threads: int | None = None,
         opt_level: str = "all",
         max_batch_tokens: int = MAX_BATCH_TOKENS,
-        texts_at_once: int = 1,
+        texts_at_once: int | None = None,
     ) -> None:
         gguf = get_embedder(name)
         if gguf is None:
@@ -281,8 +282,9 @@ class NomicOnnxBackend:
         self.dim = dim
         self.max_batch_tokens = max_batch_tokens
         self.num_threads = num_threads or default_threads()
-        # int8, one text a run: ``texts_at_once`` runs side by side, the threads shared among them
-        self.workers = max(1, min(texts_at_once, self.num_threads)) if quantize else 1
+        # int8, one text a run: ``texts_at_once`` (default: one a thread) side by side, sharing the threads
+        at_once = self.num_threads if texts_at_once is None else texts_at_once
+        self.workers = max(1, min(at_once, self.num_threads)) if quantize else 1
         self.path = ensure_nomic_onnx(name, quantize)
         self._vocab = _vocab_only(embedder_path(name, "f16"))
         self.session = cpu_session(self.path, max(1, self.num_threads // self.workers), opt_level=opt_level)
