@@ -7,7 +7,7 @@ tokens; the judge's score only for a run whose judge is trusted (Cohen's kappa a
 overlap score >= 0.6, ``ctxsel.eval.stats.judge_agreement``), and below the table each run's
 kappa and confusion table. A run stopped before its end counts the answers it has (``n``).
 
-    python -m benchmarks.holobench_answers --runs runs/holo_free_5k,runs/holo_json_5k
+    python -m benchmarks.holobench_answers --answers --runs runs/FREE_RUN,runs/STRUCTURED_RUN
 
 Reads nothing but the folders; writes benchmarks/results/holobench_answers.md and .json.
 """
