@@ -7,7 +7,7 @@ tokens; the judge's score only for a run whose judge is trusted (Cohen's kappa a
 overlap score >= 0.6, ``ctxsel.eval.stats.judge_agreement``), and below the table each run's
 kappa and confusion table. A run stopped before its end counts the answers it has (``n``).
 
-    python -m benchmarks.holobench_answers --runs runs/holo_free_5k,runs/holo_json_5k
+    python -m benchmarks.holobench_answers --answers --runs runs/FREE_RUN,runs/STRUCTURED_RUN
 
 Reads nothing but the folders; writes benchmarks/results/holobench_answers.md and .json.
 """
@@ -85,7 +85,9 @@ def markdown(runs: list[dict[str, Any]]) -> str:
                     str(e["n"]),
                     _pct(e.get("overlap_f1"), e.get("overlap_f1_ci95")),
                     _pct(e.get("answer_valid")),
-                    _pct(e.get("score"), e.get("score_ci95")) if trusted else "not trusted",
+                    _pct(e.get("score"), e.get("score_ci95"))
+                    if trusted
+                    else ("not trusted" if run["judge"] else "no judge"),
                     _pct(e.get("recall")),
                     f"{e['n_tokens']:,.0f}" if e.get("n_tokens") is not None else "-",
                     f"{e['tokens_in']:,.0f}" if e.get("tokens_in") is not None else "-",
@@ -109,10 +111,43 @@ def markdown(runs: list[dict[str, Any]]) -> str:
     return md
 
 
+def _gold(folder: Path) -> dict[str, list[str]]:
+    """The ground truth per example from the run's data set, when it is a JSONL file still on disk."""
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    path = Path(str(config.get("dataset") or ""))
+    out: dict[str, list[str]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines() if path.suffix == ".jsonl" and path.is_file() else []:
+        if line.strip():
+            ex = json.loads(line)
+            out[str(ex.get("id"))] = [str(a) for a in ex.get("answers") or []]
+    return out
+
+
+def answers_md(folders: list[Path], width: int = 240) -> str:
+    """Every answer's last ``width`` characters (where free text concludes) beside the ground truth, one
+    line each: the evidence when a table has few questions."""
+    md = "\n## The answers\n\n"
+    for folder in folders:
+        gold = _gold(folder)
+        md += f"`{folder}`:\n\n"
+        for r in sorted(latest_rows(folder), key=lambda r: (str(r["example_id"]), str(r["method"]))):
+            answer = " ".join(str(r.get("answer") or r.get("error") or "").split())
+            cut = ("... " if len(answer) > width else "") + answer[-width:]
+            f1 = r.get("overlap_f1")
+            truth = "; ".join(gold.get(str(r["example_id"]), [])) or "?"
+            md += (
+                f"- {r['example_id']} {r['method']} (F1 {'-' if f1 is None else f'{100 * f1:.0f}'}): {cut} "
+                f"(ground truth: {truth})\n"
+            )
+        md += "\n"
+    return md
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", required=True, help="comma-separated eval output folders")
     p.add_argument("--out", default=str(BENCH_DIR / "results"), help="where the .md and .json go")
+    p.add_argument("--answers", action="store_true", help="list every answer under the table")
     args = p.parse_args(argv)
     folders = [Path(f) for f in args.runs.split(",") if f.strip()]
     missing = [str(f) for f in folders if not (f / "config.json").is_file()]
@@ -127,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Judge %: the LLM judge's mean score, shown only where its kappa against the overlap F1 is >= {TRUSTED_KAPPA}.",
     ]
     md = header_md("HoloBench-style answers: structured beside free text", info, notes) + "\n" + markdown(runs)
+    if args.answers:
+        md += answers_md(folders)
     write_report("holobench_answers", Path(args.out), md, {"machine": info, "runs": runs})
     print(md)
     return 0

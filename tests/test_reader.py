@@ -326,9 +326,10 @@ def test_a_structured_reader_asks_for_the_kinds_format_and_parses_it_strictly():
     (p0, kw0), (p1, kw1), _ = rec.calls
     assert kw0["reply_format"].name == "aggregation-scalar" and kw0["max_tokens"] == 32
     assert kw1["reply_format"].name == "aggregation-pairs" and kw1["max_tokens"] == 384
-    assert '{"answer": 123.45}' in p0 and '"key": "name"' in p1 and "reply_start" not in kw0
+    assert "the single number" in p0 and '"key" the group' in p1 and "reply_start" not in kw0
+    assert "123.45" not in p0 + p1  # no example value for the model to copy
     assert (scalar.text, scalar.meta["structured"]) == ("3", {"kind": "scalar", "valid": True, "items": ["3"]})
-    assert pairs.text == "a: 1.5" and pairs.template == "holobench-json-v1"
+    assert pairs.text == "a: 1.5" and pairs.template == "holobench-json-v2"
     assert truncated.text == '{"answer": 3' and truncated.meta["structured"]["valid"] is False
     assert "truncated" in truncated.meta["structured"]["error"]
     assert "structured" not in Reader(ScriptedClient("x"), "holobench-qa").answer("How many?", sel).meta

@@ -163,7 +163,7 @@ def test_structured_answers_are_scored_by_their_items_and_a_bad_reply_counts_as_
     assert main([*args, *reader]) == 0  # structured is the default for aggregation data
     sent = server.requests[0].json
     assert sent["response_format"]["json_schema"]["name"] == "aggregation-list"
-    assert '{"answer": ["item", ...]}' in sent["prompt"]
+    assert 'whose "answer" is the list of every item' in sent["prompt"]
     rows = {r["example_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     assert rows["q1"]["answer"] == "Seattle: 3\nDenver: 4" and rows["q1"]["structured"]["items"] == [
         "Seattle: 3",
@@ -174,7 +174,7 @@ def test_structured_answers_are_scored_by_their_items_and_a_bad_reply_counts_as_
     assert "not valid JSON" in rows["q2"]["structured"]["error"] or "JSON" in rows["q2"]["structured"]["error"]
     report = json.loads((out / "summary.json").read_text())
     assert report["config"]["answer_format"] == "structured" and report["config"]["reader"]["template"] == (
-        "holobench-json-v1"
+        "holobench-json-v2"
     )
     assert report["methods"]["top-k@1"]["answer_valid"] == 0.5 and report["methods"]["top-k@1"]["score"] == 0.25
     assert "valid answers %" in (out / "summary.md").read_text()

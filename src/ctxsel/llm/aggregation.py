@@ -32,13 +32,16 @@ KINDS: tuple[AnswerKind, ...] = ("scalar", "list", "pairs")
 #: Longest item a list or pairs answer may hold (characters): names of airports, airlines, countries.
 MAX_ITEM_CHARS = 64
 
-#: What the prompt tells the model to write, per kind (the grammar then holds it to it).
+#: What the prompt tells the model to write, per kind (the grammar then holds it to the shape). No example
+#: values: the 1.5B reader copied ``{"key": "name", "value": 123.45}`` as its answer, gold rows or not.
 SHAPES: dict[str, str] = {
-    "scalar": 'one JSON object with the single number that answers the question: {"answer": 123.45}',
-    "list": 'one JSON object with the list of every item that answers the question: {"answer": ["item", ...]} '
-    '(an empty list, {"answer": []}, when no item does)',
-    "pairs": "one JSON object with one entry per group the question asks about, each a name and its number: "
-    '{"answer": [{"key": "name", "value": 123.45}, ...]} (an empty list when no group does)',
+    "scalar": 'one JSON object whose "answer" is the single number that answers the question, computed from the '
+    "sentences",
+    "list": 'one JSON object whose "answer" is the list of every item that answers the question, each written as '
+    "in the sentences (an empty list when no item does)",
+    "pairs": 'one JSON object whose "answer" is a list with one object per group the question asks about: its '
+    '"key" the group\'s name as written in the sentences, its "value" the number the question asks for that group '
+    "(an empty list when no group does)",
 }
 
 _STRING = {"type": "string", "minLength": 1, "maxLength": MAX_ITEM_CHARS}

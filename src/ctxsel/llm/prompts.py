@@ -96,7 +96,7 @@ HOLOBENCH_QA = PromptTemplate(
 #: whose shape (``{shape}``) depends on the answer kind; the reply is held to it by a grammar / JSON schema.
 HOLOBENCH_JSON = PromptTemplate(
     "holobench-json",
-    1,
+    2,
     "You'll be given a set of sentences to read through carefully. Once you've reviewed them, I'll ask you a "
     "question related to the information in those sentences. Your job is to find every sentence that the question "
     "is about, count or compute over them exactly as the question asks, and give the result.\n\n"

@@ -1,0 +1,211 @@
+"""The hotpotqa-long answer table from CPU eval runs: intervals, paired comparisons, and what is missing.
+
+The whole table (every method on all 100 questions) is hours to days of llama.cpp reading on a
+2-core CPU, so it is built from resumable ``ctxsel eval`` runs that may still be going. This script
+reads their folders and writes one table over the questions that every row present has read: each
+metric's mean with its 95% bootstrap interval, the paired differences to ``adaptive-k`` and to
+``full`` where those rows exist, each row's progress, and for every row of the table that is
+absent its reason and its cost per question as measured earlier on this kind of CPU. Fewer
+questions than the data set holds are labelled partial, so a stopped run is never read as the
+whole result.
+
+    python -m benchmarks.hotpotqa_answers --runs runs/reader_hotpotqa_100 --hybrid runs/reader_hotpotqa_100_hybrid
+
+Reads nothing but the folders; writes benchmarks/results/hotpotqa_answers.md and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import BENCH_DIR, header_md, machine_info, md_table, setup_threads, write_report
+
+#: The rows the table must have, in order (issue 46): label -> how it is run.
+TABLE: dict[str, str] = {
+    "closed-book": "experiments/reader_hotpotqa_100.toml",
+    "oracle": "experiments/reader_hotpotqa_100.toml",
+    "top-k@5": "experiments/reader_hotpotqa_100.toml",
+    "top-n-tokens@1k": "experiments/reader_hotpotqa_100.toml",
+    "top-n-tokens@2k": "experiments/reader_hotpotqa_100.toml",
+    "adaptive-k": "experiments/reader_hotpotqa_100.toml",
+    "adaptive-k on hybrid": "experiments/reader_hotpotqa_100_hybrid.toml",
+    "full": "--methods full --output runs/reader_hotpotqa_100_full on the 100-question config, or a GPU",
+    "self-route": "--methods self-route --output runs/reader_hotpotqa_100_self_route on the 100-question config, or a GPU",
+    "context-picker": "--methods context-picker --output runs/reader_hotpotqa_100_picker on the 100-question config, or a GPU",
+    "context-picker trained": "--methods 'context-picker[adapter=PATH]'",
+    "sage": "--methods sage --output runs/reader_hotpotqa_100_sage on the 100-question config, or a GPU",
+}
+HYBRID = "adaptive-k on hybrid"
+
+#: Seconds a question measured earlier with the default reader (8,192-token window) on 2 shared
+#: cores (benchmarks/results/reader_hotpotqa.md: the 20 test questions, 1 llama.cpp thread, load
+#: average 6-9), for the rows that are too slow for a CPU session; and why each is absent.
+EARLIER_S: dict[str, float] = {"full": 464.3, "self-route": 222.6, "context-picker": 245.2, "sage": 324.9}
+WHY_NOT: dict[str, str] = {
+    "full": "reads the 8,044 best-ranked tokens that fit the window: about 8 minutes a question on one core",
+    "self-route": "reads the top 5k tokens (and full context where it declines): about 4 minutes a question",
+    "context-picker": "two LLM calls a question (pick, then read): about 4 minutes a question",
+    "context-picker trained": "no trained adapter ships with ctxsel (docs/methods/context-picker.md); "
+    "the measured adapters were trained on lent GPUs and are on no machine now",
+    "sage": "12.45 LLM calls and 24,730 prompt tokens a question: about 5 minutes a question",
+}
+
+
+def latest_rows(folder: Path) -> list[dict[str, Any]]:
+    """The last row per (example, method) of ``folder/results.jsonl``; rows that failed are left out."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    path = folder / "results.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+        if line.strip():
+            r = json.loads(line)
+            rows[str(r["example_id"]), str(r["method"])] = r
+    return [r for r in rows.values() if not r.get("error")]
+
+
+def collect(runs: list[Path], hybrid: Path | None) -> list[dict[str, Any]]:
+    """Every finished row of the runs, labelled as the table names them (the hybrid run's adaptive-k
+    becomes ``adaptive-k on hybrid``); a label read from two folders keeps the later folder's row."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for folder in runs:
+        for r in latest_rows(folder):
+            if r["method"] in TABLE and r["method"] != HYBRID:
+                out[str(r["example_id"]), r["method"]] = r
+    if hybrid is not None:
+        for r in latest_rows(hybrid):
+            if r["method"] == "adaptive-k":
+                out[str(r["example_id"]), HYBRID] = dict(r, method=HYBRID)
+    return list(out.values())
+
+
+def build(rows: list[dict[str, Any]], questions: int, seed: int = 0) -> dict[str, Any]:
+    """The table over the questions every present row has read, its comparisons, progress and gaps."""
+    from ctxsel.eval.report import summarize
+    from ctxsel.eval.stats import compare
+
+    done = {m: {str(r["example_id"]) for r in rows if r["method"] == m} for m in TABLE}
+    present = [m for m in TABLE if done[m]]
+    common = set.intersection(*(done[m] for m in present)) if present else set()
+    kept = [r for r in rows if str(r["example_id"]) in common]
+    summary = summarize(kept, present, ci="bootstrap", seed=seed) if kept else {}
+    comparisons = []
+    for against in ("adaptive-k", "full"):
+        if against in summary and len(summary) > 1:
+            comparisons += compare(kept, list(summary), against, seed=seed)
+    seconds = {m: sum(float(r.get("wall_s") or 0.0) for r in rows if r["method"] == m) / len(done[m]) for m in present}
+    missing = {
+        m: {
+            "why": WHY_NOT.get(m, "not run yet: resume its config"),
+            "config": TABLE[m],
+            "earlier_s_per_question": EARLIER_S.get(m),
+            "hours_for_all": None if m not in EARLIER_S else round(EARLIER_S[m] * questions / 3600, 1),
+        }
+        for m in TABLE
+        if m not in present
+    }
+    return {
+        "questions": questions,
+        "n": len(common),
+        "partial": len(common) < questions,
+        "progress": {m: len(done[m]) for m in TABLE},
+        "seconds_per_question": seconds,
+        "methods": summary,
+        "comparisons": comparisons,
+        "missing": missing,
+    }
+
+
+def _pct(e: dict[str, Any], key: str) -> str:
+    v, ci = e.get(key), e.get(f"{key}_ci95")
+    if v is None:
+        return "-"
+    return f"{100 * v:.1f}" + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "")
+
+
+def markdown(table: dict[str, Any]) -> str:
+    from ctxsel.eval.report import comparisons_table
+
+    n, q = table["n"], table["questions"]
+    md = (
+        f"**PARTIAL: {n} of {q} questions** (the questions every row below has read; a run is still "
+        "going or was stopped). Not the 100-question result.\n\n"
+        if table["partial"]
+        else f"All {q} questions.\n\n"
+    )
+    headers = ["method", "n", "SubEM % [95%]", "EM %", "F1 %", "recall %", "tokens", "s / question", "read so far"]
+    body = [
+        [
+            m,
+            str(e["n"]),
+            _pct(e, "subem"),
+            _pct(e, "em"),
+            _pct(e, "f1"),
+            _pct(e, "recall"),
+            f"{e['n_tokens']:,.0f}" if e.get("n_tokens") is not None else "-",
+            f"{table['seconds_per_question'][m]:.1f}",
+            f"{table['progress'][m]} / {q}",
+        ]
+        for m, e in table["methods"].items()
+    ]
+    md += md_table(headers, body, ["l"] + ["r"] * (len(headers) - 1)) + "\n"
+    for against in ("adaptive-k", "full"):
+        mine = [c for c in table["comparisons"] if c["b"] == against and c["metric"] in ("subem", "em", "f1")]
+        md += f"\n## Paired against `{against}` (a - b; real where the interval excludes 0)\n\n"
+        md += comparisons_table(mine) if mine else f"No `{against}` row yet.\n"
+    if table["missing"]:
+        md += "\n## Rows not in this table\n\n"
+        rows = [
+            [
+                m,
+                v["why"],
+                "-" if v["earlier_s_per_question"] is None else f"{v['earlier_s_per_question']:.0f}",
+                "-" if v["hours_for_all"] is None else f"{v['hours_for_all']:.1f}",
+                v["config"],
+            ]
+            for m, v in table["missing"].items()
+        ]
+        md += md_table(
+            ["row", "why not", "s / question (earlier)", f"hours for {q}", "how to run it"],
+            rows,
+            ["l", "l", "r", "r", "l"],
+        )
+    return md + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", required=True, help="comma-separated eval output folders (dense ranking)")
+    p.add_argument("--hybrid", default=None, help="an eval folder whose adaptive-k row ran on --scorer hybrid")
+    p.add_argument("--questions", type=int, default=100, help="questions in the full table (default 100)")
+    p.add_argument("--out", default=str(BENCH_DIR / "results"), help="where the .md and .json go")
+    p.add_argument("--name", default="hotpotqa_answers", help="report name (default hotpotqa_answers)")
+    args = p.parse_args(argv)
+    folders = [Path(f) for f in args.runs.split(",") if f.strip()] + ([Path(args.hybrid)] if args.hybrid else [])
+    missing = [str(f) for f in folders if not (f / "config.json").is_file()]
+    if missing:
+        print(f"error: no eval run (config.json) in {', '.join(missing)}", file=sys.stderr)
+        return 2
+    if args.questions < 1:
+        print("error: --questions must be at least 1", file=sys.stderr)
+        return 2
+    info = machine_info(setup_threads(1), ("llama_cpp",))
+    rows = collect(folders[: len(folders) - bool(args.hybrid)], Path(args.hybrid) if args.hybrid else None)
+    table = build(rows, args.questions)
+    configs = {str(f): json.loads((f / "config.json").read_text(encoding="utf-8")) for f in folders}
+    notes = [
+        "Reader: the runs' config.json (the default local reader, llama.cpp, 8,192-token window); "
+        "s / question: each row's mean wall seconds in these runs, measured under whatever load they met.",
+        "Brackets: 95% bootstrap interval over the questions (2,000 resamples, seed 0); paired tests: exact "
+        "McNemar on SubEM / EM, paired bootstrap on F1.",
+    ]
+    md = header_md("hotpotqa-long answers read by the default reader", info, notes) + "\n" + markdown(table)
+    write_report(args.name, Path(args.out), md, {"machine": info, "configs": configs, **table})
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

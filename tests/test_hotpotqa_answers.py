@@ -1,0 +1,73 @@
+"""benchmarks/hotpotqa_answers.py on hand-made run folders: the table covers only the questions every row
+has read and says "partial" when that is fewer than the data set, the hybrid run's adaptive-k gets its
+own row, the paired differences are McNemar on the same questions, and every absent row has a reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.hotpotqa_answers import HYBRID, TABLE, WHY_NOT, build, collect, main
+
+
+def _run(folder: Path, rows: list[dict[str, object]], methods: list[str]) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"methods": methods}))
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def _row(q: int, method: str, subem: float, wall_s: float = 1.0) -> dict[str, object]:
+    return {
+        "example_id": f"q{q}",
+        "method": method,
+        "subem": subem,
+        "em": subem,
+        "f1": subem,
+        "recall": 1.0,
+        "n_tokens": 100,
+        "wall_s": wall_s,
+    }
+
+
+def test_a_stopped_run_is_partial_and_counts_only_the_common_questions(tmp_path: Path) -> None:
+    # adaptive-k read q0-q9 (right on q0-q4), oracle q0-q7 (right on all): the table keeps q0-q7
+    rows = [_row(q, "adaptive-k", float(q < 5), wall_s=2.0) for q in range(10)]
+    rows += [_row(q, "oracle", 1.0) for q in range(8)]
+    rows.append({"example_id": "q8", "method": "oracle", "error": "boom"})  # a failed row is not read
+    dense = _run(tmp_path / "dense", rows, ["oracle", "adaptive-k"])
+    hybrid = _run(tmp_path / "hybrid", [_row(q, "adaptive-k", 1.0) for q in range(9)], ["adaptive-k"])
+    table = build(collect([dense], hybrid), questions=100)
+    assert table["n"] == 8 and table["partial"]
+    assert table["progress"]["adaptive-k"] == 10 and table["progress"]["oracle"] == 8
+    assert table["progress"][HYBRID] == 9
+    assert list(table["methods"]) == ["oracle", "adaptive-k", HYBRID]
+    assert table["methods"]["adaptive-k"]["n"] == 8
+    assert table["methods"]["adaptive-k"]["subem"] == pytest.approx(5 / 8)
+    assert table["seconds_per_question"]["adaptive-k"] == pytest.approx(2.0)
+    # oracle right where adaptive-k is wrong on q5-q7, never the other way: McNemar p = 2 * 0.5**3
+    c = next(
+        c for c in table["comparisons"] if c["a"] == "oracle" and c["b"] == "adaptive-k" and c["metric"] == "subem"
+    )
+    assert c["diff"] == pytest.approx(3 / 8) and c["n"] == 8 and c["p"] == pytest.approx(0.25)
+    assert not any(c["b"] == "full" for c in table["comparisons"])
+    assert set(table["missing"]) == set(TABLE) - {"oracle", "adaptive-k", HYBRID}
+    assert table["missing"]["context-picker trained"]["why"] == WHY_NOT["context-picker trained"]
+    assert table["missing"]["full"]["hours_for_all"] == pytest.approx(12.9)
+
+
+def test_the_report_says_partial_and_a_missing_folder_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dense = _run(tmp_path / "dense", [_row(q, m, 1.0) for q in range(3) for m in ("adaptive-k", "full")], [])
+    assert main(["--runs", str(dense), "--questions", "5", "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "hotpotqa_answers.md").read_text()
+    assert "**PARTIAL: 3 of 5 questions**" in md and "Paired against `full`" in md
+    data = json.loads((tmp_path / "out" / "hotpotqa_answers.json").read_text())
+    assert data["n"] == 3 and data["partial"] is True
+    capsys.readouterr()
+    assert main(["--runs", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out2")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no eval run") and "Traceback" not in err
