@@ -284,3 +284,15 @@ def md_table(headers: list[str], rows: list[list[str]], align: list[str] | None 
     lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep) + " |"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def latest_rows(folder: Path) -> list[dict[str, Any]]:
+    """The last row per (example, method) of an eval's ``folder/results.jsonl`` (a resumed run or a
+    rescore appends); none where the file is missing (a run not started yet)."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    path = folder / "results.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+        if line.strip():
+            r = json.loads(line)
+            rows[str(r["example_id"]), str(r["method"])] = r
+    return list(rows.values())

@@ -20,20 +20,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import BENCH_DIR, header_md, machine_info, md_table, setup_threads, write_report
+from benchmarks._common import (
+    BENCH_DIR,
+    header_md,
+    latest_rows,
+    machine_info,
+    md_table,
+    setup_threads,
+    write_report,
+)
 from ctxsel.eval.report import summarize
 from ctxsel.eval.stats import TRUSTED_KAPPA, judge_agreement
-
-
-def latest_rows(folder: Path) -> list[dict[str, Any]]:
-    """The last row per (example, method) of ``folder/results.jsonl`` (a rescore appends)."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    path = folder / "results.jsonl"
-    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
-        if line.strip():
-            r = json.loads(line)
-            rows[r["example_id"], r["method"]] = r
-    return list(rows.values())
 
 
 def _pct(v: float | None, ci: list[float] | None = None) -> str:

@@ -22,7 +22,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import BENCH_DIR, header_md, machine_info, md_table, setup_threads, write_report
+from benchmarks._common import (
+    BENCH_DIR,
+    header_md,
+    latest_rows,
+    machine_info,
+    md_table,
+    setup_threads,
+    write_report,
+)
 
 #: The rows the table must have, in order (issue 46): label -> how it is run.
 TABLE: dict[str, str] = {
@@ -55,15 +63,9 @@ WHY_NOT: dict[str, str] = {
 }
 
 
-def latest_rows(folder: Path) -> list[dict[str, Any]]:
-    """The last row per (example, method) of ``folder/results.jsonl``; rows that failed are left out."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    path = folder / "results.jsonl"
-    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
-        if line.strip():
-            r = json.loads(line)
-            rows[str(r["example_id"]), str(r["method"])] = r
-    return [r for r in rows.values() if not r.get("error")]
+def finished_rows(folder: Path) -> list[dict[str, Any]]:
+    """:func:`benchmarks._common.latest_rows` without the rows that failed."""
+    return [r for r in latest_rows(folder) if not r.get("error")]
 
 
 def collect(runs: list[Path], hybrid: Path | None) -> list[dict[str, Any]]:
@@ -71,11 +73,11 @@ def collect(runs: list[Path], hybrid: Path | None) -> list[dict[str, Any]]:
     becomes ``adaptive-k on hybrid``); a label read from two folders keeps the later folder's row."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for folder in runs:
-        for r in latest_rows(folder):
+        for r in finished_rows(folder):
             if r["method"] in TABLE and r["method"] != HYBRID:
                 out[str(r["example_id"]), r["method"]] = r
     if hybrid is not None:
-        for r in latest_rows(hybrid):
+        for r in finished_rows(hybrid):
             if r["method"] == "adaptive-k":
                 out[str(r["example_id"]), HYBRID] = dict(r, method=HYBRID)
     return list(out.values())

@@ -308,10 +308,11 @@ def as_chunks(items: Iterable[ChunkLike], doc_id: str = "doc") -> list[Chunk]:
     """
     check_chunk_sequence(items)
     listed: list[Any] = items if isinstance(items, list) else list(items)
-    if set(map(type, listed)) == {Chunk}:  # Chunks already (a pipeline passing its own): ids only
+    kinds = set(map(type, listed))
+    if kinds == {Chunk}:  # Chunks already (a pipeline passing its own): ids only
         check_unique_ids(listed)
         return list(listed)
-    if set(map(type, listed)) == {str}:  # texts, the common case: ids "0", "1", ... are unique
+    if kinds == {str}:  # texts, the common case: ids "0", "1", ... are unique
         check_texts(listed)
         counts = count_tokens_batch(listed)
         return [_checked_chunk(str(i), t, doc_id, i, n, {}) for i, t, n in zip(range(len(listed)), listed, counts)]

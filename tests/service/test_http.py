@@ -549,14 +549,19 @@ class TestRawHttp:
         headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
         return int(lines[0].split()[1]), headers, body
 
-    def test_an_http_1_0_body_without_content_length_is_411(self, srv: ServerProcess) -> None:
+    @staticmethod
+    def http_1_0_select(with_length: bool) -> bytes:
+        """POST /select of SELECT as HTTP/1.0 bytes, with or without its Content-Length."""
         payload = json.dumps(SELECT).encode()
-        raw = (
+        length = f"Content-Length: {len(payload)}\r\n" if with_length else ""
+        return (
             b"POST /select HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
-            + f"Authorization: Bearer {TOKEN}\r\n\r\n".encode()
+            + f"Authorization: Bearer {TOKEN}\r\n{length}\r\n".encode()
             + payload
         )
-        status, headers, body = self.exchange(srv, raw)
+
+    def test_an_http_1_0_body_without_content_length_is_411(self, srv: ServerProcess) -> None:
+        status, headers, body = self.exchange(srv, self.http_1_0_select(with_length=False))
         assert status == 411, body
         answer = json.loads(body)
         assert answer["error"] == "length_required" and "Content-Length" in answer["message"]
@@ -564,13 +569,7 @@ class TestRawHttp:
         assert_still_serving(srv)
 
     def test_an_http_1_0_body_with_its_length_is_served(self, srv: ServerProcess) -> None:
-        payload = json.dumps(SELECT).encode()
-        raw = (
-            b"POST /select HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
-            + f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
-            + payload
-        )
-        status, _, body = self.exchange(srv, raw)
+        status, _, body = self.exchange(srv, self.http_1_0_select(with_length=True))
         assert status == 200, body
         assert json.loads(body)["ids"][0] == "0"
 
