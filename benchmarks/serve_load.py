@@ -174,11 +174,15 @@ def make_payloads(n: int, dim: int, seed: int, method: str) -> dict[str, dict[st
 
 
 class Server:
-    def __init__(self, threads: int, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, threads: int, extra: tuple[str, ...] = (), src: Path | None = None) -> None:
+        """``src``: serve the ctxsel package found in that folder (another checkout's ``src``) instead
+        of the installed one."""
         self.log = tempfile.NamedTemporaryFile(prefix="serve-load-", suffix=".log", delete=False)  # noqa: SIM115
         script = Path(sys.executable).with_name("ctxsel")
-        cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "ctxsel.cli.main"]
+        cmd = [str(script)] if script.is_file() and src is None else [sys.executable, "-m", "ctxsel.cli.main"]
         env = dict(os.environ, CTXSEL_SERVE_TOKEN=TOKEN, OMP_NUM_THREADS=str(threads))
+        if src is not None:
+            env["PYTHONPATH"] = str(src)
         self.cmd = [
             *cmd,
             "serve",

@@ -15,6 +15,7 @@ from ctxsel.types import (
     LLMUsage,
     MethodDetails,
     Selection,
+    TextChunks,
     as_chunks,
     check_unique_ids,
     meta_key,
@@ -142,6 +143,27 @@ class TestAsChunks:
             as_chunks(["bad \ud800 text", "fine"])
         with pytest.raises(ValueError, match=r"chunk 'b' contains a lone surrogate"):
             as_chunks([{"id": "a", "text": "fine"}, {"id": "b", "text": "\udfff"}])
+
+    def test_texts_come_back_as_lazy_chunks_equal_to_the_list(self) -> None:
+        texts = ["alpha beta", "gamma", "delta epsilon zeta"]
+        lazy = as_chunks(texts, doc_id="book")
+        assert type(lazy) is TextChunks
+        assert lazy.n_tokens == [count_tokens(t) for t in texts]
+        eager = [Chunk(id=str(i), text=t, doc_id="book", position=i) for i, t in enumerate(texts)]
+        assert lazy == eager and lazy != eager[:2] and lazy == as_chunks(texts, doc_id="book")
+        assert [lazy[-1], lazy[1:]] == [eager[-1], eager[1:]]
+        assert lazy[2] is lazy[-1] is lazy[2]  # built once, then the same object
+        with pytest.raises(IndexError):
+            lazy[3]
+        assert as_chunks(lazy) is lazy  # checked already: passed through
+        assert repr(lazy).startswith("TextChunks([Chunk(id='0', text='alpha beta'")
+
+    def test_a_ranking_builds_only_the_chunks_it_keeps(self) -> None:
+        lazy = as_chunks([f"text {i}" for i in range(50)])
+        assert isinstance(lazy, TextChunks)
+        sel = ctxsel.select("q", lazy, method="top-k@3", scores=[float(i) for i in range(50)])
+        assert sel.ids == ["49", "48", "47"] and sel.chunks == [lazy[49], lazy[48], lazy[47]]
+        assert sum(c is not None for c in lazy._built) == 3
 
     def test_an_iterable_is_read_once(self) -> None:
         assert [c.text for c in as_chunks(t for t in ["a", "b"])] == ["a", "b"]

@@ -312,7 +312,7 @@ def test_batched_scoring_gives_one_calls_scores_and_stops_when_cancelled() -> No
     threading.Timer(0.2, token.cancel).start()
     t0 = time.monotonic()
     with pytest.raises(Cancelled):
-        score_in_batches(scorer, "q", chunks * 10, token)  # 6,000 chunks: 6 s in one call
+        score_in_batches(scorer, "q", list(chunks) * 10, token)  # 6,000 chunks: 6 s in one call
     assert time.monotonic() - t0 < 0.2 + 0.5, "cancelled work should stop within about one batch"
     assert scorer.scored < 6000 // 4
 

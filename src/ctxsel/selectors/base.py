@@ -34,7 +34,6 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -49,7 +48,7 @@ from ctxsel.inputs import (
     scores_count_error,
 )
 from ctxsel.selectors._fastcut import SMALL_N, RankView
-from ctxsel.types import Chunk, MethodDetails, Selection, as_chunks
+from ctxsel.types import Chunk, MethodDetails, Selection, as_chunks, token_counts
 
 NanPolicy = Literal["raise", "last"]
 
@@ -193,7 +192,7 @@ class RankingSelector(CommonOptions, Selector):
             arr = as_scores(scores)
             if arr.shape[0] != n:
                 raise scores_count_error(arr.shape[0], n)
-        tokens = np.fromiter(map(attrgetter("n_tokens"), chunk_list), dtype=np.int64, count=n)
+        tokens = token_counts(chunk_list)
         d = self.decide(arr, tokens)
         top = d.top
         return Selection(

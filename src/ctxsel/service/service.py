@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import anyio
 import numpy as np
@@ -98,7 +98,7 @@ class Service:
                 "shorter chunks",
             )
 
-    def chunks(self, req: SelectRequest) -> list[Chunk]:
+    def chunks(self, req: SelectRequest) -> Sequence[Chunk]:
         if req.document is not None:
             self.check_size(req.question, [req.document], "characters")  # the text limit, before chunking it
             chunks = chunk_text(req.document, req.chunking, headings=req.headings)
@@ -107,7 +107,9 @@ class Service:
             self.check_size(req.question, [c.text for c in chunks], f"chunks (from the document, by {req.chunking})")
             return chunks
         items = req.chunks or []
-        self.check_size(req.question, [item if isinstance(item, str) else item["text"] for item in items], "chunks")
+        plain = set(map(type, items)) <= {str}  # texts, the common case: no list to build
+        texts = cast("list[str]", items) if plain else [i if isinstance(i, str) else i["text"] for i in items]
+        self.check_size(req.question, texts, "chunks")
         # strings get ids "0", "1", ...; {"id", "text", ...} objects get the Python API's checks; ids unique
         return as_chunks(items)
 
