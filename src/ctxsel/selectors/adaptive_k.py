@@ -109,6 +109,8 @@ def second_diff_spike_index(
 class AdaptiveK(ScoreCutSelector):
     """Keep the ranks up to the largest similarity drop, plus ``buffer``."""
 
+    cut_reads_tokens = False
+
     def __init__(
         self,
         strategy: Strategy = "largest_gap",

@@ -52,6 +52,8 @@ def autocut_k_prefix(top_values: np.ndarray, n: int, span: float, jumps: int = 1
 
 
 class Autocut(ScoreCutSelector):
+    cut_reads_tokens = False
+
     def __init__(self, jumps: int = 1, **kw: Any) -> None:
         super().__init__(**kw)
         jumps = as_int("jumps", jumps)

@@ -48,7 +48,7 @@ from ctxsel.inputs import (
     scores_count_error,
 )
 from ctxsel.selectors._fastcut import SMALL_N, RankView
-from ctxsel.types import Chunk, MethodDetails, Selection, as_chunks, token_counts
+from ctxsel.types import Chunk, MethodDetails, Selection, TextChunks, as_chunks, token_counts
 
 NanPolicy = Literal["raise", "last"]
 
@@ -192,7 +192,10 @@ class RankingSelector(CommonOptions, Selector):
             arr = as_scores(scores)
             if arr.shape[0] != n:
                 raise scores_count_error(arr.shape[0], n)
-        tokens = token_counts(chunk_list)
+        if type(chunk_list) is TextChunks and not chunk_list.counted and not self.reads_token_counts():
+            tokens = np.zeros(n, dtype=np.int64)  # never read: the texts are counted only if kept
+        else:
+            tokens = token_counts(chunk_list)
         d = self.decide(arr, tokens)
         top = d.top
         return Selection(
@@ -205,6 +208,11 @@ class RankingSelector(CommonOptions, Selector):
             n_candidates=n,
             details=d.details,
         )
+
+    def reads_token_counts(self) -> bool:
+        """Whether :meth:`decide` reads its ``n_tokens`` (a budget does; see
+        :attr:`ScoreCutSelector.cut_reads_tokens`). When it does not, texts are counted only if kept."""
+        return True
 
     def _apply_limits(self, k: int, explanation: str, sorted_tokens: np.ndarray, n: int) -> tuple[int, str]:
         k = max(0, min(int(k), n))
@@ -233,6 +241,13 @@ class ScoreCutSelector(RankingSelector):
     #: reading the score curve: under nan_policy="last" its ``_cut`` also gets the non-finite tail
     #: (scores NaN or infinite, ranked last), so "ranked last" still means "kept when k allows".
     counts_positions: ClassVar[bool] = False
+
+    #: False for a method whose cut reads scores only (adaptive-k, top-k, ...): without ``max_tokens``
+    #: its decision never reads the token counts (tests/selectors/test_token_counts.py checks it).
+    cut_reads_tokens: ClassVar[bool] = True
+
+    def reads_token_counts(self) -> bool:
+        return self.cut_reads_tokens or self.max_tokens is not None
 
     # -- what subclasses provide ------------------------------------------------
 

@@ -17,6 +17,7 @@ class TopK(ScoreCutSelector):
     """The k highest-scoring chunks (under nan_policy="last", non-finite ones fill places past the finite)."""
 
     counts_positions = True
+    cut_reads_tokens = False
 
     def __init__(self, k: int = 5, **kw: Any) -> None:
         super().__init__(**kw)
@@ -107,6 +108,8 @@ class FullContext(ScoreCutSelector):
 
 class ScoreThreshold(ScoreCutSelector):
     """Every chunk whose score is at least ``threshold``."""
+
+    cut_reads_tokens = False
 
     def __init__(self, threshold: float = 0.5, **kw: Any) -> None:
         super().__init__(**kw)
