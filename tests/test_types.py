@@ -156,6 +156,8 @@ class TestAsChunks:
         with pytest.raises(IndexError):
             lazy[3]
         assert as_chunks(lazy) is lazy  # checked already: passed through
+        texts.append("added later")
+        assert len(lazy) == 3  # a copy of the caller's list
         assert repr(lazy).startswith("TextChunks([Chunk(id='0', text='alpha beta'")
 
     def test_a_ranking_builds_only_the_chunks_it_keeps(self) -> None:

@@ -321,7 +321,7 @@ def as_chunks(items: Iterable[ChunkLike], doc_id: str = "doc") -> Sequence[Chunk
         return list(listed)
     if kinds == {str}:  # texts, the common case: ids "0", "1", ... are unique
         check_texts(listed)
-        return TextChunks(listed, doc_id=doc_id)
+        return TextChunks(listed.copy() if listed is items else listed, doc_id=doc_id)  # the caller's list may change
     given: list[Chunk | _Fields] = []
     for i, item in enumerate(listed):
         if type(item) is str:
