@@ -2,10 +2,11 @@
 
 The whole table (every method on all 100 questions) is hours to days of llama.cpp reading on a
 2-core CPU, so it is built from resumable ``ctxsel eval`` runs that may still be going. This script
-reads their folders and writes one table over the questions that every row present has read: each
-metric's mean with its 95% bootstrap interval, the paired differences to ``adaptive-k`` and to
-``full`` where those rows exist, each row's progress, and for every row of the table that is
-absent its reason and its cost per question as measured earlier on this kind of CPU. Fewer
+reads their folders and writes one table: each row's metrics over the questions it has read, each
+mean with its 95% bootstrap interval; the paired differences to ``adaptive-k`` and to ``full``
+where those rows exist, each over the questions both rows have read; each row's progress; and for
+every row of the table that is absent its reason and its cost per question as measured earlier on
+this kind of CPU. Fewer
 questions than the data set holds are labelled partial, so a stopped run is never read as the
 whole result.
 
@@ -84,19 +85,21 @@ def collect(runs: list[Path], hybrid: Path | None) -> list[dict[str, Any]]:
 
 
 def build(rows: list[dict[str, Any]], questions: int, seed: int = 0) -> dict[str, Any]:
-    """The table over the questions every present row has read, its comparisons, progress and gaps."""
+    """Each present row over the questions it has read, the paired comparisons over the questions both
+    rows of a pair have read, progress and gaps. A slow row (top-n-tokens@2k reads ten times what
+    oracle does) then holds back only its own comparisons, not the whole table."""
     from ctxsel.eval.report import summarize
     from ctxsel.eval.stats import compare
 
     done = {m: {str(r["example_id"]) for r in rows if r["method"] == m} for m in TABLE}
     present = [m for m in TABLE if done[m]]
-    common = set.intersection(*(done[m] for m in present)) if present else set()
-    kept = [r for r in rows if str(r["example_id"]) in common]
-    summary = summarize(kept, present, ci="bootstrap", seed=seed) if kept else {}
+    summary = summarize(rows, present, ci="bootstrap", seed=seed) if present else {}
     comparisons = []
     for against in ("adaptive-k", "full"):
-        if against in summary and len(summary) > 1:
-            comparisons += compare(kept, list(summary), against, seed=seed)
+        for m in (m for m in present if against in present and m != against):
+            both = done[m] & done[against]
+            pair = [r for r in rows if r["method"] in (m, against) and str(r["example_id"]) in both]
+            comparisons += compare(pair, [m, against], against, seed=seed)
     seconds = {m: sum(float(r.get("wall_s") or 0.0) for r in rows if r["method"] == m) / len(done[m]) for m in present}
     missing = {
         m: {
@@ -110,8 +113,8 @@ def build(rows: list[dict[str, Any]], questions: int, seed: int = 0) -> dict[str
     }
     return {
         "questions": questions,
-        "n": len(common),
-        "partial": len(common) < questions,
+        "n": {m: len(done[m]) for m in present},
+        "partial": any(len(done[m]) < questions for m in present) or not present,
         "progress": {m: len(done[m]) for m in TABLE},
         "seconds_per_question": seconds,
         "methods": summary,
@@ -130,25 +133,26 @@ def _pct(e: dict[str, Any], key: str) -> str:
 def markdown(table: dict[str, Any]) -> str:
     from ctxsel.eval.report import comparisons_table
 
-    n, q = table["n"], table["questions"]
+    q, ns = table["questions"], table["n"].values()
     md = (
-        f"**PARTIAL: {n} of {q} questions** (the questions every row below has read; a run is still "
-        "going or was stopped). Not the 100-question result.\n\n"
+        f"**PARTIAL: the rows have read {min(ns, default=0)} to {max(ns, default=0)} of {q} questions** (a run "
+        "is still going or was stopped). Not the 100-question result. Each row is over the questions it "
+        "has read, so two rows' means can be over different questions: compare rows by the paired "
+        "differences below, each over the questions both rows have read (their n).\n\n"
         if table["partial"]
         else f"All {q} questions.\n\n"
     )
-    headers = ["method", "n", "SubEM % [95%]", "EM %", "F1 %", "recall %", "tokens", "s / question", "read so far"]
+    headers = ["method", "questions read", "SubEM % [95%]", "EM %", "F1 %", "recall %", "tokens", "s / question"]
     body = [
         [
             m,
-            str(e["n"]),
+            f"{e['n']} / {q}",
             _pct(e, "subem"),
             _pct(e, "em"),
             _pct(e, "f1"),
             _pct(e, "recall"),
             f"{e['n_tokens']:,.0f}" if e.get("n_tokens") is not None else "-",
             f"{table['seconds_per_question'][m]:.1f}",
-            f"{table['progress'][m]} / {q}",
         ]
         for m, e in table["methods"].items()
     ]

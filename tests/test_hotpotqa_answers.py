@@ -1,6 +1,7 @@
-"""benchmarks/hotpotqa_answers.py on hand-made run folders: the table covers only the questions every row
-has read and says "partial" when that is fewer than the data set, the hybrid run's adaptive-k gets its
-own row, the paired differences are McNemar on the same questions, and every absent row has a reason."""
+"""benchmarks/hotpotqa_answers.py on hand-made run folders: each row covers the questions it has read and
+the table says "partial" while any row has read fewer than the data set, the hybrid run's adaptive-k
+gets its own row, each paired difference is McNemar over the questions both rows have read, and every
+absent row has a reason."""
 
 from __future__ import annotations
 
@@ -32,26 +33,27 @@ def _row(q: int, method: str, subem: float, wall_s: float = 1.0) -> dict[str, ob
     }
 
 
-def test_a_stopped_run_is_partial_and_counts_only_the_common_questions(tmp_path: Path) -> None:
-    # adaptive-k read q0-q9 (right on q0-q4), oracle q0-q7 (right on all): the table keeps q0-q7
+def test_a_stopped_run_is_partial_and_each_pair_is_compared_on_its_common_questions(tmp_path: Path) -> None:
+    # adaptive-k read q0-q9 (right on q0-q4), oracle q0-q7 (right on all)
     rows = [_row(q, "adaptive-k", float(q < 5), wall_s=2.0) for q in range(10)]
     rows += [_row(q, "oracle", 1.0) for q in range(8)]
     rows.append({"example_id": "q8", "method": "oracle", "error": "boom"})  # a failed row is not read
     dense = _run(tmp_path / "dense", rows, ["oracle", "adaptive-k"])
     hybrid = _run(tmp_path / "hybrid", [_row(q, "adaptive-k", 1.0) for q in range(9)], ["adaptive-k"])
     table = build(collect([dense], hybrid), questions=100)
-    assert table["n"] == 8 and table["partial"]
+    assert table["n"] == {"oracle": 8, "adaptive-k": 10, HYBRID: 9} and table["partial"]
     assert table["progress"]["adaptive-k"] == 10 and table["progress"]["oracle"] == 8
-    assert table["progress"][HYBRID] == 9
     assert list(table["methods"]) == ["oracle", "adaptive-k", HYBRID]
-    assert table["methods"]["adaptive-k"]["n"] == 8
-    assert table["methods"]["adaptive-k"]["subem"] == pytest.approx(5 / 8)
+    assert table["methods"]["adaptive-k"]["n"] == 10  # each row over its own questions
+    assert table["methods"]["adaptive-k"]["subem"] == pytest.approx(5 / 10)
     assert table["seconds_per_question"]["adaptive-k"] == pytest.approx(2.0)
-    # oracle right where adaptive-k is wrong on q5-q7, never the other way: McNemar p = 2 * 0.5**3
+    # on q0-q7, oracle is right where adaptive-k is wrong on q5-q7, never the other way: p = 2 * 0.5**3
     c = next(
         c for c in table["comparisons"] if c["a"] == "oracle" and c["b"] == "adaptive-k" and c["metric"] == "subem"
     )
     assert c["diff"] == pytest.approx(3 / 8) and c["n"] == 8 and c["p"] == pytest.approx(0.25)
+    h = next(c for c in table["comparisons"] if c["a"] == HYBRID and c["metric"] == "subem")
+    assert h["n"] == 9 and h["diff"] == pytest.approx(4 / 9)  # q0-q8: hybrid right on q5-q8 as well
     assert not any(c["b"] == "full" for c in table["comparisons"])
     assert set(table["missing"]) == set(TABLE) - {"oracle", "adaptive-k", HYBRID}
     assert table["missing"]["context-picker trained"]["why"] == WHY_NOT["context-picker trained"]
@@ -64,9 +66,9 @@ def test_the_report_says_partial_and_a_missing_folder_is_one_line(
     dense = _run(tmp_path / "dense", [_row(q, m, 1.0) for q in range(3) for m in ("adaptive-k", "full")], [])
     assert main(["--runs", str(dense), "--questions", "5", "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "hotpotqa_answers.md").read_text()
-    assert "**PARTIAL: 3 of 5 questions**" in md and "Paired against `full`" in md
+    assert "**PARTIAL: the rows have read 3 to 3 of 5 questions**" in md and "Paired against `full`" in md
     data = json.loads((tmp_path / "out" / "hotpotqa_answers.json").read_text())
-    assert data["n"] == 3 and data["partial"] is True
+    assert data["n"] == {"full": 3, "adaptive-k": 3} and data["partial"] is True
     capsys.readouterr()
     assert main(["--runs", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out2")]) == 2
     err = capsys.readouterr().err
