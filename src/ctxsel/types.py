@@ -414,9 +414,13 @@ class TextChunks(Sequence[Chunk]):
         return f"TextChunks({list(self)!r})"
 
 
-def token_counts(chunks: Sequence[Chunk]) -> np.ndarray:
-    """The chunks' ``n_tokens`` as an int64 array (without building a :class:`TextChunks`' Chunks)."""
+def token_counts(chunks: Sequence[Chunk], read: bool = True) -> np.ndarray:
+    """The chunks' ``n_tokens`` as an int64 array (without building a :class:`TextChunks`' Chunks).
+    ``read=False`` (the caller will not read them): zeros for texts not yet counted, so that only
+    the chunks the caller keeps are ever counted."""
     if type(chunks) is TextChunks:
+        if not read and not chunks.counted:
+            return np.zeros(len(chunks), dtype=np.int64)
         return np.array(chunks.n_tokens, dtype=np.int64)
     return np.fromiter(map(attrgetter("n_tokens"), chunks), dtype=np.int64, count=len(chunks))
 

@@ -48,7 +48,7 @@ from ctxsel.inputs import (
     scores_count_error,
 )
 from ctxsel.selectors._fastcut import SMALL_N, RankView
-from ctxsel.types import Chunk, MethodDetails, Selection, TextChunks, as_chunks, token_counts
+from ctxsel.types import Chunk, MethodDetails, Selection, as_chunks, token_counts
 
 NanPolicy = Literal["raise", "last"]
 
@@ -192,10 +192,7 @@ class RankingSelector(CommonOptions, Selector):
             arr = as_scores(scores)
             if arr.shape[0] != n:
                 raise scores_count_error(arr.shape[0], n)
-        if type(chunk_list) is TextChunks and not chunk_list.counted and not self.reads_token_counts():
-            tokens = np.zeros(n, dtype=np.int64)  # never read: the texts are counted only if kept
-        else:
-            tokens = token_counts(chunk_list)
+        tokens = token_counts(chunk_list, read=self.reads_token_counts())
         d = self.decide(arr, tokens)
         top = d.top
         return Selection(
