@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib.metadata
 import json
 import os
 import platform
@@ -115,7 +116,7 @@ def _versions(extra: tuple[str, ...]) -> dict[str, str]:
     for mod in ("numpy", "ctxsel", *extra):
         try:
             m = __import__(mod)
-            out[mod] = str(getattr(m, "__version__", "?"))
+            out[mod] = str(getattr(m, "__version__", None) or importlib.metadata.version(mod))
         except Exception:
             pass
     return out

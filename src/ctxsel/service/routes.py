@@ -93,7 +93,9 @@ def add_routes(app: FastAPI, service: Service) -> None:
     async def select(req: SelectRequest, request: Request) -> Any:
         """Select the chunks a reader should see: the Selection as JSON."""
         return await service.run(
-            request, lambda token: jsonable(service.select(req, token).to_dict(with_text=req.with_text))
+            request,
+            lambda token: jsonable(service.select(req, token).to_dict(with_text=req.with_text)),
+            inline=service.runs_inline(req),
         )
 
     @app.post(

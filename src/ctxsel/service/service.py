@@ -19,7 +19,7 @@ from ctxsel.errors import Cancelled, CtxselError, InputError, LLMError, MissingE
 from ctxsel.inputs import check_question, scores_count_error
 from ctxsel.pipeline import Pipeline
 from ctxsel.scoring.base import cosine_scores
-from ctxsel.selectors import get_selector, get_selector_class, parse_spec
+from ctxsel.selectors import ScoreCutSelector, get_selector, get_selector_class, parse_spec
 from ctxsel.service.cancel import CancellableLLM, CancelToken, score_in_batches
 from ctxsel.service.limiter import ConcurrencyLimiter, Hold
 from ctxsel.service.memory import trim_heap
@@ -42,6 +42,8 @@ _SERVER_ONLY_OPTIONS = {
 
 #: below this a request frees too little for malloc_trim to pay for itself (a 1,000-chunk body is 0.4 MB)
 _TRIM_AFTER_BYTES = 2 * 1024 * 1024
+#: a score-only cut over at most this many chunks runs on the event loop (see Service.runs_inline)
+_INLINE_MAX_CHUNKS = 1_000
 
 
 class Service:
@@ -157,10 +159,31 @@ class Service:
         token.check()
         return pipeline.select(req.question, chunks, scored=scored, choices=req.choices)
 
+    @staticmethod
+    def runs_inline(req: SelectRequest) -> bool:
+        """Whether ``req`` is small, bounded work that runs on the event loop rather than in a worker
+        thread: its own scores for at most 1,000 chunks, no expansion, and a cut that reads scores only
+        (adaptive-k, top-k, threshold, autocut: :attr:`ScoreCutSelector.cut_reads_tokens` False) with no
+        ``max_tokens``. Such a cut is a sort and a scan, well under a millisecond, while the thread hop
+        costs about 0.3 ms of CPU, a fifth of a small request's (``benchmarks/serve_load.py``). Its
+        worst case is a cut that keeps all 1,000 chunks, whose token counts are then read (about 80 ms
+        for 1,000 new paragraphs). Anything that scores, calls an LLM, chunks a document or
+        counts every chunk goes to a worker under the deadline."""
+        if req.scores is None or req.document is not None or req.expand or len(req.scores) > _INLINE_MAX_CHUNKS:
+            return False
+        try:
+            name, spec_options = parse_spec(req.method)
+            cls = get_selector_class(name)
+        except CtxselError:
+            return False  # the worker raises it, in the usual words
+        budget = "max_tokens" in spec_options or "max_tokens" in req.options
+        return issubclass(cls, ScoreCutSelector) and not cls.cut_reads_tokens and not budget
+
     # -- running work under the deadline ----------------------------------------
 
-    async def run(self, request: Request, fn: Callable[[CancelToken], T]) -> T:
-        """``fn(token)`` in a worker thread; 504 at the deadline, mapped errors.
+    async def run(self, request: Request, fn: Callable[[CancelToken], T], *, inline: bool = False) -> T:
+        """``fn(token)`` in a worker thread (``inline``: on the event loop, for :meth:`runs_inline`
+        work); 504 at the deadline, mapped errors.
 
         At the deadline the token is set (the work stops at its next check)
         and the client gets 504 at once. The worker's hold on the request's
@@ -184,6 +207,8 @@ class Service:
                     hold.release()
 
         try:
+            if inline:
+                return work()
             with anyio.fail_after(self.settings.deadline_s):
                 return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
         except TimeoutError:
