@@ -8,7 +8,8 @@ Routes: POST /select, POST /answer, GET|HEAD /health, GET /metrics; the OpenAPI 
 /openapi.json (docs at /docs). The app is put together here from its parts:
 the routes (:mod:`~ctxsel.service.routes`) call the :class:`Service`
 (:mod:`~ctxsel.service.service`), which runs selection and reading in worker
-threads under the per-request deadline; errors answer in one envelope
+threads under the per-request deadline (a small cut on given scores runs on the event loop,
+:meth:`Service.runs_inline`); errors answer in one envelope
 (:mod:`~ctxsel.service.envelope`); bodies are read by a faster JSON parser
 (:mod:`~ctxsel.service.fast_json`); everything else is in the middleware
 (:mod:`ctxsel.service.middleware`).
