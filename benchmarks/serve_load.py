@@ -423,8 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     shown_limits = " ".join(limits) or "(the defaults: --max-concurrency 4 --max-queue 16 --queue-timeout 5)"
     notes = [
         f"Server: `ctxsel {' '.join(server.cmd[server.cmd.index('serve') :])}` {'' if limits else shown_limits} "
-        f"(one uvicorn process on {server.http} and {server.loop}, one event loop; a small score-only cut such as this one runs on "
-        "the loop, other work in worker threads), bearer token on, one JSON log line per request "
+        f"(one uvicorn process on {server.http} and {server.loop}, one event loop; a small score-only cut "
+        "such as this one runs on the loop, other work in worker threads), bearer token on, one JSON log line "
+        "per request "
         f"({logged} logged), /metrics counting. Clients: threads in the benchmark process, one keep-alive "
         "`http.client` connection each (TCP_NODELAY), sending the same pre-encoded body back to back; a 503 "
         "is followed by a wait of its Retry-After; client and server share the machine's cores.",
