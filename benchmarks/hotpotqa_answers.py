@@ -42,11 +42,11 @@ TABLE: dict[str, str] = {
     "top-n-tokens@2k": "experiments/reader_hotpotqa_100.toml",
     "adaptive-k": "experiments/reader_hotpotqa_100.toml",
     "adaptive-k on hybrid": "experiments/reader_hotpotqa_100_hybrid.toml",
-    "full": "--methods full --output runs/reader_hotpotqa_100_full on the 100-question config, or a GPU",
-    "self-route": "--methods self-route --output runs/reader_hotpotqa_100_self_route on the 100-question config, or a GPU",
-    "context-picker": "--methods context-picker --output runs/reader_hotpotqa_100_picker on the 100-question config, or a GPU",
+    "full": "--methods full --compare none --output runs/reader_hotpotqa_100_full on the 100-question config, or a GPU",
+    "self-route": "--methods self-route --compare none --output runs/reader_hotpotqa_100_self_route on the 100-question config, or a GPU",
+    "context-picker": "--methods context-picker --compare none --output runs/reader_hotpotqa_100_picker on the 100-question config, or a GPU",
     "context-picker trained": "--methods 'context-picker[adapter=PATH]'",
-    "sage": "--methods sage --output runs/reader_hotpotqa_100_sage on the 100-question config, or a GPU",
+    "sage": "--methods sage --compare none --output runs/reader_hotpotqa_100_sage on the 100-question config, or a GPU",
 }
 HYBRID = "adaptive-k on hybrid"
 

@@ -109,6 +109,21 @@ def test_eval_refuses_a_compare_row_it_does_not_run(tmp_path: Path, capsys: pyte
     assert "--compare 'full' is not one of this run's rows: top-k@5" in capsys.readouterr().err
 
 
+def test_compare_none_runs_other_rows_of_a_config_that_names_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text('dataset = "example"\nmethods = ["top-k@5", "full"]\ncompare = "full"\nscorer = "keywords"\n')
+    argv = ["eval", "--config", str(config), "--methods", "top-k@5", "--no-progress"]
+    assert main([*argv, "--output", str(tmp_path / "refused")]) == 2  # the config's compare row is not run
+    assert "(add it to --methods, or --compare none for no comparisons)" in capsys.readouterr().err
+    out = tmp_path / "o"
+    assert main([*argv, "--compare", "none", "--output", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["methods"]) == ["top-k@5"] and not summary.get("comparisons")
+    assert "Paired differences" not in (out / "summary.md").read_text()
+
+
 def test_cohen_kappa_of_the_textbook_table() -> None:
     # 50 items: both yes 20, only a 5, only b 10, both no 15 -> p_o 0.7, p_e 0.5, kappa 0.4
     a = [True] * 20 + [True] * 5 + [False] * 10 + [False] * 15

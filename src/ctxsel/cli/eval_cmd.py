@@ -69,7 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="METHOD",
         help="every other row's paired difference to this row (one of --methods) on the same examples, with its "
-        "95%% interval and a paired test (exact McNemar for 0/1 scores, paired bootstrap otherwise)",
+        "95%% interval and a paired test (exact McNemar for 0/1 scores, paired bootstrap otherwise); none: no "
+        "comparisons (to run other rows of a --config that names one)",
     )
     p.add_argument("--overwrite", action="store_true", help="discard earlier results in --output")
     p.add_argument(
@@ -159,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
             f"--methods {args.methods!r} names no method; give comma-separated specs, e.g. adaptive-k,top-k@5,full"
         )
     methods = split_specs(args.methods)
+    compare = None if args.compare in (None, "none") else args.compare
     template = None
     if args.reader:
         from ctxsel.judge import is_aggregation
@@ -217,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
         retry_errors=not args.no_retry_errors,
         on_ray_run=ray_runs.append,
         ci=args.ci,
-        compare=args.compare,
+        compare=compare,
         # rows keep the label `ldar`; SAGE embeds its answers the way the scorer embeds chunks
         resources={"backend": args.backend, **({"policy": args.policy} if args.policy else {})},
     )
@@ -242,10 +244,10 @@ def run(args: argparse.Namespace) -> int:
         from ctxsel.eval.report import SELECTOR_REPLY_COLUMNS
 
         print("\n" + markdown_table(picker_rows, SELECTOR_REPLY_COLUMNS), end="")
-    if args.compare:
+    if compare:
         from ctxsel.eval.report import comparisons_table
 
-        print(f"\npaired differences to {args.compare}:\n" + comparisons_table(report["comparisons"]), end="")
+        print(f"\npaired differences to {compare}:\n" + comparisons_table(report["comparisons"]), end="")
     plots = ", plots/" if os.path.isdir(os.path.join(args.output, "plots")) else ""  # none without matplotlib
     print(f"\nwrote {args.output}/results.jsonl, summary.md, summary.json{plots}")
     return 0

@@ -170,7 +170,10 @@ def evaluate(
             selectors = {m: make_selector(m, reader) for m in methods}  # fail fast on bad specs
             scorer_id = _scorer_id(sc)
         if compare is not None and compare not in selectors:
-            raise InputError(f"--compare {compare!r} is not one of this run's rows: {', '.join(selectors)}")
+            raise InputError(
+                f"--compare {compare!r} is not one of this run's rows: {', '.join(selectors)} "
+                "(add it to --methods, or --compare none for no comparisons)"
+            )
         config = {
             "dataset": dataset_name,
             "n_examples": len(examples),
