@@ -33,6 +33,12 @@ from benchmarks._common import (
     write_report,
 )
 
+
+def _alone(method: str, folder: str) -> str:
+    """How a slow row runs on its own: the 100-question config without its compare row, or a GPU."""
+    return f"--methods {method} --compare none --output runs/reader_hotpotqa_100_{folder} on the 100-question config, or a GPU"
+
+
 #: The rows the table must have, in order (issue 46): label -> how it is run.
 TABLE: dict[str, str] = {
     "closed-book": "experiments/reader_hotpotqa_100.toml",
@@ -42,11 +48,11 @@ TABLE: dict[str, str] = {
     "top-n-tokens@2k": "experiments/reader_hotpotqa_100.toml",
     "adaptive-k": "experiments/reader_hotpotqa_100.toml",
     "adaptive-k on hybrid": "experiments/reader_hotpotqa_100_hybrid.toml",
-    "full": "--methods full --compare none --output runs/reader_hotpotqa_100_full on the 100-question config, or a GPU",
-    "self-route": "--methods self-route --compare none --output runs/reader_hotpotqa_100_self_route on the 100-question config, or a GPU",
-    "context-picker": "--methods context-picker --compare none --output runs/reader_hotpotqa_100_picker on the 100-question config, or a GPU",
+    "full": _alone("full", "full"),
+    "self-route": _alone("self-route", "self_route"),
+    "context-picker": _alone("context-picker", "picker"),
     "context-picker trained": "--methods 'context-picker[adapter=PATH]'",
-    "sage": "--methods sage --compare none --output runs/reader_hotpotqa_100_sage on the 100-question config, or a GPU",
+    "sage": _alone("sage", "sage"),
 }
 HYBRID = "adaptive-k on hybrid"
 
