@@ -102,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reader-batch", type=int, default=None, help="prompts per generate call")
     p.add_argument("--adapter", default=None, help="a trained Context-Picker adapter folder, for its row")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--backend", default="onnx-int8", help="the dense scorer's backend (onnx-int8: the CPU table's vectors)"
+    )
+    p.add_argument("--budget-s", type=float, default=None, help="start no stage after this many seconds")
     args = p.parse_args(argv)
     if args.device is None:
         import torch
@@ -113,6 +117,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpu_answer_table: missing: {m}", file=sys.stderr)
         return 2
     return run(args)
+
+
+def stages(adapter: str | None) -> list[tuple[str, str, list[str]]]:
+    """The run's stages, cheapest first, each one eval run: (folder, scorer, row labels). A stage that
+    does not start inside ``--budget-s`` is listed as not run, so a short lease still yields the rows
+    it reached."""
+    picker = ["context-picker", *([TRAINED] if adapter else [])]
+    cheap = ["closed-book", "oracle", "top-k@5", "top-n-tokens@1k", "top-n-tokens@2k", "adaptive-k", "full"]
+    return [
+        ("dense", "dense", cheap),
+        ("hybrid", "hybrid", [HYBRID]),
+        ("self-route", "dense", ["self-route"]),
+        ("context-picker", "dense", picker),
+        ("sage", "dense", ["sage"]),
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,21 +153,33 @@ def run(args: argparse.Namespace) -> int:
     client = batching_reader(args.model, args.device, N_CTX, args.reader_batch)
     reader = Reader(CachedClient(client, ResponseCache(out / "llm_responses.sqlite")))
     seconds["load"] = time.perf_counter() - t0
-    specs = dict(METHODS)
+    specs = dict(METHODS, **{HYBRID: "adaptive-k"})
     if args.adapter:
         specs[TRAINED] = f"context-picker[adapter={args.adapter},runtime=transformers]"
     kw: dict[str, Any] = {"reader": reader, "progress": False, "seed": args.seed, "ci": "bootstrap"}
-    t = time.perf_counter()
-    evaluate(examples, list(specs.values()), output_dir=out / "dense", scorer="dense", compare="full", **kw)
-    seconds["dense"] = time.perf_counter() - t
-    t = time.perf_counter()
-    evaluate(examples, ["adaptive-k"], output_dir=out / "hybrid", scorer="hybrid", **kw)
-    seconds["hybrid"] = time.perf_counter() - t
-    label_of = {spec: label for label, spec in specs.items()}
-    rows = [dict(r, method=label_of[r["method"]]) for r in _rows(out / "dense") if r["method"] in label_of]
-    rows += [dict(r, method=HYBRID) for r in _rows(out / "hybrid") if r["method"] == "adaptive-k"]
-    seconds["total"] = time.perf_counter() - t0
-    write_table(out, rows, [*specs, HYBRID], args, client.client, seconds)
+    rows: list[dict[str, Any]] = []
+    not_run = {} if args.adapter else {TRAINED: "no trained adapter ships with ctxsel: pass --adapter PATH"}
+    for folder, scorer, labels in stages(args.adapter):
+        if args.budget_s is not None and time.perf_counter() - t0 > args.budget_s:
+            not_run.update({label: f"not reached inside this run's --budget-s {args.budget_s:g}" for label in labels})
+            continue
+        t = time.perf_counter()
+        methods = [specs[label] for label in labels if label in specs]
+        evaluate(examples, methods, output_dir=out / folder, scorer=f"{scorer}[backend={args.backend}]", **kw)
+        seconds[folder] = time.perf_counter() - t
+        label_of = {specs[label]: label for label in labels}
+        rows += [dict(r, method=label_of[r["method"]]) for r in _rows(out / folder) if r["method"] in label_of]
+        seconds["total"] = time.perf_counter() - t0
+        write_table(
+            out,
+            rows,
+            [label for label in [*METHODS, HYBRID, TRAINED] if label in specs],
+            args,
+            client.client,
+            seconds,
+            not_run,
+        )
+        print(f"gpu_answer_table: stage {folder} done at {seconds['total']:.0f} s", file=sys.stderr, flush=True)
     print((out / "summary.md").read_text(encoding="utf-8"))
     return 0
 
@@ -187,6 +218,7 @@ def write_table(
     args: argparse.Namespace,
     client: Any,
     sec: dict[str, float],
+    not_run: dict[str, str],
 ) -> None:
     """summary.json and summary.md over both runs' rows: intervals, and paired differences to full and adaptive-k."""
     from ctxsel.eval.report import comparisons_table, markdown_table, reader_columns, summarize
@@ -194,9 +226,9 @@ def write_table(
     from ctxsel.eval.stats import compare
 
     summary = summarize(rows, labels, ci="bootstrap", seed=args.seed)
-    comparisons = compare(rows, list(summary), "full", seed=args.seed)
-    comparisons += compare(rows, list(summary), "adaptive-k", seed=args.seed)
-    not_run = {} if args.adapter else {TRAINED: "no trained adapter ships with ctxsel: pass --adapter PATH"}
+    comparisons = [
+        c for b in ("full", "adaptive-k") if b in summary for c in compare(rows, list(summary), b, seed=args.seed)
+    ]
     command = "python -m benchmarks.gpu_answer_table " + " ".join(sys.argv[1:])
     report: dict[str, Any] = {
         "config": {"dataset": "hotpotqa-long", "split": args.split, "limit": args.limit, "window": N_CTX},

