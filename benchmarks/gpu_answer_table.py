@@ -103,10 +103,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adapter", default=None, help="a trained Context-Picker adapter folder, for its row")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--backend", default="onnx-int8", help="the dense scorer's backend (onnx-int8: the CPU table's vectors)"
+        "--backend",
+        default="torch",
+        help="the dense scorer's backend: torch runs on --device; onnx / onnx-int8 on the CPU (int8 rankings differ "
+        "between CPUs, docs/results.md)",
     )
     p.add_argument("--budget-s", type=float, default=None, help="start no stage after this many seconds")
+    p.add_argument(
+        "--table-only", action="store_true", help="only rebuild summary.md/json from what OUTPUT holds (no reader)"
+    )
     args = p.parse_args(argv)
+    if args.table_only:
+        write_table(Path(args.output), args.adapter, args.seed)
+        print((Path(args.output) / "summary.md").read_text(encoding="utf-8"))
+        return 0
     if args.device is None:
         import torch
 
@@ -134,8 +144,23 @@ def stages(adapter: str | None) -> list[tuple[str, str, list[str]]]:
     ]
 
 
+def specs_of(adapter: str | None) -> dict[str, str]:
+    """Row label -> method spec, for every row the run can have."""
+    specs = dict(METHODS, **{HYBRID: "adaptive-k"})
+    if adapter:
+        specs[TRAINED] = f"context-picker[adapter={adapter},runtime=transformers]"
+    return specs
+
+
+def scorer_spec(scorer: str, args: argparse.Namespace) -> str:
+    """The stage's scorer with the dense backend asked for; torch embeds on the reader's device."""
+    device = f",device={args.device}" if args.backend == "torch" else ""
+    return f"{scorer}[backend={args.backend}{device}]"
+
+
 def run(args: argparse.Namespace) -> int:
     from ctxsel.datasets import load_dataset
+    from ctxsel.eval.results import write_atomic
     from ctxsel.eval.runner import evaluate
     from ctxsel.llm.cache import CachedClient, ResponseCache
     from ctxsel.llm.hf_reader import batching_reader
@@ -153,33 +178,30 @@ def run(args: argparse.Namespace) -> int:
     client = batching_reader(args.model, args.device, N_CTX, args.reader_batch)
     reader = Reader(CachedClient(client, ResponseCache(out / "llm_responses.sqlite")))
     seconds["load"] = time.perf_counter() - t0
-    specs = dict(METHODS, **{HYBRID: "adaptive-k"})
-    if args.adapter:
-        specs[TRAINED] = f"context-picker[adapter={args.adapter},runtime=transformers]"
-    kw: dict[str, Any] = {"reader": reader, "progress": False, "seed": args.seed, "ci": "bootstrap"}
-    rows: list[dict[str, Any]] = []
-    not_run = {} if args.adapter else {TRAINED: "no trained adapter ships with ctxsel: pass --adapter PATH"}
+    specs = specs_of(args.adapter)
+    kw: dict[str, Any] = {"reader": reader, "progress": True, "seed": args.seed, "ci": "bootstrap"}
+    run_info: dict[str, Any] = {
+        "command": "python -m benchmarks.gpu_answer_table " + " ".join(sys.argv[1:]),
+        "config": {"dataset": "hotpotqa-long", "split": args.split, "limit": args.limit, "window": N_CTX},
+        "machine": machine(client.client),
+        "seconds": seconds,
+        "not_run": {},
+    }
     for folder, scorer, labels in stages(args.adapter):
         if args.budget_s is not None and time.perf_counter() - t0 > args.budget_s:
-            not_run.update({label: f"not reached inside this run's --budget-s {args.budget_s:g}" for label in labels})
+            run_info["not_run"].update({label: f"not reached inside --budget-s {args.budget_s:g}" for label in labels})
             continue
+        write_atomic(out / "run.json", json.dumps(run_info, indent=2))
         t = time.perf_counter()
         methods = [specs[label] for label in labels if label in specs]
-        evaluate(examples, methods, output_dir=out / folder, scorer=f"{scorer}[backend={args.backend}]", **kw)
-        seconds[folder] = time.perf_counter() - t
-        label_of = {specs[label]: label for label in labels}
-        rows += [dict(r, method=label_of[r["method"]]) for r in _rows(out / folder) if r["method"] in label_of]
-        seconds["total"] = time.perf_counter() - t0
-        write_table(
-            out,
-            rows,
-            [label for label in [*METHODS, HYBRID, TRAINED] if label in specs],
-            args,
-            client.client,
-            seconds,
-            not_run,
-        )
+        evaluate(examples, methods, output_dir=out / folder, scorer=scorer_spec(scorer, args), **kw)
+        seconds[folder] = round(time.perf_counter() - t, 1)
+        seconds["total"] = round(time.perf_counter() - t0, 1)
+        write_atomic(out / "run.json", json.dumps(run_info, indent=2))
+        write_table(out, args.adapter, args.seed)
         print(f"gpu_answer_table: stage {folder} done at {seconds['total']:.0f} s", file=sys.stderr, flush=True)
+    write_atomic(out / "run.json", json.dumps(run_info, indent=2))
+    write_table(out, args.adapter, args.seed)
     print((out / "summary.md").read_text(encoding="utf-8"))
     return 0
 
@@ -196,12 +218,14 @@ def _rows(folder: Path) -> list[dict[str, Any]]:
 
 def machine(client: Any) -> dict[str, Any]:
     import torch
+    import transformers
 
     gpu = torch.cuda.get_device_name(0) if client.device == "cuda" else None
     return {
         "device": client.device,
         "gpu": gpu,
         "torch": torch.__version__,
+        "transformers": transformers.__version__,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "load_average": os.getloadavg(),
@@ -211,40 +235,42 @@ def machine(client: Any) -> dict[str, Any]:
     }
 
 
-def write_table(
-    out: Path,
-    rows: list[dict[str, Any]],
-    labels: list[str],
-    args: argparse.Namespace,
-    client: Any,
-    sec: dict[str, float],
-    not_run: dict[str, str],
-) -> None:
-    """summary.json and summary.md over both runs' rows: intervals, and paired differences to full and adaptive-k."""
+def write_table(out: Path, adapter: str | None, seed: int) -> None:
+    """summary.json and summary.md from what the stage folders hold (a run cut short too): every row's
+    intervals, and the paired differences to full and to adaptive-k over the rows that read the same
+    questions as they did."""
     from ctxsel.eval.report import comparisons_table, markdown_table, reader_columns, summarize
     from ctxsel.eval.results import write_atomic
     from ctxsel.eval.stats import compare
 
-    summary = summarize(rows, labels, ci="bootstrap", seed=args.seed)
-    comparisons = [
-        c for b in ("full", "adaptive-k") if b in summary for c in compare(rows, list(summary), b, seed=args.seed)
-    ]
-    command = "python -m benchmarks.gpu_answer_table " + " ".join(sys.argv[1:])
-    report: dict[str, Any] = {
-        "config": {"dataset": "hotpotqa-long", "split": args.split, "limit": args.limit, "window": N_CTX},
-        "machine": machine(client),
-        "seconds": {k: round(v, 1) for k, v in sec.items()},
-        "command": command,
-        "methods": summary,
-        "comparisons": comparisons,
-        "not_run": not_run,
-    }
+    info = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    specs = specs_of(adapter)
+    not_run = dict(info.get("not_run", {}))
+    if not adapter:
+        not_run[TRAINED] = "no trained adapter ships with ctxsel: pass --adapter PATH"
+    rows: list[dict[str, Any]] = []
+    for folder, _, labels in stages(adapter):
+        label_of = {specs[label]: label for label in labels}
+        if (out / folder / "results.jsonl").is_file():
+            rows += [dict(r, method=label_of[r["method"]]) for r in _rows(out / folder) if r["method"] in label_of]
+        for label in labels:
+            if label not in not_run and not any(r["method"] == label for r in rows):
+                not_run[label] = "not reached: the run ended (its time limit) before this stage"
+    summary = summarize(rows, [label for label in specs if label not in not_run], ci="bootstrap", seed=seed)
+    questions = {m: {str(r["example_id"]) for r in rows if r["method"] == m} for m in summary}
+    comparisons = []
+    for b in ("full", "adaptive-k"):
+        if b in summary:
+            alike = [m for m in summary if questions[m] == questions[b]]  # a paired test needs the same questions
+            comparisons += compare(rows, alike, b, seed=seed)
+    report: dict[str, Any] = {**info, "methods": summary, "comparisons": comparisons, "not_run": not_run}
     write_atomic(out / "summary.json", json.dumps(report, indent=2))
-    m = report["machine"]
+    m = info["machine"]
+    split = info["config"].get("split")
     md = (
-        f"# hotpotqa-long answer table ({args.split or 'all'} questions)\n\n"
-        f"`{command}`: reader `{m['reader']}` on {m['gpu'] or m['device']} (torch {m['torch']}), "
-        f"batches of up to {m['batch_size']} prompts; seconds {report['seconds']}. "
+        f"# hotpotqa-long answer table ({split or 'all'} questions)\n\n"
+        f"`{info['command']}`: reader `{m['reader']}` on {m['gpu'] or m['device']} (torch {m['torch']}), "
+        f"batches of up to {m['batch_size']} prompts; seconds {info['seconds']}. "
         "Brackets: 95% bootstrap interval over questions.\n\n"
     )
     md += markdown_table(summary, reader_columns(summary))

@@ -4,8 +4,16 @@
     python -m benchmarks.gpu_bundle unpack .x                 # there: checks, unpacks, builds the reader
 
 The lent GPU machine has torch and transformers but no package index, and each call to it carries at
-most 64 MiB. The reader's GGUF (1.1 GB) and the scorer's model package (84 MB) therefore travel as a
-tar cut into pieces, one piece a call; the machine keeps what earlier calls left while it stays warm.
+most 64 MiB with the checkout (13 MB). The reader's GGUF (1.1 GB) and the scorer's model package (84 MB)
+therefore travel as a tar cut into 52 MB pieces, one piece a call (23 calls). A carried path does not
+outlive its call, so each call moves its piece out of the checkout; the machine keeps /tmp while it
+stays warm (30 s between calls)::
+
+    carry [.x/p01, .x/bundle.sha256], then [.x/p02] ... [.x/p22]:  mkdir -p /tmp/pc && mv .x/* /tmp/pc/
+    carry [.x/p23]:  mv .x/* /tmp/pc/ && PYTHONPATH=src:. python3 -m benchmarks.gpu_bundle unpack /tmp/pc \
+                     && PYTHONPATH=/tmp/site:src:. python3 -m benchmarks.gpu_answer_table --output ...
+
+On 2026-11-28 (one H100) each call took about 7 s of the lease; one failed transfer cost 340 s.
 
 ``unpack`` joins the pieces, checks the tar's sha256, installs the carried wheels into ``/tmp/site``
 (put it on PYTHONPATH), copies the GGUF with its sha256 stamp into ctxsel's cache, and writes the
@@ -90,14 +98,6 @@ def paths() -> tuple[Path, Path]:
     return gguf_file, gguf_file.parent / "transformers" / f"{MODEL}-{info.sha256[:12]}"
 
 
-def onnx_int8() -> Path:
-    """The dense scorer's int8 ONNX file that this machine's rows used (``backend=onnx-int8``)."""
-    from ctxsel.scoring.dense import bundled_model_path
-    from ctxsel.scoring.onnx_backend import ensure_onnx_model
-
-    return ensure_onnx_model(str(bundled_model_path()), quantize=True)
-
-
 def pack(dest: Path, piece_mb: int) -> None:
     from ctxsel.llm.models import gguf_path
 
@@ -119,7 +119,6 @@ def pack(dest: Path, piece_mb: int) -> None:
         tar.add(gguf_file.with_name(gguf_file.name + ".sha256"), f"models/{gguf_file.name}.sha256")
         for name in FOLDER_FILES:
             tar.add(folder / name, f"folder/{name}")
-        tar.add(onnx_int8(), "onnx/model_int8.onnx")
     shutil.rmtree(wheels)
     digest = hashlib.sha256()
     size = piece_mb * 1_000_000
@@ -181,12 +180,6 @@ def unpack(src: Path) -> None:
         shutil.move(str(f), gguf_file.parent / f.name)
     from safetensors.numpy import save_file
 
-    from ctxsel.scoring.dense import bundled_model_path
-    from ctxsel.scoring.onnx_backend import export_dir
-
-    onnx_dir = export_dir(str(bundled_model_path()), quantize=True)  # named after the installed model's folder
-    onnx_dir.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(work / "onnx" / "model_int8.onnx"), onnx_dir / "model_int8.onnx")
     tmp = folder.with_name(folder.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     save_file(dequantized(gguf_file), str(tmp / "model.safetensors"), metadata={"format": "pt"})

@@ -52,3 +52,59 @@ def test_the_whole_table_runs_on_cpu_with_limit_2(tmp_path: Path) -> None:
     md = (out / "summary.md").read_text()
     assert "Paired differences to `full`" in md and "Paired differences to `adaptive-k`" in md
     assert report["machine"]["device"] == "cpu" and report["seconds"]["total"] > 0
+
+
+def test_a_run_cut_short_still_gives_its_table(tmp_path: Path) -> None:
+    """The 2026-11-28 H100 run stopped inside its first stage: --table-only rebuilds the table from the
+    64 questions it read, names the stages it never reached, and pairs only rows that read the same
+    questions (a row missing one question is left out of the comparisons, not compared on other ones)."""
+    import shutil
+
+    from benchmarks.gpu_answer_table import HYBRID, TRAINED, main
+
+    out = tmp_path / "h100"
+    shutil.copytree(Path(__file__).parents[1] / "benchmarks" / "results" / "gpu_answer_table_h100", out)
+    assert main(["--table-only", "--output", str(out)]) == 0
+    report = json.loads((out / "summary.json").read_text())
+    rows = [json.loads(line) for line in (out / "dense" / "results.jsonl").open()]
+    assert {label: row["n"] for label, row in report["methods"].items()} == {
+        m: 64 for m in ("closed-book", "oracle", "top-k@5", "top-n-tokens@1k", "top-n-tokens@2k", "adaptive-k", "full")
+    }
+    assert set(report["not_run"]) == {HYBRID, "self-route", "context-picker", "sage", TRAINED}
+
+    def subem(method: str) -> float:
+        return sum(r["subem"] for r in rows if r["method"] == method) / 64
+
+    pair = next(c for c in report["comparisons"] if (c["a"], c["b"], c["metric"]) == ("adaptive-k", "full", "subem"))
+    assert pair["diff"] == pytest.approx(subem("adaptive-k") - subem("full")) and pair["n"] == 64
+
+    # drop one question's full row: nothing is paired with full any more, the rest with adaptive-k still is
+    kept = [r for r in rows if not (r["method"] == "full" and r["example_id"] == "hotpotqa-000")]
+    (out / "dense" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    assert main(["--table-only", "--output", str(out)]) == 0
+    report = json.loads((out / "summary.json").read_text())
+    assert report["methods"]["full"]["n"] == 63
+    assert not [c for c in report["comparisons"] if "full" in (c["a"], c["b"])]
+    assert {c["a"] for c in report["comparisons"]} == {
+        "closed-book",
+        "oracle",
+        "top-k@5",
+        "top-n-tokens@1k",
+        "top-n-tokens@2k",
+    }
+
+
+def test_the_bundle_names_tensors_and_refuses_a_missing_piece(tmp_path: Path) -> None:
+    import hashlib
+
+    from benchmarks.gpu_bundle import hf_name, unpack
+
+    assert hf_name("blk.3.attn_q.bias") == "model.layers.3.self_attn.q_proj.bias"
+    assert hf_name("blk.27.ffn_down.weight") == "model.layers.27.mlp.down_proj.weight"
+    assert hf_name("output.weight") == "lm_head.weight"
+    pieces = [b"first", b"second", b"third"]
+    (tmp_path / "bundle.sha256").write_text(hashlib.sha256(b"".join(pieces)).hexdigest() + "\n")
+    for i, piece in enumerate(pieces[:2], 1):  # the third call's piece never arrived
+        (tmp_path / f"p{i:02d}").write_bytes(piece)
+    with pytest.raises(SystemExit, match="the 2 pieces' sha256 .* a piece is missing"):
+        unpack(tmp_path)

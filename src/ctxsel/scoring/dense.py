@@ -66,7 +66,9 @@ def default_backend() -> str:
       embedded beside it.
 
     int8 vectors keep their own cache entries (``vector_id``), so caches filled on the two kinds of CPU
-    never mix; ask for one backend by name to get the same vectors everywhere.
+    never mix; ask for ``onnx`` or ``torch`` by name to get the same vectors everywhere. ``onnx-int8``
+    named on two machines is not enough: the same int8 file gave other top-5 chunks on 15 of 64
+    hotpotqa-long questions on a GPU machine's CPU (ONNX Runtime 1.30) than here (1.32, docs/results.md).
     """
     from ctxsel.scoring.onnx_backend import has_int8_dot
 
