@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     if args.table_only:
+        if not (Path(args.output) / "run.json").is_file():
+            print(f"gpu_answer_table: {args.output} holds no run.json: not a gpu_answer_table output", file=sys.stderr)
+            return 2
         write_table(Path(args.output), args.adapter, args.seed)
         print((Path(args.output) / "summary.md").read_text(encoding="utf-8"))
         return 0
@@ -187,11 +190,11 @@ def run(args: argparse.Namespace) -> int:
         "seconds": seconds,
         "not_run": {},
     }
+    write_atomic(out / "run.json", json.dumps(run_info, indent=2))  # a run cut short keeps its machine and command
     for folder, scorer, labels in stages(args.adapter):
         if args.budget_s is not None and time.perf_counter() - t0 > args.budget_s:
             run_info["not_run"].update({label: f"not reached inside --budget-s {args.budget_s:g}" for label in labels})
             continue
-        write_atomic(out / "run.json", json.dumps(run_info, indent=2))
         t = time.perf_counter()
         methods = [specs[label] for label in labels if label in specs]
         evaluate(examples, methods, output_dir=out / folder, scorer=scorer_spec(scorer, args), **kw)

@@ -1,7 +1,7 @@
 """Carry the bundled reader and the dense scorer to a bare GPU machine that can install nothing.
 
-    python -m benchmarks.gpu_bundle pack .x --piece-mb 50     # here: .x/p01 .. pNN and .x/bundle.sha256
-    python -m benchmarks.gpu_bundle unpack .x                 # there: checks, unpacks, builds the reader
+    python -m benchmarks.gpu_bundle pack .x          # here: .x/p01 .. p23 and .x/bundle.sha256 (.x git-ignored)
+    python -m benchmarks.gpu_bundle unpack /tmp/pc   # there, once every piece is in /tmp/pc: checks, builds
 
 The lent GPU machine has torch and transformers but no package index, and each call to it carries at
 most 64 MiB with the checkout (13 MB). The reader's GGUF (1.1 GB) and the scorer's model package (84 MB)
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_bundle", description=__doc__.split("\n")[0])
     p.add_argument("action", choices=["pack", "unpack"])
     p.add_argument("folder", type=Path)
-    p.add_argument("--piece-mb", type=int, default=50, help="pack: the size of one piece (one call's carry)")
+    p.add_argument("--piece-mb", type=int, default=52, help="pack: the size of one piece (one call's carry)")
     args = p.parse_args(argv)
     if args.action == "pack":
         pack(args.folder, args.piece_mb)

@@ -23,6 +23,9 @@ def test_preflight_names_a_missing_gpu_and_weights(tmp_path: Path, capsys: pytes
     err = capsys.readouterr().err
     assert rc == 2 and "missing: a CUDA GPU" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()  # nothing ran
+    rc = main(["--table-only", "--output", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "holds no run.json" in err and "Traceback" not in err
 
 
 @pytest.mark.slow
