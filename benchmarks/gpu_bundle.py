@@ -108,6 +108,8 @@ def pack(dest: Path, piece_mb: int) -> None:
     folder = paths()[1]
     wheels = dest / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
+    for old in dest.glob("p[0-9][0-9]"):  # an earlier pack's pieces would join this one's in unpack
+        old.unlink()
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
          "3.12", "--implementation", "cp", "--platform", "manylinux2014_x86_64", "-d", str(wheels), *WHEELS],
