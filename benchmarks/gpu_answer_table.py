@@ -190,6 +190,11 @@ def run(args: argparse.Namespace) -> int:
         "seconds": seconds,
         "not_run": {},
     }
+
+    def save() -> None:
+        write_atomic(out / "run.json", json.dumps(run_info, indent=2))
+        write_table(out, args.adapter, args.seed)
+
     write_atomic(out / "run.json", json.dumps(run_info, indent=2))  # a run cut short keeps its machine and command
     for folder, scorer, labels in stages(args.adapter):
         if args.budget_s is not None and time.perf_counter() - t0 > args.budget_s:
@@ -200,23 +205,11 @@ def run(args: argparse.Namespace) -> int:
         evaluate(examples, methods, output_dir=out / folder, scorer=scorer_spec(scorer, args), **kw)
         seconds[folder] = round(time.perf_counter() - t, 1)
         seconds["total"] = round(time.perf_counter() - t0, 1)
-        write_atomic(out / "run.json", json.dumps(run_info, indent=2))
-        write_table(out, args.adapter, args.seed)
+        save()
         print(f"gpu_answer_table: stage {folder} done at {seconds['total']:.0f} s", file=sys.stderr, flush=True)
-    write_atomic(out / "run.json", json.dumps(run_info, indent=2))
-    write_table(out, args.adapter, args.seed)
+    save()  # the stages --budget-s skipped
     print((out / "summary.md").read_text(encoding="utf-8"))
     return 0
-
-
-def _rows(folder: Path) -> list[dict[str, Any]]:
-    """The latest row of each (example, method) in a run's results.jsonl."""
-    latest: dict[tuple[str, str], dict[str, Any]] = {}
-    for line in (folder / "results.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            r = json.loads(line)
-            latest[(str(r["example_id"]), str(r["method"]))] = r
-    return list(latest.values())
 
 
 def machine(client: Any) -> dict[str, Any]:
@@ -242,6 +235,7 @@ def write_table(out: Path, adapter: str | None, seed: int) -> None:
     """summary.json and summary.md from what the stage folders hold (a run cut short too): every row's
     intervals, and the paired differences to full and to adaptive-k over the rows that read the same
     questions as they did."""
+    from benchmarks._common import latest_rows
     from ctxsel.eval.report import comparisons_table, markdown_table, reader_columns, summarize
     from ctxsel.eval.results import write_atomic
     from ctxsel.eval.stats import compare
@@ -254,8 +248,7 @@ def write_table(out: Path, adapter: str | None, seed: int) -> None:
     rows: list[dict[str, Any]] = []
     for folder, _, labels in stages(adapter):
         label_of = {specs[label]: label for label in labels}
-        if (out / folder / "results.jsonl").is_file():
-            rows += [dict(r, method=label_of[r["method"]]) for r in _rows(out / folder) if r["method"] in label_of]
+        rows += [dict(r, method=label_of[r["method"]]) for r in latest_rows(out / folder) if r["method"] in label_of]
         for label in labels:
             if label not in not_run and not any(r["method"] == label for r in rows):
                 not_run[label] = "not reached: the run ended (its time limit) before this stage"

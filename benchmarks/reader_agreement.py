@@ -13,22 +13,22 @@ which is the readers' own agreement where the two runs' rankings differ (another
 from __future__ import annotations
 
 import argparse
-import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
+
+from benchmarks._common import latest_rows
 
 
 def latest(folders: str | Path) -> dict[tuple[str, str], dict[str, Any]]:
     """The latest row of each (example, method) in the runs' results.jsonl (comma-separated folders, the
     later folder winning)."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for folder in str(folders).split(","):
-        for line in (Path(folder) / "results.jsonl").read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                r = json.loads(line)
-                rows[(str(r["example_id"]), str(r["method"]))] = r
-    return rows
+    return {
+        (str(r["example_id"]), str(r["method"])): r
+        for folder in str(folders).split(",")
+        for r in latest_rows(Path(folder))
+    }
 
 
 def _loose(text: str) -> str:
@@ -68,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("a", help="one eval output folder, or several comma-separated (e.g. the llama.cpp reader's)")
     p.add_argument("b", help="the other (e.g. the transformers reader's)")
     args = p.parse_args(argv)
+    missing = [f for side in (args.a, args.b) for f in side.split(",") if not (Path(f) / "results.jsonl").is_file()]
+    if missing:
+        print(f"reader_agreement: no results.jsonl in {', '.join(missing)}", file=sys.stderr)
+        return 2
     rows = agreement(args.a, args.b)
     total = sum(r["n"] for r in rows)
     print(
