@@ -12,13 +12,18 @@ whole result.
 
     python -m benchmarks.hotpotqa_answers --runs runs/reader_hotpotqa_100 --hybrid runs/reader_hotpotqa_100_hybrid
 
-Reads nothing but the folders; writes benchmarks/results/hotpotqa_answers.md and .json.
+Reads nothing but the folders; writes benchmarks/results/hotpotqa_answers.md and .json, and keeps a
+copy of each folder's config.json and finished rows in benchmarks/results/hotpotqa_answers_runs/NAME/
+(``--keep``). The reading takes more CPU sessions than one machine lasts (the first runs' rows were lost
+with theirs), so the copy is committed: a new machine resumes a row with ``cp -r`` of its kept folder
+into ``runs/`` and the same ``ctxsel eval`` command, and the table can be rebuilt from the copies alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -73,6 +78,27 @@ WHY_NOT: dict[str, str] = {
 def finished_rows(folder: Path) -> list[dict[str, Any]]:
     """:func:`benchmarks._common.latest_rows` without the rows that failed."""
     return [r for r in latest_rows(folder) if not r.get("error")]
+
+
+def keep_runs(folders: list[Path], dest: Path) -> list[Path]:
+    """Copy each run folder's config.json and finished rows (the last per question and method) into
+    ``dest/<folder name>/``: what ``ctxsel eval`` needs to resume there, small enough to commit. A folder
+    already inside ``dest`` (a table rebuilt from the copies) is left as it is."""
+    names = [f.name for f in folders]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"two run folders share the name {twice[0]!r}: their kept copies would collide")
+    kept = []
+    for folder in folders:
+        target = dest / folder.name
+        kept.append(target)
+        if target.resolve() == folder.resolve():
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(folder / "config.json", target / "config.json")
+        rows = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in finished_rows(folder))
+        (target / "results.jsonl").write_text(rows, encoding="utf-8")
+    return kept
 
 
 def collect(runs: list[Path], hybrid: Path | None) -> list[dict[str, Any]]:
@@ -194,6 +220,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--questions", type=int, default=100, help="questions in the full table (default 100)")
     p.add_argument("--out", default=str(BENCH_DIR / "results"), help="where the .md and .json go")
     p.add_argument("--name", default="hotpotqa_answers", help="report name (default hotpotqa_answers)")
+    p.add_argument(
+        "--keep",
+        default=None,
+        help="where each run's config.json and finished rows are copied, to commit and resume from "
+        "(default OUT/NAME_runs; 'none' keeps nothing)",
+    )
     args = p.parse_args(argv)
     folders = [Path(f) for f in args.runs.split(",") if f.strip()] + ([Path(args.hybrid)] if args.hybrid else [])
     missing = [str(f) for f in folders if not (f / "config.json").is_file()]
@@ -203,6 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.questions < 1:
         print("error: --questions must be at least 1", file=sys.stderr)
         return 2
+    if args.keep != "none":
+        try:
+            keep_runs(folders, Path(args.keep or Path(args.out) / f"{args.name}_runs"))
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     info = machine_info(setup_threads(1), ("llama_cpp",))
     rows = collect(folders[: len(folders) - bool(args.hybrid)], Path(args.hybrid) if args.hybrid else None)
     table = build(rows, args.questions)

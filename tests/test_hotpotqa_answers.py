@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.hotpotqa_answers import HYBRID, TABLE, WHY_NOT, build, collect, main
+from benchmarks.hotpotqa_answers import HYBRID, TABLE, WHY_NOT, build, collect, keep_runs, main
 
 
 def _run(folder: Path, rows: list[dict[str, object]], methods: list[str]) -> Path:
@@ -69,7 +69,35 @@ def test_the_report_says_partial_and_a_missing_folder_is_one_line(
     assert "**PARTIAL: the rows have read 3 to 3 of 5 questions**" in md and "Paired against `full`" in md
     data = json.loads((tmp_path / "out" / "hotpotqa_answers.json").read_text())
     assert data["n"] == {"full": 3, "adaptive-k": 3} and data["partial"] is True
+    kept = [
+        json.loads(line) for line in (tmp_path / "out" / "hotpotqa_answers_runs" / "dense" / "results.jsonl").open()
+    ]
+    assert len(kept) == 6  # the default --keep: OUT/NAME_runs/<folder>/
     capsys.readouterr()
     assert main(["--runs", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out2")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no eval run") and "Traceback" not in err
+
+
+def test_the_kept_copy_holds_the_finished_rows_and_rebuilds_the_same_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [_row(q, "adaptive-k", 0.0) for q in range(4)]  # superseded below: a rescore appends
+    rows += [_row(q, "adaptive-k", float(q % 2)) for q in range(4)]
+    rows.append({"example_id": "q4", "method": "adaptive-k", "error": "boom"})  # resumes as not done
+    dense = _run(tmp_path / "runs" / "dense", rows, ["adaptive-k"])
+    (dense / "llm_responses.sqlite").write_bytes(b"x" * 1000)  # caches stay behind
+    (kept,) = keep_runs([dense], tmp_path / "kept")
+    assert sorted(p.name for p in kept.iterdir()) == ["config.json", "results.jsonl"]
+    assert (kept / "config.json").read_text() == (dense / "config.json").read_text()
+    lines = [json.loads(line) for line in (kept / "results.jsonl").open()]
+    assert [(r["example_id"], r["subem"]) for r in lines] == [("q0", 0.0), ("q1", 1.0), ("q2", 0.0), ("q3", 1.0)]
+    assert build(collect([kept], None), 100) == build(collect([dense], None), 100)
+    assert keep_runs([kept], tmp_path / "kept") == [kept]  # rebuilding from the copies copies nothing
+    other = _run(tmp_path / "elsewhere" / "dense", rows, ["adaptive-k"])
+    with pytest.raises(ValueError, match="share the name 'dense'"):
+        keep_runs([dense, other], tmp_path / "kept2")
+    out = ["--out", str(tmp_path / "out"), "--keep", str(tmp_path / "kept3")]
+    assert main(["--runs", f"{dense},{other}", *out]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: two run folders share the name") and "Traceback" not in err
