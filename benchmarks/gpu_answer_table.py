@@ -17,6 +17,12 @@ paired differences to ``full`` and to ``adaptive-k``, the rows not run and why, 
 seconds of each stage; OUTPUT/dense and OUTPUT/hybrid hold the two eval runs (results.jsonl,
 resumable, and the response cache beside them).
 
+A lease too short for the whole table can go on from an earlier lease's committed rows: copy its folder
+(``benchmarks/results/gpu_answer_table_h100``) to ``--output`` and pass the ``--backend`` it used
+(``onnx-int8``); each stage then reads only the questions it lacks. The resumed rows' selections came
+from that machine's int8 scorer, which another CPU may not repeat (docs/results.md), so say so beside
+such a table.
+
 Before anything runs, a preflight names in one line each thing the machine lacks (a CUDA torch,
 the reader's weights, the dense scorer's model, gguf), so a bare device machine fails in seconds.
 """

@@ -111,3 +111,36 @@ def test_the_bundle_names_tensors_and_refuses_a_missing_piece(tmp_path: Path) ->
         (tmp_path / f"p{i:02d}").write_bytes(piece)
     with pytest.raises(SystemExit, match="the 2 pieces' sha256 .* a piece is missing"):
         unpack(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_later_lease_goes_on_from_the_committed_rows(tmp_path: Path) -> None:
+    """The committed folder has no config.json beside its rows: a run into a copy of it reads only the
+    questions the rows lack (here the 65th), as the module docstring tells a short lease to do."""
+    import shutil
+
+    from benchmarks.gpu_answer_table import METHODS, stages
+    from ctxsel.datasets import load_dataset
+    from ctxsel.eval.runner import evaluate
+    from ctxsel.llm.hf_reader import TransformersReaderClient
+    from ctxsel.reader import Reader
+    from ctxsel.train.context_picker.tiny_model import make_tiny_model
+
+    out = tmp_path / "h100"
+    shutil.copytree(Path(__file__).parents[1] / "benchmarks" / "results" / "gpu_answer_table_h100", out)
+    before = (out / "dense" / "results.jsonl").read_text()
+    tiny = TransformersReaderClient("tiny", model_and_tokenizer=make_tiny_model(seed=2), n_ctx=8192)
+    labels = stages(None)[0][2]
+    evaluate(
+        load_dataset("hotpotqa-long", limit=65),
+        [METHODS[label] for label in labels],
+        output_dir=out / "dense",
+        scorer="bm25",
+        reader=Reader(tiny),
+        progress=False,
+    )
+    after = (out / "dense" / "results.jsonl").read_text()
+    assert after.startswith(before)
+    new = [json.loads(line) for line in after[len(before) :].splitlines()]
+    assert sorted(r["method"] for r in new) == sorted(METHODS[label] for label in labels)
+    assert {r["example_id"] for r in new} == {"hotpotqa-064"}
