@@ -80,14 +80,38 @@ def finished_rows(folder: Path) -> list[dict[str, Any]]:
     return [r for r in latest_rows(folder) if not r.get("error")]
 
 
+KEPT_README = """# Kept reader runs
+
+Each folder is one `ctxsel eval` run of the hotpotqa-long answer table: its `config.json` and its finished
+rows (`results.jsonl`, the last row per question and method, without full's chunk lists), copied by
+`python -m benchmarks.hotpotqa_answers` so that the reading, longer than a machine lasts, goes on from
+here. To go on with a row, copy its folder into `runs/` and rerun the `ctxsel eval` command that
+docs/results.md gives for it, with that folder as `--output`; `--runs` of this script also reads these
+folders as they are.
+
+The rows hold HotpotQA questions' answers and Wikipedia paragraph titles: CC BY-SA 4.0
+(https://creativecommons.org/licenses/by-sa/4.0/), as the bundled HotpotQA data
+(`src/ctxsel/data/hotpotqa/README.md`).
+"""
+
+
+def compact(row: dict[str, Any]) -> dict[str, Any]:
+    """A row without what makes full's rows 50 KB: the window cut's chunk lists (``cut_detail``; ``cut``
+    and ``tokens_cut`` stay) and, where the selection is the whole pool, its ids (every chunk)."""
+    drop = {"cut_detail"} | ({"ids"} if row.get("reduction") == 0 else set())
+    return {k: v for k, v in row.items() if k not in drop}
+
+
 def keep_runs(folders: list[Path], dest: Path) -> list[Path]:
-    """Copy each run folder's config.json and finished rows (the last per question and method) into
-    ``dest/<folder name>/``: what ``ctxsel eval`` needs to resume there, small enough to commit. A folder
-    already inside ``dest`` (a table rebuilt from the copies) is left as it is."""
+    """Copy each run folder's config.json and finished rows (the last per question and method,
+    :func:`compact`) into ``dest/<folder name>/``: what ``ctxsel eval`` needs to resume there, small
+    enough to commit. A folder already inside ``dest`` (a table rebuilt from the copies) is left as it is."""
     names = [f.name for f in folders]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ValueError(f"two run folders share the name {twice[0]!r}: their kept copies would collide")
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "README.md").write_text(KEPT_README, encoding="utf-8")
     kept = []
     for folder in folders:
         target = dest / folder.name
@@ -96,7 +120,7 @@ def keep_runs(folders: list[Path], dest: Path) -> list[Path]:
             continue
         target.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(folder / "config.json", target / "config.json")
-        rows = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in finished_rows(folder))
+        rows = "".join(json.dumps(compact(r), ensure_ascii=False) + "\n" for r in finished_rows(folder))
         (target / "results.jsonl").write_text(rows, encoding="utf-8")
     return kept
 

@@ -85,13 +85,20 @@ def test_the_kept_copy_holds_the_finished_rows_and_rebuilds_the_same_table(
     rows = [_row(q, "adaptive-k", 0.0) for q in range(4)]  # superseded below: a rescore appends
     rows += [_row(q, "adaptive-k", float(q % 2)) for q in range(4)]
     rows.append({"example_id": "q4", "method": "adaptive-k", "error": "boom"})  # resumes as not done
+    whole = {"ids": ["a", "b"], "reduction": 0.0, "cut_detail": {"chunks_after": 1}}
+    rows.append(dict(_row(0, "full", 1.0), **whole))  # full's rows: every chunk's id and the cut's lists
     dense = _run(tmp_path / "runs" / "dense", rows, ["adaptive-k"])
     (dense / "llm_responses.sqlite").write_bytes(b"x" * 1000)  # caches stay behind
     (kept,) = keep_runs([dense], tmp_path / "kept")
     assert sorted(p.name for p in kept.iterdir()) == ["config.json", "results.jsonl"]
+    assert "CC BY-SA 4.0" in (tmp_path / "kept" / "README.md").read_text()  # the rows' licence beside them
     assert (kept / "config.json").read_text() == (dense / "config.json").read_text()
     lines = [json.loads(line) for line in (kept / "results.jsonl").open()]
-    assert [(r["example_id"], r["subem"]) for r in lines] == [("q0", 0.0), ("q1", 1.0), ("q2", 0.0), ("q3", 1.0)]
+    assert [(r["example_id"], r["method"], r["subem"]) for r in lines] == [
+        *[(f"q{q}", "adaptive-k", float(q % 2)) for q in range(4)],
+        ("q0", "full", 1.0),
+    ]
+    assert lines[-1] == _row(0, "full", 1.0) | {"reduction": 0.0}  # no ids (the whole pool), no cut lists
     assert build(collect([kept], None), 100) == build(collect([dense], None), 100)
     assert keep_runs([kept], tmp_path / "kept") == [kept]  # rebuilding from the copies copies nothing
     other = _run(tmp_path / "elsewhere" / "dense", rows, ["adaptive-k"])
