@@ -13,7 +13,7 @@ whole result.
     python -m benchmarks.hotpotqa_answers --runs runs/reader_hotpotqa_100 --hybrid runs/reader_hotpotqa_100_hybrid
 
 Reads nothing but the folders; writes benchmarks/results/hotpotqa_answers.md and .json, and keeps a
-copy of each folder's config.json and finished rows in benchmarks/results/hotpotqa_answers_runs/NAME/
+copy of each folder's config.json and finished rows in benchmarks/results/<name>_runs/<folder>/
 (``--keep``). The reading takes more CPU sessions than one machine lasts (the first runs' rows were lost
 with theirs), so the copy is committed: a new machine resumes a row with ``cp -r`` of its kept folder
 into ``runs/`` and the same ``ctxsel eval`` command, and the table can be rebuilt from the copies alone.
