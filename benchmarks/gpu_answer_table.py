@@ -13,8 +13,8 @@ while selecting run one thread a question, their calls batched by
 enforces no JSON schema) and parsed strictly.
 
 Writes OUTPUT/summary.json and summary.md: every metric's mean with its 95% bootstrap interval, the
-paired differences to ``full`` and to ``adaptive-k``, the rows not run and why, the machine and the
-seconds of each stage; OUTPUT/dense and OUTPUT/hybrid hold the two eval runs (results.jsonl,
+paired differences to ``full`` and to ``adaptive-k`` (their SubEM and F1 also as a plot, comparisons.png),
+the rows not run and why, the machine and the seconds of each stage; OUTPUT/dense and OUTPUT/hybrid hold the two eval runs (results.jsonl,
 resumable, and the response cache beside them).
 
 A lease too short for the whole table can go on from an earlier lease's committed rows: copy its folder
@@ -242,7 +242,7 @@ def write_table(out: Path, adapter: str | None, seed: int) -> None:
     intervals, and the paired differences to full and to adaptive-k over the rows that read the same
     questions as they did."""
     from benchmarks._common import latest_rows
-    from ctxsel.eval.report import comparisons_table, markdown_table, reader_columns, summarize
+    from ctxsel.eval.report import comparisons_table, markdown_table, plot_comparisons, reader_columns, summarize
     from ctxsel.eval.results import write_atomic
     from ctxsel.eval.stats import compare
 
@@ -282,6 +282,7 @@ def write_table(out: Path, adapter: str | None, seed: int) -> None:
     if not_run:
         md += "\n## Not run\n\n" + "".join(f"- {k}: {v}\n" for k, v in not_run.items())
     write_atomic(out / "summary.md", md)
+    plot_comparisons(out / "comparisons.png", comparisons, ["subem", "f1"])
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ whole result.
 
     python -m benchmarks.hotpotqa_answers --runs runs/reader_hotpotqa_100 --hybrid runs/reader_hotpotqa_100_hybrid
 
-Reads nothing but the folders; writes benchmarks/results/hotpotqa_answers.md and .json, and keeps a
+Reads nothing but the folders; writes benchmarks/results/hotpotqa_answers.md and .json, a forest plot
+of the paired SubEM and F1 differences (.png; ``--plot-only`` redraws it from the .json), and keeps a
 copy of each folder's config.json and finished rows in benchmarks/results/<name>_runs/<folder>/
 (``--keep``). The reading takes more CPU sessions than one machine lasts (the first runs' rows were lost
 with theirs), so the copy is committed: a new machine resumes a row with ``cp -r`` of its kept folder
@@ -237,9 +238,16 @@ def markdown(table: dict[str, Any]) -> str:
     return md + "\n"
 
 
+def plot(path: Path, table: dict[str, Any]) -> None:
+    """The paired SubEM and F1 differences, against adaptive-k then full, as a forest plot."""
+    from ctxsel.eval.report import plot_comparisons
+
+    plot_comparisons(path, table["comparisons"], ["subem", "f1"])
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", required=True, help="comma-separated eval output folders (dense ranking)")
+    p.add_argument("--runs", default=None, help="comma-separated eval output folders (dense ranking)")
     p.add_argument("--hybrid", default=None, help="an eval folder whose adaptive-k row ran on --scorer hybrid")
     p.add_argument("--questions", type=int, default=100, help="questions in the full table (default 100)")
     p.add_argument("--out", default=str(BENCH_DIR / "results"), help="where the .md and .json go")
@@ -250,7 +258,19 @@ def main(argv: list[str] | None = None) -> int:
         help="where each run's config.json and finished rows are copied, to commit and resume from "
         "(default OUT/NAME_runs; 'none' keeps nothing)",
     )
+    p.add_argument("--plot-only", action="store_true", help="only redraw NAME.png from OUT/NAME.json (no runs)")
     args = p.parse_args(argv)
+    out = Path(args.out)
+    if args.plot_only:
+        table_json = out / f"{args.name}.json"
+        if not table_json.is_file():
+            print(f"error: no table {table_json} to plot", file=sys.stderr)
+            return 2
+        plot(out / f"{args.name}.png", json.loads(table_json.read_text(encoding="utf-8")))
+        return 0
+    if not args.runs:
+        print("error: --runs is required (or --plot-only)", file=sys.stderr)
+        return 2
     folders = [Path(f) for f in args.runs.split(",") if f.strip()] + ([Path(args.hybrid)] if args.hybrid else [])
     missing = [str(f) for f in folders if not (f / "config.json").is_file()]
     if missing:
@@ -261,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.keep != "none":
         try:
-            keep_runs(folders, Path(args.keep or Path(args.out) / f"{args.name}_runs"))
+            keep_runs(folders, Path(args.keep or out / f"{args.name}_runs"))
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -276,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         "McNemar on SubEM / EM, paired bootstrap on F1.",
     ]
     md = header_md("hotpotqa-long answers read by the default reader", info, notes) + "\n" + markdown(table)
-    write_report(args.name, Path(args.out), md, {"machine": info, "configs": configs, **table})
+    write_report(args.name, out, md, {"machine": info, "configs": configs, **table})
+    plot(out / f"{args.name}.png", table)
     print(md)
     return 0
 

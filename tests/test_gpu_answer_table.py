@@ -74,6 +74,7 @@ def test_a_run_cut_short_still_gives_its_table(tmp_path: Path) -> None:
         m: 64 for m in ("closed-book", "oracle", "top-k@5", "top-n-tokens@1k", "top-n-tokens@2k", "adaptive-k", "full")
     }
     assert set(report["not_run"]) == {HYBRID, "self-route", "context-picker", "sage", TRAINED}
+    assert (out / "comparisons.png").stat().st_size > 0
 
     def subem(method: str) -> float:
         return sum(r["subem"] for r in rows if r["method"] == method) / 64

@@ -73,10 +73,16 @@ def test_the_report_says_partial_and_a_missing_folder_is_one_line(
         json.loads(line) for line in (tmp_path / "out" / "hotpotqa_answers_runs" / "dense" / "results.jsonl").open()
     ]
     assert len(kept) == 6  # the default --keep: OUT/NAME_runs/<folder>/
+    png = tmp_path / "out" / "hotpotqa_answers.png"
+    assert png.stat().st_size > 0
+    png.unlink()
+    assert main(["--plot-only", "--out", str(tmp_path / "out")]) == 0 and png.stat().st_size > 0
     capsys.readouterr()
     assert main(["--runs", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out2")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no eval run") and "Traceback" not in err
+    assert main(["--plot-only", "--out", str(tmp_path / "out2")]) == 2
+    assert capsys.readouterr().err.startswith("error: no table")
 
 
 def test_the_kept_copy_holds_the_finished_rows_and_rebuilds_the_same_table(

@@ -101,6 +101,22 @@ def test_eval_writes_intervals_and_comparisons(tmp_path: Path, capsys: pytest.Ca
     mean, (lo, hi) = summary["methods"]["full"]["recall"], summary["methods"]["full"]["recall_ci95"]
     assert f"| {100 * mean:.1f} [{100 * lo:.1f}, {100 * hi:.1f}] |" in md
     assert "paired differences to full" in capsys.readouterr().out
+    assert (out / "plots" / "comparisons.png").stat().st_size > 0
+
+
+def test_forest_rows_are_the_table_s_differences_in_points() -> None:
+    from ctxsel.eval.report import forest_rows
+
+    comparisons = [
+        {"a": "top-k@5", "b": "full", "metric": "recall", "diff": -0.25, "ci95": [-0.4, -0.1], "n": 12},
+        {"a": "top-k@5", "b": "full", "metric": "n_tokens", "diff": -900.0, "ci95": [-990.0, -800.0], "n": 12},
+        {"a": "adaptive-k", "b": "full", "metric": "recall", "diff": 0.05, "ci95": [-0.1, 0.2], "n": 12},
+    ]
+    assert forest_rows(comparisons, "recall") == [
+        ("top-k@5 - full (n=12)", -25.0, -40.0, -10.0, True),
+        ("adaptive-k - full (n=12)", 5.0, -10.0, 20.0, False),
+    ]
+    assert forest_rows(comparisons, "f1") == []
 
 
 def test_eval_refuses_a_compare_row_it_does_not_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

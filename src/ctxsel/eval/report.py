@@ -232,6 +232,8 @@ def write_reports(
     write_atomic(out / "summary.md", md)
     if summary:
         plot_tradeoff(out / "plots", summary, rows)
+    if report.get("comparisons"):
+        plot_comparisons(out / "plots" / "comparisons.png", report["comparisons"])
     if refused is not None:
         raise refused
 
@@ -306,6 +308,58 @@ def plot_tradeoff(
         ax.grid(alpha=0.3)
         _save(fig, folder / "methods" / f"{safe_filename(m)}.png")
         plt.close(fig)
+
+
+def forest_rows(comparisons: Sequence[Mapping[str, Any]], metric: str) -> list[tuple[str, float, float, float, bool]]:
+    """One metric's paired differences as (label, diff, lo, hi, real), in points: what
+    :func:`plot_comparisons` draws; real where the 95% interval excludes 0, as in the table."""
+    out = []
+    for c in comparisons:
+        if c["metric"] == metric:
+            lo, hi = c["ci95"]
+            label = f"{c['a']} - {c['b']} (n={c['n']})"
+            out.append((label, 100 * c["diff"], 100 * lo, 100 * hi, bool(lo > 0 or hi < 0)))
+    return out
+
+
+def plot_comparisons(
+    path: Path, comparisons: Sequence[Mapping[str, Any]], metrics: Sequence[str] | None = None
+) -> None:
+    """A forest plot of the paired differences: a panel a metric, a row a pair, its 95% interval as a
+    bar, a line at 0. Real differences (the interval excludes 0) filled, the others hollow and grey,
+    so which rows differ reads at a glance. The 0-1 metrics only (``n_tokens`` is on another scale)."""
+    plt = pyplot()
+    if plt is None:
+        return
+    metrics = metrics or [m for m in dict.fromkeys(c["metric"] for c in comparisons) if m != "n_tokens"]
+    panels = [(m, rows) for m in metrics if (rows := forest_rows(comparisons, m))]
+    if not panels:
+        return
+    labels = list(dict.fromkeys(r[0] for _, rows in panels for r in rows))
+    y_of = {label: len(labels) - 1 - i for i, label in enumerate(labels)}  # the first pair on top
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(4.2 * len(panels) + 2.5, 0.9 + 0.28 * len(labels)), sharey=True, squeeze=False
+    )
+    for ax, (metric, rows) in zip(axes[0], panels, strict=True):
+        for label, diff, lo, hi, real in rows:
+            color = "tab:blue" if real else "0.55"
+            ax.errorbar(
+                diff,
+                y_of[label],
+                xerr=[[diff - lo], [hi - diff]],
+                fmt="o",
+                color=color,
+                capsize=2,
+                lw=1.1,
+                mfc=color if real else "white",
+            )
+        ax.axvline(0, color="black", lw=0.8, ls="--")
+        ax.set_xlabel(f"{metric}, a - b (points)")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks([y_of[label] for label in labels], labels, fontsize=7)
+    fig.suptitle("paired differences, 95% intervals (filled: the interval excludes 0)", fontsize=9)
+    _save(fig, path)
+    plt.close(fig)
 
 
 def plot_similarity_curve(path: Path, ex: Example, scores: np.ndarray, selectors: Mapping[str, Any]) -> None:
