@@ -14,8 +14,8 @@ enforces no JSON schema) and parsed strictly.
 
 Writes OUTPUT/summary.json and summary.md: every metric's mean with its 95% bootstrap interval, the
 paired differences to ``full`` and to ``adaptive-k`` (their SubEM and F1 also as a plot, comparisons.png),
-the rows not run and why, the machine and the seconds of each stage; OUTPUT/dense and OUTPUT/hybrid hold the two eval runs (results.jsonl,
-resumable, and the response cache beside them).
+the rows not run and why, the machine and the seconds of each stage; OUTPUT/dense and OUTPUT/hybrid hold
+the two eval runs (results.jsonl, resumable, and the response cache beside them).
 
 A lease too short for the whole table can go on from an earlier lease's committed rows: copy its folder
 (``benchmarks/results/gpu_answer_table_h100``) to ``--output`` and pass the ``--backend`` it used
