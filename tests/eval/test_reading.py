@@ -73,6 +73,9 @@ def test_a_batching_reader_reads_a_group_at_once_and_writes_the_same_rows(tmp_pa
     assert plain.calls == [1] * 20
     assert rows(tmp_path / "b") == rows(tmp_path / "p")
     assert all(r["answer"] for r in rows(tmp_path / "b").values())
+    plots = tmp_path / "b" / "plots"  # recall and the answers' SubEM against tokens; one per method for recall
+    assert (plots / "recall_vs_tokens.png").is_file() and (plots / "subem_vs_tokens.png").is_file()
+    assert len(list((plots / "methods").iterdir())) == len(METHODS)
 
 
 def test_one_failing_prompt_is_its_rows_error_not_the_batchs(tmp_path: Path) -> None:

@@ -232,6 +232,9 @@ def write_reports(
     write_atomic(out / "summary.md", md)
     if summary:
         plot_tradeoff(out / "plots", summary, rows)
+        if config.get("reader"):  # the headline answer score too: the first column of the reading table
+            answer = reader_columns(summary, judge_trusted=agreement is None or agreement["trusted"])[0][0]
+            plot_tradeoff(out / "plots", summary, rows, metric=answer, per_method=False)
     if report.get("comparisons"):
         plot_comparisons(out / "plots" / "comparisons.png", report["comparisons"])
     if refused is not None:
@@ -246,9 +249,13 @@ def _save(fig: Any, path: Path) -> None:
 
 
 def plot_tradeoff(
-    folder: Path, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], metric: str = "recall"
+    folder: Path,
+    summary: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    metric: str = "recall",
+    per_method: bool = True,
 ) -> None:
-    """One PNG with every method's mean (metric vs tokens), and one per method
+    """One PNG with every method's mean (metric vs tokens), and (``per_method``) one per method
     with its per-example points. Nothing without matplotlib (``ctxsel.plotting``)."""
     plt = pyplot()
     if plt is None:
@@ -288,7 +295,7 @@ def plot_tradeoff(
     ax.grid(alpha=0.3)
     _save(fig, folder / f"{metric}_vs_tokens.png")
     plt.close(fig)
-    for m in summary:
+    for m in summary if per_method else ():
         points: list[tuple[float, float]] = [
             (r["n_tokens"], r[metric]) for r in rows if r["method"] == m and r.get(metric) is not None
         ]
