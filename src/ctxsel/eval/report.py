@@ -234,7 +234,7 @@ def write_reports(
         plot_tradeoff(out / "plots", summary, rows)
         if config.get("reader"):  # the headline answer score too: the first column of the reading table
             answer = reader_columns(summary, judge_trusted=agreement is None or agreement["trusted"])[0][0]
-            plot_tradeoff(out / "plots", summary, rows, metric=answer, per_method=False)
+            plot_tradeoff(out / "plots", summary, rows, metric=answer, tokens="answer_tokens_in", per_method=False)
     if report.get("comparisons"):
         plot_comparisons(out / "plots" / "comparisons.png", report["comparisons"])
     if refused is not None:
@@ -253,10 +253,13 @@ def plot_tradeoff(
     summary: Mapping[str, Any],
     rows: Sequence[Mapping[str, Any]],
     metric: str = "recall",
+    tokens: str = "n_tokens",
     per_method: bool = True,
 ) -> None:
     """One PNG with every method's mean (metric vs tokens), and (``per_method``) one per method
-    with its per-example points. Nothing without matplotlib (``ctxsel.plotting``)."""
+    with its per-example points. ``tokens``: the selection's (``n_tokens``), or for an answer score
+    the prompt's the reader was given (``answer_tokens_in``: full cut to the window reads the window,
+    not the document). Nothing without matplotlib (``ctxsel.plotting``)."""
     plt = pyplot()
     if plt is None:
         return
@@ -264,9 +267,9 @@ def plot_tradeoff(
     families: dict[str, list[tuple[float, float, str]]] = {}
     bars: dict[str, tuple[float, float]] = {}  # a method's 95% interval, drawn as an error bar
     for m, e in summary.items():
-        if e.get(metric) is None or e.get("n_tokens") is None:
+        if e.get(metric) is None or e.get(tokens) is None:
             continue
-        families.setdefault(m.split("@")[0].split("[")[0], []).append((max(e["n_tokens"], 1), 100 * e[metric], m))
+        families.setdefault(m.split("@")[0].split("[")[0], []).append((max(e[tokens], 1), 100 * e[metric], m))
         if e.get(f"{metric}_ci95"):
             bars[m] = (100 * e[metric] - 100 * e[f"{metric}_ci95"][0], 100 * e[f"{metric}_ci95"][1] - 100 * e[metric])
     if not families:  # no labels to measure recall against (e.g. multiple-choice data)
@@ -288,7 +291,7 @@ def plot_tradeoff(
                 if m in bars:
                     ax.errorbar(x, y, yerr=[[bars[m][0]], [bars[m][1]]], color=dot.get_facecolor()[0], lw=0.8)
     ax.set_xscale("log")
-    ax.set_xlabel("input tokens (mean, log scale)")
+    ax.set_xlabel(("input tokens" if tokens == "n_tokens" else "the reader's prompt tokens") + " (mean, log scale)")
     ax.set_ylabel(f"{metric} (%)")
     ax.set_title(f"{metric} against tokens" + (" (bars: 95% intervals)" if bars else ""))
     ax.legend(fontsize=7, loc="lower right")
@@ -297,7 +300,9 @@ def plot_tradeoff(
     plt.close(fig)
     for m in summary if per_method else ():
         points: list[tuple[float, float]] = [
-            (r["n_tokens"], r[metric]) for r in rows if r["method"] == m and r.get(metric) is not None
+            (r[tokens], r[metric])
+            for r in rows
+            if r["method"] == m and r.get(metric) is not None and r.get(tokens) is not None
         ]
         if not points:
             continue
