@@ -182,13 +182,19 @@ def _number(v: float, fmt: str) -> str:
     return f"{100 * v:.1f}" if fmt == "pct" else format(v, fmt)
 
 
+def excludes_zero(comparison: Mapping[str, Any]) -> bool:
+    """A paired difference is called real at 95% where its interval excludes 0."""
+    lo, hi = comparison["ci95"]
+    return bool(lo > 0 or hi < 0)
+
+
 def comparisons_table(comparisons: Sequence[Mapping[str, Any]]) -> str:
     """The paired differences, a - b, percentages for the 0-1 metrics; "real" where the interval excludes 0."""
     lines = ["| a | b | metric | a - b | 95% interval | p | n | test |", "|---|---|---|---:|---:|---:|---:|---|"]
     for c in comparisons:
         fmt = ",.0f" if c["metric"] == "n_tokens" else "pct"
         lo, hi = c["ci95"]
-        real = " (real)" if lo > 0 or hi < 0 else ""
+        real = " (real)" if excludes_zero(c) else ""
         lines.append(
             f"| {c['a']} | {c['b']} | {c['metric']} | {_number(c['diff'], fmt)}{real} | "
             f"[{_number(lo, fmt)}, {_number(hi, fmt)}] | {c['p']:.3g} | {c['n']} | {c['test']} |"
@@ -329,8 +335,7 @@ def forest_rows(comparisons: Sequence[Mapping[str, Any]], metric: str) -> list[t
     for c in comparisons:
         if c["metric"] == metric:
             lo, hi = c["ci95"]
-            label = f"{c['a']} - {c['b']} (n={c['n']})"
-            out.append((label, 100 * c["diff"], 100 * lo, 100 * hi, bool(lo > 0 or hi < 0)))
+            out.append((f"{c['a']} - {c['b']} (n={c['n']})", 100 * c["diff"], 100 * lo, 100 * hi, excludes_zero(c)))
     return out
 
 
