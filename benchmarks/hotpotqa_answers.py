@@ -62,6 +62,10 @@ TABLE: dict[str, str] = {
 }
 HYBRID = "adaptive-k on hybrid"
 
+#: Fewest questions two rows must share to be paired: under it one question moves a SubEM difference by
+#: more than 5 points and the interval says little (a run just started reads one or two).
+MIN_PAIRED = 10
+
 #: Seconds a question measured earlier with the default reader (8,192-token window) on 2 shared
 #: cores (benchmarks/results/reader_hotpotqa.md: the 20 test questions, 1 llama.cpp thread, load
 #: average 6-9), for the rows that are too slow for a CPU session; and why each is absent.
@@ -141,20 +145,24 @@ def collect(runs: list[Path], hybrid: Path | None) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def build(rows: list[dict[str, Any]], questions: int, seed: int = 0) -> dict[str, Any]:
+def build(rows: list[dict[str, Any]], questions: int, seed: int = 0, min_paired: int = MIN_PAIRED) -> dict[str, Any]:
     """Each present row over the questions it has read, the paired comparisons over the questions both
-    rows of a pair have read, progress and gaps. A slow row (top-n-tokens@2k reads ten times what
-    oracle does) then holds back only its own comparisons, not the whole table."""
+    rows of a pair have read (pairs sharing fewer than ``min_paired`` are listed in ``unpaired``, not
+    compared), progress and gaps. A slow row (top-n-tokens@2k reads ten times what oracle does) then
+    holds back only its own comparisons, not the whole table."""
     from ctxsel.eval.report import summarize
     from ctxsel.eval.stats import compare
 
     done = {m: {str(r["example_id"]) for r in rows if r["method"] == m} for m in TABLE}
     present = [m for m in TABLE if done[m]]
     summary = summarize(rows, present, ci="bootstrap", seed=seed) if present else {}
-    comparisons = []
+    comparisons, unpaired = [], []
     for against in ("adaptive-k", "full"):
         for m in (m for m in present if against in present and m != against):
             both = done[m] & done[against]
+            if len(both) < min_paired:
+                unpaired.append({"a": m, "b": against, "n": len(both)})
+                continue
             pair = [r for r in rows if r["method"] in (m, against) and str(r["example_id"]) in both]
             comparisons += compare(pair, [m, against], against, seed=seed)
     seconds = {m: sum(float(r.get("wall_s") or 0.0) for r in rows if r["method"] == m) / len(done[m]) for m in present}
@@ -176,6 +184,8 @@ def build(rows: list[dict[str, Any]], questions: int, seed: int = 0) -> dict[str
         "seconds_per_question": seconds,
         "methods": summary,
         "comparisons": comparisons,
+        "min_paired": min_paired,
+        "unpaired": unpaired,
         "missing": missing,
     }
 
@@ -217,7 +227,14 @@ def markdown(table: dict[str, Any]) -> str:
     for against in ("adaptive-k", "full"):
         mine = [c for c in table["comparisons"] if c["b"] == against and c["metric"] in ("subem", "em", "f1")]
         md += f"\n## Paired against `{against}` (a - b; real where the interval excludes 0)\n\n"
-        md += comparisons_table(mine) if mine else f"No `{against}` row yet.\n"
+        if mine:
+            md += comparisons_table(mine)
+        elif against not in table["methods"]:
+            md += f"No `{against}` row yet.\n"
+        few = [f"`{u['a']}` ({u['n']})" for u in table.get("unpaired", []) if u["b"] == against]
+        if few:
+            least = table.get("min_paired", MIN_PAIRED)
+            md += f"\nNot paired yet, fewer than {least} questions shared with `{against}`: {', '.join(few)}.\n"
     if table["missing"]:
         md += "\n## Rows not in this table\n\n"
         rows = [

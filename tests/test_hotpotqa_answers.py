@@ -40,7 +40,7 @@ def test_a_stopped_run_is_partial_and_each_pair_is_compared_on_its_common_questi
     rows.append({"example_id": "q8", "method": "oracle", "error": "boom"})  # a failed row is not read
     dense = _run(tmp_path / "dense", rows, ["oracle", "adaptive-k"])
     hybrid = _run(tmp_path / "hybrid", [_row(q, "adaptive-k", 1.0) for q in range(9)], ["adaptive-k"])
-    table = build(collect([dense], hybrid), questions=100)
+    table = build(collect([dense], hybrid), questions=100, min_paired=8)
     assert table["n"] == {"oracle": 8, "adaptive-k": 10, HYBRID: 9} and table["partial"]
     assert table["progress"]["adaptive-k"] == 10 and table["progress"]["oracle"] == 8
     assert list(table["methods"]) == ["oracle", "adaptive-k", HYBRID]
@@ -58,21 +58,28 @@ def test_a_stopped_run_is_partial_and_each_pair_is_compared_on_its_common_questi
     assert set(table["missing"]) == set(TABLE) - {"oracle", "adaptive-k", HYBRID}
     assert table["missing"]["context-picker trained"]["why"] == WHY_NOT["context-picker trained"]
     assert table["missing"]["full"]["hours_for_all"] == pytest.approx(12.9)
+    # a pair sharing fewer questions than min_paired is listed, not compared
+    fewer = build(collect([dense], hybrid), questions=100, min_paired=9)
+    assert fewer["unpaired"] == [{"a": "oracle", "b": "adaptive-k", "n": 8}]
+    assert {c["a"] for c in fewer["comparisons"]} == {HYBRID}
 
 
 def test_the_report_says_partial_and_a_missing_folder_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    dense = _run(tmp_path / "dense", [_row(q, m, 1.0) for q in range(3) for m in ("adaptive-k", "full")], [])
-    assert main(["--runs", str(dense), "--questions", "5", "--out", str(tmp_path / "out")]) == 0
+    rows = [_row(q, m, 1.0) for q in range(10) for m in ("adaptive-k", "full")] + [_row(0, "sage", 1.0)]
+    dense = _run(tmp_path / "dense", rows, [])
+    assert main(["--runs", str(dense), "--questions", "12", "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "hotpotqa_answers.md").read_text()
-    assert "**PARTIAL: the rows have read 3 to 3 of 5 questions**" in md and "Paired against `full`" in md
+    assert "**PARTIAL: the rows have read 1 to 10 of 12 questions**" in md and "Paired against `full`" in md
+    assert "Not paired yet, fewer than 10 questions shared with `full`: `sage` (1)." in md
     data = json.loads((tmp_path / "out" / "hotpotqa_answers.json").read_text())
-    assert data["n"] == {"full": 3, "adaptive-k": 3} and data["partial"] is True
+    assert data["n"] == {"full": 10, "adaptive-k": 10, "sage": 1} and data["partial"] is True
+    assert {(c["a"], c["b"]) for c in data["comparisons"]} == {("full", "adaptive-k"), ("adaptive-k", "full")}
     kept = [
         json.loads(line) for line in (tmp_path / "out" / "hotpotqa_answers_runs" / "dense" / "results.jsonl").open()
     ]
-    assert len(kept) == 6  # the default --keep: OUT/NAME_runs/<folder>/
+    assert len(kept) == 21  # the default --keep: OUT/NAME_runs/<folder>/
     png = tmp_path / "out" / "hotpotqa_answers.png"
     assert png.stat().st_size > 0
     png.unlink()
