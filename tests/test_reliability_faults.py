@@ -657,6 +657,40 @@ def test_config_mismatch_on_resume_is_a_clear_error(tmp_path: Path, capsys: Any,
     assert "Traceback" not in err
 
 
+def test_shards_appended_to_one_folder_make_the_whole_run(tmp_path: Path, capsys: Any, no_plots: None) -> None:
+    data = _dataset(tmp_path / "data.jsonl", n=5, chunks=10)
+    assert cli_main(_eval_args(data, tmp_path / "whole")) == 0
+    for part in ("1/2", "2/2"):
+        assert cli_main(_eval_args(data, tmp_path / part.replace("/", "of"), "--shard", part)) == 0
+    assert [e for e, _ in _keys(tmp_path / "1of2" / "results.jsonl")][::2] == ["ex00", "ex02", "ex04"]
+    assert [e for e, _ in _keys(tmp_path / "2of2" / "results.jsonl")][::2] == ["ex01", "ex03"]
+    merged = tmp_path / "merged"
+    merged.mkdir()
+    shutil.copy(tmp_path / "1of2" / "config.json", merged)  # a shard's config is the whole run's
+    lines = "".join((tmp_path / f"{i}of2" / "results.jsonl").read_text(encoding="utf-8") for i in (1, 2))
+    (merged / "results.jsonl").write_text(lines, encoding="utf-8")
+    assert cli_main(_eval_args(data, merged)) == 0  # resumes past every line: nothing runs again
+    assert len(_keys(merged / "results.jsonl")) == 10
+    whole, joined = (json.loads((d / "summary.json").read_text(encoding="utf-8")) for d in (tmp_path / "whole", merged))
+    for m in ("top-k@1", "adaptive-k"):
+        assert joined["methods"][m]["n"] == 5
+        assert joined["methods"][m]["recall"] == whole["methods"][m]["recall"]
+
+
+@pytest.mark.parametrize("part", ["0/2", "3/2", "two", "1-2"])
+def test_shard_must_be_i_of_n(capsys: Any, tmp_path: Path, part: str) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli_main(_eval_args(tmp_path / "data.jsonl", tmp_path / "o", "--shard", part))
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--shard" in err and "expected I/N" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_shard_past_the_examples_is_a_clear_error(tmp_path: Path, capsys: Any, no_plots: None) -> None:
+    rc, err, _ = _cli_eval(tmp_path, capsys, "--shard", "4/5")
+    assert rc == 2 and "--shard 4/5: part 4 is empty, there are only 3 examples" in err and "Traceback" not in err
+
+
 @pytest.mark.model
 @pytest.mark.slow
 def test_http_cache_corrupted_while_the_server_runs(

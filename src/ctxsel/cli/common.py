@@ -52,6 +52,18 @@ def add_split_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split-seed", type=int, default=0, help="with --split (default 0)")
 
 
+def shard(text: str) -> tuple[int, int]:
+    """An argparse type: ``I/N``, the I-th of N parts (1 <= I <= N)."""
+    i, sep, n = text.strip().partition("/")
+    try:
+        part, parts = int(i), int(n)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected I/N, e.g. 1/2, got {text!r}") from None
+    if not sep or not 1 <= part <= parts:
+        raise argparse.ArgumentTypeError(f"expected I/N with 1 <= I <= N, e.g. 1/2, got {text!r}")
+    return part, parts
+
+
 def load_examples(args: argparse.Namespace) -> list[Any]:
     """``--dataset``, cut to ``--split`` and then to the first ``--limit`` (the split is made over the whole
     dataset, so a question is on the same side whatever the limit)."""

@@ -20,6 +20,7 @@ from ctxsel.cli.common import (
     load_examples,
     make_llm,
     positive_int,
+    shard,
 )
 from ctxsel.cli.config_file import add_config_argument
 from ctxsel.cli.scorer_args import add_scorer_arguments, make_scorer
@@ -53,6 +54,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="only the first N examples (of the split, with --split); N >= 1",
+    )
+    p.add_argument(
+        "--shard",
+        type=shard,
+        default=None,
+        metavar="I/N",
+        help="only examples I, I+N, I+2N, ... (after --split and --limit), so that N processes or machines "
+        "share one run, each into its own --output; its config matches the whole run's, so a shard's "
+        "results.jsonl lines can be appended to the whole run's folder, which then resumes past them",
     )
     p.add_argument(
         "--hotpotqa", default=None, help="another HotpotQA file for hotpotqa-long (default: the bundled copy)"
@@ -152,6 +162,11 @@ def run(args: argparse.Namespace) -> int:
     dataset_name = f"{args.dataset} ({args.split} split: {len(examples)} questions)" if args.split else args.dataset
     if not examples:
         raise InputError(f"dataset {args.dataset!r} has no examples")
+    if args.shard:
+        part, parts = args.shard
+        if part > len(examples):
+            raise InputError(f"--shard {part}/{parts}: part {part} is empty, there are only {len(examples)} examples")
+        examples = examples[part - 1 :: parts]
     if args.rescore:
         return _rescore(args, examples, dataset_name)
     reader = judge = None
