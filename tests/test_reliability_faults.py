@@ -666,11 +666,12 @@ def test_shards_appended_to_one_folder_make_the_whole_run(tmp_path: Path, capsys
     assert [e for e, _ in _keys(tmp_path / "2of2" / "results.jsonl")][::2] == ["ex01", "ex03"]
     merged = tmp_path / "merged"
     merged.mkdir()
-    shutil.copy(tmp_path / "1of2" / "config.json", merged)  # a shard's config is the whole run's
+    shutil.copy(tmp_path / "1of2" / "config.json", merged)  # a shard's config passes the resume check
     lines = "".join((tmp_path / f"{i}of2" / "results.jsonl").read_text(encoding="utf-8") for i in (1, 2))
     (merged / "results.jsonl").write_text(lines, encoding="utf-8")
     assert cli_main(_eval_args(data, merged)) == 0  # resumes past every line: nothing runs again
     assert len(_keys(merged / "results.jsonl")) == 10
+    assert json.loads((merged / "config.json").read_text(encoding="utf-8"))["n_examples"] == 5
     whole, joined = (json.loads((d / "summary.json").read_text(encoding="utf-8")) for d in (tmp_path / "whole", merged))
     for m in ("top-k@1", "adaptive-k"):
         assert joined["methods"][m]["n"] == 5

@@ -61,8 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="I/N",
         help="only examples I, I+N, I+2N, ... (after --split and --limit), so that N processes or machines "
-        "share one run, each into its own --output; its config matches the whole run's, so a shard's "
-        "results.jsonl lines can be appended to the whole run's folder, which then resumes past them",
+        "share one run, each into its own --output; a shard's rows are the whole run's (its config differs "
+        "only in n_examples), so its results.jsonl lines can be appended to the whole run's folder, and the "
+        "whole run's command, rerun there, resumes past them and writes the summary of all",
     )
     p.add_argument(
         "--hotpotqa", default=None, help="another HotpotQA file for hotpotqa-long (default: the bundled copy)"
