@@ -231,10 +231,9 @@ def markdown(table: dict[str, Any]) -> str:
             md += comparisons_table(mine)
         elif against not in table["methods"]:
             md += f"No `{against}` row yet.\n"
-        few = [f"`{u['a']}` ({u['n']})" for u in table.get("unpaired", []) if u["b"] == against]
+        few = [f"`{u['a']}` ({u['n']})" for u in table["unpaired"] if u["b"] == against]
         if few:
-            least = table.get("min_paired", MIN_PAIRED)
-            md += f"\nNot paired yet, fewer than {least} questions shared with `{against}`: {', '.join(few)}.\n"
+            md += f"\nNot paired yet, fewer than {table['min_paired']} questions shared with `{against}`: {', '.join(few)}.\n"
     if table["missing"]:
         md += "\n## Rows not in this table\n\n"
         rows = [

@@ -54,12 +54,12 @@ def add_split_arguments(p: argparse.ArgumentParser) -> None:
 
 def shard(text: str) -> tuple[int, int]:
     """An argparse type: ``I/N``, the I-th of N parts (1 <= I <= N)."""
-    i, sep, n = text.strip().partition("/")
+    i, _, n = text.strip().partition("/")
     try:
-        part, parts = int(i), int(n)
+        part, parts = int(i), int(n)  # no "/" leaves n empty: a ValueError
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected I/N, e.g. 1/2, got {text!r}") from None
-    if not sep or not 1 <= part <= parts:
+    if not 1 <= part <= parts:
         raise argparse.ArgumentTypeError(f"expected I/N with 1 <= I <= N, e.g. 1/2, got {text!r}")
     return part, parts
 
