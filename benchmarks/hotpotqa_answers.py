@@ -226,7 +226,7 @@ def markdown(table: dict[str, Any]) -> str:
     md += md_table(headers, body, ["l"] + ["r"] * (len(headers) - 1)) + "\n"
     for against in ("adaptive-k", "full"):
         mine = [c for c in table["comparisons"] if c["b"] == against and c["metric"] in ("subem", "em", "f1")]
-        md += f"\n## Paired against `{against}` (a - b; real where the interval excludes 0)\n\n"
+        md += f"\n## Paired against `{against}` (a - b; real where the interval excludes 0 and p < 0.05)\n\n"
         if mine:
             md += comparisons_table(mine)
         elif against not in table["methods"]:

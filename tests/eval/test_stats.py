@@ -108,15 +108,40 @@ def test_forest_rows_are_the_table_s_differences_in_points() -> None:
     from ctxsel.eval.report import forest_rows
 
     comparisons = [
-        {"a": "top-k@5", "b": "full", "metric": "recall", "diff": -0.25, "ci95": [-0.4, -0.1], "n": 12},
-        {"a": "top-k@5", "b": "full", "metric": "n_tokens", "diff": -900.0, "ci95": [-990.0, -800.0], "n": 12},
-        {"a": "adaptive-k", "b": "full", "metric": "recall", "diff": 0.05, "ci95": [-0.1, 0.2], "n": 12},
+        {"a": "top-k@5", "b": "full", "metric": "recall", "diff": -0.25, "ci95": [-0.4, -0.1], "p": 0.01, "n": 12},
+        {
+            "a": "top-k@5",
+            "b": "full",
+            "metric": "n_tokens",
+            "diff": -900.0,
+            "ci95": [-990.0, -800.0],
+            "p": 0.01,
+            "n": 12,
+        },
+        {"a": "adaptive-k", "b": "full", "metric": "recall", "diff": 0.05, "ci95": [-0.1, 0.2], "p": 0.6, "n": 12},
     ]
     assert forest_rows(comparisons, "recall") == [
-        ("top-k@5 - full (n=12)", -25.0, -40.0, -10.0, True),
-        ("adaptive-k - full (n=12)", 5.0, -10.0, 20.0, False),
+        ("top-k@5 - full (n=12)", -25.0, -40.0, -10.0, "real"),
+        ("adaptive-k - full (n=12)", 5.0, -10.0, 20.0, ""),
     ]
     assert forest_rows(comparisons, "f1") == []
+
+
+def test_a_difference_is_real_only_where_interval_and_test_agree() -> None:
+    """Four discordant pairs all one way: the bootstrap interval excludes 0, but the exact McNemar
+    p is 2 * 0.5**4 = 0.125, so the table says borderline, not real."""
+    from ctxsel.eval.report import comparisons_table, verdict
+    from ctxsel.eval.stats import paired_difference
+
+    a, b = [0.0] * 4 + [1.0] * 4, [1.0] * 4 + [1.0] * 4
+    c = {"a": "x", "b": "y", "metric": "subem", **paired_difference(a, b)}
+    assert c["p"] == pytest.approx(0.125) and c["ci95"][1] < 0
+    assert verdict(c) == "borderline"
+    assert "| -50.0 (borderline) | [" in comparisons_table([c])
+    assert verdict({**c, "p": 0.01}) == "real"
+    assert verdict({**c, "ci95": [-0.6, 0.1]}) == ""
+    assert verdict({**c, "ci95": [-0.6, 0.1], "p": 0.04}) == "borderline"
+    assert "(real)" not in comparisons_table([{**c, "ci95": [-0.6, 0.1]}])
 
 
 def test_eval_refuses_a_compare_row_it_does_not_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

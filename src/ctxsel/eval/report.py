@@ -182,21 +182,26 @@ def _number(v: float, fmt: str) -> str:
     return f"{100 * v:.1f}" if fmt == "pct" else format(v, fmt)
 
 
-def excludes_zero(comparison: Mapping[str, Any]) -> bool:
-    """A paired difference is called real at 95% where its interval excludes 0."""
+def verdict(comparison: Mapping[str, Any]) -> str:
+    """ "real" where the 95% interval excludes 0 *and* the paired test gives p < 0.05, "borderline"
+    where only one of the two holds, "" otherwise. Both, because the two can disagree on few
+    discordant pairs: a bootstrap interval of 4-0 McNemar pairs excludes 0 while the exact test
+    gives p = 0.125, and one question more would move it."""
     lo, hi = comparison["ci95"]
-    return bool(lo > 0 or hi < 0)
+    excludes_zero = lo > 0 or hi < 0
+    significant = comparison.get("p") is not None and comparison["p"] < 0.05
+    return "real" if excludes_zero and significant else "borderline" if excludes_zero or significant else ""
 
 
 def comparisons_table(comparisons: Sequence[Mapping[str, Any]]) -> str:
-    """The paired differences, a - b, percentages for the 0-1 metrics; "real" where the interval excludes 0."""
+    """The paired differences, a - b, percentages for the 0-1 metrics, each with its :func:`verdict`."""
     lines = ["| a | b | metric | a - b | 95% interval | p | n | test |", "|---|---|---|---:|---:|---:|---:|---|"]
     for c in comparisons:
         fmt = ",.0f" if c["metric"] == "n_tokens" else "pct"
         lo, hi = c["ci95"]
-        real = " (real)" if excludes_zero(c) else ""
+        said = f" ({v})" if (v := verdict(c)) else ""
         lines.append(
-            f"| {c['a']} | {c['b']} | {c['metric']} | {_number(c['diff'], fmt)}{real} | "
+            f"| {c['a']} | {c['b']} | {c['metric']} | {_number(c['diff'], fmt)}{said} | "
             f"[{_number(lo, fmt)}, {_number(hi, fmt)}] | {c['p']:.3g} | {c['n']} | {c['test']} |"
         )
     return "\n".join(lines) + "\n"
@@ -328,14 +333,14 @@ def plot_tradeoff(
         plt.close(fig)
 
 
-def forest_rows(comparisons: Sequence[Mapping[str, Any]], metric: str) -> list[tuple[str, float, float, float, bool]]:
-    """One metric's paired differences as (label, diff, lo, hi, real), in points: what
-    :func:`plot_comparisons` draws; real where the 95% interval excludes 0, as in the table."""
+def forest_rows(comparisons: Sequence[Mapping[str, Any]], metric: str) -> list[tuple[str, float, float, float, str]]:
+    """One metric's paired differences as (label, diff, lo, hi, verdict), in points: what
+    :func:`plot_comparisons` draws, with the table's :func:`verdict`."""
     out = []
     for c in comparisons:
         if c["metric"] == metric:
             lo, hi = c["ci95"]
-            out.append((f"{c['a']} - {c['b']} (n={c['n']})", 100 * c["diff"], 100 * lo, 100 * hi, excludes_zero(c)))
+            out.append((f"{c['a']} - {c['b']} (n={c['n']})", 100 * c["diff"], 100 * lo, 100 * hi, verdict(c)))
     return out
 
 
@@ -343,8 +348,9 @@ def plot_comparisons(
     path: Path, comparisons: Sequence[Mapping[str, Any]], metrics: Sequence[str] | None = None
 ) -> None:
     """A forest plot of the paired differences: a panel a metric, a row a pair, its 95% interval as a
-    bar, a line at 0. Real differences (the interval excludes 0) filled, the others hollow and grey,
-    so which rows differ reads at a glance. The 0-1 metrics only (``n_tokens`` is on another scale)."""
+    bar, a line at 0. Real differences (:func:`verdict`) filled, borderline ones hollow and blue, the
+    others hollow and grey, so which rows differ reads at a glance. The 0-1 metrics only
+    (``n_tokens`` is on another scale)."""
     plt = pyplot()
     if plt is None:
         return
@@ -358,8 +364,9 @@ def plot_comparisons(
         1, len(panels), figsize=(4.2 * len(panels) + 2.5, 0.9 + 0.28 * len(labels)), sharey=True, squeeze=False
     )
     for ax, (metric, rows) in zip(axes[0], panels, strict=True):
-        for label, diff, lo, hi, real in rows:
-            color = "tab:blue" if real else "0.55"
+        for label, diff, lo, hi, said in rows:
+            color = "tab:blue" if said else "0.55"
+            real = said == "real"
             ax.errorbar(
                 diff,
                 y_of[label],
@@ -374,7 +381,11 @@ def plot_comparisons(
         ax.set_xlabel(f"{metric}, a - b (points)")
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks([y_of[label] for label in labels], labels, fontsize=7)
-    fig.suptitle("paired differences, 95% intervals (filled: the interval excludes 0)", fontsize=9)
+    fig.suptitle(
+        "paired differences, 95% intervals (filled: real, the interval excludes 0 and p < 0.05; "
+        "hollow blue: one of the two)",
+        fontsize=9,
+    )
     _save(fig, path)
     plt.close(fig)
 
