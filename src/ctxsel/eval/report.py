@@ -183,13 +183,13 @@ def _number(v: float, fmt: str) -> str:
 
 
 def verdict(comparison: Mapping[str, Any]) -> str:
-    """ "real" where the 95% interval excludes 0 *and* the paired test gives p < 0.05, "borderline"
-    where only one of the two holds, "" otherwise. Both, because the two can disagree on few
-    discordant pairs: a bootstrap interval of 4-0 McNemar pairs excludes 0 while the exact test
-    gives p = 0.125, and one question more would move it."""
+    """What a paired difference is called: "real" where its 95% interval excludes 0 *and* its paired
+    test gives p < 0.05, "borderline" where only one of the two holds, "" otherwise. Both, because
+    the two can disagree on few discordant pairs: a bootstrap interval of 4-0 McNemar pairs excludes
+    0 while the exact test gives p = 0.125, and one question more would move it."""
     lo, hi = comparison["ci95"]
     excludes_zero = lo > 0 or hi < 0
-    significant = comparison.get("p") is not None and comparison["p"] < 0.05
+    significant = comparison["p"] < 0.05
     return "real" if excludes_zero and significant else "borderline" if excludes_zero or significant else ""
 
 
