@@ -152,7 +152,7 @@ def test_ray_engine_with_a_reader_built_per_worker(tmp_path: Path, ray_session: 
             reader_model="fake",
             reader_mode="completions",
             reader_api_key_env="CTXSEL_TEST_NO_KEY",
-            reader_timeout=10.0,
+            reader_timeout=60.0,  # only a bound: the fake replies at once, but a loaded CI machine may not
             llm_cache="off",
             judge=None,
         )
