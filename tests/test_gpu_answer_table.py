@@ -114,6 +114,15 @@ def test_the_bundle_names_tensors_and_refuses_a_missing_piece(tmp_path: Path) ->
         unpack(tmp_path)
 
 
+def test_a_piece_fits_a_call_beside_the_checkout_as_it_is() -> None:
+    from benchmarks.gpu_bundle import CALL_LIMIT, ROOM, checkout_bytes, piece_size
+
+    checkout = checkout_bytes()
+    assert 10_000_000 < checkout < 30_000_000  # the tracked files only (no .venv, runs or caches)
+    assert piece_size() % 1_000_000 == 0 and piece_size() + checkout + ROOM <= CALL_LIMIT
+    assert piece_size() + 1_000_000 + checkout + ROOM > CALL_LIMIT  # and no smaller than it needs to be
+
+
 @pytest.mark.slow
 def test_a_later_lease_goes_on_from_the_committed_rows(tmp_path: Path) -> None:
     """The committed folder has no config.json beside its rows: a run into a copy of it reads only the
