@@ -70,7 +70,7 @@ def test_the_registry_lists_the_policy_and_the_adapter_not_bundled() -> None:
     total = sum((LDAR_ART.path / n).stat().st_size for n in LDAR_ART.sha256)
     assert total <= 5_000_000
     picker = bundled.get("context-picker")
-    assert not picker.bundled and picker.folder is None and not picker.sha256
+    assert not picker.bundled and picker.folder == "data/context_picker" and not picker.sha256
     assert picker.describe()["bundled"] is False and "not bundled" in picker.describe()["note"]
     with pytest.raises(ModelError, match="not bundled"):
         bundled.verify("context-picker")

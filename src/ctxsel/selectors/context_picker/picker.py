@@ -30,10 +30,11 @@ replies, and the rationale of the reply it used) and in the eval's ``invalid_sha
 
 A trained picker is a LoRA adapter from ``ctxsel train context-picker``; pass
 ``adapter=PATH`` and the picker runs it in process instead of the ``llm``
-client. Left unset, the picker would run the adapter that ships with ctxsel
-(``ctxsel.bundled``) when the reader is the bundled local model; this release
-ships none (training one needs a GPU), so it runs the untrained picker, the
-paper's baseline, and its explanation says so. ``adapter=none`` asks for the
+client. Left unset, the picker runs the adapter that ships with ctxsel
+(``ctxsel.bundled``, sha256-checked) when its ``llm`` is the bundled local model
+the adapter was trained on; where none ships (training one needs a GPU) or the
+``llm`` is another model, it runs the untrained picker, the paper's baseline,
+and its explanation says so. ``adapter=none`` asks for the
 untrained picker outright, with no such note. ``runtime=llama.cpp`` (the default when the adapter's base is a
 bundled model and llama-cpp-python is installed) converts the adapter once
 to a llama.cpp LoRA (:mod:`ctxsel.llm.lora_gguf`) and applies it to the
@@ -334,12 +335,15 @@ def _resolve_adapter(adapter: str | None, llm: LLMClient | None) -> tuple[str | 
     from ctxsel import bundled
 
     artefact = bundled.get("context-picker")
-    local = getattr(llm, "model_id", "").startswith("llama.cpp:")
-    if artefact.bundled and local:
-        return str(bundled.verify("context-picker")), ""
-    if artefact.bundled:
-        return None, "the untrained picker: the bundled adapter is for the bundled local reader only"
-    return None, "the untrained picker, the paper's baseline: no trained adapter ships with this ctxsel"
+    if not artefact.bundled:
+        return None, "the untrained picker, the paper's baseline: no trained adapter ships with this ctxsel"
+    folder = bundled.verify("context-picker")
+    from ctxsel.llm.hf_client import adapter_meta
+
+    base = str(adapter_meta(folder)["base"])
+    if getattr(llm, "model_id", "") == f"llama.cpp:{base}":
+        return str(folder), ""
+    return None, f"the untrained picker: the bundled adapter is for the bundled local {base} only"
 
 
 #: How a trained adapter runs (see the module docstring).
