@@ -152,7 +152,9 @@ def test_the_picker_runs_the_bundled_adapter_only_on_its_base_and_only_intact(
 ) -> None:
     art = bundled.get("context-picker")
     assert not art.bundled and art.folder == "data/context_picker"  # this release ships none
-    assert _resolve_adapter(None, llm_named("llama.cpp:qwen-1.5b"))[1].endswith("no trained adapter ships with this ctxsel")
+    assert _resolve_adapter(None, llm_named("llama.cpp:qwen-1.5b"))[1].endswith(
+        "no trained adapter ships with this ctxsel"
+    )
     into = tmp_path / "data" / "context_picker"
     bundle(stage_folder(tmp_path / "run", shapes), into)
     sums = bundled.sha256_of_folder(into, list(grpo.ADAPTER_FILES))
