@@ -680,6 +680,8 @@ def install_adapter(stage: Path, dest: Path) -> dict[str, str]:
 
 def adapter_card(run: Path, stage: int, dest: Path, sums: dict[str, str], command: str) -> str:
     """MODEL_CARD.md of the bundled adapter: data, commands, seed, training curve, held-out picks, sha256."""
+    import re
+
     summary = json.loads((run / "train_summary.json").read_text(encoding="utf-8"))
     rows = json.loads((run / "rows.json").read_text(encoding="utf-8"))
     picks_file = run / "picks.json"
@@ -705,12 +707,14 @@ def adapter_card(run: Path, stage: int, dest: Path, sums: dict[str, str], comman
         "",
         "```bash",
         f"python -m benchmarks.context_picker_grpo prepare --labels --picker-tokens {rows['pool_tokens']} --run RUN",
-        summary["command"].replace("benchmarks/context_picker_grpo.py", "-m benchmarks.context_picker_grpo"),
+        re.sub(r"^python \S*context_picker_grpo\.py", "python -m benchmarks.context_picker_grpo", summary["command"]),
         command,
         "```",
         "",
-        f"Seed {cfg['seed']}; trained on {summary['device']}; GRPO group {cfg['num_generations']}, "
-        f"{cfg['prompts_per_step']} questions a step, lr {cfg['lr']}, KL weight {cfg['beta']}, "
+        f"Seed {cfg['seed']}; trained on {summary['device']}"
+        + (f" in {picks['train_seconds']:,.0f} s" if "train_seconds" in picks else "")
+        + f"; GRPO group {cfg['num_generations']}, "
+        f"questions a step {cfg['prompts_per_step']}, lr {cfg['lr']}, KL weight {cfg['beta']}, "
         f"{cfg['shuffle_candidates']:.0%} of training pools shuffled.",
         "",
         "## Training",
@@ -721,7 +725,7 @@ def adapter_card(run: Path, stage: int, dest: Path, sums: dict[str, str], comman
     for name, c in summary["curves"].items():
         first, last = c["val_first"], c["val_last"]
         lines.append(
-            f"| {name} | {c['steps']} | {c['stopped']} | {first['reward']:.3f} -> {last['reward']:.3f} "
+            f"| {name} | {c['steps']} | {c['stopped'] or 'its step limit'} | {first['reward']:.3f} -> {last['reward']:.3f} "
             f"| {last['valid']:.0%} |"
         )
     if picks:

@@ -67,7 +67,7 @@ def stage_folder(run: Path, shapes: dict[str, tuple[int, ...]], base: str = "qwe
     curve = {"steps": 12, "stopped": "time limit", "val_first": {"reward": 0.48, "valid": 0.9375}}
     summary = {
         "config": config, "n_train_rows": 64, "n_val_rows": 16, "device": "NVIDIA H200",
-        "command": "python benchmarks/context_picker_grpo.py train --run /tmp/run --base qwen-0.5b",
+        "command": "python /repo/benchmarks/context_picker_grpo.py train --run /tmp/run --base qwen-0.5b",
         "curves": {"stage2": {**curve, "val_last": {"reward": 0.59, "valid": 1.0}}},
     }  # fmt: skip
     (run / "train_summary.json").write_text(json.dumps(summary))
@@ -75,7 +75,8 @@ def stage_folder(run: Path, shapes: dict[str, tuple[int, ...]], base: str = "qwe
         json.dumps({"labels": "supporting paragraphs", "pool_tokens": 2000, "test": [{}] * 20})
     )
     stats = {"valid": 0.95, "named": 1.84, "recall": 0.675, "precision": 0.772}
-    (run / "picks.json").write_text(json.dumps({"picks": {"untrained": {**stats, "recall": 0.6}, "stage2": stats}}))
+    picks = {"untrained": {**stats, "recall": 0.6}, "stage2": stats}
+    (run / "picks.json").write_text(json.dumps({"train_seconds": 486.2, "picks": picks}))
     return run
 
 
@@ -105,7 +106,11 @@ def test_a_stage_becomes_a_checked_float16_adapter_with_its_card(
     card = (into / "MODEL_CARD.md").read_text()
     sums = bundled.sha256_of_folder(into, list(grpo.ADAPTER_FILES))
     assert all(f"`{h}`" in card for h in sums.values())
-    assert "64 GRPO and 16 validation rows" in card and "B = 2,000" in card and "Seed 0" in card
+    assert (
+        "64 GRPO and 16 validation rows" in card
+        and "B = 2,000" in card
+        and "Seed 0; trained on NVIDIA H200 in 486 s" in card
+    )
     assert "0.480 -> 0.590" in card and "| stage2 | 95.0 | 1.84 | 67.5 | 77.2 |" in card
     assert "python -m benchmarks.context_picker_grpo train --run /tmp/run" in card
     assert BUNDLED_PY.read_text().count("PICKER_SHA256: dict[str, str] = {}") == 1  # --into elsewhere: untouched
