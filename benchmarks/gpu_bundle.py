@@ -154,8 +154,10 @@ def piece_size() -> int:
 def pack(dest: Path, piece_mb: int | None, training: bool = False) -> None:
     from ctxsel.llm.models import gguf_path
 
+    from ctxsel.llm.hf_client import dequantized_folder
+
     gguf_file = gguf_path(MODEL)
-    folder = paths()[1]
+    folder = dequantized_folder(MODEL)  # its config and tokenizer files travel; built once (minutes) if missing
     wheels = dest / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     for old in dest.glob("p[0-9][0-9]"):  # an earlier pack's pieces would join this one's in unpack
