@@ -152,9 +152,8 @@ def piece_size() -> int:
 
 
 def pack(dest: Path, piece_mb: int | None, training: bool = False) -> None:
-    from ctxsel.llm.models import gguf_path
-
     from ctxsel.llm.hf_client import dequantized_folder
+    from ctxsel.llm.models import gguf_path
 
     gguf_file = gguf_path(MODEL)
     folder = dequantized_folder(MODEL)  # its config and tokenizer files travel; built once (minutes) if missing
