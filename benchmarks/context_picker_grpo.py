@@ -622,9 +622,9 @@ MAX_BUNDLE_BYTES = 10_000_000
 PACKAGE_ADAPTER = Path(__file__).resolve().parents[1] / "src" / "ctxsel" / "data" / "context_picker"
 
 
-def half_precision(src: Path, dest: Path) -> int:
+def half_precision(src: Path, dest: Path) -> None:
     """Copy a peft safetensors file with its float tensors in float16, half what float32 takes; llama.cpp's
-    conversion and peft's loader read them back into float32. The number of tensors cast."""
+    conversion and peft's loader read them back into float32."""
     import torch
     from safetensors.torch import load_file, save_file
 
@@ -634,7 +634,6 @@ def half_precision(src: Path, dest: Path) -> int:
     if bad:
         raise SystemExit(f"{src}: {bad[0]} does not fit float16 (values beyond +-65,504)")
     save_file(cast, str(dest), metadata={"format": "pt"})
-    return sum(v.is_floating_point() for v in weights.values())
 
 
 def install_adapter(stage: Path, dest: Path) -> dict[str, str]:
@@ -816,8 +815,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     args.thread_info = setup_threads(args.threads)
-    steps = {"prepare": prepare, "train": train, "picks": picks, "votes": votes, "relevance": relevance}
-    {**steps, "report": report, "bundle": bundle}[args.step](args)
+    steps = (prepare, train, picks, votes, relevance, report, bundle)
+    {step.__name__: step for step in steps}[args.step](args)
     return 0
 
 

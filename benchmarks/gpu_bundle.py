@@ -1,17 +1,17 @@
 """Carry the bundled reader and the dense scorer to a bare GPU machine that can install nothing.
 
-    python -m benchmarks.gpu_bundle pack .x          # here: .x/p01 .. p23 and .x/bundle.sha256 (.x git-ignored)
+    python -m benchmarks.gpu_bundle pack .x          # here: .x/p01 .. pNN and .x/bundle.sha256 (.x git-ignored)
     python -m benchmarks.gpu_bundle unpack /tmp/pc   # there, once every piece is in /tmp/pc: checks, builds
 
 The lent GPU machine has torch and transformers but no package index, and each call to it carries at
-most 64 MiB with the checkout (13 MB). The reader's GGUF (1.1 GB) and the scorer's model package (84 MB)
+most 64 MiB with the checkout (its tracked files). The reader's GGUF (1.1 GB) and the scorer's model package (84 MB)
 therefore travel as a tar cut into pieces that fit a call beside the checkout (47 MB beside the 15 MB of
 2026-11-29: 26 pieces, 28 with ``--training``), one piece a call. A carried path does not
 outlive its call, so each call moves its piece out of the checkout; the machine keeps /tmp while it
 stays warm (30 s between calls)::
 
-    carry [.x/p01, .x/bundle.sha256], then [.x/p02] ... [.x/p22]:  mkdir -p /tmp/pc && mv .x/* /tmp/pc/
-    carry [.x/p23]:  mv .x/* /tmp/pc/ && PYTHONPATH=src:. python3 -m benchmarks.gpu_bundle unpack /tmp/pc \
+    carry [.x/p01, .x/bundle.sha256], then [.x/p02] ... [.x/pMM]:  mkdir -p /tmp/pc && mv .x/* /tmp/pc/
+    carry [.x/pNN], the last:  mv .x/* /tmp/pc/ && PYTHONPATH=src:. python3 -m benchmarks.gpu_bundle unpack /tmp/pc \
                      && PYTHONPATH=/tmp/site:src:. python3 -m benchmarks.gpu_answer_table --output ...
 
 On 2026-11-28 (one H100) each call took about 7 s of the lease; one failed transfer cost 340 s.
