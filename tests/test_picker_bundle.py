@@ -28,6 +28,7 @@ from ctxsel.errors import InputError, ModelError  # noqa: E402
 from ctxsel.llm.base import LLMClient  # noqa: E402
 from ctxsel.llm.models import gguf_path  # noqa: E402
 from ctxsel.selectors.context_picker.picker import _resolve_adapter  # noqa: E402
+from tests.support.lora import qv_lora_weights  # noqa: E402
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -44,15 +45,7 @@ def shapes() -> dict[str, tuple[int, ...]]:
 def stage_folder(run: Path, shapes: dict[str, tuple[int, ...]], base: str = "qwen-0.5b", **extra: Any) -> Path:
     """A run as ``context_picker_grpo train`` leaves it: RUN/stage2 (float32 LoRA on q and v, the KL
     reference beside it), train_summary.json, rows.json and picks.json."""
-    rng = np.random.default_rng(0)
-    weights = {}
-    for i in range(sum(n.endswith("attn_q.weight") for n in shapes)):
-        for proj, name in (("q_proj", "attn_q"), ("v_proj", "attn_v")):
-            n_in, n_out = shapes[f"blk.{i}.{name}.weight"]
-            stem = f"base_model.model.model.layers.{i}.self_attn.{proj}"
-            weights[f"{stem}.lora_A.weight"] = rng.normal(scale=0.05, size=(R, n_in)).astype(np.float32)
-            weights[f"{stem}.lora_B.weight"] = rng.normal(scale=0.01, size=(n_out, R)).astype(np.float32)
-    weights.update(extra)
+    weights = {**qv_lora_weights(shapes, R, 0.05, 0.01), **extra}
     stage = run / "stage2"
     (stage / "adapter" / "ref").mkdir(parents=True)
     safetensors_numpy.save_file(weights, str(stage / "adapter" / "adapter_model.safetensors"))

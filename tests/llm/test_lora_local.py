@@ -21,6 +21,7 @@ from ctxsel.llm.lora_gguf import cached_lora_gguf  # noqa: E402
 from ctxsel.llm.models import gguf_path  # noqa: E402
 from ctxsel.selectors.context_picker.picker import PickerDetails  # noqa: E402
 from ctxsel.selectors.context_picker.prompt import PREFILL  # noqa: E402
+from tests.support.lora import qv_lora_weights  # noqa: E402
 
 QUESTION = "Name three primary colours, comma separated."
 
@@ -35,14 +36,7 @@ def base_shapes() -> dict[str, tuple[int, ...]]:
 def trained_picker_folder(folder: Path, scale: float, shapes: dict[str, tuple[int, ...]]) -> Path:
     """A picker folder as ``ctxsel train context-picker`` writes it, with a LoRA on every q and v projection:
     peft's initial adapter (lora_B = 0) when ``scale`` is 0."""
-    rng = np.random.default_rng(0)
-    weights = {}
-    for i in range(sum(name.endswith("attn_q.weight") for name in shapes)):
-        for proj, name in (("q_proj", "attn_q"), ("v_proj", "attn_v")):
-            n_in, n_out = shapes[f"blk.{i}.{name}.weight"]
-            stem = f"base_model.model.model.layers.{i}.self_attn.{proj}"
-            weights[f"{stem}.lora_A.weight"] = rng.normal(scale=0.2, size=(8, n_in)).astype(np.float32)
-            weights[f"{stem}.lora_B.weight"] = (scale * rng.normal(size=(n_out, 8))).astype(np.float32)
+    weights = qv_lora_weights(shapes, 8, 0.2, scale)
     (folder / "adapter").mkdir(parents=True)
     safetensors_numpy.save_file(weights, str(folder / "adapter" / "adapter_model.safetensors"))
     cfg = {"peft_type": "LORA", "r": 8, "lora_alpha": 16, "bias": "none"}
