@@ -619,7 +619,15 @@ def report(args: argparse.Namespace) -> None:
 #: What the picker loads from a stage folder, relative to it (the sha256 table's keys).
 ADAPTER_FILES = ("picker.json", "adapter/adapter_config.json", "adapter/adapter_model.safetensors")
 MAX_BUNDLE_BYTES = 10_000_000
-PACKAGE_ADAPTER = Path(__file__).resolve().parents[1] / "src" / "ctxsel" / "data" / "context_picker"
+
+
+def package_folder() -> Path:
+    """Where the shipped adapter lives: the registry's folder for it (ctxsel/data/context_picker)."""
+    from ctxsel import bundled
+
+    path = bundled.get("context-picker").path
+    assert path is not None
+    return path
 
 
 def half_precision(src: Path, dest: Path) -> None:
@@ -640,13 +648,13 @@ def install_adapter(stage: Path, dest: Path) -> dict[str, str]:
     """Copy a trained stage folder into ``dest`` as the bundled adapter: its base must be a bundled model,
     its LoRA must convert for that model's GGUF (llama.cpp runs it), and the files must fit 10 MB. Their
     sha256 table, also written into bundled.py when ``dest`` is the package's own folder."""
-    import hashlib
     import tempfile
 
     from ctxsel import bundled
     from ctxsel.llm.hf_client import adapter_meta, bundled_base
     from ctxsel.llm.lora_gguf import convert
     from ctxsel.llm.models import gguf_path
+    from ctxsel.train.context_picker.trainer import adapter_digest
 
     meta = adapter_meta(stage)
     base = bundled_base(str(meta.get("base", "")))
@@ -659,16 +667,13 @@ def install_adapter(stage: Path, dest: Path) -> dict[str, str]:
     half_precision(stage / "adapter" / "adapter_model.safetensors", dest / "adapter" / "adapter_model.safetensors")
     with tempfile.TemporaryDirectory() as tmp:
         convert(dest / "adapter", gguf_path(base), Path(tmp) / "lora.gguf")  # refuses shapes the base lacks
-    h = hashlib.sha256()
-    for name in ADAPTER_FILES[1:]:
-        h.update((dest / name).read_bytes())
-    meta.update(adapter_sha=h.hexdigest()[:16], weights="float16 (cast from the trained float32 when bundled)")
+    meta.update(adapter_sha=adapter_digest(dest / "adapter"), weights="float16 (cast from the trained float32)")
     (dest / "picker.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     total = sum((dest / n).stat().st_size for n in ADAPTER_FILES)
     if total > MAX_BUNDLE_BYTES:
         raise SystemExit(f"the adapter is {total:,} bytes, over the {MAX_BUNDLE_BYTES:,} a bundled artefact may take")
     sums = bundled.sha256_of_folder(dest, list(ADAPTER_FILES))
-    if dest.resolve() == PACKAGE_ADAPTER.resolve():
+    if dest.resolve() == package_folder().resolve():
         from benchmarks._common import write_sha_table
 
         write_sha_table("PICKER_SHA256", sums)
@@ -751,17 +756,13 @@ def adapter_card(run: Path, stage: int, dest: Path, sums: dict[str, str], comman
 
 
 def bundle(args: argparse.Namespace) -> None:
-    from ctxsel import bundled
-
     stage = args.run / f"stage{args.stage}"
     sums = install_adapter(stage, args.into)
-    bundled.verify_files(args.into, sums, "the adapter just installed")
     command = f"python -m benchmarks.context_picker_grpo bundle --run {args.run} --stage {args.stage}"
-    if args.into.resolve() != PACKAGE_ADAPTER.resolve():
+    if args.into.resolve() != package_folder().resolve():
         command += f" --into {args.into}"
     (args.into / "MODEL_CARD.md").write_text(adapter_card(args.run, args.stage, args.into, sums, command), "utf-8")
-    total = sum((args.into / n).stat().st_size for n in sums)
-    print(f"{stage} -> {args.into} ({total:,} bytes); sha256 {sums[ADAPTER_FILES[-1]][:16]}")
+    print(f"{stage} -> {args.into}; sha256 {sums[ADAPTER_FILES[-1]][:16]}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -811,7 +812,7 @@ def main(argv: list[str] | None = None) -> int:
     bp = sub.choices["bundle"]
     bp.add_argument("--stage", type=int, choices=(1, 2), default=2, help="which stage's adapter ships")
     bp.add_argument(
-        "--into", type=Path, default=PACKAGE_ADAPTER, help="default: the package's folder (and bundled.py's table)"
+        "--into", type=Path, default=package_folder(), help="default: the package's folder (and bundled.py's table)"
     )
     args = p.parse_args(argv)
     args.thread_info = setup_threads(args.threads)

@@ -72,21 +72,26 @@ def _init_adapter(path: str, base_ref: str) -> tuple[Path, str]:
     return folder, str(meta.get("adapter_sha", ""))
 
 
-def _save_stage(model: Any, out: Path, stage: int, base_ref: str, cfg: PickerTrainConfig, info: dict[str, Any]) -> Path:
+def adapter_digest(adapter_dir: Path) -> str:
+    """picker.json's ``adapter_sha``: the first 16 hex digits of the sha256 of every file under the adapter
+    folder, in path order (with a KL term TRL keeps the reference as a second adapter in adapter/ref)."""
     import hashlib
 
+    h = hashlib.sha256()
+    for f in sorted(p for p in adapter_dir.rglob("*") if p.is_file()):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _save_stage(model: Any, out: Path, stage: int, base_ref: str, cfg: PickerTrainConfig, info: dict[str, Any]) -> Path:
     folder = out / f"stage{stage}"
     model.save_pretrained(str(folder / "adapter"))
-    h = hashlib.sha256()
-    # with a KL term TRL keeps the reference as a second adapter, saved in a subfolder (adapter/ref)
-    for f in sorted(p for p in (folder / "adapter").rglob("*") if p.is_file()):
-        h.update(f.read_bytes())
     meta = {
         "base": base_ref,
         "stage": stage,
         "reward": PickerReward(stage).describe(),
         "config": asdict(cfg),
-        "adapter_sha": h.hexdigest()[:16],
+        "adapter_sha": adapter_digest(folder / "adapter"),
         **info,
     }
     (folder / "picker.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
@@ -186,4 +191,4 @@ def train_picker(
     return {"summary": summary, "curves": curves, "model": model, "tokenizer": tok}
 
 
-__all__ = ["train_picker"]
+__all__ = ["adapter_digest", "train_picker"]
