@@ -68,30 +68,31 @@ class Grid:
         self._bases: dict[str, Any] = {"dense": self.dense, "bm25": self.bm25}
 
     def ranking(self, spec: str) -> Any:
-        """A Scorer for ``SCORER[+EXPANSION]``, sharing the dense and BM25 parts."""
-        from ctxsel.expansion import ExpandingScorer
+        """A ranking chain for ``SCORER[+EXPANSION]``, sharing the dense and BM25 parts."""
+        from ctxsel.ranking import Ranking
         from ctxsel.scoring import parse_scorer_spec
         from ctxsel.scoring.hybrid import HybridScorer
 
-        base, plus, expansion = spec.partition("+")
+        base, _, expansion = spec.partition("+")
         if base not in self._bases:
             name, options = parse_scorer_spec(base)
             assert name == "hybrid", base
             self._bases[base] = HybridScorer(**options, dense_scorer=self.dense, bm25_scorer=self.bm25)
-        return ExpandingScorer(self._bases[base], expansion) if plus else self._bases[base]
+        return Ranking(self._bases[base], expand=expansion or None)
 
     def rows(
         self, spec: str, examples: list[Any], methods: tuple[str, ...] = METHODS
     ) -> dict[str, list[dict[str, Any]]]:
         """Per method, one row per example: recall and tokens (what the eval runner measures)."""
         from ctxsel import metrics
+        from ctxsel.query import Query
         from ctxsel.selectors import get_selector
 
-        scorer = self.ranking(spec)
+        chain = self.ranking(spec)
         selectors = {m: get_selector(m) for m in methods}
         out: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
         for ex in examples:
-            scores = scorer.score(ex.question, ex.chunks)
+            scores = chain.rank(Query(ex.question, ex.chunks)).scores
             for m, sel in selectors.items():
                 s = sel.select(ex.question, ex.chunks, scores)
                 out[m].append({"recall": metrics.context_recall(s.ids, ex.gold_ids), "n_tokens": s.n_tokens})
@@ -161,8 +162,8 @@ def costs(grid: Grid, chosen: dict[str, str], examples: list[Any]) -> dict[str, 
     """Graph build time (uncached) and the per-query time each expansion adds to a warm ranking."""
     import numpy as np
 
-    from ctxsel.expansion import expand, parse_expansion
-    from ctxsel.expansion.links import build_graph, mention_graph
+    from ctxsel.ranking import expand, parse_expansion
+    from ctxsel.ranking.links import build_graph, mention_graph
 
     pool = examples[0].chunks
     builds = C.time_calls(lambda: build_graph(pool), warmup=1, budget_s=2.0, min_repeats=5, max_repeats=20)
@@ -174,7 +175,7 @@ def costs(grid: Grid, chosen: dict[str, str], examples: list[Any]) -> dict[str, 
         "graph_keys": graph.n_keys,
         "graph_key_source": graph.key_source,
     }
-    base = grid.ranking(chosen["hybrid"])
+    base = grid.ranking(chosen["hybrid"]).scorer
     for family in ("hybrid+hop", "hybrid+links", "hybrid+hop+links"):
         expansion = parse_expansion(chosen[family].split("+", 1)[1])
         assert expansion is not None

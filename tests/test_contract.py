@@ -5,8 +5,8 @@ framework integration, and come back answered."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -15,9 +15,11 @@ import pytest
 
 import ctxsel
 from ctxsel.cli.main import main
+from ctxsel.query import Query
 from ctxsel.selectors import available_methods
 from ctxsel.selectors.base import Cut, ScoreCutSelector, Selector
-from ctxsel.types import Chunk, Selection, as_chunks
+from ctxsel.stages.base import Stage
+from ctxsel.types import Selection
 from tests.support.answers import answer_of
 from tests.support.sage import DOC, ScriptedLLM, kind_of
 
@@ -32,16 +34,14 @@ class KeepTwo(ScoreCutSelector):
 
 
 class Mentions(Selector):
-    """An LLM-style method (no ranking): implements ``select`` itself; keeps the chunks that
-    mention a word of the question, or of a choice when choices are given."""
+    """An LLM-style method (no ranking): implements ``_select`` on the checked Query itself; keeps
+    the chunks that mention a word of the question, or of a choice when choices are given."""
 
     needs_scores: ClassVar[bool] = False
 
-    def select(
-        self, question: str, chunks: Sequence[Chunk | str], scores: Any = None, *, choices: Sequence[str] | None = None
-    ) -> Selection:
-        chunk_list = as_chunks(chunks)
-        words = {w.lower().strip("?.,") for w in (list(choices) if choices else question.split())}
+    def _select(self, query: Query, scores: np.ndarray | None) -> Selection:
+        chunk_list, choices = query.chunks, query.choices
+        words = {w.lower().strip("?.,") for w in (list(choices) if choices else query.question.split())}
         keep = [c for c in chunk_list if words & {w.lower().strip("?.,") for w in c.text.split()}]
         return Selection(
             ids=[c.id for c in keep],
@@ -54,15 +54,64 @@ class Mentions(Selector):
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class DropLast(Stage):
+    """A stage as a user would write it: drop the ``n`` worst-ranked kept chunks (a frozen
+    dataclass of its options, one registration line)."""
+
+    n: int = 1
+
+    def apply(self, selection: Selection, query: Query, scores: np.ndarray | None) -> Selection:
+        keep = max(0, selection.k - self.n)
+        selection.ids, selection.scores, selection.chunks = (
+            selection.ids[:keep],
+            selection.scores[:keep],
+            selection.chunks[:keep],
+        )
+        selection.explanation += f"; toy: dropped the last {self.n}"
+        return selection
+
+
 @pytest.fixture(autouse=True, scope="module")
 def toys() -> Any:
     ctxsel.register_method("toy-keep-two", KeepTwo, summary="the best two")
     ctxsel.register_method("toy-mentions", Mentions)
+    ctxsel.register_stage("toy-drop-last", DropLast)
     yield
     from ctxsel.selectors import _REGISTRY
+    from ctxsel.stages import _STAGES
 
     _REGISTRY.pop("toy-keep-two", None)
     _REGISTRY.pop("toy-mentions", None)
+    _STAGES.pop("toy-drop-last", None)
+
+
+def test_a_toy_stage_through_every_surface(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], service_client: Any
+) -> None:
+    scores = [0.1, 0.9, 0.5, 0.2]
+    sel = ctxsel.select(QUESTION, TEXTS, "toy-keep-two", scores=scores, stages=["toy-drop-last"])
+    assert sel.ids == ["1"] and sel.explanation.endswith("; toy: dropped the last 1")
+    assert sel.meta["stages"] == ["toy-drop-last"]
+    assert ctxsel.select(QUESTION, TEXTS, "top-k@3", scores=scores, stages=["toy-drop-last[n=2]"]).ids == ["1"]
+    doc = tmp_path / "doc.txt"
+    doc.write_text("\n\n".join(TEXTS), encoding="utf-8")
+    argv = ["select", "--document", str(doc), "--question", QUESTION, "--scorer", "keywords", "--json"]
+    assert main([*argv, "--method", "toy-keep-two", "--stage", "toy-drop-last"]) == 0
+    assert json.loads(capsys.readouterr().out)["ids"] == ["1"]
+    from ctxsel.service import ServiceSettings
+
+    client = service_client(ServiceSettings(scorer="keywords"))
+    body = {"question": QUESTION, "chunks": TEXTS, "method": "toy-keep-two", "scores": scores}
+    got = client.post("/select", json={**body, "stages": ["toy-drop-last"]})
+    assert got.status_code == 200 and got.json()["ids"] == ["1"]
+    got = client.post("/select", json={**body, "stages": ["toy-drop-last[m=1]"]})
+    assert got.status_code == 422 and "no option 'm'" in got.json()["message"]
+    from ctxsel.integrations._core import select_positions
+    from ctxsel.selectors import get_selector
+
+    out = select_positions(QUESTION, TEXTS, get_selector("toy-keep-two"), None, scores=scores, stages=["toy-drop-last"])
+    assert out.kept == [1]  # the three components share this path (tests/stages/test_reorder.py runs each)
 
 
 TEXTS = ["Cats sleep all day.", "The meteorite weighs 3.2 kg.", "Dogs bark at the meteorite.", "Soup tastes hot."]

@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -53,13 +54,16 @@ PYTHON_BLOCKS = [
 
 @pytest.mark.parametrize(("where", "body"), PYTHON_BLOCKS)
 def test_python_blocks_run(where: str, body: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxsel import selectors
+    from ctxsel import selectors, stages
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(selectors, "_REGISTRY", dict(selectors._REGISTRY))  # a page's register_method stays here
+    monkeypatch.setattr(stages, "_STAGES", dict(stages._STAGES))  # and its register_stage
+    page = types.ModuleType("__docs__")  # a module, as a user's script is one (dataclasses look theirs up)
+    monkeypatch.setitem(sys.modules, "__docs__", page)
     with contextlib.redirect_stdout(io.StringIO()):
-        exec(compile(body, where, "exec"), {"__name__": "__docs__"})
+        exec(compile(body, where, "exec", dont_inherit=True), page.__dict__)
 
 
 SHELL_PAGES = sorted({w.split("[")[0] for w, _ in blocks("bash")})

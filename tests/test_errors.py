@@ -79,7 +79,7 @@ def _boom(exc: BaseException) -> Any:
 def test_cli_maps_every_ctxsel_error_to_exit_2(
     exc: Exception, doc: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(TopK, "select", _boom(exc))
+    monkeypatch.setattr(TopK, "_select", _boom(exc))
     rc = main(["select", "--document", str(doc), "--question", "q?", "--scorer", "keywords", "--method", "top-k@1"])
     err = capsys.readouterr().err
     assert rc == 2 and err == f"ctxsel select: error: {exc}\n"
@@ -89,7 +89,7 @@ def test_cli_maps_every_ctxsel_error_to_exit_2(
 def test_cli_reports_a_bug_as_exit_1_with_a_hint(
     exc: Exception, doc: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(TopK, "select", _boom(exc))
+    monkeypatch.setattr(TopK, "_select", _boom(exc))
     rc = main(["select", "--document", str(doc), "--question", "q?", "--scorer", "keywords", "--method", "top-k@1"])
     err = capsys.readouterr().err
     assert rc == 1
@@ -112,7 +112,7 @@ def test_service_maps_errors_by_kind(
 ) -> None:
     from ctxsel.service import ServiceSettings
 
-    monkeypatch.setattr(TopK, "select", _boom(exc))
+    monkeypatch.setattr(TopK, "_select", _boom(exc))
     client = service_client(ServiceSettings(scorer="keywords"))
     got = client.post(
         "/select", json={"question": "q?", "chunks": ["a", "b"], "method": "top-k@1", "scores": [0.5, 0.1]}

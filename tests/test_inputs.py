@@ -17,7 +17,8 @@ import pytest
 
 import ctxsel
 from ctxsel.errors import InputError, InputTypeError, SpecError
-from ctxsel.inputs import as_budget, as_count, as_int, as_scores, check_chunk_items
+from ctxsel.inputs import as_budget, as_count, as_int, as_scores, check_chunk_shapes
+from ctxsel.query import Query
 from ctxsel.selectors import get_selector
 from tests.support.cli import run_cli
 
@@ -285,12 +286,12 @@ def test_http_refuses_an_invisible_question_with_the_python_message(service_clie
     )
 
 
-def test_check_chunk_items_takes_texts_as_they_are_and_names_a_bad_text_by_id() -> None:
+def test_chunk_shapes_take_texts_as_they_are_and_the_query_names_a_bad_text_by_id() -> None:
     texts = ["plain", "caf\u00e9"]
-    assert check_chunk_items(texts) is texts
+    assert check_chunk_shapes(texts) is texts
     objects = [{"id": 7, "text": "x"}, {"id": "b", "text": "y"}]
-    assert check_chunk_items(objects) == [{"id": "7", "text": "x"}, {"id": "b", "text": "y"}]  # an int id as text
+    assert check_chunk_shapes(objects) == [{"id": "7", "text": "x"}, {"id": "b", "text": "y"}]  # an int id as text
     with pytest.raises(InputError, match=r"chunk 'b' contains a lone surrogate U\+D800 at character 1"):
-        check_chunk_items([{"id": "a", "text": "x"}, {"id": "b", "text": "y\ud800"}])
+        Query("q", [{"id": "a", "text": "x"}, {"id": "b", "text": "y\ud800"}])
     with pytest.raises(InputError, match="duplicate chunk id 'a'"):
-        check_chunk_items([{"id": "a", "text": "x"}, {"id": "a", "text": "y"}])
+        Query("q", [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}])

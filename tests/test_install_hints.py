@@ -74,7 +74,7 @@ def _raises(exc: BaseException) -> Any:
 def test_cli_an_unguarded_optional_import_is_one_line_and_exit_2(
     doc: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(TopK, "select", _raises(ModuleNotFoundError("No module named 'duckdb'", name="duckdb")))
+    monkeypatch.setattr(TopK, "_select", _raises(ModuleNotFoundError("No module named 'duckdb'", name="duckdb")))
     rc = main(_select(doc, "--scorer", "keywords", "--method", "top-k@1"))
     err = capsys.readouterr().err
     assert rc == 2
@@ -87,7 +87,7 @@ def test_cli_a_missing_module_that_is_no_extra_stays_a_bug(
     doc: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        TopK, "select", _raises(ModuleNotFoundError("No module named 'ctxsel.gone'", name="ctxsel.gone"))
+        TopK, "_select", _raises(ModuleNotFoundError("No module named 'ctxsel.gone'", name="ctxsel.gone"))
     )
     rc = main(_select(doc, "--scorer", "keywords", "--method", "top-k@1"))
     assert rc == 1 and "internal error: ModuleNotFoundError" in capsys.readouterr().err

@@ -90,7 +90,7 @@ def test_i2_bytes_chunk_names_the_position_and_the_fix() -> None:
 
 def test_i3_integrations_reject_one_string_of_documents() -> None:
     selector = get_selector("top-k@1")
-    with pytest.raises(TypeError, match="documents must be a sequence"):
+    with pytest.raises(TypeError, match="chunks must be a sequence of chunk texts or Chunks, got a single str"):
         select_positions(QUESTION, "abc", selector, None, scores=[1.0, 2.0, 3.0])
     lc = pytest.importorskip("ctxsel.integrations.langchain")
     with pytest.raises(TypeError, match="documents must be a list of langchain Document objects, got a single str"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ctxsel.errors import SpecError
-from ctxsel.expansion import parse_expansion
+from ctxsel.ranking import parse_expansion
 from ctxsel.scoring import parse_scorer_spec
 from ctxsel.selectors import parse_spec, split_specs
 from ctxsel.specs import quote_value, spec_value

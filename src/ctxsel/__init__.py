@@ -13,11 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxsel._version import __version__
-from ctxsel.inputs import as_scores, check_question, scores_count_error
 from ctxsel.pipeline import Pipeline
+from ctxsel.query import Query
+from ctxsel.ranking import Ranking
 from ctxsel.selectors import available_methods, get_selector, register
 from ctxsel.selectors.base import Selector
-from ctxsel.types import Chunk, ChunkLike, Example, LLMUsage, Selection, as_chunks
+from ctxsel.stages import Stage, available_stages, register_stage
+from ctxsel.types import Chunk, ChunkLike, Example, LLMUsage, Selection
 
 
 def select(
@@ -30,6 +32,7 @@ def select(
     choices: Sequence[str] | None = None,
     expand: str | Any = None,
     rerank: str | Any = None,
+    stages: str | Sequence[str | Stage] | None = None,
     **options: Any,
 ) -> Selection:
     """Pick the chunks of ``chunks`` a reader should see for ``question``.
@@ -43,29 +46,26 @@ def select(
     ``"dense[long_chunks=max_window]"``); text the model's window cut is counted in ``meta["truncated"]``.
 
     ``expand`` re-ranks before the cut (``"hop"``, ``"links"``, ``"hop+links[m=3]"``; see
-    :mod:`ctxsel.expansion`): it works on given ``scores`` too (the second hop then
+    :mod:`ctxsel.ranking`): it works on given ``scores`` too (the second hop then
     scores with ``scorer``), and the Selection's ``meta["expansion"]`` says which chunks
     came in by expansion and from where. Off by default.
 
     ``rerank`` is a second stage, ``"SCORER@M"`` (``"dense[model=nomic-v1.5]@50"``; see
-    :mod:`ctxsel.expansion.rerank`): the second scorer re-scores the top M chunks of the first
+    :mod:`ctxsel.ranking.rerank`): the second scorer re-scores the top M chunks of the first
     ranking (``scorer``'s or the given ``scores``) before expansion and the cut, and
-    ``meta["rerank"]`` names it. Off by default.
+    ``meta["rerank"]`` names it. Off by default. ``scorer`` may also be a whole
+    :class:`~ctxsel.ranking.Ranking` chain (then without ``expand`` and ``rerank``).
+
+    ``stages`` run after the cut, in order (``["reorder"]``: lost-in-the-middle reading order;
+    see :mod:`ctxsel.stages`).
 
     ``question`` must be a non-empty string and ``chunks`` a sequence (one str is a TypeError, not
     one chunk per character) of texts, Chunks or ``{"id", "text", ...}`` dicts as HTTP takes them
     (an integer id becomes its decimal string).
     """
-    # one order of checks on every surface: question, chunks, scores, then the method and its options
-    check_question(question)
-    chunk_list = as_chunks(chunks)
-    if scores is not None:
-        scores = as_scores(scores)
-        if scores.shape[0] != len(chunk_list):
-            raise scores_count_error(scores.shape[0], len(chunk_list))
-    return Pipeline.from_spec(method, scorer=scorer, expand=expand, rerank=rerank, **options).select(
-        question, chunk_list, scores, choices=choices
-    )
+    # one order of checks on every surface: the inputs (the Query), then the method and its options
+    query = Query(question, chunks, scores, choices=choices)
+    return Pipeline.from_spec(method, scorer=scorer, expand=expand, rerank=rerank, stages=stages, **options).run(query)
 
 
 #: Add a method from outside the package: ``ctxsel.register_method("my-cut", MyCut, main_param="k")``.
@@ -76,10 +76,15 @@ __all__ = [
     "Example",
     "LLMUsage",
     "Pipeline",
+    "Query",
+    "Ranking",
     "Selection",
+    "Stage",
     "__version__",
     "available_methods",
+    "available_stages",
     "get_selector",
     "register_method",
+    "register_stage",
     "select",
 ]

@@ -179,18 +179,13 @@ def check_chunk_item(item: object, i: int) -> object:
     return item if fields["id"] is item["id"] else {**item, "id": fields["id"]}
 
 
-def check_chunk_items(items: list[Any]) -> list[Any]:
-    """The chunks of a JSON body (HTTP's) as the Python API checks them, in its order: every item's shape
-    (:func:`check_chunk_item`), then every text (:func:`check_texts`), then unique ids. Plain texts,
-    the common case, are checked at C speed: their ids "0", "1", ... are unique by construction."""
-    if set(map(type, items)) <= {str}:  # at C speed
-        check_texts(items)
+def check_chunk_shapes(items: list[Any]) -> list[Any]:
+    """The chunks of a JSON body (HTTP's) item by item (:func:`check_chunk_item`), before pydantic reads
+    them in its own words; their texts and ids are checked with the Query, as in Python. Plain texts,
+    the common case, pass at C speed."""
+    if set(map(type, items)) <= {str}:
         return items
-    checked: list[Any] = [item if type(item) is str else check_chunk_item(item, i) for i, item in enumerate(items)]
-    ids = [str(i) if type(item) is str else item["id"] for i, item in enumerate(checked)]
-    check_texts([item if type(item) is str else item["text"] for item in checked], ids)
-    check_unique_chunk_ids(ids)
-    return checked
+    return [item if type(item) is str else check_chunk_item(item, i) for i, item in enumerate(items)]
 
 
 def check_texts(texts: Sequence[str], ids: Sequence[str] | None = None) -> None:

@@ -184,7 +184,8 @@ class Selection:
     """What a selector chose, and why.
 
     ``ids`` are in rank order (most relevant first); ``reading_order`` is the
-    same set sorted by (doc_id, position) -- the order a reader should see.
+    order a reader should see: the same set sorted by (doc_id, position), unless a stage set
+    another (``reading``, e.g. lost-in-the-middle's).
     ``scores[i]`` is the score of ``ids[i]`` (None for score-free methods).
     ``answer`` is set by methods that answer while selecting (SAGE, Self-Route); ``details`` by
     methods with more to say than ids and an explanation (LDAR's band, Context-Picker's
@@ -205,6 +206,8 @@ class Selection:
     meta: dict[str, Any] = field(default_factory=dict)
     answer: RoutedAnswer | None = None
     details: MethodDetails | None = None
+    #: the reading order a stage set (ids of this selection); None: document order
+    reading: list[str] | None = None
 
     def details_as(self, kind: type[D]) -> D:
         """``details`` as the record ``kind``; a TypeError names what it is instead."""
@@ -222,12 +225,18 @@ class Selection:
 
     @property
     def reading_order(self) -> list[str]:
-        return [c.id for c in sorted(self.chunks, key=lambda c: (c.doc_id, c.position))]
+        return [c.id for c in self.read_chunks()]
+
+    def read_chunks(self) -> list[Chunk]:
+        """The selected chunks in reading order."""
+        if self.reading is not None:
+            by_id = {c.id: c for c in self.chunks}
+            return [by_id[i] for i in self.reading if i in by_id]
+        return sorted(self.chunks, key=lambda c: (c.doc_id, c.position))
 
     def text(self, separator: str = "\n\n") -> str:
         """The selected chunks' text in reading order, ready for a prompt."""
-        ordered = sorted(self.chunks, key=lambda c: (c.doc_id, c.position))
-        return separator.join(c.text for c in ordered)
+        return separator.join(c.text for c in self.read_chunks())
 
     def to_dict(self, with_text: bool = True) -> dict[str, Any]:
         return {

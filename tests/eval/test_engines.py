@@ -36,6 +36,7 @@ def test_unpicklable_reader_needs_a_factory() -> None:
     pytest.importorskip("ray")
     from ctxsel.eval.ray_engine import run_on_ray
     from ctxsel.eval.runner import _make_selector, example_rows
+    from ctxsel.ranking import Ranking
     from ctxsel.scoring.keywords import KeywordScorer
 
     class Reader:
@@ -46,7 +47,7 @@ def test_unpicklable_reader_needs_a_factory() -> None:
         run_on_ray(
             _examples(),
             {},
-            KeywordScorer(),
+            Ranking(KeywordScorer()),
             None,
             reader=Reader(),
             make_selector=functools.partial(_make_selector, resources={}),  # as evaluate() passes it

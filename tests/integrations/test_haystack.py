@@ -81,6 +81,7 @@ def test_to_dict_from_dict_round_trip() -> None:
         scorer="bm25",
         use_document_scores=True,
         allow_empty=True,
+        stages=["reorder"],
     )
     data = comp.to_dict()
     assert data == {
@@ -93,6 +94,7 @@ def test_to_dict_from_dict_round_trip() -> None:
             "use_document_scores": True,
             "allow_empty": True,
             "missing_scores": "error",
+            "stages": ["reorder"],
         },
     }
     back = CtxselSelector.from_dict(data)

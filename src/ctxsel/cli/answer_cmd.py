@@ -25,7 +25,7 @@ from ctxsel.cli.common import (
     question_from,
     read_scores,
 )
-from ctxsel.cli.scorer_args import add_scorer_arguments, make_scorer
+from ctxsel.cli.scorer_args import add_scorer_arguments, add_stage_argument, make_ranking
 from ctxsel.types import jsonable, short_number
 
 NAME = "answer"
@@ -48,6 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars (--json implies it)")
     add_scores_argument(p)
     add_scorer_arguments(p)
+    add_stage_argument(p)
     add_llm_arguments(p)
     p.set_defaults(reader="local")
 
@@ -70,10 +71,11 @@ def run(args: argparse.Namespace) -> int:
         chunks,
         args.method,
         scores,
-        # given --scores, a scorer is built only for --rerank (its second stage re-scores their top M)
-        scorer=None if scores and not args.rerank else make_scorer(args, progress, expand="" if scores else None),
+        # given --scores, the scorer is built only if the chain needs it (a second hop scores the widened question)
+        scorer=make_ranking(args, progress, given_scores=scores is not None),
         llm=client,
         choices=choices,
+        stages=args.stage,
     )
     ans = Reader(client, template).answer(question_with_options(question, choices), sel)
     if args.json:

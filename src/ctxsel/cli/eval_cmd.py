@@ -23,7 +23,7 @@ from ctxsel.cli.common import (
     shard,
 )
 from ctxsel.cli.config_file import add_config_argument
-from ctxsel.cli.scorer_args import add_scorer_arguments, make_scorer
+from ctxsel.cli.scorer_args import add_scorer_arguments, make_ranking, make_scorer
 from ctxsel.errors import InputError
 
 NAME = "eval"
@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         examples,
         methods,
         output_dir=args.output,
-        scorer=make_scorer(args, progress=not args.no_progress) if not args.rankings else "dense",
+        scorer=make_ranking(args, progress=not args.no_progress) if not args.rankings else "dense",
         rankings=make_rankings(args) if args.rankings else None,
         dataset_name=dataset_name,
         overwrite=args.overwrite,
@@ -302,41 +302,34 @@ def build_reader(args: argparse.Namespace, template: str) -> tuple[Any, Any]:
 
 
 def make_rankings(args: argparse.Namespace) -> dict[str, Any]:
-    """``--rankings``: label -> scorer (followed by ``--rerank`` if given, then wrapped in its expansion).
-    Rankings with a dense part share one dense scorer, so the pool is embedded once; all share one
-    second stage."""
-    from ctxsel.expansion import ExpandingScorer
+    """``--rankings``: label -> ranking chain (the scorer, then ``--rerank`` if given, then the entry's
+    expansion). Rankings with a dense part share one dense scorer, so the pool is embedded once; all share
+    one rerank scorer."""
+    from ctxsel.ranking import Ranking
+    from ctxsel.ranking.rerank import build_second, parse_rerank
     from ctxsel.scoring import parse_scorer_spec
     from ctxsel.selectors import split_specs
 
     out: dict[str, Any] = {}
     base: dict[str, Any] = {}
     dense = None
+    rerank = parse_rerank(args.rerank or None)
+    second = None if rerank is None else build_second(rerank, num_threads=args.threads, show_progress=False)
     for entry in split_specs(args.rankings):
-        scorer_part, plus, expansion = entry.partition("+")
+        scorer_part, _, expansion = entry.partition("+")
         name, options = parse_scorer_spec(scorer_part)
         if scorer_part not in base:
             if name == "dense" and not options:
-                dense = dense or make_scorer(args, spec="dense", expand="", rerank="")
+                dense = dense or make_scorer(args, spec="dense")
                 base[scorer_part] = dense
             elif name == "hybrid" and "dense_scorer" not in options:
-                dense = dense or make_scorer(args, spec="dense", expand="", rerank="")
+                dense = dense or make_scorer(args, spec="dense")
                 from ctxsel.scoring.hybrid import HybridScorer
 
                 base[scorer_part] = HybridScorer(**options, dense_scorer=dense)
             else:
-                base[scorer_part] = make_scorer(args, spec=scorer_part, expand="", rerank="")
-        ranking = base[scorer_part]
-        if args.rerank:
-            from ctxsel.expansion.rerank import RerankingScorer
-
-            first = next(iter(out.values()), None)
-            shared = first.scorer if isinstance(first, ExpandingScorer) else first
-            if isinstance(shared, RerankingScorer):  # one second scorer (and its model) for every ranking
-                ranking = RerankingScorer(ranking, shared.rerank, shared.second)
-            else:
-                ranking = RerankingScorer.build(ranking, args.rerank, num_threads=args.threads, show_progress=False)
-        out[entry] = ExpandingScorer(ranking, expansion) if plus else ranking
+                base[scorer_part] = make_scorer(args, spec=scorer_part)
+        out[entry] = Ranking(base[scorer_part], rerank=rerank, expand=expansion or None, second=second)
     if not out:
         raise InputError("--rankings is empty: give e.g. dense,bm25,hybrid+hop")
     return out

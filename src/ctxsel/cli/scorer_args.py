@@ -1,13 +1,13 @@
 """The scorer flags shared by select, answer and eval: --scorer, --expand, --rerank and the dense model's
-flags, checked when parsed (one line, no usage dump), and the scorer they name."""
+flags, checked when parsed (one line, no usage dump), and the scorer and ranking chain they name."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ctxsel.cli.common import positive_int
 from ctxsel.cli.config_file import one_line
+from ctxsel.ranking import Ranking
 from ctxsel.scoring.base import Scorer
 
 
@@ -34,7 +34,7 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SCORER@M",
         type=rerank_spec,
         help="a second stage before --expand and the cut: SCORER re-scores the first stage's top M chunks, e.g. "
-        "'dense[model=nomic-v1.5]@50' (see ctxsel.expansion.rerank; default: off)",
+        "'dense[model=nomic-v1.5]@50' (see ctxsel.ranking.rerank; default: off)",
     )
     p.add_argument("--model", default=None, help="embedding model path or name (default: bundled all-MiniLM-L6-v2)")
     p.add_argument(
@@ -78,8 +78,8 @@ def scorer_spec(value: str) -> str:
 @one_line
 def expansion_spec(value: str, rerank: bool = False) -> str:
     """``--expand``: an expansion spec, or with ``rerank`` ``--rerank``'s ``SCORER@M`` (checked when parsed)."""
-    from ctxsel.expansion import parse_expansion
-    from ctxsel.expansion.rerank import parse_rerank
+    from ctxsel.ranking import parse_expansion
+    from ctxsel.ranking.rerank import parse_rerank
 
     try:
         (parse_rerank if rerank else parse_expansion)(value)
@@ -94,12 +94,9 @@ def rerank_spec(value: str) -> str:
     return expansion_spec(value, rerank=True)
 
 
-def make_scorer(
-    args: argparse.Namespace, progress: bool = True, spec: str | None = None, expand: Any = None, rerank: Any = None
-) -> Scorer:
-    """The scorer the flags name (``spec`` overrides ``--scorer``), followed by the ``--rerank`` stage and wrapped
-    in the ``--expand`` stage if given (``rerank``, ``expand`` override the flags). The dense flags (--model,
-    --threads, --backend) go to a dense scorer and a hybrid's dense part; the second stage gets --threads."""
+def make_scorer(args: argparse.Namespace, progress: bool = True, spec: str | None = None) -> Scorer:
+    """The scorer the flags name (``spec`` overrides ``--scorer``). The dense flags (--model, --threads,
+    --backend, --long-chunks) go to a dense scorer and a hybrid's dense part."""
     from ctxsel.scoring import get_scorer, parse_scorer_spec
     from ctxsel.scoring.registry import base_scorer
 
@@ -114,15 +111,50 @@ def make_scorer(
             "long_chunks": getattr(args, "long_chunks", "truncate"),
         }
         options = {**{k: v for k, v in dense_flags.items() if k not in options}, **options}
-    scorer = get_scorer(name, **options)
-    rerank = rerank if rerank is not None else getattr(args, "rerank", None)
-    if rerank:
-        from ctxsel.expansion.rerank import RerankingScorer
+    return get_scorer(name, **options)
 
-        scorer = RerankingScorer.build(scorer, rerank, num_threads=args.threads, show_progress=progress)
-    expand = expand if expand is not None else getattr(args, "expand", None)
-    if expand:
-        from ctxsel.expansion import ExpandingScorer
 
-        return ExpandingScorer(scorer, expand)
-    return scorer
+def make_ranking(
+    args: argparse.Namespace,
+    progress: bool = True,
+    *,
+    given_scores: bool = False,
+    scorer: Scorer | None = None,
+    second: Scorer | None = None,
+) -> Ranking:
+    """The chain the flags name: ``scorer`` (by default :func:`make_scorer`'s), then ``--rerank`` (its scorer
+    gets --threads; ``second``: one already built, shared), then ``--expand``. With ``given_scores`` (--scores)
+    the flags' scorer is built only where the chain scores again (a second hop: ``--expand hop``)."""
+    from ctxsel.ranking.rerank import build_second, parse_rerank
+
+    rerank = parse_rerank(getattr(args, "rerank", None) or None)
+    expand = getattr(args, "expand", None) or None
+    if rerank is not None and second is None:
+        second = build_second(rerank, num_threads=args.threads, show_progress=progress)
+    if scorer is None and (not given_scores or expand is not None):
+        scorer = make_scorer(args, progress)
+    return Ranking(scorer, rerank=rerank, expand=expand, second=second)
+
+
+def add_stage_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--stage",
+        action="append",
+        default=None,
+        metavar="SPEC",
+        type=stage_spec,
+        help="a stage after the cut, e.g. reorder (lost-in-the-middle order); repeat for more, run in order "
+        "(see ctxsel.stages; ctxsel env lists them)",
+    )
+
+
+@one_line
+def stage_spec(value: str) -> str:
+    """``--stage``: a registered stage with its options (checked when parsed)."""
+    from ctxsel.stages import get_stage
+
+    try:
+        get_stage(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value

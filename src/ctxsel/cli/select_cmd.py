@@ -26,7 +26,7 @@ from ctxsel.cli.common import (
     question_from,
     read_scores,
 )
-from ctxsel.cli.scorer_args import add_scorer_arguments, make_scorer
+from ctxsel.cli.scorer_args import add_scorer_arguments, add_stage_argument, make_ranking
 from ctxsel.types import jsonable, short_number
 
 NAME = "select"
@@ -55,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars (--json implies it)")
     add_scores_argument(p)
     add_scorer_arguments(p)
+    add_stage_argument(p)
     g = p.add_argument_group("LLM (only for methods that call one: self-route, sage, context-picker)")
     add_llm_arguments(g)
 
@@ -89,11 +90,16 @@ def run(args: argparse.Namespace) -> int:
     if needs_llm:
         options["llm"] = make_llm(args) if args.reader else None
     progress = not (args.json or args.no_progress)
-    # given --scores, a scorer is needed only for a second hop (expansion re-scores the widened question)
-    # (or for a rerank: its second stage re-scores the given scores' top M)
-    scorer = make_scorer(args, progress=progress, expand="") if scores is None or args.expand or args.rerank else None
+    # given --scores, the scorer is built only if the chain needs it (a second hop scores the widened question)
     sel = select(
-        question, chunks, args.method, scores, scorer=scorer, expand=args.expand, choices=args.choices, **options
+        question,
+        chunks,
+        args.method,
+        scores,
+        scorer=make_ranking(args, progress, given_scores=scores is not None),
+        choices=args.choices,
+        stages=args.stage,
+        **options,
     )
     if args.json:  # the shape of POST /select's response (ctxsel.service.models.SelectionOut)
         print(json.dumps(jsonable(sel.to_dict(with_text=True)), ensure_ascii=False))

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from ctxsel.errors import InputError, MissingExtraError, install_hint
-from ctxsel.scoring.base import Scorer
+from ctxsel.ranking import Ranking
 from ctxsel.types import Example
 
 #: Environment variables handed to the workers (caches, offline mode, threads, the LLM key named below).
@@ -153,7 +153,7 @@ class EvalWorker:
         self,
         examples_box: list[Any],
         methods: Sequence[str],
-        scorer: Scorer,
+        scorer: Ranking | Mapping[str, Ranking],
         reader_box: list[Any],
         done: Mapping[str, Sequence[str]],
         make_selector: Callable[[str, Any], Any],
@@ -193,7 +193,7 @@ class EvalWorker:
 def run_on_ray(
     todo: Sequence[Example],
     selectors: Mapping[str, Any],
-    scorer: Scorer,
+    scorer: Ranking | Mapping[str, Ranking],
     log: Any,
     *,
     reader: Any = None,

@@ -55,7 +55,9 @@ from ctxsel.eval.report import plot_similarity_curve, safe_filename, summarize, 
 from ctxsel.eval.results import ResultLog, write_atomic
 from ctxsel.judge import LLMJudge
 from ctxsel.llm.prompts import MULTIPLE_CHOICE
-from ctxsel.pipeline import Pipeline, Scored
+from ctxsel.pipeline import Pipeline
+from ctxsel.query import Query
+from ctxsel.ranking import Ranking, as_ranking
 from ctxsel.reader import Reader
 from ctxsel.scoring import Scorer, get_scorer
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
@@ -90,7 +92,8 @@ DEFAULT_METHODS: tuple[str, ...] = (
 )
 
 
-def _scorer_id(scorer: Scorer) -> str:
+def _scorer_id(scorer: Scorer | Ranking) -> str:
+    """What a run's config records of its scores: the scorer's name and model, and a chain's links."""
     return f"{scorer.name}:{getattr(scorer, 'model_id', '')}".rstrip(":")
 
 
@@ -99,8 +102,8 @@ def evaluate(
     methods: Sequence[str] = DEFAULT_METHODS,
     *,
     output_dir: str | Path,
-    scorer: Scorer | str = "dense",
-    rankings: Mapping[str, Scorer] | None = None,
+    scorer: Ranking | Scorer | str = "dense",
+    rankings: Mapping[str, Ranking | Scorer] | None = None,
     dataset_name: str = "",
     overwrite: bool = False,
     progress: bool = True,
@@ -135,9 +138,9 @@ def evaluate(
     ``read_batch``: questions whose selections are read in one batch (None: a group of them when the
     reader's client generates many prompts at once, ``ctxsel.eval.reading``; else one at a time).
 
-    ``rankings`` compares rankings side by side: label -> Scorer (an
-    :class:`~ctxsel.expansion.ExpandingScorer` for an expanded one); every
-    method then runs under every ranking, in rows labelled ``"METHOD on LABEL"``,
+    ``scorer`` is a scorer, a scorer spec or a whole :class:`~ctxsel.ranking.Ranking` chain
+    (with a rerank or an expansion). ``rankings`` compares chains side by side: label -> Ranking
+    (or a Scorer, a chain of one); every method then runs under every ranking, in rows labelled ``"METHOD on LABEL"``,
     and ``scorer`` is unused. Rows of an expanded ranking carry ``expansion``
     (which chosen chunks came in by expansion, and from where).
     """
@@ -155,18 +158,19 @@ def evaluate(
         if overwrite and results_path.exists():
             results_path.unlink()
         if rankings:
-            by_method: dict[str, Scorer] = {}
+            chains = {label: as_ranking(r) for label, r in rankings.items()}
+            by_method: dict[str, Ranking] = {}
             selectors = {}
-            for label, ranking in rankings.items():
+            for label, ranking in chains.items():
                 for m in methods:
                     selectors[f"{m} on {label}"] = make_selector(m, reader)
                     by_method[f"{m} on {label}"] = ranking
             methods = list(selectors)
             sc: Any = by_method
-            scorer_id: Any = {label: _scorer_id(r) for label, r in rankings.items()}
-            first_scorer = next(iter(rankings.values()))
+            scorer_id: Any = {label: _scorer_id(r) for label, r in chains.items()}
+            first_ranking = next(iter(chains.values()))
         else:
-            sc = first_scorer = get_scorer(scorer) if isinstance(scorer, str) else scorer
+            sc = first_ranking = as_ranking(get_scorer(scorer) if isinstance(scorer, str) else scorer)
             selectors = {m: make_selector(m, reader) for m in methods}  # fail fast on bad specs
             scorer_id = _scorer_id(sc)
         if compare is not None and compare not in selectors:
@@ -241,7 +245,8 @@ def evaluate(
         if examples:
             ex = next((e for e in examples if e.id == plot_example), examples[0])
             try:
-                scores = np.asarray(first_scorer.score(ex.question, ex.chunks), dtype=np.float64)
+                query = Query(ex.question, ex.chunks)
+                scores = np.asarray(first_ranking.rank(query).scores, dtype=np.float64)
             except Exception as e:  # that example's rows already record it; the plot is skipped, not the run
                 logger.warning("no similarity plot: example %s cannot be scored (%s: %s)", ex.id, type(e).__name__, e)
             else:
@@ -250,30 +255,19 @@ def evaluate(
 
 
 class _Scored:
-    """One ranking's scores for one example (and its expansion, if any)."""
+    """One ranking's scores for one example: its Query, the chain's Scored, and the true k."""
 
-    def __init__(self, ex: Example, sc: Scorer) -> None:
-        from ctxsel.expansion import ExpandingScorer
-        from ctxsel.expansion.rerank import RerankingScorer
-
-        if isinstance(sc, RerankingScorer):  # the rows then say what the second stage moved up
-            reranked = sc.score_reranked(ex.question, ex.chunks)
-            self.scores = np.asarray(reranked.scores, dtype=np.float64)
-            self.scored = Scored(self.scores, reranked=reranked, rerank=sc.rerank)
-        elif isinstance(sc, ExpandingScorer):
-            expanded = sc.score_expanded(ex.question, ex.chunks)
-            self.scores = np.asarray(expanded.scores, dtype=np.float64)
-            self.scored = Scored(self.scores, expanded=expanded, expansion=sc.expansion)
-        else:
-            self.scores = np.asarray(sc.score(ex.question, ex.chunks), dtype=np.float64)
-            self.scored = Scored(self.scores)
-        ranking = [ex.chunks[i].id for i in np.argsort(-self.scores, kind="stable")]
-        self.true_k = metrics.true_k(ranking, ex.gold_ids)
+    def __init__(self, ex: Example, ranking: Ranking) -> None:
+        self.query = Query(ex.question, ex.chunks, choices=ex.choices, gold_ids=ex.gold_ids)
+        self.scored = ranking.rank(self.query)
+        scores = np.asarray(self.scored.scores, dtype=np.float64)
+        ranked = [ex.chunks[i].id for i in np.argsort(-scores, kind="stable")]
+        self.true_k = metrics.true_k(ranked, ex.gold_ids)
 
 
 def example_rows(
     ex: Example,
-    sc: Scorer | Mapping[str, Scorer],
+    sc: Ranking | Mapping[str, Ranking],
     selectors: Mapping[str, Any],
     reader: Reader | None = None,
     judge: LLMJudge | None = None,
@@ -281,8 +275,8 @@ def example_rows(
 ) -> Iterator[dict[str, Any]]:
     """One example's result rows, one per method (minus those ``skip`` says are done):
     the unit of work both engines share, so they write the same rows. ``sc`` is one
-    Scorer, or a Scorer per method label (``evaluate(rankings=...)``); each distinct
-    scorer scores the example once."""
+    ranking chain, or one per method label (``evaluate(rankings=...)``); each distinct
+    chain ranks the example once."""
     for row, sel, latency in _selected(ex, sc, selectors, skip):
         if reader is not None and sel is not None:
             row.update(read_one(ex, row["method"], sel, reader, judge, latency))
@@ -291,7 +285,7 @@ def example_rows(
 
 def group_rows(
     group: Sequence[Example],
-    sc: Scorer | Mapping[str, Scorer],
+    sc: Ranking | Mapping[str, Ranking],
     selectors: Mapping[str, Any],
     reader: Reader,
     judge: LLMJudge | None = None,
@@ -318,7 +312,7 @@ def group_rows(
 
 
 def _selected(
-    ex: Example, sc: Scorer | Mapping[str, Scorer], selectors: Mapping[str, Any], skip: Callable[[str, str], bool]
+    ex: Example, sc: Ranking | Mapping[str, Ranking], selectors: Mapping[str, Any], skip: Callable[[str, str], bool]
 ) -> Iterator[tuple[dict[str, Any], Selection | None, float]]:
     """(row, selection or None when it failed, select seconds) per method: the rows before reading."""
     full_tokens = sum(c.n_tokens for c in ex.chunks)
@@ -326,23 +320,22 @@ def _selected(
     for m, selector in selectors.items():
         if skip(ex.id, m):
             continue
-        method_scorer = sc[m] if isinstance(sc, Mapping) else sc
+        method_ranking = sc[m] if isinstance(sc, Mapping) else sc
         t0 = time.perf_counter()
-        if id(method_scorer) not in scored:
+        if id(method_ranking) not in scored:
             try:
-                scored[id(method_scorer)] = _Scored(ex, method_scorer)
+                scored[id(method_ranking)] = _Scored(ex, method_ranking)
             except Exception as e:  # the example cannot be scored: every row of this ranking says so
-                scored[id(method_scorer)] = e
-        got = scored[id(method_scorer)]
+                scored[id(method_ranking)] = e
+        got = scored[id(method_ranking)]
         if isinstance(got, BaseException):
             yield _error_row(ex, m, "score", got, full_tokens, None, time.perf_counter() - t0), None, 0.0
             continue
         true_k = got.true_k
         t0 = time.perf_counter()
-        try:  # the example's shared scores: the pipeline scores nothing again
-            sel = Pipeline(selector).select(
-                ex.question, ex.chunks, scored=got.scored, choices=ex.choices, gold_ids=ex.gold_ids
-            )
+        try:  # the example's shared scores: the pipeline scores nothing again (a score-free method reads none)
+            ranking = method_ranking if selector.needs_scores else None
+            sel = Pipeline(selector, ranking).run(got.query, got.scored)
         except Exception as e:  # one example's failure is its row's error, not the run's end
             yield _error_row(ex, m, "select", e, full_tokens, true_k, time.perf_counter() - t0), None, 0.0
             continue

@@ -20,12 +20,13 @@ from typing import Any
 import numpy as np
 
 from ctxsel.errors import InputError, InputTypeError, MissingExtraError, install_hint
-from ctxsel.inputs import check_chunk_sequence, check_question
 from ctxsel.pipeline import Pipeline
+from ctxsel.query import Query
 from ctxsel.scoring.base import Scorer
 from ctxsel.selectors import get_selector
 from ctxsel.selectors.base import Selector
-from ctxsel.types import Chunk, Selection
+from ctxsel.stages import Stage
+from ctxsel.types import Selection
 
 #: Metadata keys written into every kept document (a flat dict, JSON-friendly).
 META_KEYS = (
@@ -201,52 +202,48 @@ def select_positions(
     allow_empty: bool = False,
     choices: Sequence[str] | None = None,
     note: str = "",
+    stages: Sequence[str | Stage] | None = None,
 ) -> Outcome:
-    """Run ``selector`` over ``texts`` for ``query``.
+    """Run ``selector`` over ``texts`` for ``query``, then ``stages`` after its cut.
 
     ``scores`` (one per text) are used as given; without them a score-based
     selector scores with ``scorer``. With ``allow_empty=False`` a non-empty
     input always keeps at least its best-ranked text, even where the method
     (or a ``max_tokens`` budget) would keep none. ``choices`` are a
-    multiple-choice question's answer options (SAGE reads them).
+    multiple-choice question's answer options (SAGE reads them). The kept positions
+    come back in the selection's reading order when a stage set one (``reorder``),
+    else in rank order.
     """
-    check_question(query)
-    check_chunk_sequence(texts, "documents")
-    chunks = [
-        Chunk(id=str(i), text=t if isinstance(t, str) else str(t), doc_id="input", position=i)
-        for i, t in enumerate(texts)
-    ]
-    n = len(chunks)
+    q = Query(query, texts, scores, choices=choices)
+    n = len(q.chunks)
     scores_from = "input"
-    arr: np.ndarray | None = None
-    if scores is not None:
-        arr = np.asarray(list(scores), dtype=np.float64)
-        if arr.shape != (n,):
-            raise InputError(f"got {arr.size} scores for {n} documents; they must match")
-    elif selector.needs_scores and n:
+    if q.scores is None and selector.needs_scores and n:
         if scorer is None:
             raise InputError(f"method {selector.name!r} needs scores: give a scorer or documents with scores")
         scores_from = f"scorer:{getattr(scorer, 'name', type(scorer).__name__)}"
-    elif not selector.needs_scores:
+    elif q.scores is None and not selector.needs_scores:
         scores_from = "none"
-    pipeline = Pipeline(selector, scorer)
-    scored = pipeline.score(query, chunks, arr)  # notes: text the model's window cut
-    if scored.scores is not None and n:
-        arr = np.asarray(scored.scores, dtype=np.float64)
-    sel = pipeline.select(query, chunks, scored=scored, choices=choices)
+    pipeline = Pipeline(selector, scorer, stages=stages)
+    scored = pipeline.rank(q)  # notes: text the model's window cut
+    arr = None if scored.scores is None or not n else scored.scores
+    sel = pipeline.run(q, scored)
+    chunks = q.chunks
     # a method that selects parts of the inputs (SAGE's sentences) names each part's input in meta["parent"]:
     # the framework gets those inputs back, once each, in the order their first part was kept
     kept: list[int] = []
     kept_scores: list[float | None] = []
-    for c, score in zip(sel.chunks, sel.scores):
+    kept_ranks: list[int] = []
+    rank_of = {cid: (r, s) for r, (cid, s) in enumerate(zip(sel.ids, sel.scores), start=1)}
+    for c in sel.read_chunks() if sel.reading is not None else sel.chunks:
         i = int(c.meta.get("parent", c.id))
         if i not in kept:
             kept.append(i)
-            kept_scores.append(score)
+            kept_ranks.append(rank_of[c.id][0])
+            kept_scores.append(rank_of[c.id][1])
     fell_back = False
     if n and not kept and not allow_empty:
         best = _best_position(arr)
-        kept = [best]
+        kept, kept_ranks = [best], [1]
         kept_scores = [None if arr is None else _finite(arr[best])]
         sel.ids, sel.chunks, sel.scores = [str(best)], [chunks[best]], kept_scores
         sel.explanation = f"{sel.explanation}; {EMPTY_FALLBACK_NOTE}"
@@ -262,7 +259,7 @@ def select_positions(
             "ctxsel_scores_from": scores_from,
             **({NOTE_KEY: note} if note else {}),
         }
-        for r, s in enumerate(kept_scores, start=1)
+        for r, s in zip(kept_ranks, kept_scores)
     ]
     all_scores: list[float | None] = [None] * n if arr is None else [_finite(x) for x in arr]
     return Outcome(kept, metadata, sel, all_scores, scores_from, fell_back, note)

@@ -41,6 +41,7 @@ except ImportError as e:  # pragma: no cover - exercised by test_integrations_mi
 from ctxsel.integrations._core import check_documents, given_scores, make_selector, scorer_from, select_positions
 from ctxsel.scoring.base import Scorer
 from ctxsel.selectors.base import Selector
+from ctxsel.stages import parse_stages
 
 __all__ = ["CtxselSelector"]
 
@@ -62,6 +63,8 @@ class CtxselSelector:
         ``scorer``, and the reason in the report's ``note`` and each kept Document's ``ctxsel_note``).
     :param allow_empty: False (default) keeps at least the best-ranked Document of a non-empty input.
     :param llm: a ctxsel LLM client, for methods that call one (SAGE, Context-Picker); not serialised.
+    :param stages: ctxsel stages after the cut, in order (``["reorder"]``: the kept Documents in
+        lost-in-the-middle order; :mod:`ctxsel.stages`).
     """
 
     def __init__(
@@ -74,6 +77,7 @@ class CtxselSelector:
         allow_empty: bool = False,
         llm: Any = None,
         missing_scores: str = "error",
+        stages: list[str] | None = None,
     ) -> None:
         self.method = method
         self.selector_options = dict(selector_options or {})
@@ -84,6 +88,8 @@ class CtxselSelector:
         self.llm = llm
         given_scores([], on_missing=missing_scores)  # a bad value fails here, not at the first run
         self.missing_scores = missing_scores
+        self.stages = list(stages or [])
+        parse_stages(self.stages)  # a bad stage fails here too
         make_selector(method, self.selector_options, llm)  # a bad spec fails here, not at the first run
         self._scorer: Scorer | None = None
 
@@ -107,6 +113,7 @@ class CtxselSelector:
             use_document_scores=self.use_document_scores,
             allow_empty=self.allow_empty,
             missing_scores=self.missing_scores,
+            stages=self.stages,
         )
 
     @classmethod
@@ -157,6 +164,7 @@ class CtxselSelector:
             allow_empty=empty_ok,
             choices=choices,
             note=note,
+            stages=self.stages,
         )
         kept = []
         for i, meta in zip(out.kept, out.metadata):

@@ -59,6 +59,8 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
       reason in each kept Document's ``ctxsel_note``).
     - ``allow_empty``: False (default) keeps at least the best-ranked Document of a
       non-empty input, even if the method or a ``max_tokens`` budget keeps none.
+    - ``stages``: ctxsel stages after the cut, in order (``["reorder"]``: the kept Documents in
+      lost-in-the-middle order; :mod:`ctxsel.stages`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -70,6 +72,7 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
     score_key: str | None = None
     missing_scores: Literal["error", "rescore"] = "error"
     allow_empty: bool = False
+    stages: list[str] = Field(default_factory=list)
     llm: Any = None
     #: a multiple-choice question's answer options (SAGE reads them; its answer is in the report)
     choices: list[str] | None = None
@@ -103,6 +106,7 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
             allow_empty=self.allow_empty,
             choices=self.choices,
             note=note,
+            stages=self.stages,
         )
         kept = [
             Document(page_content=docs[i].page_content, metadata={**docs[i].metadata, **meta}, id=docs[i].id)

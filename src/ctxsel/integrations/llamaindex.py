@@ -59,7 +59,7 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
     go to it, ``llm`` to methods that call an LLM); ``scorer`` is ``"dense"``
     (bundled MiniLM), ``"bm25"``, ``"keywords"`` or a Scorer object;
     ``allow_empty=False`` (default) keeps at least the best-ranked node of a
-    non-empty input.
+    non-empty input; ``stages`` run after the cut, in order (``["reorder"]``: lost-in-the-middle order).
     """
 
     method: Any = Field(
@@ -77,6 +77,9 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
         "(warn, score every node with the scorer, note it in ctxsel_note)",
     )
     allow_empty: bool = Field(default=False, description="allow an empty result for a non-empty input")
+    stages: list[str] = Field(
+        default_factory=list, description="ctxsel stages after the cut, in order, e.g. ['reorder']"
+    )
     llm: Any = Field(default=None, exclude=True, description="ctxsel LLM client for methods that call one")
     choices: list[str] | None = Field(
         default=None, description="a multiple-choice question's answer options (SAGE reads them)"
@@ -119,6 +122,7 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
             allow_empty=self.allow_empty,
             choices=self.choices,
             note=note,
+            stages=self.stages,
         )
         self._last_report = out.report()
         kept = []

@@ -1,9 +1,11 @@
 """The Selector contract, and the rules every score-based selector shares.
 
-Every method is a :class:`Selector`: ``select(question, chunks, scores=None, *,
-choices=None) -> Selection``, plus a few class-level facts callers read before
-calling it (``needs_scores``, ``needs_llm``, ``takes_gold_ids``). An LLM or
-policy method (SAGE, Context-Picker, Self-Route) implements ``select`` directly.
+Every method is a :class:`Selector`: the public ``select(question, chunks, scores=None,
+*, choices=None, gold_ids=None) -> Selection`` builds one :class:`~ctxsel.query.Query`
+(the only place inputs are checked) and calls the method's ``_select(query, scores)``,
+plus a few class-level facts callers read before calling it (``needs_scores``,
+``needs_llm``, ``takes_gold_ids``). An LLM or policy method (SAGE, Context-Picker,
+Self-Route) implements ``_select`` directly; it never checks its inputs again.
 
 A score-based method subclasses :class:`ScoreCutSelector` and only decides
 *how many* of the ranked chunks to keep (``_cut``); ranking, score validation,
@@ -34,21 +36,15 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, final
 
 import numpy as np
 
 from ctxsel.errors import InputError
-from ctxsel.inputs import (
-    as_budget,
-    as_count,
-    as_scores,
-    check_question,
-    nonfinite_scores_error,
-    scores_count_error,
-)
+from ctxsel.inputs import as_budget, as_count, nonfinite_scores_error
+from ctxsel.query import Query
 from ctxsel.selectors._fastcut import SMALL_N, RankView
-from ctxsel.types import Chunk, MethodDetails, Selection, as_chunks, token_counts
+from ctxsel.types import ChunkLike, MethodDetails, Selection
 
 NanPolicy = Literal["raise", "last"]
 
@@ -96,7 +92,8 @@ def name_method(cls: type[Selector], name: str) -> None:
 
 
 class Selector(ABC):
-    """What every method is: ``select(question, chunks, scores=None, *, choices=None) -> Selection``.
+    """What every method is: ``select(question, chunks, scores=None, *, choices=None) -> Selection``,
+    implemented as ``_select(query, scores)``.
 
     An ABC rather than a ``typing.Protocol`` so the class-level facts below have
     defaults a new method need not repeat, and a registry can check with
@@ -116,22 +113,36 @@ class Selector(ABC):
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
+        if "select" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__qualname__} overrides select(); implement _select(self, query, scores) instead: "
+                "select() builds the checked Query (ctxsel.query.Query) and calls it"
+            )
         path = import_path(cls)
         for info in _REGISTRY.values():
             if info.target == path:
                 name_method(cls, info.name)
 
-    @abstractmethod
+    @final
     def select(
         self,
         question: str,
-        chunks: Sequence[Chunk | str],
+        chunks: Sequence[ChunkLike],
         scores: Sequence[float] | np.ndarray | None = None,
         *,
         choices: Sequence[str] | None = None,
+        gold_ids: Sequence[str] | None = None,
     ) -> Selection:
         """The chunks to read for ``question``. ``choices`` are a multiple-choice question's
-        answer options, for methods that read them (SAGE); the others ignore them."""
+        answer options, for methods that read them (SAGE); ``gold_ids`` the gold chunks, for
+        reference methods that take them (the oracle); the others ignore both."""
+        query = Query(question, chunks, scores, choices=choices, gold_ids=gold_ids)
+        return self._select(query, query.scores)
+
+    @abstractmethod
+    def _select(self, query: Query, scores: np.ndarray | None) -> Selection:
+        """The method itself, on a checked ``query``. ``scores`` are what it ranks by (one per
+        chunk, or None when nothing was scored): the query's own, or a ranking chain's."""
 
     def config(self) -> dict[str, Any]:
         """The parameters that change the result (recorded in every Selection)."""
@@ -169,17 +180,8 @@ class RankingSelector(CommonOptions, Selector):
     def decide(self, scores: np.ndarray, n_tokens: np.ndarray) -> Decision:
         """The ranking and how many of it to keep, from arrays only."""
 
-    def select(
-        self,
-        question: str,
-        chunks: Sequence[Chunk | str],
-        scores: Sequence[float] | np.ndarray | None = None,
-        *,
-        choices: Sequence[str] | None = None,
-    ) -> Selection:
-        del choices  # a ranking has no use for answer options
-        check_question(question)  # score-based selectors only read scores, but an empty question is a mistake
-        chunk_list = as_chunks(chunks)
+    def _select(self, query: Query, scores: np.ndarray | None) -> Selection:
+        chunk_list = query.chunks
         n = len(chunk_list)
         if scores is None:
             if self.needs_scores and n > 0:
@@ -189,10 +191,8 @@ class RankingSelector(CommonOptions, Selector):
                 )
             arr = np.zeros(n, dtype=np.float64)
         else:
-            arr = as_scores(scores)
-            if arr.shape[0] != n:
-                raise scores_count_error(arr.shape[0], n)
-        tokens = token_counts(chunk_list, read=self.reads_token_counts())
+            arr = scores
+        tokens = query.token_counts(read=self.reads_token_counts())
         d = self.decide(arr, tokens)
         top = d.top
         return Selection(

@@ -9,11 +9,10 @@
   selection; the reader can still miss).
 
 The oracle needs labels that no real selector sees. It receives them the
-way SAGE receives a multiple-choice question's options: the class says
-``takes_gold_ids = True`` and ``select()`` takes ``gold_ids=``; the eval
-runner passes ``Example.gold_ids`` to selectors that say so, and to no
-other. The ``select(question, chunks, scores)`` contract is unchanged for
-every other method. An example without gold ids, or with gold ids that are
+way SAGE receives a multiple-choice question's options: in the
+:class:`~ctxsel.query.Query` (``select(..., gold_ids=...)``); the class says
+``takes_gold_ids = True`` so that the eval runner knows to pass
+``Example.gold_ids``, and no other method reads them. An example without gold ids, or with gold ids that are
 not among its chunks, is an error (the row records it in an eval), never a
 silent empty or partial "oracle".
 
@@ -27,15 +26,14 @@ the reader (:meth:`ctxsel.reader.Reader.fit`), which records it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
 
 from ctxsel.errors import InputError
-from ctxsel.inputs import check_question, scores_count_error
+from ctxsel.query import Query
 from ctxsel.selectors.base import Selector, _as_float
-from ctxsel.types import Chunk, Selection, as_chunks
+from ctxsel.types import Selection
 
 
 class _Reference(Selector):
@@ -45,17 +43,9 @@ class _Reference(Selector):
 class ClosedBook(_Reference):
     """No chunks: the reader answers from the question alone."""
 
-    def select(
-        self,
-        question: str,
-        chunks: Sequence[Chunk | str],
-        scores: Sequence[float] | np.ndarray | None = None,
-        *,
-        choices: Sequence[str] | None = None,
-    ) -> Selection:
-        del scores, choices
-        check_question(question)
-        n = len(as_chunks(chunks))
+    def _select(self, query: Query, scores: np.ndarray | None) -> Selection:
+        del scores
+        n = len(query.chunks)
         return Selection(
             ids=[],
             scores=[],
@@ -73,19 +63,9 @@ class Oracle(_Reference):
     #: select() takes ``gold_ids=`` (the eval runner passes ``Example.gold_ids``).
     takes_gold_ids: ClassVar[bool] = True
 
-    def select(
-        self,
-        question: str,
-        chunks: Sequence[Chunk | str],
-        scores: Sequence[float] | np.ndarray | None = None,
-        *,
-        choices: Sequence[str] | None = None,
-        gold_ids: Sequence[str] | None = None,
-    ) -> Selection:
-        del choices
-        check_question(question)
-        chunk_list = as_chunks(chunks)
-        gold = list(dict.fromkeys(gold_ids or []))
+    def _select(self, query: Query, scores: np.ndarray | None) -> Selection:
+        chunk_list = query.chunks
+        gold = list(dict.fromkeys(query.gold_ids))
         if not gold:
             raise InputError(
                 "method 'oracle' needs the example's gold chunk ids (Example.gold_ids) and this example has none; "
@@ -98,8 +78,6 @@ class Oracle(_Reference):
             raise InputError(
                 f"method 'oracle': gold id(s) {shown} are not among the example's {len(chunk_list)} chunks"
             )
-        if scores is not None and len(scores) != len(chunk_list):
-            raise scores_count_error(len(scores), len(chunk_list))
         picked = sorted((where[g] for g in gold), key=lambda i: (chunk_list[i].doc_id, chunk_list[i].position, i))
         return Selection(
             ids=[chunk_list[i].id for i in picked],

@@ -38,7 +38,6 @@ read as above.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,11 +47,12 @@ from ctxsel.errors import InputError, MissingLLMError, ReplyFormatError
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.constrain import ReplyFormat, answer_format
 from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, get_template
+from ctxsel.query import Query
 from ctxsel.reader import Reader, clean_answer, fit_to_window, for_template
 from ctxsel.selectors.base import CommonOptions, Selector
 from ctxsel.selectors.fixed import FullContext, TopNTokens
 from ctxsel.selectors.llm_calls import Calls
-from ctxsel.types import Chunk, MethodDetails, RoutedAnswer, Selection, meta_key
+from ctxsel.types import MethodDetails, RoutedAnswer, Selection, meta_key
 
 MAX_ROUTE_ANSWER_CHARS = 128
 #: Self-Route's first reply, constrained: the answer, or "unanswerable".
@@ -117,18 +117,11 @@ class SelfRoute(CommonOptions, Selector):
             **super().config(),
         }
 
-    def select(
-        self,
-        question: str,
-        chunks: Sequence[Chunk | str],
-        scores: Sequence[float] | np.ndarray | None = None,
-        *,
-        choices: Sequence[str] | None = None,
-    ) -> Selection:
+    def _select(self, query: Query, scores: np.ndarray | None) -> Selection:
         """Route, then read. ``choices`` are not read: the paper's route prompt is for open questions."""
-        del choices
         t0 = time.perf_counter()
-        rag = self.retrieve.select(question, chunks, scores)
+        question = query.question
+        rag = self.retrieve._select(query, scores)
         if not rag.chunks:
             return self._finish(rag, "empty context: nothing to route", route="none", answer="", raw="", t0=t0)
         rag_read, route_cut = fit_to_window(
@@ -165,7 +158,7 @@ class SelfRoute(CommonOptions, Selector):
                 t0,
                 first.usage.tokens_in,
             )
-        long = self.fallback.select(question, chunks, scores)
+        long = self.fallback._select(query, scores)
         if unreadable is not None:
             long.details = SelfRouteDetails(route_reply_unreadable=unreadable)
         long.usage = long.usage + calls.usage

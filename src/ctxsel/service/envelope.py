@@ -68,7 +68,7 @@ def validation_message(errors: list[dict[str, Any]]) -> str:
         cause = (e.get("ctx") or {}).get("error")
         if e.get("type") == "value_error" and isinstance(cause, InputError):  # ctxsel's own check: its message
             msg = str(cause)
-            if msg.startswith(loc):  # it names the field itself
+            if msg.startswith(loc) or loc == "body":  # it names the field itself (the Query's words name theirs)
                 parts.append(msg)
                 continue
         if loc == "body" and e.get("type") in ("model_attributes_type", "dict_type", "model_type"):

@@ -3,13 +3,24 @@ OpenAPI schema at /openapi.json describes exactly what is accepted)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before 3.12
 
 from ctxsel.errors import InputError
-from ctxsel.inputs import check_chunk_items, check_question, check_score_items
+from ctxsel.inputs import check_chunk_shapes, check_score_items, check_text
+from ctxsel.query import Query
+from ctxsel.types import Chunk
 
 JSONScalar = str | int | float | bool | None
 
@@ -67,8 +78,19 @@ class SelectRequest(BaseModel):
     expand: str | None = Field(
         None,
         max_length=1000,
-        description="re-rank before the cut: hop, links or hop+links (ctxsel.expansion); "
+        description="re-rank before the cut: hop, links or hop+links (ctxsel.ranking); "
         "meta.expansion says what came in",
+    )
+    rerank: str | None = Field(
+        None,
+        max_length=1000,
+        description="a second stage, SCORER@M: the scorer (a bundled model only) re-scores the first ranking's top M "
+        "before the cut (ctxsel.ranking.rerank); meta.rerank says what it moved up",
+    )
+    stages: list[Annotated[str, Field(max_length=1000)]] | None = Field(
+        None,
+        max_length=32,
+        description='stages after the cut, in order (ctxsel.stages): e.g. ["reorder"] for lost-in-the-middle order',
     )
     choices: list[str] | None = Field(
         None,
@@ -79,20 +101,20 @@ class SelectRequest(BaseModel):
 
     @field_validator("question", mode="before")
     @classmethod
-    def _question_is_text(cls, v: Any) -> Any:
-        """The Python API's rule and message (an empty question, a lone surrogate from a JSON "\\ud800"
-        escape), checked first as Python checks it first; not pydantic's words."""
+    def _question_is_unicode(cls, v: Any) -> Any:
+        """A lone surrogate (a JSON "\\ud800" escape) in the Python API's words, before pydantic refuses it
+        in its own; the question's other rules are the Query's."""
         if isinstance(v, str):
-            check_question(v)
+            check_text(v, "question")
         return v
 
     @field_validator("chunks", mode="before")
     @classmethod
     def _chunk_objects(cls, v: Any) -> Any:
-        """The Python API's rules, order and messages for the chunks: each item's shape (an integer id is
-        read as its decimal string, as in Python and JSONL; a wrong field is one line, not pydantic's union
-        noise), its text (as :class:`ctxsel.Chunk` words it), then unique ids, before the scores are read."""
-        return check_chunk_items(v) if isinstance(v, list) else v
+        """Each chunk's shape in the Python API's words (an integer id is read as its decimal string, as in
+        Python and JSONL; a wrong field is one line, not pydantic's union noise). The rest of the rules (the
+        texts, unique ids) are the Query's, checked after the question, as in Python."""
+        return check_chunk_shapes(v) if isinstance(v, list) else v
 
     @field_validator("scores", mode="before")
     @classmethod
@@ -102,6 +124,30 @@ class SelectRequest(BaseModel):
         if isinstance(v, list):
             check_score_items(v)
         return v
+
+    _query: Query | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_door(cls, data: Any, handler: ModelWrapValidatorHandler[SelectRequest]) -> SelectRequest:
+        """The request's question, chunks and scores go through the Query, the one door every surface
+        shares, before any field is read: Python's rules, order and words. The checked pool is kept
+        (:attr:`pool`), so the service does not check or build it again."""
+        query = None
+        if isinstance(data, dict) and isinstance(data.get("question"), str):
+            chunks, scores = data.get("chunks"), data.get("scores")
+            if not isinstance(chunks, list):  # a document is chunked later: its question is checked now
+                chunks, scores = [], None
+            query = Query(data["question"], chunks, scores if isinstance(scores, list) else None)
+        model = handler(data)
+        if model.chunks is not None:
+            model._query = query
+        return model
+
+    @property
+    def pool(self) -> Sequence[Chunk] | None:
+        """The request's chunks as the Query checked them (None for a document)."""
+        return None if self._query is None else self._query.chunks
 
     @model_validator(mode="after")
     def _one_source(self) -> SelectRequest:

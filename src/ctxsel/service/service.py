@@ -16,8 +16,10 @@ from fastapi import Request
 
 from ctxsel.chunking import chunk_text
 from ctxsel.errors import Cancelled, CtxselError, InputError, LLMError, MissingExtraError, RequestTooLarge, ServiceError
-from ctxsel.inputs import check_question, scores_count_error
 from ctxsel.pipeline import Pipeline
+from ctxsel.query import Query
+from ctxsel.ranking import Ranking
+from ctxsel.ranking.rerank import build_second, check_server_rerank, parse_rerank
 from ctxsel.scoring.base import cosine_scores
 from ctxsel.selectors import ScoreCutSelector, get_selector, get_selector_class, parse_spec
 from ctxsel.service.cancel import CancellableLLM, CancelToken, score_in_batches
@@ -28,7 +30,7 @@ from ctxsel.service.middleware import log, request_id
 from ctxsel.service.models import SelectRequest
 from ctxsel.service.options import check_options
 from ctxsel.service.settings import ServiceSettings
-from ctxsel.types import Chunk, Selection, as_chunks
+from ctxsel.types import Chunk, ChunkLike, Selection
 
 T = TypeVar("T")
 
@@ -58,6 +60,7 @@ class Service:
         )
         self._scorer = scorer
         self._scorer_lock = threading.Lock()  # one model, one SQLite cache: score one request at a time
+        self._seconds: dict[str, Any] = {}  # the rerank scorers requests named, by scorer spec
         #: "ok", or "starting" while the scorer loads (start_warm_up), or "failed" if it could not load
         self.status: Literal["ok", "starting", "failed"] = "ok"
         self.status_message: str | None = None
@@ -100,7 +103,7 @@ class Service:
                 "shorter chunks",
             )
 
-    def chunks(self, req: SelectRequest) -> Sequence[Chunk]:
+    def chunks(self, req: SelectRequest) -> Sequence[ChunkLike]:
         if req.document is not None:
             self.check_size(req.question, [req.document], "characters")  # the text limit, before chunking it
             chunks = chunk_text(req.document, req.chunking, headings=req.headings)
@@ -112,8 +115,7 @@ class Service:
         plain = set(map(type, items)) <= {str}  # texts, the common case: no list to build
         texts = cast("list[str]", items) if plain else [i if isinstance(i, str) else i["text"] for i in items]
         self.check_size(req.question, texts, "chunks")
-        # strings get ids "0", "1", ...; {"id", "text", ...} objects get the Python API's checks; ids unique
-        return as_chunks(items)
+        return req.pool if req.pool is not None else items  # checked by the request's Query
 
     def selector(self, req: SelectRequest, token: CancelToken) -> Any:
         name, spec_options = parse_spec(req.method)
@@ -139,9 +141,7 @@ class Service:
         """The request's own relevance: ``scores``, or cosine similarity of its ``embeddings``;
         None when it brings neither (the server's scorer then scores, if the method needs it)."""
         if req.scores is not None:
-            if len(req.scores) != n:
-                raise scores_count_error(len(req.scores), n)
-            return np.asarray(req.scores, dtype=np.float64)
+            return np.asarray(req.scores, dtype=np.float64)  # their count: the Query's check
         if req.embeddings is not None:
             if len(req.embeddings) != n:
                 raise InputError(f"got {len(req.embeddings)} embeddings for {n} chunks; they must match")
@@ -149,15 +149,27 @@ class Service:
             return cosine_scores(req.query_embedding, req.embeddings)
         return None
 
+    def ranking(self, req: SelectRequest, token: CancelToken) -> Ranking:
+        """The request's chain: the server's scorer, then the request's rerank and expansion. A rerank's
+        scorer is built once per spec and kept; it may name a bundled model only, never a path."""
+        rerank = parse_rerank(req.rerank or None)
+        second = None
+        if rerank is not None:
+            check_server_rerank(rerank)
+            with self._scorer_lock:
+                second = self._seconds.get(rerank.scorer)
+                if second is None:
+                    second = self._seconds[rerank.scorer] = build_second(rerank)
+        return Ranking(_ServerScorer(self, token), rerank=rerank, expand=req.expand or None, second=second)
+
     def select(self, req: SelectRequest, token: CancelToken) -> Selection:
-        # the Python API's order (ctxsel.select): question, chunks, scores, then the method and its options
-        check_question(req.question)
+        # the Python API's order (ctxsel.select): the inputs (one Query), then the method and its options
         chunks = self.chunks(req)
-        given = self.given_scores(req, len(chunks))
-        pipeline = Pipeline(self.selector(req, token), _ServerScorer(self, token), expand=req.expand or None)
-        scored = pipeline.score(req.question, chunks, given)
+        query = Query(req.question, chunks, self.given_scores(req, len(chunks)), choices=req.choices)
+        pipeline = Pipeline(self.selector(req, token), self.ranking(req, token), stages=req.stages)
+        scored = pipeline.rank(query)
         token.check()
-        return pipeline.select(req.question, chunks, scored=scored, choices=req.choices)
+        return pipeline.run(query, scored)
 
     @staticmethod
     def runs_inline(req: SelectRequest) -> bool:
@@ -169,7 +181,13 @@ class Service:
         worst case is a cut that keeps all 1,000 chunks, whose token counts are then read (about 80 ms
         for 1,000 new paragraphs). Anything that scores, calls an LLM, chunks a document or
         counts every chunk goes to a worker under the deadline."""
-        if req.scores is None or req.document is not None or req.expand or len(req.scores) > _INLINE_MAX_CHUNKS:
+        if (
+            req.scores is None
+            or req.document is not None
+            or req.expand
+            or req.rerank
+            or len(req.scores) > _INLINE_MAX_CHUNKS
+        ):
             return False
         try:
             name, spec_options = parse_spec(req.method)

@@ -72,8 +72,9 @@ from typing import Any, cast
 import numpy as np
 
 from ctxsel.errors import InputError, MissingLLMError, ReplyFormatError
-from ctxsel.inputs import as_float, as_int, check_question
+from ctxsel.inputs import as_float, as_int
 from ctxsel.llm.base import LLMClient
+from ctxsel.query import Query
 from ctxsel.reader import for_template
 from ctxsel.selectors.adaptive_k import AdaptiveK
 from ctxsel.selectors.base import CommonOptions, NanPolicy, Selector
@@ -87,7 +88,7 @@ from ctxsel.selectors.context_picker.prompt import (
 )
 from ctxsel.selectors.fixed import TopNTokens
 from ctxsel.selectors.llm_calls import Calls
-from ctxsel.types import Chunk, MethodDetails, Selection, as_chunks, meta_key
+from ctxsel.types import MethodDetails, Selection, meta_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,28 +199,20 @@ class ContextPicker(CommonOptions, Selector):
             **super().config(),
         }
 
-    def candidates(self, question: str, chunks: Sequence[Chunk], scores: Any) -> Selection:
+    def candidates(self, query: Query, scores: np.ndarray) -> Selection:
         """C_cand = TopSim(q, C; B): the best chunks within B tokens, at most max_candidates."""
-        return candidate_pool(question, chunks, scores, self.n_tokens, self.max_candidates, self.nan_policy)
+        return candidate_pool(query, scores, self.n_tokens, self.max_candidates, self.nan_policy)
 
-    def select(
-        self,
-        question: str,
-        chunks: Sequence[Chunk | str],
-        scores: Sequence[float] | np.ndarray | None = None,
-        *,
-        choices: Sequence[str] | None = None,
-    ) -> Selection:
-        del choices  # the picker names evidence; the reader, not the picker, reads the answer options
+    def _select(self, query: Query, scores: np.ndarray | None) -> Selection:
+        # the picker names evidence; the reader, not the picker, reads the answer options
         t0 = time.perf_counter()
-        check_question(question)
-        chunk_list = as_chunks(chunks)
+        question, chunk_list = query.question, query.chunks
         if scores is None and chunk_list:
             raise InputError(
                 "context-picker needs similarity scores to build its candidate pool: pass scores=... "
                 "or use ctxsel.select(..., scorer=...)"
             )
-        pool = self.candidates(question, chunk_list, scores if scores is not None else [])
+        pool = self.candidates(query, scores if scores is not None else np.zeros(0))
         calls = Calls()
         replies: list[str] = []
         errors: list[str] = []
@@ -281,7 +274,7 @@ class ContextPicker(CommonOptions, Selector):
             if sel.k > picked:
                 why += f"; raised to min_k={self.min_k} with the {'most-voted, then ' if sampled else ''}best-ranked"
             return self._finish(sel, why, calls, replies, errors, rationale, False, t0)
-        fb = self.fallback.select(question, chunk_list, scores)
+        fb = self.fallback._select(query, scores)
         why = (
             f"{len(errors)} invalid repl{'y' if len(errors) == 1 else 'ies'} (last: {errors[-1]}); "
             f"fell back to adaptive-k: {fb.explanation}"
@@ -382,17 +375,17 @@ def top_up(kept: Sequence[int], order: Sequence[int], k: int) -> list[int]:
 
 
 def candidate_pool(
-    question: str,
-    chunks: Sequence[Chunk],
-    scores: Any,
+    query: Query,
+    scores: np.ndarray | None = None,
     n_tokens: int = 2000,
     max_candidates: int = 20,
     nan_policy: str = "raise",
 ) -> Selection:
     """The picker's candidate pool (shared by inference and training): the
-    longest prefix of the similarity ranking within ``n_tokens``, at most
-    ``max_candidates`` chunks, in rank order."""
-    pool = TopNTokens(n_tokens, min_k=1, nan_policy=cast(NanPolicy, nan_policy)).select(question, chunks, scores)
+    longest prefix of the similarity ranking (``scores``, by default the query's) within
+    ``n_tokens``, at most ``max_candidates`` chunks, in rank order."""
+    cut = TopNTokens(n_tokens, min_k=1, nan_policy=cast(NanPolicy, nan_policy))
+    pool = cut._select(query, query.scores if scores is None else scores)
     if pool.k > max_candidates:
         pool.ids, pool.scores, pool.chunks = (
             pool.ids[:max_candidates],

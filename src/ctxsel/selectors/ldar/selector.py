@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from ctxsel.errors import InputError
+from ctxsel.query import Query
 from ctxsel.selectors.base import Decision, RankingSelector, rank
 from ctxsel.selectors.ldar.band import LDARBand, band_ranks, select_band
 from ctxsel.selectors.ldar.checkpoint import load_policy, resolve_policy_dir
@@ -224,8 +225,8 @@ class LDAR(RankingSelector):
         merged = sorted(taken | set(extra))
         return ranked[merged]
 
-    def select(self, question: str, chunks: Any, scores: Any = None, *, choices: Any = None) -> Selection:
-        sel = super().select(question, chunks, scores)
+    def _select(self, query: Query, scores: np.ndarray | None) -> Selection:
+        sel = super()._select(query, scores)
         b = sel.details
         if isinstance(b, LDARBand) and b.ranks is not None:
             sel.trace = [

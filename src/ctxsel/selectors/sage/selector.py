@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -48,7 +48,7 @@ import numpy as np
 
 from ctxsel.datasets.multiple_choice import question_with_options
 from ctxsel.errors import InputError, MissingLLMError
-from ctxsel.inputs import as_int, check_question
+from ctxsel.inputs import as_int
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.prompts import (
     FACTOID_QA,
@@ -59,6 +59,7 @@ from ctxsel.llm.prompts import (
     SAGE_SUFFICIENT,
     get_template,
 )
+from ctxsel.query import Query
 from ctxsel.selectors.base import CommonOptions, Selector
 from ctxsel.selectors.sage.asking import Asker
 from ctxsel.selectors.sage.counting import count
@@ -72,7 +73,7 @@ from ctxsel.selectors.sage.replies import (
     key_list,
 )
 from ctxsel.selectors.sage.trace import RoundStep
-from ctxsel.types import Chunk, LLMUsage, MethodDetails, RoutedAnswer, Selection, as_chunks, short_number
+from ctxsel.types import LLMUsage, MethodDetails, RoutedAnswer, Selection, short_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,19 +186,12 @@ class SAGE(CommonOptions, Selector):
 
     # -- the method --------------------------------------------------------------
 
-    def select(
-        self,
-        question: str,
-        chunks: Sequence[Chunk | str],
-        scores: Sequence[float] | np.ndarray | None = None,
-        *,
-        choices: Sequence[str] | None = None,
-    ) -> Selection:
+    def _select(self, query: Query, scores: np.ndarray | None) -> Selection:
         del scores  # embedding-free: SAGE never reads similarity scores
-        check_question(question)
         t0 = time.perf_counter()
-        options = [str(o) for o in (choices or [])]  # a multiple-choice question's answer options
-        graph = SentenceGraph(as_chunks(chunks))
+        question = query.question
+        options = list(query.choices)  # a multiple-choice question's answer options
+        graph = SentenceGraph(query.chunks)
         run = Run()
         rng = np.random.default_rng([self.seed, zlib.crc32(question.encode("utf-8"))])
         if len(graph) == 0:

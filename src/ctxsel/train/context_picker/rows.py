@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxsel.llm.hf_client import model_text
+from ctxsel.query import Query
 from ctxsel.selectors.context_picker.picker import candidate_pool
 from ctxsel.selectors.context_picker.prompt import PREFILL, render_prompt
 from ctxsel.types import Example
@@ -33,7 +34,7 @@ def picker_rows(
         qid = r.get("query_id", r["id"])
         ex = examples[qid]
         scores = np.asarray(scorer.score(r["question"], ex.chunks), dtype=np.float64)
-        pool = candidate_pool(r["question"], ex.chunks, scores, n_tokens, max_candidates)
+        pool = candidate_pool(Query(r["question"], ex.chunks, scores), None, n_tokens, max_candidates)
         pos = {cid: i + 1 for i, cid in enumerate(pool.ids)}
         gold = [pos[c] for c in r["s_gold"] if c in pos]
         if not gold:

@@ -1,4 +1,7 @@
-"""Multi-hop expansion: a ranking stage between scoring and the cut.
+"""Ranking: the chain from scores to the ranking a cut reads (:mod:`ctxsel.ranking.chain`):
+the scorer, an optional rerank (:mod:`ctxsel.ranking.rerank`), then an optional multi-hop expansion.
+
+Multi-hop expansion, the last link of the chain:
 
 A similarity pass finds the chunks that look like the question. In a bridge
 question ("Which city was the director of Film X born in?") the second
@@ -9,7 +12,7 @@ ranking:
 - ``hop`` (second-hop re-scoring, pseudo-relevance feedback): the question
   plus the text of the first hop's top ``m`` chunks is scored again by the
   same scorer, and merged: ``(1 - weight) * first + weight * second``.
-- ``links`` (mention links, :mod:`ctxsel.expansion.links`): chunks that the
+- ``links`` (mention links, :mod:`ctxsel.ranking.links`): chunks that the
   first hop's top ``m`` chunks name by title get ``+ boost``; with ``question=true``
   (default) so do the chunks the question itself names. A pool without
   titles gets no links unless ``keys=entities`` (salient capitalised names;
@@ -40,17 +43,20 @@ or ``second hop``. The explanation ends with a short form of the same.
 
 from __future__ import annotations
 
-from ctxsel.expansion.explain import annotate
-from ctxsel.expansion.scores import Expanded, ExpandingScorer, expand
-from ctxsel.expansion.stages import Expansion, MentionLinks, SecondHop, parse_expansion
+from ctxsel.ranking.chain import Ranking, Scored, as_ranking
+from ctxsel.ranking.expand import Expanded, expand
+from ctxsel.ranking.expansion import Expansion, MentionLinks, SecondHop, parse_expansion
+from ctxsel.ranking.explain import annotate
 
 __all__ = [
     "Expanded",
-    "ExpandingScorer",
     "Expansion",
     "MentionLinks",
+    "Ranking",
+    "Scored",
     "SecondHop",
     "annotate",
+    "as_ranking",
     "expand",
     "parse_expansion",
 ]

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.expansion.scores import Expanded
-from ctxsel.expansion.stages import Expansion
+from ctxsel.ranking.expand import Expanded
+from ctxsel.ranking.expansion import Expansion
 from ctxsel.types import Chunk, Selection
 
 

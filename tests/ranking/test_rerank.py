@@ -12,8 +12,9 @@ import pytest
 
 import ctxsel
 from ctxsel.errors import InputError, SpecError
-from ctxsel.expansion.rerank import Rerank, RerankingScorer, combine, parse_rerank, rerank
 from ctxsel.pipeline import Pipeline
+from ctxsel.ranking import Ranking
+from ctxsel.ranking.rerank import Rerank, combine, parse_rerank, rerank
 from ctxsel.scoring.bm25 import BM25Scorer
 from ctxsel.scoring.keywords import KeywordScorer
 from ctxsel.types import Chunk
@@ -157,13 +158,13 @@ class TestSurfaces:
         assert set(sel.ids) <= {"c7", "c6", "c5", "c4"}
         assert "re-ranked: bm25@4 re-scored the first stage's top 4" in sel.explanation
 
-    def test_a_reranking_scorer_runs_as_two_stages_in_the_pipeline(self) -> None:
+    def test_a_reranking_chain_runs_as_two_stages_in_the_pipeline(self) -> None:
         second = Counting(BM25Scorer())
-        scorer = RerankingScorer(KeywordScorer(), "bm25@3", second)
-        sel = Pipeline.from_spec("top-k@2", scorer=scorer).select(QUESTION, POOL)
+        chain = Ranking(KeywordScorer(), rerank="bm25@3", second=second)
+        sel = Pipeline.from_spec("top-k@2", scorer=chain).select(QUESTION, POOL)
         assert len(second.seen) == 1 and len(second.seen[0]) == 3
         assert sel.meta["rerank"]["stage"] == "bm25@3"
-        assert scorer.model_id.endswith("|rerank=bm25@3")
+        assert chain.name == "keywords>bm25@3" and chain.model_id == "keywords|rerank=bm25@3"
 
     def test_rerank_with_a_score_free_method_is_refused(self) -> None:
         with pytest.raises(InputError, match="uses none"):

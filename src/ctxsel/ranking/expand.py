@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ctxsel.errors import InputError
-from ctxsel.expansion.links import mention_graph
-from ctxsel.expansion.stages import Expansion, parse_expansion
+from ctxsel.ranking.expansion import Expansion
+from ctxsel.ranking.links import mention_graph
 from ctxsel.scoring.base import Scorer
 from ctxsel.scoring.hybrid import minmax
 from ctxsel.types import Chunk
@@ -107,31 +107,4 @@ def _minmax_without(raw: np.ndarray, exclude: Sequence[int]) -> np.ndarray:
     return np.where(np.isfinite(raw), np.clip((raw - lo) / (hi - lo), 0.0, 1.0), 0.0)
 
 
-class ExpandingScorer:
-    """A scorer followed by an expansion: a Scorer whose ``score`` returns the expanded scores.
-
-    It lets every place that takes a Scorer (eval, the service, the
-    integrations) rank with expansion; :meth:`score_expanded` also returns
-    where the boosts came from, for :func:`annotate`.
-    """
-
-    def __init__(self, scorer: Scorer, expansion: Expansion | str) -> None:
-        exp = parse_expansion(expansion)
-        if exp is None:
-            raise InputError("ExpandingScorer needs an expansion (hop, links or hop+links)")
-        self.scorer, self.expansion = scorer, exp
-        self.name = f"{scorer.name}+{exp.spec()}"
-        base_id = getattr(scorer, "model_id", "")
-        self.model_id = f"{base_id}|expand={exp.spec()}".lstrip("|")
-
-    def score_expanded(self, question: str, chunks: Sequence[Chunk]) -> Expanded:
-        first = np.asarray(self.scorer.score(question, chunks), dtype=np.float64)
-        return expand(question, chunks, first, self.scorer, self.expansion)
-
-    def score(self, question: str, chunks: Sequence[Chunk]) -> np.ndarray:
-        if not chunks:
-            return np.zeros(0, dtype=np.float32)
-        return self.score_expanded(question, chunks).scores
-
-
-__all__ = ["PIN_STEP", "Expanded", "ExpandingScorer", "expand"]
+__all__ = ["PIN_STEP", "Expanded", "expand"]

@@ -14,15 +14,16 @@ from hypothesis import strategies as st
 
 import ctxsel
 from ctxsel.cli.main import main
-from ctxsel.expansion import (
-    ExpandingScorer,
+from ctxsel.query import Query
+from ctxsel.ranking import (
     Expansion,
     MentionLinks,
+    Ranking,
     SecondHop,
     expand,
     parse_expansion,
 )
-from ctxsel.expansion.links import build_graph, mention_graph, title_of
+from ctxsel.ranking.links import build_graph, mention_graph, title_of
 from ctxsel.scoring.keywords import KeywordScorer
 from ctxsel.types import Chunk
 
@@ -148,12 +149,13 @@ class TestSecondHop:
         with pytest.raises(ValueError, match="needs a scorer"):
             expand(QUESTION, BRIDGE, keyword_scores(), None, Expansion(hop=SecondHop()))
 
-    def test_expanding_scorer_is_a_scorer(self) -> None:
-        sc = ExpandingScorer(KeywordScorer(), "hop+links")
-        assert sc.name == "keywords+hop[m=1,weight=0.7]+links[m=1,boost=0.3,question=true,keys=titles]"
-        s = sc.score(QUESTION, BRIDGE)
-        assert s.shape == (5,) and int(np.argmax(s)) == 0
-        assert sc.score(QUESTION, []).shape == (0,)
+    def test_an_expanding_chain_ranks_a_query(self) -> None:
+        chain = Ranking(KeywordScorer(), expand="hop+links")
+        assert chain.name == "keywords+hop[m=1,weight=0.7]+links[m=1,boost=0.3,question=true,keys=titles]"
+        scored = chain.rank(Query(QUESTION, BRIDGE))
+        assert scored.scores is not None and scored.scores.shape == (5,) and int(np.argmax(scored.scores)) == 0
+        assert scored.expanded is not None and scored.expanded.hop_used
+        assert chain.rank(Query(QUESTION, [])).scores is not None
 
 
 class TestSpec:

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ctxsel.errors import InputError, SpecError
-from ctxsel.expansion.links import KEY_SOURCES
+from ctxsel.ranking.links import KEY_SOURCES
 from ctxsel.specs import parse_options, split_spec, split_top
 
 # The defaults are the settings chosen on hotpotqa-long's 80 training questions

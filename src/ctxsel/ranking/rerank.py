@@ -93,6 +93,20 @@ def parse_rerank(spec: str | Rerank | None) -> Rerank | None:
     return Rerank(scorer, m)
 
 
+def check_server_rerank(rerank_: Rerank) -> None:
+    """A rerank a server runs for a client: its scorer may name a bundled model, never a path or a
+    download (a request cannot make the server read its files)."""
+    from ctxsel.scoring.dense import DEFAULT_MODEL
+    from ctxsel.scoring.gguf_embedders import get_embedder
+
+    model = parse_scorer_spec(rerank_.scorer)[1].get("model")
+    if model is not None and not (model == DEFAULT_MODEL or (isinstance(model, str) and get_embedder(model))):
+        raise InputError(
+            f"rerank {rerank_.spec()!r}: a request may name a bundled model only (e.g. nomic-v1.5), "
+            "not a path or a model id"
+        )
+
+
 def _known_model(model: object) -> bool:
     from ctxsel.scoring.dense import DEFAULT_MODEL
     from ctxsel.scoring.gguf_embedders import get_embedder
@@ -179,60 +193,11 @@ def build_second(rerank_: Rerank, **defaults: Any) -> Scorer:
     return get_scorer(name, **options, **extra)
 
 
-class RerankingScorer:
-    """A first-stage scorer followed by a rerank: a Scorer whose ``score`` returns the combined scores.
-
-    It lets every place that takes a Scorer (eval, the integrations, the CLI) rank in two stages;
-    :meth:`score_reranked` also says what was re-scored, for ``Selection.meta["rerank"]``.
-    """
-
-    def __init__(self, first: Scorer, rerank_: Rerank | str, second: Scorer | None = None) -> None:
-        parsed = parse_rerank(rerank_)
-        if parsed is None:
-            raise InputError("RerankingScorer needs a rerank spec such as 'dense[model=nomic-v1.5]@50'")
-        self.first, self.rerank = first, parsed
-        self._second = second
-        self.name = f"{first.name}>{parsed.spec()}"
-        base_id = getattr(first, "model_id", "") or first.name
-        second_id = getattr(second, "model_id", "") if second is not None else ""
-        self.model_id = f"{base_id}|rerank={parsed.spec()}" + (f"({second_id})" if second_id else "")
-
-    @classmethod
-    def build(cls, first: Scorer, rerank_: Rerank | str, **defaults: Any) -> Scorer:
-        """``first`` followed by ``rerank_`` (``first`` itself for none); ``defaults`` as :func:`build_second`."""
-        parsed = parse_rerank(rerank_)
-        return first if parsed is None else cls(first, parsed, build_second(parsed, **defaults))
-
-    @property
-    def second(self) -> Scorer:
-        """The second stage's scorer, built from the spec on first use unless one was given."""
-        if self._second is None:
-            self._second = build_second(self.rerank)
-        return self._second
-
-    def second_if_built(self) -> Scorer | None:
-        return self._second
-
-    def score_reranked(self, question: str, chunks: Sequence[Chunk]) -> Reranked:
-        first, _ = score_with_notes(self.first, question, chunks)
-        return rerank(question, chunks, first, self.second, self.rerank.m)
-
-    def score_detailed(self, question: str, chunks: Sequence[Chunk]) -> tuple[np.ndarray, dict[str, Any]]:
-        if not chunks:
-            return np.zeros(0, dtype=np.float32), {}
-        first, notes = score_with_notes(self.first, question, chunks)
-        r = rerank(question, chunks, first, self.second, self.rerank.m)
-        return r.scores, {**notes, "rerank": r.meta(self.rerank, chunks)}  # no selection yet: nothing moved
-
-    def score(self, question: str, chunks: Sequence[Chunk]) -> np.ndarray:
-        return self.score_detailed(question, chunks)[0]
-
-
 __all__ = [
     "Rerank",
     "Reranked",
-    "RerankingScorer",
     "build_second",
+    "check_server_rerank",
     "combine",
     "parse_rerank",
     "rerank",

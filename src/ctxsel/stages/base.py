@@ -1,0 +1,65 @@
+"""The Stage contract: one step after a method's cut, ``Selection -> Selection``.
+
+A stage filters, reshapes, reorders or prunes what a method kept (lost-in-the-middle
+order, duplicate removal, neighbour windows, sentence pruning). It runs after the cut
+on every surface, in the order given, and each one reads the same checked
+:class:`~ctxsel.query.Query` the method read, plus the scores it ranked by.
+
+A stage's options are the fields of a frozen dataclass: the spec parser, the value
+checks and the option listing all read them from there, so an option is declared
+once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ctxsel.query import Query
+from ctxsel.types import Selection
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage(ABC):
+    """What every stage is: ``apply(selection, query, scores) -> Selection``.
+
+    Subclasses are frozen dataclasses whose fields are the stage's options (checked in
+    ``__post_init__``), registered with :func:`ctxsel.stages.register_stage`, which names them.
+    """
+
+    #: The name the stage is registered under, set by the registration.
+    name: ClassVar[str] = ""
+
+    @abstractmethod
+    def apply(self, selection: Selection, query: Query, scores: np.ndarray | None) -> Selection:
+        """The selection after this stage. ``scores`` are what the method ranked by (one per
+        chunk of ``query``), or None when it read none."""
+
+    def config(self) -> dict[str, Any]:
+        """The options that change the result (recorded in the selection's ``meta["stages"]``)."""
+        return dataclasses.asdict(self)
+
+    def spec(self) -> str:
+        """The stage as a spec that builds it again: ``NAME`` or ``NAME[key=value,...]``."""
+        from ctxsel.specs import quote_value
+
+        given = {k: v for k, v in self.config().items() if v != _default(type(self), k)}
+        if not given:
+            return self.name
+        body = ",".join(f"{k}={quote_value(v) if isinstance(v, str) else _spec_text(v)}" for k, v in given.items())
+        return f"{self.name}[{body}]"
+
+
+def _default(cls: type, key: str) -> Any:
+    f = {f.name: f for f in dataclasses.fields(cls)}[key]
+    return f.default if f.default is not dataclasses.MISSING else object()
+
+
+def _spec_text(v: Any) -> str:
+    return "true" if v is True else "false" if v is False else "none" if v is None else str(v)
+
+
+__all__ = ["Stage"]
