@@ -10,8 +10,8 @@ No chunk is longer than ``max_chunk_tokens`` (default
 paragraphs): a longer paragraph, sentence or semantic segment is split at
 sentence ends, then between words, then (a "word" of thousands of
 characters) at token boundaries, and consecutive pieces are packed back
-together up to the limit. Without it one 50 MB line became one chunk of
-10.5M tokens. ``max_chunk_tokens=None`` turns the limit off.
+together up to the limit. Without it a single long line (a minified file, a
+log) would be one chunk of millions of tokens. ``max_chunk_tokens=None`` turns the limit off.
 
 Markdown headings (ATX ``#`` .. ``######`` lines and setext underlines,
 outside fenced code) join the text that follows them (``headings="attach"``,

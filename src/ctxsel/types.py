@@ -364,9 +364,9 @@ class TextChunks(Sequence[Chunk]):
     What :func:`as_chunks` returns for a list of texts. A ranking method that
     cuts by score alone (adaptive-k, top-k, autocut, a threshold, with no
     ``max_tokens``) builds and counts only the k chunks it keeps, so a request
-    of 1,000 new texts counts ten of them instead of all (about 80 ms of
-    cl100k) and builds ten Chunk objects (a third of the service's CPU per
-    request went to building them). :attr:`n_tokens` counts every text, in
+    of 1,000 new texts counts ten of them instead of all (tokenising is the
+    costly part) and builds ten Chunk objects, not a thousand (building them
+    all would cost more than the cut: docs/guide/service.md). :attr:`n_tokens` counts every text, in
     one batch, the first time it is read. It is an immutable sequence that
     compares equal to the list of its Chunks.
     """

@@ -33,7 +33,7 @@ KINDS: tuple[AnswerKind, ...] = ("scalar", "list", "pairs")
 MAX_ITEM_CHARS = 64
 
 #: What the prompt tells the model to write, per kind (the grammar then holds it to the shape). No example
-#: values: the 1.5B reader copied ``{"key": "name", "value": 123.45}`` as its answer, gold rows or not.
+#: values: a small reader (the bundled 1.5B) copies ``{"key": "name", "value": 123.45}`` as its answer.
 SHAPES: dict[str, str] = {
     "scalar": 'one JSON object whose "answer" is the single number that answers the question, computed from the '
     "sentences",

@@ -2,8 +2,9 @@
 
 The methods that ask the model while they select (Self-Route, SAGE,
 Context-Picker) call ``complete`` one prompt at a time, each call waiting
-for the last. On a GPU that wastes it: a batch of 64 prompts decodes in
-about the time of one. :class:`BatchingClient` wraps a client that has
+for the last. On a GPU that wastes it: decoding is bound by reading the
+weights, so a batch of prompts decodes in little more than the time of one.
+:class:`BatchingClient` wraps a client that has
 ``complete_many`` (:class:`~ctxsel.llm.hf_reader.TransformersReaderClient`);
 when many threads each select for their own question
 (:func:`ctxsel.eval.runner.group_rows` does so for such a client), their

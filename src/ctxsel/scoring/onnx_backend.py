@@ -11,7 +11,7 @@ returns the pooled, normalised sentence vector, exactly as
 sentence-transformers computes it (mean over the attention mask, then
 ``x / max(||x||, 1e-12)``). The export needs torch, transformers and the
 ``onnx`` package; afterwards only onnxruntime and ``tokenizers`` are used, so
-a scorer starts in well under a second. Files are written to a temporary name
+a scorer starts without importing torch. Files are written to a temporary name
 and renamed, so concurrent processes never read half a model.
 
 ``quantize=True`` quantises the exported graph's weights to int8 with
@@ -62,9 +62,9 @@ INT8_ID = f"onnx-int8-v{EXPORT_VERSION}-per-text"
 INT8_DOT_FLAGS = frozenset({"avx512_vnni", "avx_vnni"})
 OPSET = 17
 MAX_THREADS = 4  # beyond this, MiniLM batches gain little on a CPU
-# Padded tokens per batch: about 1,000 tokens (8 paragraphs) gave more passages per CPU-second than larger
-# batches for fp32 and int8 (attention and activations stay in cache), so long texts go in small batches
-# and short ones (questions) in full ``batch_size`` ones.
+# Padded tokens per batch: about 1,000 tokens (8 paragraphs), few enough that attention and activations stay
+# in the CPU's cache (a larger batch costs more CPU per text, for fp32 and int8). Long texts therefore go in
+# small batches and short ones (questions) in full ``batch_size`` ones.
 MAX_BATCH_TOKENS = 1024
 
 

@@ -4,7 +4,7 @@ A Python thread cannot be killed, so a request's work runs in a worker
 thread that checks a :class:`CancelToken` between steps: before each batch of
 chunks it scores, while it waits for the scorer, and before and after each
 LLM call. At the deadline the service sets the token; the work then stops at
-its next check, instead of scoring 5,000 chunks for minutes after the client
+its next check, instead of scoring 5,000 chunks long after the client
 got its 504. (The service also frees the request's concurrency slot a short
 grace after the deadline even if a step is still running: one LLM call in
 flight cannot be interrupted, and ends under the client's own timeout.)
@@ -49,7 +49,7 @@ class CancelToken:
 
 #: Scorers whose score of a chunk does not depend on the other chunks, so they
 #: can score a request in batches. (BM25's IDF is over the whole pool, so it
-#: scores in one call; it is fast: about 2 s for 100k short chunks.)
+#: scores in one call; that call is one pass over the pool's words, cheap next to embedding.)
 BATCHABLE_SCORERS = frozenset({"dense"})
 
 

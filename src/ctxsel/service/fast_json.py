@@ -13,13 +13,13 @@ from fastapi.routing import APIRoute
 from pydantic_core import from_json
 
 #: Bodies above this are parsed in a worker thread, so a large one does not stall the event loop (below
-#: it the thread hop costs more than the parse: 1 MiB of JSON parses in well under a millisecond).
+#: it the thread hop costs more than the parse itself).
 _THREAD_PARSE_BYTES = 1024 * 1024
 
 
 def _parse_json(body: bytes) -> Any:
-    """pydantic-core's JSON parser (about 4x faster than ``json.loads`` on a
-    9 MB body of embeddings); its errors become JSONDecodeError, which
+    """pydantic-core's JSON parser (compiled, several times faster than ``json.loads`` on a large
+    body: benchmarks/serve_load.py times both); its errors become JSONDecodeError, which
     FastAPI answers as a validation error. A body it refuses only for a lone
     surrogate escape is read by ``json``, so the question or chunk that holds
     it is refused by name, in the words Python and the CLI use."""

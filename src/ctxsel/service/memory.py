@@ -3,7 +3,7 @@
 glibc keeps freed memory in its arenas for reuse, so a server that once
 tokenized a 4 MB chunk stays hundreds of megabytes larger than it needs for
 as long as it lives. ``malloc_trim(0)`` returns the free tops of the heaps
-to the system; it takes milliseconds and is a no-op where glibc is absent.
+to the system; it is cheap next to such a request and a no-op where glibc is absent.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ JSONScalar = str | int | float | bool | None
 
 
 # A TypedDict, not a model: a request carries up to thousands of chunks, and validating them into plain
-# dicts costs half of building model instances (1000 chunks: 0.6 against 1.2 ms, benchmarks/serve_load.py).
+# dicts is far cheaper than building a model instance each (docs/guide/service.md has the figures).
 class ChunkIn(TypedDict):
     """One chunk with its own id (ids must be unique in a request)."""
 

@@ -24,7 +24,7 @@ from ctxsel.errors import InputError, SpecError
 from ctxsel.inputs import NUMBER_OPTIONS
 
 
-@functools.cache  # resolving type hints costs a server about 0.3 ms a request; read-only, do not mutate
+@functools.cache  # resolving type hints is slow and a server would pay it every request; read-only, do not mutate
 def declared_options(cls: type) -> dict[str, Any]:
     """Keyword parameters of ``cls.__init__`` and its bases' (``**kw`` passes
     them up): name -> resolved type (``Any`` where it cannot be resolved)."""

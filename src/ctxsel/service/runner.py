@@ -41,7 +41,7 @@ def setup_json_logging(level: str = "info", stream: Any = None) -> None:
 def bind_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # proto=IPPROTO_TCP, not 0: asyncio turns Nagle off (TCP_NODELAY) only on sockets that say they are
-    # TCP, and accepted sockets inherit this; with proto 0 every keep-alive response waited ~40 ms for the
+    # TCP, and accepted sockets inherit this; with proto 0 every keep-alive response waits for the
     # client's delayed ACK between its header and body writes.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -99,9 +99,9 @@ def run_server(
 
     setup_json_logging(log_level)
     # A request of 1,000 chunks makes a few thousand objects that die with it, by reference count. At
-    # Python's default (a young collection every 700 new objects) the collector walked them several
-    # times a request, and moved them to older generations to be walked again: about a tenth of the
-    # server's CPU (benchmarks/serve_load.py). This process is the server's own, so it can choose.
+    # Python's default (a young collection every 700 new objects) the collector walks them several
+    # times a request, and moves them to older generations to be walked again: a noticeable share of
+    # the server's CPU (docs/guide/service.md). This process is the server's own, so it can choose.
     gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
     if workers == 1:
         from ctxsel.service.app import create_app

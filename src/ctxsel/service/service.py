@@ -176,11 +176,12 @@ class Service:
         """Whether ``req`` is small, bounded work that runs on the event loop rather than in a worker
         thread: its own scores for at most 1,000 chunks, no expansion, and a cut that reads scores only
         (adaptive-k, top-k, threshold, autocut: :attr:`ScoreCutSelector.cut_reads_tokens` False) with no
-        ``max_tokens``. Such a cut is a sort and a scan, well under a millisecond, while the thread hop
-        costs about 0.3 ms of CPU, a fifth of a small request's (``benchmarks/serve_load.py``). Its
-        worst case is a cut that keeps all 1,000 chunks, whose token counts are then read (about 80 ms
-        for 1,000 new paragraphs). Anything that scores, calls an LLM, chunks a document or
-        counts every chunk goes to a worker under the deadline."""
+        ``max_tokens``. Such a cut is a sort and a scan, cheaper than the hop to a worker thread and
+        back, which would be a large share of a small request's CPU (``benchmarks/serve_load.py``). Its
+        worst case is a cut that keeps all 1,000 chunks, whose token counts are then read (tokenising
+        1,000 new paragraphs, the slowest work that runs inline: docs/guide/service.md has its time).
+        Anything that scores, calls an LLM, chunks a document or counts every chunk goes to a worker
+        under the deadline."""
         if (
             req.scores is None
             or req.document is not None

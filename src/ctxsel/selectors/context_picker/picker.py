@@ -17,9 +17,9 @@ schema, any other by the strict :func:`~.prompt.parse_reply`.
 first characters (the prefill), as training sees it: passed as
 ``reply_start``, they open the model's own turn with a local chat model,
 which then continues the object instead of starting its own (in the user's
-message, the 1.5B opened a code fence in 18 of 37 replies; in its own turn
-none, though it still ends most objects with a period, which the strict
-parser rejects: docs/results.md).
+message a small chat model tends to open a code fence and restate the object;
+in its own turn it does not, though it may still end the object with a period,
+which the strict parser rejects: docs/results.md counts both).
 
 On an invalid reply the picker asks once more with the error stated in the
 prompt; if the second reply is invalid too it falls back to adaptive-k

@@ -40,10 +40,10 @@ Choices where the paper is silent, written down here:
 
 Not in the paper: ``encoder="summary"``, a linear-cost variant for large N
 (band head only). The paper's encoder attends over all N scores: O(N^2) in
-the attention and O(N d^2) in the per-score layers, 50 ms at N = 1,000 and
-about 3 s at N = 10,000 on one CPU thread. Attention through inducing points
-(Set Transformer's ISAB) removes only the N^2 term: every score would still
-pass through d = 256 linear layers, about 2 s at N = 100,000 by itself. So
+the attention and O(N d^2) in the per-score layers, affordable up to a few
+thousand chunks (docs/methods/ldar.md has the timings). Attention through inducing
+points (Set Transformer's ISAB) removes only the N^2 term: every score would still
+pass through d = 256 linear layers, which alone is too slow at N = 100,000. So
 the variant shrinks the *input* instead: the scores, sorted, become at most
 ``summary_points`` weighted points (``summarize_scores``): the
 ``summary_top`` most similar scores exactly (weight 1; LDAR's bands live at
@@ -59,7 +59,7 @@ without positions and attention pooling are functions of the empirical
 distribution), so with N <= summary_points the variant *is* the paper's
 network, and for larger N it sees the bulk of the distribution through
 quantile summaries. Cost: one pass over the N sorted scores plus a
-constant-size network, a few milliseconds at any N. The paper's encoder
+constant-size network, whatever N is. The paper's encoder
 stays the default (it sees every score, and is affordable up to a few
 thousand chunks); train the variant with ``--encoder summary``.
 

@@ -22,10 +22,10 @@ band (the paper is silent on all of them):
   equal.
 - N larger than any in training: allowed (the network has no positional
   encoding); ``details.beyond_training_n`` says so.
-- Large N: the paper's network attends over all N scores (about 50 ms at
-  N = 1,000 and 3 s at N = 10,000 on one thread); a policy trained with
+- Large N: the paper's network attends over all N scores, so its cost grows
+  with N squared (docs/methods/ldar.md has the timings); a policy trained with
   ``--encoder summary`` (see ``policy.py``) reads at most 128 weighted
-  summary points of the scores instead and takes a few milliseconds at any N.
+  summary points of the scores instead, a constant-size network at any N.
 
 Inference is deterministic by default: (q_L, q_D) are the means of their
 Betas. ``sample=true`` draws them instead (``seed=`` makes a draw

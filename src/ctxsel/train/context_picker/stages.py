@@ -74,7 +74,7 @@ def stage_callback(
         def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
             seconds = time.perf_counter() - self.t0
             curve["seconds"].append({"step": state.global_step, "seconds": seconds})
-            if os.environ.get("TQDM_DISABLE") == "1":  # no progress bar: a line per step (a CPU step takes minutes)
+            if os.environ.get("TQDM_DISABLE") == "1":  # no progress bar: a line per step (a step on a CPU is long)
                 print(f"stage {stage}: step {state.global_step} took {seconds:.0f} s", file=sys.stderr, flush=True)
             if limit and time.perf_counter() - self.started >= limit:
                 curve["stopped"] = f"time limit of {limit:g} s reached at step {state.global_step}"

@@ -1,5 +1,5 @@
-"""The random test model behind ``--base tiny``: GRPO end to end on a CPU in seconds (tests, the
-docs' sandbox), with nothing downloaded."""
+"""The random test model behind ``--base tiny``: GRPO end to end on a CPU, small enough for the
+tests and the docs' sandbox, with nothing downloaded."""
 
 from __future__ import annotations
 

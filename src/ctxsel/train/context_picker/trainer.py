@@ -31,8 +31,8 @@ Choices where the paper is silent (all in :class:`.config.PickerTrainConfig`):
 - optional, not in the paper: ``shuffle_candidates`` shows a share of the training
   prompts' pools in a random order (gold renumbered), so that a policy cannot
   score by the retriever's rank alone (docs/methods/context-picker.md);
-- ``init_adapter`` goes on training a saved adapter, so that short GPU leases add
-  up to a longer run (with a KL term TRL's reference is then that adapter);
+- ``init_adapter`` goes on training a saved adapter, so that several short runs add
+  up to a longer one (with a KL term TRL's reference is then that adapter);
 - an optional supervised format warm-up (:mod:`.warmup`, off by default, not in
   the paper) teaches a base model the reply format on S_gold before GRPO.
 """
