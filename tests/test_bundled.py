@@ -1,6 +1,6 @@
 """The bundled trained artefacts: the LDAR policy in ctxsel/data/ldar, checked against the sha256 in its
 manifest.json on load, used by ``ldar`` with no options on every surface; the Context-Picker adapter listed
-as not bundled; a bundle written into a folder."""
+as not bundled; ``ctxsel train ldar --bundle DIR`` writing such a folder."""
 
 from __future__ import annotations
 
@@ -264,6 +264,48 @@ def test_a_refused_bundle_leaves_no_manifest(tmp_path: Path) -> None:
     with pytest.raises(CtxselError, match="must be on a bundled model"):
         bundle_context_picker(stage, dest, made_by="x")
     assert not (dest / "manifest.json").exists()
+
+
+def train_argv(out: Path, *more: str) -> list[str]:
+    return ["train", "ldar", "--dataset", "example", "--scorer", "keywords", "--output", str(out)] + [
+        "--steps", "2", "--batch-size", "2", "--no-progress", "--threads", "1", *more
+    ]  # fmt: skip
+
+
+def test_ctxsel_train_ldar_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``ctxsel train ldar ... --bundle DIR``: the policy, its card and manifest.json in DIR; rerun on the
+    finished run, it only bundles (the same bytes)."""
+    out, dest = tmp_path / "run", tmp_path / "shipped"
+    assert main(train_argv(out, "--bundle", str(out / "policy"))) == 2  # into the trained folder: refused first
+    assert "give a folder outside the trained one" in capsys.readouterr().err and not out.exists()
+    assert main(train_argv(out, "--bundle", str(dest))) == 0
+    printed = capsys.readouterr().out
+    assert f"bundled {out}/policy into {dest}" in printed
+    manifest = json.loads((dest / "manifest.json").read_text())
+    for name in LDAR_ART.files:
+        data = (dest / name).read_bytes()
+        assert data == (out / "policy" / name).read_bytes()
+        assert manifest["files"][name] == {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    assert manifest["made_by"].startswith("ctxsel ")
+    card = (dest / "MODEL_CARD.md").read_text()
+    assert manifest["files"]["model.safetensors"]["sha256"] in card and "## Held-out questions" in card
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["bundle"]["sha256"]["model.safetensors"] == manifest["files"]["model.safetensors"]["sha256"]
+    sel = get_selector(f"ldar[policy={dest}]")
+    assert sel.select("q?", chunks(50), holo_scores(50, 10)).k >= 1
+    before = (dest / "model.safetensors").read_bytes()
+    assert main(train_argv(out, "--bundle", str(dest), "--no-eval")) == 0  # resumes the finished run: bundles
+    assert (dest / "model.safetensors").read_bytes() == before
+    assert "## Held-out questions" not in (dest / "MODEL_CARD.md").read_text()
+
+
+def test_ctxsel_train_context_picker_refuses_a_bundle_into_its_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    argv = ["train", "context-picker", "--dataset", "example", "--labels", "--output", str(out)]
+    assert main([*argv, "--bundle", str(out / "stage2")]) == 2
+    assert "give a folder outside the trained one" in capsys.readouterr().err
 
 
 def test_ldar_with_no_options_uses_the_bundled_policy_and_its_band_moves() -> None:
