@@ -92,9 +92,10 @@ bench: setup
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.context_picker_grpo prepare --labels --run runs/picker_grpo
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.grpo_shared_prompt --run runs/picker_grpo
 
-# The bundled LDAR policy (src/ctxsel/data/ldar, sha256 table in src/ctxsel/bundled.py): trains on one
-# CPU thread (about 15-20 minutes), resuming a killed run, then evaluates the policy on sets it never saw
-# and writes src/ctxsel/data/ldar/MODEL_CARD.md and benchmarks/results/ldar_bundled.{md,json}.
+# The bundled LDAR policy (src/ctxsel/data/ldar: the files, MODEL_CARD.md and manifest.json with their
+# sha256, written there because --bundle names it): trains on one CPU thread (about 15-20 minutes),
+# resuming a killed run, then evaluates the policy on sets it never saw and writes the card and
+# benchmarks/results/ldar_bundled.{md,json}.
 LDAR_TRAIN_ARGS := --baseline question --normalize-advantages --entropy-coef 0.01 --lr-schedule cosine
 ldar-policy: setup
 	OMP_NUM_THREADS=1 nice $(PY) -m benchmarks.ldar_holobench --mix-hotpotqa --steps 1500 --threads 1 \

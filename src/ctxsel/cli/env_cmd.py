@@ -184,6 +184,9 @@ def run(args: argparse.Namespace) -> int:
         if not a["bundled"]:
             print(f"  {name:<16} {a['title']}: {a['note']}")
             continue
+        if a.get("error"):  # a manifest that cannot be read or checked: verify refuses the artefact
+            print(f"  {name:<16} {a['title']} (UNUSABLE: {a['error']})")
+            continue
         state = "" if a["present"] else " (FILES MISSING: reinstall ctxsel)"
         print(f"  {name:<16} {a['title']}{state}")
         print(f"  {'':<16} sha256 {a['sha256']} ({a['main_file']})")

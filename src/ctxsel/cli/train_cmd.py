@@ -2,6 +2,7 @@
 
     ctxsel train ldar --dataset hotpotqa-long --reward label --output runs/ldar/label
     ctxsel train ldar --dataset hotpotqa-long --reward llm --reader local --output runs/ldar/llm
+    ctxsel train ldar --dataset hotpotqa-long --reward label --output runs/ldar/label --bundle runs/ldar/shipped
     ctxsel train context-picker --dataset hotpotqa-long --mined runs/mined/hotpotqa100.jsonl --output runs/picker
     ctxsel train context-picker --dataset hotpotqa-long --labels --output runs/picker_labels
 
@@ -23,6 +24,14 @@ stage 1. Writes OUTPUT/stage1, OUTPUT/stage2 (adapters; use as
 OUTPUT/train_summary.json and OUTPUT/split.json. The default base is the
 bundled Qwen2.5-Coder-0.5B-Instruct (GGUF, de-quantised once into PyTorch);
 --base tiny is the random test model.
+
+--bundle DIR then writes the trained artefact into DIR as the package ships
+one: the files its loader reads, MODEL_CARD.md, and manifest.json with each
+file's sha256 and size, which ctxsel checks before a file is read. Run it with
+--method "ldar[policy=DIR]" or "context-picker[adapter=DIR]"; in a checkout,
+--bundle src/ctxsel/data/ldar replaces the bundled policy (what `make
+ldar-policy` does). LDAR resumes a finished run, so its command rerun with
+--bundle DIR --no-eval only bundles.
 """
 
 from __future__ import annotations
@@ -56,6 +65,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--hotpotqa", default=None, help="another HotpotQA file for hotpotqa-long (default: the bundled copy)"
     )
     p.add_argument("--output", required=True, help="output folder (rerun to resume)")
+    p.add_argument(
+        "--bundle",
+        default=None,
+        metavar="DIR",
+        help="after training, write the trained artefact into DIR as ctxsel ships one: its files, MODEL_CARD.md "
+        "and manifest.json (each file's sha256 and size, checked before it is read). ldar: OUTPUT/policy; "
+        "context-picker: the last stage trained, in float16 (on a bundled model, at most 10 MB)",
+    )
     train_ldar_cmd.add_arguments(p)
     train_context_picker_cmd.add_arguments(p)
 

@@ -96,6 +96,11 @@ def run(args: argparse.Namespace) -> int:
             f"{len(unknown)} mined ids are not in {args.dataset!r} (e.g. {unknown[0]!r}): wrong --dataset?"
         )
     out = Path(args.output)
+    if args.bundle:
+        from ctxsel.bundled import check_destination
+
+        for stage in ("stage1", "stage2"):
+            check_destination(args.bundle, out / stage)
     out.mkdir(parents=True, exist_ok=True)
     split = picker_split(list(examples), records, args.train_fraction, args.split_seed)
     write_atomic(out / "split.json", json.dumps({"mined": args.mined, "labels": args.labels, **split}, indent=1) + "\n")
@@ -129,4 +134,13 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {out}/{', '.join(stages)} (adapters), reward_curves.png/.json, train_summary.json; use "
         f'--method "context-picker[adapter={out}/{stages[-1]}]"; held-out questions: --split test of the same split'
     )
+    if args.bundle and stages:
+        from ctxsel.train.context_picker.bundle import bundle_context_picker
+
+        made_by = str(info["command"] or f"ctxsel train context-picker --output {out}")
+        sums = bundle_context_picker(out / stages[-1], args.bundle, made_by)
+        print(
+            f"bundled {out}/{stages[-1]} into {args.bundle} (float16; MODEL_CARD.md, manifest.json; adapter sha256 "
+            f'{sums["adapter/adapter_model.safetensors"][:16]}); use --method "context-picker[adapter={args.bundle}]"'
+        )
     return 0

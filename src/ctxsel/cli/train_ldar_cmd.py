@@ -127,6 +127,10 @@ def run(args: argparse.Namespace) -> int:
     if len(examples) < 2:
         raise InputError(f"dataset {args.dataset!r} has {len(examples)} example(s); training needs a split")
     out = Path(args.output)
+    if args.bundle:
+        from ctxsel.bundled import check_destination
+
+        check_destination(args.bundle, out / "policy")
     out.mkdir(parents=True, exist_ok=True)
     train_ids, test_ids = split_ids([e.id for e in examples], args.train_fraction, args.split_seed)
     train = split_examples(examples, "train", args.train_fraction, args.split_seed)
@@ -228,5 +232,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nheld-out questions ({len(test)}); LDAR trained with the {what['name']} reward:\n")
         print(markdown_table(ev), end="")
         print(f"\nwrote {out}/policy, checkpoint/, reward_curve.png/.json, split.json, eval/")
+    if args.bundle:
+        from ctxsel.train.ldar.bundle import bundle_ldar, ldar_card
+
+        made_by = str(info["command"] or f"ctxsel train ldar --output {out}")
+        heldout = markdown_table(result["eval"]) if "eval" in result else ""
+        sums = bundle_ldar(
+            out / "policy", args.bundle, made_by, card=lambda d, s: ldar_card(d, s, made_by, heldout=heldout)
+        )
+        result["bundle"] = {"folder": str(args.bundle), "sha256": sums}
+        print(
+            f"bundled {out}/policy into {args.bundle} (MODEL_CARD.md, manifest.json; model.safetensors sha256 "
+            f'{sums["model.safetensors"][:16]}); use --method "ldar[policy={args.bundle}]"'
+        )
     write_atomic(out / "train_summary.json", json.dumps(result, indent=1, default=str) + "\n")
     return 0

@@ -13,6 +13,7 @@
     tiny_model.py     the random 2-layer model of ``--base tiny``
     plots.py          the stages' reward curves as PNG
     trainer.py        Algorithm 2: the two stages, adapters saved (``ctxsel train context-picker``)
+    bundle.py         a trained stage made the adapter that ships (``--bundle DIR``: float16, card, manifest.json)
 
 Importing this package loads nothing heavy.
 """

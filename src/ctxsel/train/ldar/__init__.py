@@ -6,6 +6,7 @@
     trainer.py     Trainer: the REINFORCE loop, monitoring, checkpoints
     checkpoint.py  resumable training states (weights, Adam, RNG states)
     plots.py       the reward curve as PNG
+    bundle.py      a trained policy made an artefact that ships (``--bundle DIR``: files, card, manifest.json)
 
 Importing this package loads nothing heavy; ``trainer`` and ``checkpoint`` import torch.
 """
