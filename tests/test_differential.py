@@ -338,7 +338,7 @@ NAN_REFUSAL = ("scores", "1 score")  # "scores: 1 score(s) are NaN or infinite (
         (
             "a spec option of the wrong type",
             Request(QUESTION, CHUNKS, "top-k[k=2,nan_policy=bogus]", scores=SCORES),
-            ("nan_policy", "must be 'raise' or 'last'"),
+            ("nan_policy", "must be one of 'raise'"),
         ),
         ("a quoted number", Request(QUESTION, CHUNKS, "top-k@'3'", scores=SCORES), ("k", "must be an integer")),
         (

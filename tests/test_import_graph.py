@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "query": 6,
     "inputs": 6,
     "specs": 6,
+    "options": 6,
     "tokens": 6,
     "metrics": 6,
     "paths": 6,

@@ -168,7 +168,7 @@ def test_runtime_options_of_the_picker(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="name one with adapter=PATH"):
         ContextPicker(runtime="llama.cpp")
     (tmp_path / "picker.json").write_text(json.dumps({"base": "tiny-model", "chat": False}))
-    with pytest.raises(ValueError, match="runtime must be one of llama.cpp, transformers, got 'vllm'"):
+    with pytest.raises(ValueError, match="runtime must be one of 'llama.cpp', 'transformers', got 'vllm'"):
         ContextPicker(adapter=str(tmp_path), runtime="vllm")
     with pytest.raises(ValueError, match="use runtime=llama.cpp, or constrained=false"):
         ContextPicker(adapter=str(tmp_path), runtime="transformers", constrained=True)

@@ -292,10 +292,11 @@ class TestConfig:
         [
             ({"strategy": "biggest"}, "strategy must be one of"),
             ({"buffer": -1}, "buffer must be >= 0"),
-            ({"head_fraction": 1.0}, r"head_fraction must be in \[0, 1\)"),
-            ({"head_fraction": -0.1}, r"head_fraction must be in \[0, 1\)"),
-            ({"tail_fraction": 1.5}, r"tail_fraction must be in \[0, 1\)"),
-            ({"window": 0}, "window must be >= 1"),
+            ({"head_fraction": 1.0}, "head_fraction must be >= 0 and < 1"),
+            ({"head_fraction": -0.1}, "head_fraction must be >= 0 and < 1"),
+            ({"tail_fraction": 1.5}, "tail_fraction must be >= 0 and < 1"),
+            ({"strategy": "moving_avg", "window": 0}, "window must be >= 1"),
+            ({"window": 3}, "window is the moving average's width: it applies to strategy=moving_avg"),
         ],
     )
     def test_bad_options(self, options: dict, message: str) -> None:

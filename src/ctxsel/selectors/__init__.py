@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 from ctxsel.errors import InputError, InputTypeError, MissingLLMError, SpecError
+from ctxsel.options import declared
 from ctxsel.selectors.base import _REGISTRY, MethodInfo, ScoreCutSelector, Selector, name_method
 from ctxsel.specs import option_names, parse_options, spec_value, split_spec, split_top
 from ctxsel.specs import unknown_option_message as _unknown_option
@@ -191,14 +192,16 @@ def get_selector(
     cls = get_selector_class(name)
     if cls.needs_llm and llm is not None:
         options["llm"] = llm
-    takes = set(option_names(cls)) if resources else set()
+    takes = set(accepted_options(cls)) if resources else set()
     for key, value in (resources or {}).items():
         if key in takes and key not in spec_options and key not in options and value is not None:
             options[key] = value
     try:
         return cls(**{**spec_options, **options})
-    except MissingLLMError:
+    except (MissingLLMError, SpecError):
         raise
+    except InputError as e:  # a value its declaration refuses
+        raise SpecError(f"bad options for method {name!r}: {e}") from None
     except TypeError as e:
         unknown = re.search(r"unexpected keyword argument '([^']+)'", str(e))
         if unknown is None:
@@ -210,13 +213,20 @@ def get_selector(
 
 def unknown_option_message(name: str, cls: type[Selector], option: str) -> str:
     """What a user reads for ``adaptive-k[foo=1]``: the options the method takes, and the closest."""
-    return _unknown_option("method", name, option, [n for n in option_names(cls) if n != "llm"])
+    return _unknown_option("method", name, option, [n for n in accepted_options(cls) if n != "llm"])
+
+
+def accepted_options(cls: type[Selector]) -> tuple[str, ...]:
+    """The keywords a method takes: its declared options and its resources (and, for a method that
+    keeps a constructor of its own, that constructor's parameters)."""
+    return tuple(dict.fromkeys([*declared(cls.Options), *cls.resources, *option_names(cls)]))
 
 
 __all__ = [
     "MethodInfo",
     "ScoreCutSelector",
     "Selector",
+    "accepted_options",
     "available_methods",
     "get_selector",
     "get_selector_class",

@@ -35,8 +35,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ctxsel.errors import InputError
-from ctxsel.inputs import as_int
+from ctxsel.options import CommonOptions, option
 from ctxsel.selectors._fastcut import SMALL_N, RankView, largest_gap
 from ctxsel.selectors.base import Cut, ScoreCutSelector
 from ctxsel.types import MethodDetails, short_number
@@ -111,42 +110,24 @@ class AdaptiveK(ScoreCutSelector):
 
     cut_reads_tokens = False
 
-    def __init__(
-        self,
-        strategy: Strategy = "largest_gap",
-        buffer: int = 5,
-        head_fraction: float = 0.0,
-        tail_fraction: float = 0.1,
-        window: int = 5,
-        **kw: Any,
-    ) -> None:
-        super().__init__(**kw)
-        buffer, window = as_int("buffer", buffer), as_int("window", window)
-        if strategy not in STRATEGIES:
-            raise InputError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-        if buffer < 0:
-            raise InputError(f"buffer must be >= 0, got {buffer}")
-        for label, f in (("head_fraction", head_fraction), ("tail_fraction", tail_fraction)):
-            if not 0.0 <= f < 1.0:
-                raise InputError(f"{label} must be in [0, 1), got {f}")
-        if window < 1:
-            raise InputError(f"window must be >= 1, got {window}")
-        self.strategy = strategy
-        self.buffer = buffer
-        self.head_fraction = head_fraction
-        self.tail_fraction = tail_fraction
-        self.window = window
+    @dataclass(frozen=True)
+    class Options(CommonOptions):
+        strategy: Strategy = option("largest_gap", doc="largest_gap (the paper's rule) or moving_avg")
+        buffer: int = option(5, minimum=0, doc="chunks kept past the cut (the paper's B)")
+        head_fraction: float = option(0.0, minimum=0, below=1, doc="share of the top ranks the cut skips")
+        tail_fraction: float = option(0.1, minimum=0, below=1, doc="share of the bottom ranks the cut skips")
+        window: int = option(5, minimum=1, doc="the moving average's width (strategy=moving_avg)")
+
+        def refuse(self, given: frozenset[str]) -> str | None:
+            if "window" in given and self.strategy != "moving_avg":
+                return f"window is the moving average's width: it applies to strategy=moving_avg, not {self.strategy}"
+            return None
 
     def config(self) -> dict[str, Any]:
-        cfg: dict[str, Any] = {
-            "strategy": self.strategy,
-            "buffer": self.buffer,
-            "head_fraction": self.head_fraction,
-            "tail_fraction": self.tail_fraction,
-        }
-        if self.strategy == "moving_avg":
-            cfg["window"] = self.window
-        return {**cfg, **super().config()}
+        cfg = super().config()
+        if self.strategy != "moving_avg":
+            del cfg["window"]
+        return cfg
 
     def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
         s = sorted_scores

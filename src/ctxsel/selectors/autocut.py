@@ -12,12 +12,11 @@ which reads two predecessors, is skipped.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-from ctxsel.errors import InputError
-from ctxsel.inputs import as_int
+from ctxsel.options import CommonOptions, option
 from ctxsel.selectors._fastcut import SMALL_N, RankView
 from ctxsel.selectors.base import Cut, ScoreCutSelector
 
@@ -54,15 +53,9 @@ def autocut_k_prefix(top_values: np.ndarray, n: int, span: float, jumps: int = 1
 class Autocut(ScoreCutSelector):
     cut_reads_tokens = False
 
-    def __init__(self, jumps: int = 1, **kw: Any) -> None:
-        super().__init__(**kw)
-        jumps = as_int("jumps", jumps)
-        if jumps < 1:
-            raise InputError(f"jumps must be >= 1, got {jumps}")
-        self.jumps = jumps
-
-    def config(self) -> dict[str, Any]:
-        return {"jumps": self.jumps, **super().config()}
+    @dataclass(frozen=True)
+    class Options(CommonOptions):
+        jumps: int = option(1, minimum=1, doc="cut after the N-th local maximum of the normalised curve")
 
     def _fast_cut(self, view: RankView, n_tokens: np.ndarray) -> Cut:
         """The N-th interior maximum usually lies near the top: look for it in a

@@ -41,7 +41,9 @@ from typing import Any, ClassVar, Literal, final
 import numpy as np
 
 from ctxsel.errors import InputError
-from ctxsel.inputs import as_budget, as_count, nonfinite_scores_error
+from ctxsel.inputs import nonfinite_scores_error
+from ctxsel.options import CommonOptions, build_options, declared, positional
+from ctxsel.options import Options as OptionsBase
 from ctxsel.query import Query
 from ctxsel.selectors._fastcut import SMALL_N, RankView
 from ctxsel.types import ChunkLike, MethodDetails, Selection
@@ -111,6 +113,24 @@ class Selector(ABC):
     #: the eval runner passes ``Example.gold_ids`` to these and to no other.
     takes_gold_ids: ClassVar[bool] = False
 
+    #: the method's options, a frozen dataclass (:mod:`ctxsel.options`): declared once, checked the same
+    #: way on every surface, read as attributes (``self.k``)
+    Options: ClassVar[type[OptionsBase]] = OptionsBase
+    #: keyword arguments that are not options but things the method is handed (an LLM client, a policy)
+    resources: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, *args: Any, **given: Any) -> None:
+        owner = getattr(type(self), "name", type(self).__name__)
+        given = {**positional(self.Options, CommonOptions, args), **given}
+        self.options = build_options(self.Options, given, owner=owner, extra=self.resources)
+
+    def __getattr__(self, name: str) -> Any:
+        """An option, read from :attr:`options` (``self.k`` for ``top-k``'s ``k``)."""
+        options = self.__dict__.get("options")
+        if options is not None and name in declared(type(options)):
+            return getattr(options, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         if "select" in cls.__dict__:
@@ -145,36 +165,20 @@ class Selector(ABC):
         chunk, or None when nothing was scored): the query's own, or a ranking chain's."""
 
     def config(self) -> dict[str, Any]:
-        """The parameters that change the result (recorded in every Selection)."""
-        return {}
+        """The parameters that change the result (recorded in every Selection): the options."""
+        return self.options.as_config()
+
+    def common_config(self) -> dict[str, Any]:
+        """The common options (``min_k``, ``max_tokens``, ``nan_policy``), for a method that records its own
+        options in a ``config()`` of its own."""
+        common = declared(CommonOptions)
+        return {k: v for k, v in self.options.as_config().items() if k in common}
 
 
-class CommonOptions:
-    """``min_k``, ``max_tokens`` and ``nan_policy``: checked once, recorded in ``config()``.
-
-    Every built-in method takes them, so one spec grammar fits all; the ranking
-    selectors apply them, the LLM methods pass them on or record them.
-    """
-
-    def __init__(
-        self,
-        *,
-        min_k: int = 1,
-        max_tokens: int | None = None,
-        nan_policy: NanPolicy = "raise",
-    ) -> None:
-        self.min_k = as_count("min_k", min_k)
-        self.max_tokens = as_budget("max_tokens", max_tokens)
-        if nan_policy not in ("raise", "last"):
-            raise InputError(f"nan_policy must be 'raise' or 'last', got {nan_policy!r}")
-        self.nan_policy = nan_policy
-
-    def config(self) -> dict[str, Any]:
-        return {"min_k": self.min_k, "max_tokens": self.max_tokens, "nan_policy": self.nan_policy}
-
-
-class RankingSelector(CommonOptions, Selector):
+class RankingSelector(Selector):
     """A method that keeps part of the ranking by score: it provides :meth:`decide`."""
+
+    Options: ClassVar[type[OptionsBase]] = CommonOptions
 
     @abstractmethod
     def decide(self, scores: np.ndarray, n_tokens: np.ndarray) -> Decision:

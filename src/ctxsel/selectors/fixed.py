@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-from ctxsel.errors import InputError
-from ctxsel.inputs import as_float, as_int
+from ctxsel.options import CommonOptions, option
 from ctxsel.selectors._fastcut import RankView
 from ctxsel.selectors.base import Cut, Decision, ScoreCutSelector, rank
 
@@ -19,15 +18,9 @@ class TopK(ScoreCutSelector):
     counts_positions = True
     cut_reads_tokens = False
 
-    def __init__(self, k: int = 5, **kw: Any) -> None:
-        super().__init__(**kw)
-        k = as_int("k", k)
-        if k < 0:
-            raise InputError(f"k must be >= 0, got {k}")
-        self.k = k
-
-    def config(self) -> dict[str, Any]:
-        return {"k": self.k, **super().config()}
+    @dataclass(frozen=True)
+    class Options(CommonOptions):
+        k: int = option(5, minimum=0, doc="how many of the best chunks to keep")
 
     def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
         return self._top_k(len(sorted_scores))
@@ -50,15 +43,9 @@ class TopNTokens(ScoreCutSelector):
 
     counts_positions = True
 
-    def __init__(self, n_tokens: int = 5000, **kw: Any) -> None:
-        super().__init__(**kw)
-        n_tokens = as_int("n_tokens", n_tokens)
-        if n_tokens < 0:
-            raise InputError(f"n_tokens must be >= 0, got {n_tokens}")
-        self.n_tokens = n_tokens
-
-    def config(self) -> dict[str, Any]:
-        return {"n_tokens": self.n_tokens, **super().config()}
+    @dataclass(frozen=True)
+    class Options(CommonOptions):
+        n_tokens: int = option(5000, minimum=0, doc="the token budget the best chunks fill")
 
     def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
         return self._fit(np.cumsum(sorted_tokens))
@@ -111,12 +98,9 @@ class ScoreThreshold(ScoreCutSelector):
 
     cut_reads_tokens = False
 
-    def __init__(self, threshold: float = 0.5, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.threshold = as_float("threshold", threshold)
-
-    def config(self) -> dict[str, Any]:
-        return {"threshold": self.threshold, **super().config()}
+    @dataclass(frozen=True)
+    class Options(CommonOptions):
+        threshold: float = option(0.5, doc="keep every chunk whose score is at least this")
 
     def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
         # scores are descending: count of those >= t is a search on the negated array

@@ -43,13 +43,14 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.errors import InputError, MissingLLMError, ReplyFormatError
+from ctxsel.errors import MissingLLMError, ReplyFormatError
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.constrain import ReplyFormat, answer_format
 from ctxsel.llm.prompts import FACTOID_QA, SELF_ROUTE, get_template
+from ctxsel.options import CommonOptions, option
 from ctxsel.query import Query
 from ctxsel.reader import Reader, clean_answer, fit_to_window, for_template
-from ctxsel.selectors.base import CommonOptions, Selector
+from ctxsel.selectors.base import Selector
 from ctxsel.selectors.fixed import FullContext, TopNTokens
 from ctxsel.selectors.llm_calls import Calls
 from ctxsel.types import MethodDetails, RoutedAnswer, Selection, meta_key
@@ -73,33 +74,30 @@ def route_format(max_answer_tokens: int) -> ReplyFormat:
     return ROUTE_FORMAT if chars == MAX_ROUTE_ANSWER_CHARS else answer_format("self_route", max_chars=chars)
 
 
-class SelfRoute(CommonOptions, Selector):
+class SelfRoute(Selector):
     needs_llm = True
 
-    def __init__(
-        self,
-        llm: LLMClient | None = None,
-        n_tokens: int = 5000,
-        *,
-        datatype: str = "documents",
-        fallback_max_tokens: int | None = None,
-        answer_template: str = FACTOID_QA.name,
-        max_answer_tokens: int = 32,
-        constrained: bool = True,
-        **kw: Any,
-    ) -> None:
-        super().__init__(**kw)
+    @dataclass(frozen=True)
+    class Options(CommonOptions):
+        n_tokens: int = option(5000, minimum=0, doc="the top chunks' token budget (the paper's k chunks)")
+        datatype: str = option("documents", doc="what the route prompt calls the context")
+        fallback_max_tokens: int | None = option(None, minimum=1, doc="the long route's budget (default: all)")
+        answer_template: str = option(FACTOID_QA.name, doc="the reader's prompt template")
+        max_answer_tokens: int = option(32, minimum=1, doc="the answer's token limit")
+        constrained: bool = option(True, doc="the route reply's format by construction")
+
+    resources = ("llm",)
+
+    def __init__(self, llm: LLMClient | None = None, *args: Any, **given: Any) -> None:
+        super().__init__(*args, **given)
+        n_tokens, fallback_max_tokens = self.n_tokens, self.fallback_max_tokens
+        max_answer_tokens, answer_template = self.max_answer_tokens, self.answer_template
+        kw = {"min_k": self.min_k, "max_tokens": self.max_tokens, "nan_policy": self.nan_policy}
         if llm is None:
             raise MissingLLMError("self-route")
-        if not isinstance(constrained, bool):
-            raise InputError(f"constrained must be true or false, got {constrained!r}")
-        self.constrained = constrained
         self.llm = llm
         self.retrieve = TopNTokens(n_tokens, **kw)
         self.fallback = TopNTokens(fallback_max_tokens, **kw) if fallback_max_tokens else FullContext(**kw)
-        self.datatype = datatype
-        self.fallback_max_tokens = fallback_max_tokens
-        self.max_answer_tokens = max_answer_tokens
         self.route_format = route_format(max_answer_tokens)
         self.route_client = for_template(llm, SELF_ROUTE)
         self.reader = Reader(llm, get_template(answer_template), max_answer_tokens=max_answer_tokens)
@@ -114,7 +112,7 @@ class SelfRoute(CommonOptions, Selector):
             "route_template": SELF_ROUTE.key,
             "constrained": self.constrained,
             "llm": getattr(self.llm, "model_id", ""),
-            **super().config(),
+            **self.common_config(),
         }
 
     def _select(self, query: Query, scores: np.ndarray | None) -> Selection:

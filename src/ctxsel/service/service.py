@@ -16,6 +16,7 @@ from fastapi import Request
 
 from ctxsel.chunking import chunk_text
 from ctxsel.errors import Cancelled, CtxselError, InputError, LLMError, MissingExtraError, RequestTooLarge, ServiceError
+from ctxsel.options import refuse_server_options
 from ctxsel.pipeline import Pipeline
 from ctxsel.query import Query
 from ctxsel.ranking import Ranking
@@ -28,7 +29,6 @@ from ctxsel.service.memory import trim_heap
 from ctxsel.service.metrics import Metrics
 from ctxsel.service.middleware import log, request_id
 from ctxsel.service.models import SelectRequest
-from ctxsel.service.options import check_options
 from ctxsel.service.settings import ServiceSettings
 from ctxsel.types import Chunk, ChunkLike, Selection
 
@@ -129,8 +129,9 @@ class Service:
                 "`ctxsel serve --reader local` (the bundled model) or `--reader URL --reader-model NAME` "
                 "(an OpenAI-compatible server), or use a method that needs none (adaptive-k, top-k, ...)"
             )
-        # a request option replaces the spec's, as a keyword does in Python: only the one used is checked
-        check_options(name, cls, options, spec=spec_options, spec_prefix=f"method {req.method!r}: ")
+        # a request option replaces the spec's, as a keyword does in Python; the values are the method's
+        # declaration's to check (get_selector), as in Python; an option that changes the process is refused
+        refuse_server_options(name, cls.Options, {**spec_options, **options})
         reader = self.settings.reader
         llm = None if reader is None else CancellableLLM(reader, token, self.metrics.llm_reply)
         # no --ldar-policy: the method's own default (ldar: the bundled, sha256-checked policy)

@@ -192,7 +192,7 @@ def test_samples_all_invalid_retry_with_the_error_and_then_fall_back(server):
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"samples": 0}, "samples .* must be >= 1"),
+        ({"samples": 0}, "samples must be >= 1"),
         ({"samples": "many"}, "samples"),
         ({"samples": 3, "temperature": 0}, "needs temperature > 0"),
     ],
@@ -288,10 +288,10 @@ def test_without_scores_or_llm_is_a_clear_error(server):
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ("n_tokens=0", r"n_tokens \(the candidate pool's budget B\) must be >= 1, got 0"),
-        ("n_tokens=-5", r"n_tokens \(the candidate pool's budget B\) must be >= 1, got -5"),
+        ("n_tokens=0", "n_tokens must be >= 1, got 0"),
+        ("n_tokens=-5", "n_tokens must be >= 1, got -5"),
         ("max_candidates=0", "max_candidates must be >= 1, got 0"),
-        ("stage=3", "stage must be 1 or 2, got 3"),
+        ("stage=3", "stage must be >= 1 and <= 2, got 3"),
         ("retries=-1", "retries must be >= 0, got -1"),
     ],
 )

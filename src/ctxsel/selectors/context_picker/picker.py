@@ -67,17 +67,17 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 
 from ctxsel.errors import InputError, MissingLLMError, ReplyFormatError
-from ctxsel.inputs import as_float, as_int
 from ctxsel.llm.base import LLMClient
+from ctxsel.options import CommonOptions, option
 from ctxsel.query import Query
 from ctxsel.reader import for_template
 from ctxsel.selectors.adaptive_k import AdaptiveK
-from ctxsel.selectors.base import CommonOptions, NanPolicy, Selector
+from ctxsel.selectors.base import NanPolicy, Selector
 from ctxsel.selectors.context_picker.prompt import (
     MAX_RATIONALE_CHARS,
     PICKER,
@@ -108,38 +108,43 @@ class PickerDetails(MethodDetails):
     seconds: float
 
 
-class ContextPicker(CommonOptions, Selector):
+class ContextPicker(Selector):
     needs_llm = True
 
-    def __init__(
-        self,
-        llm: LLMClient | None = None,
-        n_tokens: int = 2000,
-        *,
-        max_candidates: int = 20,
-        stage: int = 2,
-        retries: int = 1,
-        max_reply_tokens: int = 160,
-        adapter: str | None = None,
-        constrained: bool | None = None,
-        runtime: str | None = None,
-        samples: int = 1,
-        temperature: float = 1.0,
-        seed: int = 0,
-        **kw: Any,
-    ) -> None:
-        super().__init__(**kw)
+    @dataclass(frozen=True)
+    class Options(CommonOptions):
+        n_tokens: int = option(2000, minimum=1, doc="the candidate pool's token budget (the paper's B)")
+        max_candidates: int = option(20, minimum=1, doc="at most this many candidates in the prompt")
+        stage: int = option(2, minimum=1, maximum=2, doc="the prompt of GRPO stage 1 (recall) or 2 (minimal set)")
+        retries: int = option(1, minimum=0, doc="asks again after an invalid reply, saying what was wrong")
+        max_reply_tokens: int = option(160, minimum=1, doc="the reply's token limit")
+        constrained: bool | None = option(None, doc="the reply's format by construction (default: where it can be)")
+        runtime: Literal["llama.cpp", "transformers"] | None = option(None, doc="how a trained adapter runs")
+        samples: int = option(1, minimum=1, doc="replies that vote (the paper's n); 1 is greedy")
+        temperature: float = option(1.0, minimum=0, doc="sampling temperature (samples > 1)")
+        seed: int = option(0, minimum=0, maximum=2**63 - 1, doc="the sampling seed (samples > 1)")
+
+        def refuse(self, given: frozenset[str]) -> str | None:
+            sampled = {"temperature", "seed"} & given
+            if sampled and self.samples == 1:
+                return f"{', '.join(sorted(sampled))} only apply to sampled replies (samples > 1); samples=1 is greedy"
+            if self.samples > 1 and not self.temperature > 0:
+                return f"samples={self.samples} needs temperature > 0, got {self.temperature}"
+            return None
+
+    resources = ("llm", "adapter")
+
+    def __init__(self, llm: LLMClient | None = None, *args: Any, adapter: str | None = None, **given: Any) -> None:
+        super().__init__(*args, **given)
+        given_options = self.options.as_config()
+        runtime, constrained = given_options["runtime"], given_options["constrained"]
         adapter, self.note = _resolve_adapter(adapter, llm)
         if adapter is None and runtime is not None:
             raise InputError("runtime= chooses how a trained adapter runs: name one with adapter=PATH")
         if adapter is not None:
             runtime = default_runtime(adapter) if runtime is None else runtime
-            if runtime not in RUNTIMES:
-                raise InputError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
         if constrained is None:  # on wherever the client can enforce a format
             constrained = runtime != "transformers"
-        if not isinstance(constrained, bool):
-            raise InputError(f"constrained must be true or false, got {constrained!r}")
         if constrained and runtime == "transformers":
             raise InputError(
                 "transformers cannot enforce a reply format: use runtime=llama.cpp, or constrained=false "
@@ -147,26 +152,6 @@ class ContextPicker(CommonOptions, Selector):
             )
         self.constrained = constrained
         self.runtime = runtime
-        self.n_tokens = as_int("n_tokens", n_tokens)
-        self.max_candidates = as_int("max_candidates", max_candidates)
-        self.retries = as_int("retries", retries)
-        self.max_reply_tokens = as_int("max_reply_tokens", max_reply_tokens)
-        if self.n_tokens < 1:
-            raise InputError(f"n_tokens (the candidate pool's budget B) must be >= 1, got {n_tokens}")
-        if self.max_candidates < 1:
-            raise InputError(f"max_candidates must be >= 1, got {max_candidates}")
-        if stage not in (1, 2):
-            raise InputError(f"stage must be 1 or 2, got {stage!r}")
-        if self.retries < 0:
-            raise InputError(f"retries must be >= 0, got {retries}")
-        self.samples = as_int("samples", samples)
-        self.seed = as_int("seed", seed)
-        self.temperature = as_float("temperature", temperature)
-        if self.samples < 1:
-            raise InputError(f"samples (replies that vote) must be >= 1, got {samples}")
-        if self.samples > 1 and not self.temperature > 0:
-            raise InputError(f"samples={self.samples} needs temperature > 0, got {temperature}")
-        self.stage = stage
         self.adapter = adapter
         if runtime == "llama.cpp":
             from ctxsel.llm.lora_gguf import llama_adapter_client
@@ -196,7 +181,7 @@ class ContextPicker(CommonOptions, Selector):
             "samples": self.samples,
             **({"temperature": self.temperature, "seed": self.seed} if self.samples > 1 else {}),
             "llm": getattr(self.llm, "model_id", ""),
-            **super().config(),
+            **self.common_config(),
         }
 
     def candidates(self, query: Query, scores: np.ndarray) -> Selection:

@@ -36,14 +36,17 @@ the policy.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import torch
 
-from ctxsel.errors import InputError
+from ctxsel.options import CommonOptions, option
 from ctxsel.query import Query
 from ctxsel.selectors.base import Decision, RankingSelector, rank
 from ctxsel.selectors.ldar.band import LDARBand, band_ranks, select_band
@@ -73,20 +76,28 @@ def bundled_policy() -> tuple[LDARPolicy, dict[str, Any], str]:
 class LDAR(RankingSelector):
     """Learned distraction-aware band selection over the similarity distribution."""
 
-    def __init__(
-        self,
-        policy: str | Path | LDARPolicy | None = None,
-        sample: bool = False,
-        seed: int | None = None,
-        snap_top: bool | None = None,
-        threads: int | None = None,
-        **kw: Any,
-    ) -> None:
-        super().__init__(**kw)
-        if not isinstance(sample, bool):
-            raise InputError(f"sample must be true or false, got {sample!r}")
-        if threads is not None:
-            torch.set_num_threads(int(threads))
+    @dataclass(frozen=True)
+    class Options(CommonOptions):
+        sample: bool = option(False, doc="draw the band from the policy's Betas instead of taking their means")
+        seed: int | None = option(None, minimum=0, maximum=2**63 - 1, doc="makes a draw repeatable (sample=true)")
+        snap_top: bool | None = option(None, doc="a band that starts at rank 2 starts at rank 1 (default: as trained)")
+        threads: int | None = option(
+            None,
+            minimum=1,
+            maximum=os.cpu_count() or 1,
+            doc="torch threads for the policy, during each call",
+            server_flag="--threads",
+        )
+
+        def refuse(self, given: frozenset[str]) -> str | None:
+            if "seed" in given and self.seed is not None and not self.sample:
+                return "seed makes a sampled band repeatable: it applies to sample=true only"
+            return None
+
+    resources = ("policy",)
+
+    def __init__(self, policy: str | Path | LDARPolicy | None = None, *args: Any, **given: Any) -> None:
+        super().__init__(*args, **given)
         #: which policy, as Selection meta and config say it: the path, or "bundled ldar policy sha256:..."
         self.policy_name: str | None
         if policy is None:
@@ -99,10 +110,8 @@ class LDAR(RankingSelector):
             self.policy_path = self.policy_name = str(resolve_policy_dir(policy))
             self.policy, self.info = load_policy(self.policy_path)
         training = self.info.get("training", {})
-        self.snap_top = bool(training.get("snap_top", True)) if snap_top is None else bool(snap_top)
-        self.sample = sample
-        self.seed = seed
-        self.threads = threads
+        if self.options.as_config()["snap_top"] is None:  # as the policy was trained
+            self.snap_top = bool(training.get("snap_top", True))
         self.reward = training.get("reward")
         self.train_max_n = training.get("max_n")
 
@@ -114,7 +123,7 @@ class LDAR(RankingSelector):
             "sample": self.sample,
             **({"seed": self.seed} if self.sample else {}),
             "snap_top": self.snap_top,
-            **super().config(),
+            **self.common_config(),
         }
 
     # -- the policy ----------------------------------------------------------------
@@ -123,7 +132,7 @@ class LDAR(RankingSelector):
     def act(self, ascending: np.ndarray) -> dict[str, Any]:
         """Run the policy on finite scores sorted ascending; the band or the picks."""
         x = torch.from_numpy(np.ascontiguousarray(ascending, dtype=np.float32)).unsqueeze(0)
-        with torch.random.fork_rng(enabled=self.sample and self.seed is not None):
+        with _threads(self.threads), torch.random.fork_rng(enabled=self.sample and self.seed is not None):
             if self.sample and self.seed is not None:
                 torch.manual_seed(self.seed)
             out = self.policy.infer(x)
@@ -237,6 +246,20 @@ class LDAR(RankingSelector):
         elif isinstance(b, LDARBand):
             sel.trace = [{"step": "bernoulli", "n": b.n_ranked, "picked": b.n_picked, "k": sel.k}]
         return sel
+
+
+@contextlib.contextmanager
+def _threads(n: int | None) -> Iterator[None]:
+    """torch's thread count set to ``n`` for one call, then as it was (the process keeps its own)."""
+    if n is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 __all__ = ["LDAR"]

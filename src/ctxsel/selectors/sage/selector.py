@@ -48,7 +48,6 @@ import numpy as np
 
 from ctxsel.datasets.multiple_choice import question_with_options
 from ctxsel.errors import InputError, MissingLLMError
-from ctxsel.inputs import as_int
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.prompts import (
     FACTOID_QA,
@@ -59,8 +58,9 @@ from ctxsel.llm.prompts import (
     SAGE_SUFFICIENT,
     get_template,
 )
+from ctxsel.options import CommonOptions, option
 from ctxsel.query import Query
-from ctxsel.selectors.base import CommonOptions, Selector
+from ctxsel.selectors.base import Selector
 from ctxsel.selectors.sage.asking import Asker
 from ctxsel.selectors.sage.counting import count
 from ctxsel.selectors.sage.graph import SentenceGraph
@@ -86,63 +86,49 @@ class SageDetails(MethodDetails):
     constrained_replies: int
 
 
-class SAGE(CommonOptions, Selector):
+class SAGE(Selector):
     needs_scores = False
     needs_llm = True
+
+    @dataclass(frozen=True)
+    class Options(CommonOptions):
+        iter_max: int = option(2, minimum=1, doc="exploration rounds at most (the paper's iter_max)")
+        recall_index: int = option(25, minimum=1, doc="sentences each keyword retrieves")
+        neighbor_num: int = option(20, minimum=0, doc="neighbours added around each kept sentence")
+        n_seeds: int = option(5, minimum=1, doc="seed sentences of the first round")
+        voter_num: int = option(10, minimum=1, doc="votes of the importance step")
+        n_perturb: int = option(3, minimum=0, doc="perturbed copies per vote (Algorithm 2)")
+        lambda_low: float = option(0.3, minimum=0, maximum=1, doc="importance below this drops a sentence")
+        voter_temperature: float = option(0.8, minimum=0, doc="the voters' sampling temperature")
+        counting: bool = option(True, doc="counting questions take Algorithm 3")
+        seed: int = option(0, minimum=0, maximum=2**63 - 1, doc="seeds the perturbations")
+        max_keys: int = option(32, minimum=1, doc="keywords read from one reply at most")
+        answer_template: str = option(FACTOID_QA.name, doc="the answer prompt's template")
+        max_answer_tokens: int = option(32, minimum=1, doc="the answer's token limit")
+        backend: str = option("auto", doc="how the sentence embedder runs (as the dense scorer's backend)")
+        constrained: bool = option(True, doc="replies' formats by construction")
+        final_verdict: bool = option(False, doc="ask the sufficiency question after the last round too")
+
+    resources = ("llm", "embed")
 
     def __init__(
         self,
         llm: LLMClient | None = None,
-        iter_max: int = 2,
-        *,
-        recall_index: int = 25,
-        neighbor_num: int = 20,
-        n_seeds: int = 5,
-        voter_num: int = 10,
-        n_perturb: int = 3,
-        lambda_low: float = 0.3,
-        voter_temperature: float = 0.8,
-        counting: bool = True,
-        seed: int = 0,
-        max_keys: int = 32,
-        answer_template: str = FACTOID_QA.name,
-        max_answer_tokens: int = 32,
+        *args: Any,
         embed: Callable[[list[str]], np.ndarray] | None = None,
-        backend: str = "auto",
-        constrained: bool = True,
-        final_verdict: bool = False,
-        **kw: Any,
+        **given: Any,
     ) -> None:
-        super().__init__(**kw)
+        super().__init__(*args, **given)
         if llm is None:
             raise MissingLLMError("sage")
-        if not isinstance(constrained, bool):
-            raise InputError(f"constrained must be true or false, got {constrained!r}")
-        if not isinstance(final_verdict, bool):
-            raise InputError(f"final_verdict must be true or false, got {final_verdict!r}")
-        self.final_verdict = final_verdict
-        for name, value, low in (
-            ("iter_max", iter_max, 1),
-            ("recall_index", recall_index, 1),
-            ("neighbor_num", neighbor_num, 0),
-            ("n_seeds", n_seeds, 1),
-            ("voter_num", voter_num, 1),
-            ("n_perturb", n_perturb, 0),
-            ("max_keys", max_keys, 1),
-        ):
-            if as_int(name, value) < low:
-                raise InputError(f"{name} must be >= {low}, got {value}")
-        if not 0.0 <= lambda_low <= 1.0:
-            raise InputError(f"lambda_low must be in [0, 1], got {lambda_low}")
-        self.iter_max, self.recall_index, self.neighbor_num = int(iter_max), int(recall_index), int(neighbor_num)
-        self.n_seeds, self.voter_num, self.n_perturb = int(n_seeds), int(voter_num), int(n_perturb)
-        self.lambda_low, self.voter_temperature = float(lambda_low), float(voter_temperature)
-        self.counting, self.seed, self.max_keys = bool(counting), int(seed), int(max_keys)
+        backend = self.options.as_config()["backend"]
+        if embed is not None and "backend" in given:
+            raise InputError("backend chooses how SAGE embeds sentences; an embed function given replaces it")
         self.asker = Asker(
             llm,
-            constrained=constrained,
-            answer_template=get_template(answer_template),
-            max_answer_tokens=int(max_answer_tokens),
+            constrained=self.constrained,
+            answer_template=get_template(self.answer_template),
+            max_answer_tokens=self.max_answer_tokens,
         )
         if backend != "auto":  # checked now (a name, onnxruntime), loaded at the first embedding
             from ctxsel.scoring.dense import resolve_backend
@@ -172,7 +158,7 @@ class SAGE(CommonOptions, Selector):
                 t.key for t in (SAGE_KEYS, SAGE_SUFFICIENT, MULTIPLE_CHOICE, SAGE_IS_COUNTING, SAGE_COUNT_TARGETS)
             ],
             "llm": getattr(self.asker.llm, "model_id", ""),
-            **super().config(),
+            **self.common_config(),
         }
 
     def embed(self, texts: list[str]) -> np.ndarray:
