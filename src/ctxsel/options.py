@@ -189,10 +189,11 @@ def build_options(
     ``owner`` name the method or stage); with ``server`` (a request to the service), an option with a
     ``server_flag`` is refused with the flag that sets it; an option that does not apply to the
     configuration is refused with the reason (:meth:`Options.refuse`). ``extra`` are the other keywords
-    the owner takes (its resources: a policy, an adapter), listed among the valid names."""
+    the owner takes (its resources: a policy, an adapter): not options, so not checked here, and listed
+    among the valid names."""
     options = declared(cls)
     for key in given:
-        if key not in options:
+        if key not in options and key not in extra:
             common = declared(CommonOptions)
             valid = [n for n in options if n not in common] + [n for n in extra if n != "llm"]
             valid += [n for n in options if n in common]

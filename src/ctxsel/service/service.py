@@ -15,8 +15,17 @@ import numpy as np
 from fastapi import Request
 
 from ctxsel.chunking import chunk_text
-from ctxsel.errors import Cancelled, CtxselError, InputError, LLMError, MissingExtraError, RequestTooLarge, ServiceError
-from ctxsel.options import refuse_server_options
+from ctxsel.errors import (
+    Cancelled,
+    CtxselError,
+    InputError,
+    LLMError,
+    MissingExtraError,
+    RequestTooLarge,
+    ServiceError,
+    SpecError,
+)
+from ctxsel.options import build_options
 from ctxsel.pipeline import Pipeline
 from ctxsel.query import Query
 from ctxsel.ranking import Ranking
@@ -30,6 +39,7 @@ from ctxsel.service.metrics import Metrics
 from ctxsel.service.middleware import log, request_id
 from ctxsel.service.models import SelectRequest
 from ctxsel.service.settings import ServiceSettings
+from ctxsel.specs import option_names
 from ctxsel.types import Chunk, ChunkLike, Selection
 
 T = TypeVar("T")
@@ -123,15 +133,23 @@ class Service:
         for key in sorted(_SERVER_ONLY_OPTIONS.keys() & (set(spec_options) | set(options))):
             raise InputError(f"'{key}' is not an option a request can set: {_SERVER_ONLY_OPTIONS[key]}")
         cls = get_selector_class(name)  # imports the method's module
+        # a request option replaces the spec's, as a keyword does in Python. The values are checked by the
+        # method's declaration, the one check every surface runs (get_selector runs it again, to build), and
+        # before the reader is asked for, as Python checks them before it needs the LLM; an option that
+        # changes the whole process is refused
+        given = {**spec_options, **options}
+        try:
+            build_options(cls.Options, given, owner=name, server=True, extra=(*cls.resources, *option_names(cls)))
+        except SpecError:
+            raise
+        except InputError as e:
+            raise SpecError(f"bad options for method {name!r}: {e}") from None
         if cls.needs_llm and self.settings.reader is None:
             raise InputError(
                 f"method {name!r} calls an LLM and this server has no reader: start the server with "
                 "`ctxsel serve --reader local` (the bundled model) or `--reader URL --reader-model NAME` "
                 "(an OpenAI-compatible server), or use a method that needs none (adaptive-k, top-k, ...)"
             )
-        # a request option replaces the spec's, as a keyword does in Python; the values are the method's
-        # declaration's to check (get_selector), as in Python; an option that changes the process is refused
-        refuse_server_options(name, cls.Options, {**spec_options, **options})
         reader = self.settings.reader
         llm = None if reader is None else CancellableLLM(reader, token, self.metrics.llm_reply)
         # no --ldar-policy: the method's own default (ldar: the bundled, sha256-checked policy)

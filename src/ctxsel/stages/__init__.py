@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxsel.errors import InputError, InputTypeError, SpecError
-from ctxsel.specs import parse_options, split_spec, split_top, unknown_option_message
+from ctxsel.options import build_options
+from ctxsel.specs import parse_options, split_spec, split_top
 from ctxsel.stages.base import Stage
 
 
@@ -77,11 +78,6 @@ def stage_class(name: str) -> type[Stage]:
     return info.target
 
 
-def stage_options(cls: type[Stage]) -> tuple[str, ...]:
-    """The options a stage takes: its dataclass fields."""
-    return tuple(f.name for f in dataclasses.fields(cls))
-
-
 def get_stage(spec: str | Stage) -> Stage:
     """A Stage from a spec (``"reorder"``, ``"NAME[key=value]"``), or as given."""
     if isinstance(spec, Stage):
@@ -92,12 +88,12 @@ def get_stage(spec: str | Stage) -> Stage:
     cls = stage_class(name)
     if main is not None:
         raise SpecError(f"stage {name!r} takes no @value: give options as {name}[key=value]")
-    options = parse_options(body, repr(spec))
-    valid = stage_options(cls)
-    for key in options:
-        if key not in valid:
-            raise SpecError(unknown_option_message("stage", name, key, valid))
-    return cls(**options)
+    try:
+        return build_options(cls, parse_options(body, repr(spec)), kind="stage", owner=name)
+    except SpecError:
+        raise
+    except InputError as e:  # a value its declaration refuses, in a method's words
+        raise SpecError(f"bad options for stage {name!r}: {e}") from None
 
 
 def parse_stages(stages: str | Stage | Sequence[str | Stage] | None) -> list[Stage]:
@@ -129,5 +125,4 @@ __all__ = [
     "parse_stages",
     "register_stage",
     "stage_class",
-    "stage_options",
 ]

@@ -18,16 +18,18 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ctxsel.options import Options
 from ctxsel.query import Query
 from ctxsel.types import Selection
 
 
 @dataclasses.dataclass(frozen=True)
-class Stage(ABC):
+class Stage(Options, ABC):
     """What every stage is: ``apply(selection, query, scores) -> Selection``.
 
-    Subclasses are frozen dataclasses whose fields are the stage's options (checked in
-    ``__post_init__``), registered with :func:`ctxsel.stages.register_stage`, which names them.
+    Subclasses are frozen dataclasses whose fields are the stage's options, declared with
+    :func:`ctxsel.options.option` (their checks: :mod:`ctxsel.options`), registered with
+    :func:`ctxsel.stages.register_stage`, which names them.
     """
 
     #: The name the stage is registered under, set by the registration.
@@ -39,8 +41,8 @@ class Stage(ABC):
         chunk of ``query``), or None when it read none."""
 
     def config(self) -> dict[str, Any]:
-        """The options that change the result (recorded in the selection's ``meta["stages"]``)."""
-        return dataclasses.asdict(self)
+        """The options that change the result."""
+        return self.as_config()
 
     def spec(self) -> str:
         """The stage as a spec that builds it again: ``NAME`` or ``NAME[key=value,...]``."""
