@@ -331,6 +331,13 @@ def as_chunks(items: Iterable[ChunkLike], doc_id: str = "doc") -> Sequence[Chunk
     if kinds == {str}:  # texts, the common case: ids "0", "1", ... are unique
         check_texts(listed)
         return TextChunks(listed.copy() if listed is items else listed, doc_id=doc_id)  # the caller's list may change
+    if kinds == {dict} and len({_columnar(d) for d in listed}) == 1 and _columnar(listed[0]):
+        # {"id", "text"} objects, every one with or every one without "n_tokens": HTTP's common case
+        ids, texts = [d["id"] for d in listed], [d["text"] for d in listed]
+        check_texts(texts, ids)
+        check_unique_chunk_ids(ids)
+        counts = [d["n_tokens"] for d in listed] if _columnar(listed[0]) == "counted" else None
+        return TextChunks(texts, counts, doc_id=doc_id, ids=ids)
     given: list[Chunk | _Fields] = []
     for i, item in enumerate(listed):
         if type(item) is str:
@@ -357,11 +364,21 @@ def as_chunks(items: Iterable[ChunkLike], doc_id: str = "doc") -> Sequence[Chunk
     return out
 
 
-class TextChunks(Sequence[Chunk]):
-    """The Chunks of checked texts (ids "0", "1", ..., positions in order, one ``doc_id``), each
-    built, and its tokens counted, when it is first read.
+def _columnar(d: dict[str, Any]) -> str:
+    """A chunk object's shape, if a columnar pool keeps it without building a Chunk: ``"plain"`` (a
+    non-empty str id and a str text), ``"counted"`` (and a whole ``n_tokens`` >= 0), else ``""``."""
+    if type(d.get("id")) is not str or not d["id"] or type(d.get("text")) is not str:
+        return ""
+    if len(d) == 2:
+        return "plain"
+    return "counted" if len(d) == 3 and type(d.get("n_tokens")) is int and d["n_tokens"] >= 0 else ""
 
-    What :func:`as_chunks` returns for a list of texts. A ranking method that
+
+class TextChunks(Sequence[Chunk]):
+    """A columnar pool: checked texts (ids "0", "1", ..., or the ids given; positions in order, one
+    ``doc_id``), each Chunk built, and its tokens counted, when it is first read.
+
+    What :func:`as_chunks` returns for a list of texts, or of ``{"id", "text"}`` objects. A ranking method that
     cuts by score alone (adaptive-k, top-k, autocut, a threshold, with no
     ``max_tokens``) builds and counts only the k chunks it keeps, so a request
     of 1,000 new texts counts ten of them instead of all (tokenising is the
@@ -371,11 +388,13 @@ class TextChunks(Sequence[Chunk]):
     compares equal to the list of its Chunks.
     """
 
-    __slots__ = ("_built", "_counts", "doc_id", "texts")
+    __slots__ = ("_built", "_counts", "doc_id", "ids", "texts")
 
-    def __init__(self, texts: list[str], n_tokens: list[int] | None = None, doc_id: str = "doc") -> None:
-        # the texts checked by the caller (check_texts); their counts if the caller has them
-        self.texts, self._counts, self.doc_id = texts, n_tokens, doc_id
+    def __init__(
+        self, texts: list[str], n_tokens: list[int] | None = None, doc_id: str = "doc", ids: list[str] | None = None
+    ) -> None:
+        # the texts (and ids) checked by the caller (check_texts, unique ids); their counts if the caller has them
+        self.texts, self._counts, self.doc_id, self.ids = texts, n_tokens, doc_id, ids
         self._built: list[Chunk | None] = [None] * len(texts)
 
     @property
@@ -406,7 +425,8 @@ class TextChunks(Sequence[Chunk]):
         if c is None:
             j, counts = i % len(self.texts), self._counts
             n = counts[j] if counts is not None else count_tokens(self.texts[j])
-            c = self._built[j] = _checked_chunk(str(j), self.texts[j], self.doc_id, j, n, {})
+            cid = str(j) if self.ids is None else self.ids[j]
+            c = self._built[j] = _checked_chunk(cid, self.texts[j], self.doc_id, j, n, {})
         return c
 
     def __iter__(self) -> Iterator[Chunk]:
