@@ -22,6 +22,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,6 +184,56 @@ def http_reference() -> str:
     return "".join(out)
 
 
+def options_reference() -> str:
+    """docs/reference/options.md: every method's and stage's options, from their declarations."""
+    from ctxsel.options import declared, option_table
+    from ctxsel.selectors import available_methods, get_selector_class
+    from ctxsel.stages import available_stages, stage_class
+
+    out = [
+        "# Options\n\n",
+        "Generated from each method's and stage's declared options (`ctxsel.options`): regenerate with "
+        "`python -m tests.test_docs`. Every surface (Python keywords, spec options such as `top-k[k=3]`, "
+        "HTTP `options`) checks a value by the rule its type names: an integer is a whole number "
+        "(`5.0` and `1e3` are whole, `2.5` is not), a number is finite, `true or false` is a boolean and "
+        "nothing else. An option that does not apply to the configuration chosen is refused with the "
+        "reason. Options marked *server* change the whole process: a request to the service cannot set "
+        "them (the flag named sets them for the server).\n\n",
+        "## Every method: the common options\n\n",
+    ]
+
+    def table(cls: Any, skip: set[str]) -> list[str]:
+        rows = [r for r in option_table(cls) if r["option"] not in skip]
+        if not rows:
+            return ["No options.\n\n"]
+        flags = {n: i.server_flag for n, i in declared(cls).items()}
+        lines = ["| option | value | default | what it does |\n", "| --- | --- | --- | --- |\n"]
+        for r in rows:
+            server = f" *server: {flags[r['option']]}*" if flags.get(r["option"]) else ""
+            value = r["value"].replace("|", "/")
+            lines.append(f"| `{r['option']}` | {value} | `{r['default']}` | {r['doc']}{server} |\n")
+        return [*lines, "\n"]
+
+    from ctxsel.options import CommonOptions
+
+    out += table(CommonOptions, set())
+    common = set(declared(CommonOptions))
+    out.append("## Methods\n\n")
+    for name, info in sorted(available_methods().items()):
+        out.append(f"### `{name}`\n\n{info.summary}\n\n" if info.summary else f"### `{name}`\n\n")
+        out += table(get_selector_class(name).Options, common)
+    out.append("## Stages\n\n")
+    for name, stage in sorted(available_stages().items()):
+        out.append(f"### `{name}`\n\n{stage.summary}\n\n")
+        out += table(stage_class(name), set())
+    return "".join(out).rstrip("\n") + "\n"
+
+
+def test_the_options_reference_is_the_declarations() -> None:
+    page = REPO / "docs" / "reference" / "options.md"
+    assert page.read_text(encoding="utf-8") == options_reference(), "regenerate: python -m tests.test_docs"
+
+
 def test_the_http_reference_is_the_servers_schema() -> None:
     pytest.importorskip("fastapi")
     page = REPO / "docs" / "reference" / "http.md"
@@ -212,3 +263,4 @@ def test_the_site_builds_strict_with_no_warning(tmp_path: Path) -> None:
 if __name__ == "__main__":
     (REPO / "docs" / "reference" / "cli.md").write_text(cli_reference(), encoding="utf-8")
     (REPO / "docs" / "reference" / "http.md").write_text(http_reference(), encoding="utf-8")
+    (REPO / "docs" / "reference" / "options.md").write_text(options_reference(), encoding="utf-8")

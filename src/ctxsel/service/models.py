@@ -116,33 +116,35 @@ class SelectRequest(BaseModel):
         texts, unique ids) are the Query's, checked after the question, as in Python."""
         return check_chunk_shapes(v) if isinstance(v, list) else v
 
-    @field_validator("scores", mode="before")
-    @classmethod
-    def _numbers_only(cls, v: Any) -> Any:
-        """The Python API's rule and message for scores ("0.1" and true are not numbers); non-finite
-        ones are left to the method's nan_policy, as in Python."""
-        if isinstance(v, list):
-            check_score_items(v)
-        return v
-
     _query: Query | None = PrivateAttr(default=None)
 
     @model_validator(mode="wrap")
     @classmethod
     def _one_door(cls, data: Any, handler: ModelWrapValidatorHandler[SelectRequest]) -> SelectRequest:
         """The request's question, chunks and scores go through the Query, the one door every surface
-        shares, before any field is read: Python's rules, order and words. The checked pool is kept
-        (:attr:`pool`), so the service does not check or build it again."""
+        shares, before any field is read: Python's rules, order and words ("0.1" and true are not scores;
+        non-finite ones are the method's nan_policy's, as in Python). The Query is kept (:attr:`query`),
+        so the service does not check or build the pool again."""
         query = None
         if isinstance(data, dict) and isinstance(data.get("question"), str):
-            chunks, scores = data.get("chunks"), data.get("scores")
-            if not isinstance(chunks, list):  # a document is chunked later: its question is checked now
-                chunks, scores = [], None
-            query = Query(data["question"], chunks, scores if isinstance(scores, list) else None)
+            chunks, scores, choices = data.get("chunks"), data.get("scores"), data.get("choices")
+            scores = scores if isinstance(scores, list) else None
+            choices = choices if isinstance(choices, list) else None
+            if isinstance(chunks, list):
+                query = Query(data["question"], chunks, scores, choices=choices)
+            else:  # a document is chunked later: its question and the scores' items are checked now
+                Query(data["question"], [])
+                if scores is not None:
+                    check_score_items(scores)
         model = handler(data)
         if model.chunks is not None:
             model._query = query
         return model
+
+    @property
+    def query(self) -> Query | None:
+        """The request's Query as the door checked it (None for a document, which is chunked first)."""
+        return self._query
 
     @property
     def pool(self) -> Sequence[Chunk] | None:

@@ -183,8 +183,10 @@ class Service:
 
     def select(self, req: SelectRequest, token: CancelToken) -> Selection:
         # the Python API's order (ctxsel.select): the inputs (one Query), then the method and its options
-        chunks = self.chunks(req)
-        query = Query(req.question, chunks, self.given_scores(req, len(chunks)), choices=req.choices)
+        chunks = self.chunks(req)  # the size limits (413) first
+        query = req.query  # the request's own, checked where the body was read
+        if query is None or req.embeddings is not None:  # chunked here, or scored by the request's vectors
+            query = Query(req.question, chunks, self.given_scores(req, len(chunks)), choices=req.choices)
         pipeline = Pipeline(self.selector(req, token), self.ranking(req, token), stages=req.stages)
         scored = pipeline.rank(query)
         token.check()
