@@ -7,7 +7,8 @@ are only as quiet as the machine.
     python -m benchmarks.serve_ab --baseline REV [--blocks 6] [--block-s 4] [--payload scores]
 
 The baseline's ``src`` is exported with ``git archive`` into a temporary folder and served from
-there (its own code, this environment's packages). Writes benchmarks/results/serve_ab.{md,json}.
+there (its own code, this environment's packages). Writes benchmarks/results/serve_ab.{md,json}
+(another payload: serve_ab_PAYLOAD.{md,json}).
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     md += "\n" + C.md_table(["server", "requests", "server CPU ms / request"], rows, ["l", "r", "r"])
     md += f"\n\nRatio (this checkout / baseline): **{per[new_name] / per[base_name]:.2f}**.\n"
-    C.write_report("serve_ab", args.out, md, {"info": info, "per_request_ms": per, "blocks": blocks})
+    name = "serve_ab" if args.payload == "scores" else f"serve_ab_{args.payload.replace('+', '_')}"
+    C.write_report(name, args.out, md, {"info": info, "per_request_ms": per, "blocks": blocks})
     print(md)
     return 0
 

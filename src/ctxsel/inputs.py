@@ -173,8 +173,10 @@ def check_chunk_item(item: object, i: int) -> object:
         return item
     if not isinstance(item, dict):
         raise bad_chunk_item(item, i)
-    if len(item) == 2 and type(item.get("id")) is str and item["id"] and type(item.get("text")) is str:
-        return item  # {"id", "text"}: the common case, at dict speed
+    if type(item.get("id")) is str and item["id"] and type(item.get("text")) is str:
+        n = len(item)
+        if n == 2 or (n == 3 and type(item.get("n_tokens")) is int and item["n_tokens"] >= 0):
+            return item  # {"id", "text"[, "n_tokens"]}: the common cases, at dict speed
     fields = chunk_fields(item, i)
     return item if fields["id"] is item["id"] else {**item, "id": fields["id"]}
 

@@ -99,7 +99,13 @@ class OptionInfo:
     server_flag: str | None = None
 
     def describe(self) -> str:
-        """What a value must be, in words: ``an integer >= 0``, ``one of 'raise', 'last'``."""
+        """What a value must be, in words: ``an integer >= 0``, ``one of 'raise', 'last'``, ``an integer
+        >= 1, or none``."""
+        args = typing.get_args(self.type)
+        if typing.get_origin(self.type) in (Union, types.UnionType) and type(None) in args:
+            rest = [a for a in args if a is not type(None)]
+            if len(rest) == 1:
+                return f"{_describe(rest[0])}{self._bounds()}, or none"
         return _describe(self.type) + self._bounds()
 
     def _bounds(self) -> str:
