@@ -125,3 +125,15 @@ def test_through_haystack() -> None:
     assert [d.content for d in out["documents"]] == [TEXTS[int(i)] for i in LOST_IN_THE_MIDDLE]
     with pytest.raises(SpecError, match="unknown stage"):
         CtxselSelector(stages=["reorde"])
+
+
+def test_through_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ctxsel.cli.main import main
+
+    out = tmp_path / "run"
+    argv = ["eval", "--dataset", "example", "--methods", "top-k@3", "--scorer", "keywords", "--no-progress"]
+    assert main([*argv, "--output", str(out), "--stage", "reorder"]) == 0
+    capsys.readouterr()
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert config["stages"] == ["reorder"] and rows and all("error" not in r and r["k"] == 3 for r in rows)

@@ -94,6 +94,8 @@ def collect() -> dict[str, object]:
     from ctxsel.datasets.hotpotqa import bundled_hotpotqa_file
     from ctxsel.paths import default_cache_dir, writable_cache_dir
     from ctxsel.scoring.dense import bundled_model_path
+    from ctxsel.selectors import available_methods
+    from ctxsel.stages import available_stages
 
     pkgs = {name: _version(name) for name in PACKAGES}
     extras = {}
@@ -129,6 +131,8 @@ def collect() -> dict[str, object]:
         "packages": pkgs,
         "models": {"all-MiniLM-L6-v2 (bundled)": str(model) if model and model.exists() else None},
         "scorers": scorers(),
+        "methods": {name: info.summary for name, info in sorted(available_methods().items())},
+        "stages": {name: info.summary for name, info in sorted(available_stages().items())},
         "local_llms": llms,
         "reader": reader,
         "extras": extras,
@@ -161,6 +165,12 @@ def run(args: argparse.Namespace) -> int:
             continue
         state = {True: "", False: ", NOT INSTALLED (see docs/guide/install.md)", None: ""}[sc["ready"]]
         print(f"  {name:<10} = {sc['preset']}: {sc['summary']}{state}")
+    print("methods (--method SPEC; options: docs/reference/options.md):")
+    for name, summary in cast(dict[str, str], info["methods"]).items():
+        print(f"  {name:<16} {summary}")
+    print("stages after the cut (--stage SPEC, in order):")
+    for name, summary in cast(dict[str, str], info["stages"]).items():
+        print(f"  {name:<16} {summary}")
     print("local LLMs (--reader local:NAME):")
     for name, title in cast(dict[str, Any], info["local_llms"]).items():
         print(f"  {name:<30} {title or 'not installed'}")

@@ -23,7 +23,7 @@ from ctxsel.cli.common import (
     shard,
 )
 from ctxsel.cli.config_file import add_config_argument
-from ctxsel.cli.scorer_args import add_scorer_arguments, make_ranking, make_scorer
+from ctxsel.cli.scorer_args import add_scorer_arguments, add_stage_argument, make_ranking, make_scorer
 from ctxsel.errors import InputError
 
 NAME = "eval"
@@ -118,6 +118,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     e.add_argument("--ray-num-cpus", type=int, default=None, help="CPUs of a local cluster (default: all cores)")
     add_scorer_arguments(p)
+    add_stage_argument(p)
     p.add_argument(
         "--rankings",
         default=None,
@@ -236,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
         on_ray_run=ray_runs.append,
         ci=args.ci,
         compare=compare,
+        stages=args.stage,
         # rows keep the label `ldar`; SAGE embeds its answers the way the scorer embeds chunks
         resources={"backend": args.backend, **({"policy": args.policy} if args.policy else {})},
     )

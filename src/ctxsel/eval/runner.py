@@ -61,6 +61,7 @@ from ctxsel.ranking import Ranking, as_ranking
 from ctxsel.reader import Reader
 from ctxsel.scoring import Scorer, get_scorer
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
+from ctxsel.stages import Stage, parse_stages
 from ctxsel.types import Example, Selection
 
 if TYPE_CHECKING:
@@ -119,6 +120,7 @@ def evaluate(
     ci: str = "bootstrap",
     compare: str | None = None,
     read_batch: int | None = None,
+    stages: Sequence[str | Stage] | None = None,
 ) -> dict[str, Any]:
     """Run ``methods`` over ``examples``; return the per-method summary.
 
@@ -142,7 +144,9 @@ def evaluate(
     (with a rerank or an expansion). ``rankings`` compares chains side by side: label -> Ranking
     (or a Scorer, a chain of one); every method then runs under every ranking, in rows labelled ``"METHOD on LABEL"``,
     and ``scorer`` is unused. Rows of an expanded ranking carry ``expansion``
-    (which chosen chunks came in by expansion, and from where).
+    (which chosen chunks came in by expansion, and from where). ``stages`` run after every method's
+    cut, in order (``["reorder"]``: lost-in-the-middle order, which the reader then reads); the
+    config records them.
     """
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; choose {' or '.join(ENGINES)}")
@@ -151,6 +155,8 @@ def evaluate(
         raise InputError(f"the output {out} is a file, not a folder: pass a folder for the results (--output)")
     out.mkdir(parents=True, exist_ok=True)
     make_selector = functools.partial(_make_selector, resources=dict(resources or {}))
+    stage_list = parse_stages(stages)  # a bad stage fails here, before any work
+    rows_of = functools.partial(example_rows, stages=stage_list)
     with OutputLock(out):  # one run per folder: a second fails at once, naming this one's pid
         results_path = out / "results.jsonl"
         if results_path.is_dir():
@@ -183,6 +189,7 @@ def evaluate(
             "n_examples": len(examples),
             "methods": list(methods),
             "method_configs": {m: s.config() for m, s in selectors.items()},
+            **({"stages": [st.spec() for st in stage_list]} if stage_list else {}),
             "scorer": scorer_id,
             "seed": seed,
             "ci": summarize_ci(ci),
@@ -222,20 +229,21 @@ def evaluate(
                     options=ray_options,
                     progress=progress,
                     make_selector=make_selector,
-                    rows=example_rows,
+                    rows=rows_of,
                 )
                 if on_ray_run is not None:
                     on_ray_run(info)
             elif reader is not None and (group := read_group(reader, read_batch)) > 1:
                 bar = tqdm(total=len(todo), desc="eval", unit="q", disable=not progress)
                 for i in range(0, len(todo), group):  # a batching reader reads a group's selections at once
-                    for row in group_rows(todo[i : i + group], sc, selectors, reader, judge, skip=log.done):
+                    batch = todo[i : i + group]
+                    for row in group_rows(batch, sc, selectors, reader, judge, skip=log.done, stages=stage_list):
                         log.append(row)
                     bar.update(len(todo[i : i + group]))
                 bar.close()
             else:
                 for ex in tqdm(todo, desc="eval", unit="q", disable=not progress):
-                    for row in example_rows(ex, sc, selectors, reader, judge, skip=log.done):
+                    for row in rows_of(ex, sc, selectors, reader, judge, skip=log.done):
                         log.append(row)
             ids = {e.id for e in examples}
             rows = [r for r in log.latest_rows() if r["method"] in selectors and r["example_id"] in ids]
@@ -272,12 +280,13 @@ def example_rows(
     reader: Reader | None = None,
     judge: LLMJudge | None = None,
     skip: Callable[[str, str], bool] = lambda ex_id, m: False,
+    stages: Sequence[Stage] = (),
 ) -> Iterator[dict[str, Any]]:
     """One example's result rows, one per method (minus those ``skip`` says are done):
     the unit of work both engines share, so they write the same rows. ``sc`` is one
     ranking chain, or one per method label (``evaluate(rankings=...)``); each distinct
     chain ranks the example once."""
-    for row, sel, latency in _selected(ex, sc, selectors, skip):
+    for row, sel, latency in _selected(ex, sc, selectors, skip, stages):
         if reader is not None and sel is not None:
             row.update(read_one(ex, row["method"], sel, reader, judge, latency))
         yield row
@@ -290,6 +299,7 @@ def group_rows(
     reader: Reader,
     judge: LLMJudge | None = None,
     skip: Callable[[str, str], bool] = lambda ex_id, m: False,
+    stages: Sequence[Stage] = (),
 ) -> list[dict[str, Any]]:
     """:func:`example_rows` for a group of examples whose selections are all read in one batch
     (:func:`ctxsel.eval.reading.read_many`): the same rows, in the same order."""
@@ -299,9 +309,9 @@ def group_rows(
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=len(group) or 1, thread_name_prefix="ctxsel-select") as pool:
-            per_example = list(pool.map(lambda ex: list(_selected(ex, sc, selectors, skip)), group))
+            per_example = list(pool.map(lambda ex: list(_selected(ex, sc, selectors, skip, stages)), group))
     else:
-        per_example = [list(_selected(ex, sc, selectors, skip)) for ex in group]
+        per_example = [list(_selected(ex, sc, selectors, skip, stages)) for ex in group]
     for ex, selected in zip(group, per_example, strict=True):
         for row, sel, latency in selected:
             rows.append(row)
@@ -312,7 +322,11 @@ def group_rows(
 
 
 def _selected(
-    ex: Example, sc: Ranking | Mapping[str, Ranking], selectors: Mapping[str, Any], skip: Callable[[str, str], bool]
+    ex: Example,
+    sc: Ranking | Mapping[str, Ranking],
+    selectors: Mapping[str, Any],
+    skip: Callable[[str, str], bool],
+    stages: Sequence[Stage] = (),
 ) -> Iterator[tuple[dict[str, Any], Selection | None, float]]:
     """(row, selection or None when it failed, select seconds) per method: the rows before reading."""
     full_tokens = sum(c.n_tokens for c in ex.chunks)
@@ -335,7 +349,7 @@ def _selected(
         t0 = time.perf_counter()
         try:  # the example's shared scores: the pipeline scores nothing again (a score-free method reads none)
             ranking = method_ranking if selector.needs_scores else None
-            sel = Pipeline(selector, ranking).run(got.query, got.scored)
+            sel = Pipeline(selector, ranking, stages=stages).run(got.query, got.scored)
         except Exception as e:  # one example's failure is its row's error, not the run's end
             yield _error_row(ex, m, "select", e, full_tokens, true_k, time.perf_counter() - t0), None, 0.0
             continue
