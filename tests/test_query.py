@@ -45,7 +45,7 @@ def test_a_query_is_checked_once_and_immutable() -> None:
     assert q.question == "How heavy?" and len(q) == 2 and q.choices == ("x",) and q.gold_ids == ("1",)
     assert isinstance(q.chunks, TextChunks) and q.scores is not None and q.scores.dtype == np.float64
     with pytest.raises(AttributeError, match="immutable"):
-        q.question = "other"  # type: ignore[misc]
+        q.question = "other"
     with pytest.raises(InputError, match="question is empty"):
         Query(" \u200b ", ["a"])
     with pytest.raises(InputError, match="got 1 scores for 2 chunks"):
