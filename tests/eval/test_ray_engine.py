@@ -132,7 +132,7 @@ def test_ray_engine_with_a_reader_built_per_worker(tmp_path: Path, ray_session: 
     import argparse
     import functools
 
-    from ctxsel.cli.eval_cmd import build_reader
+    from ctxsel.cli.common import make_reader_and_judge
     from ctxsel.datasets import load_dataset
     from ctxsel.eval.ray_engine import RayOptions
     from ctxsel.eval.runner import evaluate
@@ -156,7 +156,7 @@ def test_ray_engine_with_a_reader_built_per_worker(tmp_path: Path, ray_session: 
             llm_cache="off",
             judge=None,
         )
-        reader, judge = build_reader(args, "factoid-qa")
+        reader, judge = make_reader_and_judge(args, "factoid-qa")
         evaluate(
             examples,
             methods,
@@ -175,7 +175,7 @@ def test_ray_engine_with_a_reader_built_per_worker(tmp_path: Path, ray_session: 
             reader=reader,
             judge=judge,
             engine="ray",
-            ray_options=RayOptions(reader_factory=functools.partial(build_reader, args, "factoid-qa")),
+            ray_options=RayOptions(reader_factory=functools.partial(make_reader_and_judge, args, "factoid-qa")),
         )
         assert server.calls == 2 * len(examples) * len(methods)
     rows = _rows(tmp_path / "ray")

@@ -418,3 +418,18 @@ def make_llm(args: argparse.Namespace, flag: str = "reader") -> Any:
     if cache == "off":
         return client
     return CachedClient(client, ResponseCache(cache) if cache else ResponseCache())
+
+
+def make_judge(args: argparse.Namespace) -> Any:
+    """The ``--judge`` LLM judge, or None without one."""
+    from ctxsel.judge import LLMJudge
+
+    return LLMJudge(make_llm(args, "judge")) if getattr(args, "judge", None) else None
+
+
+def make_reader_and_judge(args: argparse.Namespace, template: str) -> tuple[Any, Any]:
+    """(reader, judge) from the --reader/--judge flags: the one place a run builds its LLM clients
+    (eval, rescore, LDAR's LLM reward); module level so Ray workers can call it."""
+    from ctxsel.reader import Reader
+
+    return Reader(make_llm(args), template), make_judge(args)

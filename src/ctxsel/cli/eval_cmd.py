@@ -18,7 +18,8 @@ from ctxsel.cli.common import (
     add_llm_arguments,
     add_split_arguments,
     load_examples,
-    make_llm,
+    make_judge,
+    make_reader_and_judge,
     positive_int,
     shard,
 )
@@ -191,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
                 if is_aggregation(examples[0])
                 else "factoid-qa"
             )
-        reader, judge = build_reader(args, template)
+        reader, judge = make_reader_and_judge(args, template)
         if args.self_route_fallback_tokens:  # an alias of the spec option, on every self-route row
             methods = [
                 with_option(m, "fallback_max_tokens", args.self_route_fallback_tokens)
@@ -216,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
             num_actors=args.ray_actors,
             cpus_per_actor=args.ray_cpus_per_actor,
             env_vars=env,
-            reader_factory=functools.partial(build_reader, args, str(template)) if args.reader else None,
+            reader_factory=functools.partial(make_reader_and_judge, args, str(template)) if args.reader else None,
         )
     ray_runs: list[Any] = []  # what the Ray engine reports, when it runs
     summary = evaluate(
@@ -273,10 +274,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _rescore(args: argparse.Namespace, examples: list[Any], dataset_name: str) -> int:
     from ctxsel.eval.rescore import rescore
-    from ctxsel.judge import LLMJudge
 
-    judge = LLMJudge(make_llm(args, "judge")) if args.judge else None
-    summary = rescore(examples, args.output, dataset_name=dataset_name, judge=judge, progress=not args.no_progress)
+    summary = rescore(
+        examples, args.output, dataset_name=dataset_name, judge=make_judge(args), progress=not args.no_progress
+    )
     _print_reading(summary, json.loads((Path(args.output) / "summary.json").read_text(encoding="utf-8")))
     print(f"\nrescored the answers in {args.output}/results.jsonl; rewrote summary.md, summary.json")
     return 0
@@ -291,16 +292,6 @@ def _print_reading(summary: dict[str, Any], report: dict[str, Any]) -> None:
     print("\n" + markdown_table(summary, reader_columns(summary, judge_trusted=trusted)), end="")
     if agreement is not None:
         print("\n" + agreement_text(agreement, str(report["config"]["judge"])), end="")
-
-
-def build_reader(args: argparse.Namespace, template: str) -> tuple[Any, Any]:
-    """(reader, judge) from the --reader/--judge flags; module level so Ray workers can call it."""
-    from ctxsel.judge import LLMJudge
-    from ctxsel.reader import Reader
-
-    reader = Reader(make_llm(args), template)
-    judge = LLMJudge(make_llm(args, "judge")) if args.judge else None
-    return reader, judge
 
 
 def make_rankings(args: argparse.Namespace) -> dict[str, Any]:

@@ -19,7 +19,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ctxsel.cli.common import add_llm_arguments, add_split_arguments, load_examples, make_llm, positive_int
+from ctxsel.cli.common import (
+    add_llm_arguments,
+    add_split_arguments,
+    load_examples,
+    make_judge,
+    make_llm,
+    positive_int,
+)
 from ctxsel.cli.dataclass_args import add_dataclass_arguments, from_args
 from ctxsel.errors import InputError
 
@@ -78,9 +85,7 @@ def run(args: argparse.Namespace) -> int:
     judge = subem_judge
     judge_id = "subem"
     if args.judge:
-        from ctxsel.judge import LLMJudge
-
-        judge = LLMJudgeAdapter(LLMJudge(make_llm(args, "judge")))
+        judge = LLMJudgeAdapter(make_judge(args))
         judge_id = f"llm-judge:{judge.model_id}"
     augment = None
     if cfg.rewrites:

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from ctxsel.cli.common import add_llm_arguments, make_llm
+from ctxsel.cli.common import add_llm_arguments, make_reader_and_judge
 from ctxsel.cli.dataclass_args import add_dataclass_arguments, from_args
 from ctxsel.errors import InputError
 
@@ -161,14 +161,12 @@ def run(args: argparse.Namespace) -> int:
     if args.reward == "label":
         reward = LabelReward(args.beta)
     else:
-        from ctxsel.judge import LLMJudge, is_aggregation
-        from ctxsel.reader import Reader
+        from ctxsel.judge import is_aggregation
 
         template = args.template
         if template == "auto":
             template = "holobench-qa" if is_aggregation(examples[0]) else "factoid-qa"
-        reader = Reader(make_llm(args), template)
-        judge = LLMJudge(make_llm(args, "judge")) if args.judge else None
+        reader, judge = make_reader_and_judge(args, template)
         reward = LLMCorrectnessReward(
             reader,
             judge,
