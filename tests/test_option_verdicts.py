@@ -141,3 +141,18 @@ def test_the_cases_the_issue_names(server: LoopbackServer, tmp_path: Path) -> No
         assert python_says in python.message and said(python) == said(cli)
         http = via_http(req, server)
         assert said(http) == said(python) or "changes the whole server" in http.message
+
+
+def test_get_methods_lists_every_declared_option(service_client: Any) -> None:
+    from ctxsel.service import ServiceSettings
+
+    got = service_client(ServiceSettings(scorer="keywords")).get("/methods")
+    assert got.status_code == 200
+    body = got.json()
+    assert set(body["methods"]) == set(available_methods()) and set(body["stages"]) == set(available_stages())
+    for name, entry in body["methods"].items():
+        assert [o["name"] for o in entry["options"]] == list(declared(get_selector_class(name).Options))
+    k = {o["name"]: o for o in body["methods"]["top-k"]["options"]}["k"]
+    assert k == {**k, "value": "an integer >= 0", "default": 5, "minimum": 0}
+    threads = {o["name"]: o for o in body["methods"]["ldar"]["options"]}["threads"]
+    assert threads["server_flag"] == "--threads"

@@ -236,3 +236,64 @@ class ErrorOut(BaseModel):
     status: int
     request_id: str | None
     detail: list[dict[str, Any]] | None = Field(None, description="validation errors (422 only)")
+
+
+class OptionOut(BaseModel):
+    """One declared option (``ctxsel.options``)."""
+
+    name: str
+    value: str = Field(description="what a value must be, e.g. 'an integer >= 0'")
+    default: JSONScalar
+    minimum: float | None = None
+    maximum: float | None = None
+    below: float | None = Field(None, description="an exclusive upper bound")
+    doc: str = ""
+    server_flag: str | None = Field(None, description="set by this server flag; a request cannot set it")
+
+
+class EntryOut(BaseModel):
+    summary: str
+    options: list[OptionOut]
+
+
+class CatalogOut(BaseModel):
+    """GET /methods: the methods and stages, with their options."""
+
+    methods: dict[str, EntryOut]
+    stages: dict[str, EntryOut]
+
+
+def catalog() -> dict[str, Any]:
+    """The methods and stages with their declared options, JSON-ready."""
+    from ctxsel.options import declared
+    from ctxsel.selectors import available_methods, get_selector_class
+    from ctxsel.stages import available_stages, stage_class
+
+    def options(cls: Any) -> list[dict[str, Any]]:
+        out = []
+        for info in declared(cls).values():
+            default = info.default if isinstance(info.default, (str, int, float, bool, type(None))) else None
+            out.append(
+                {
+                    "name": info.name,
+                    "value": info.describe(),
+                    "default": default,
+                    "minimum": info.minimum,
+                    "maximum": info.maximum,
+                    "below": info.below,
+                    "doc": info.doc,
+                    "server_flag": info.server_flag,
+                }
+            )
+        return out
+
+    return {
+        "methods": {
+            name: {"summary": m.summary, "options": options(get_selector_class(name).Options)}
+            for name, m in sorted(available_methods().items())
+        },
+        "stages": {
+            name: {"summary": st.summary, "options": options(stage_class(name))}
+            for name, st in sorted(available_stages().items())
+        },
+    }

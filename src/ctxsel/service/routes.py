@@ -15,7 +15,16 @@ from ctxsel.errors import ServiceError, install_hint
 from ctxsel.service.cancel import CancellableLLM, CancelToken
 from ctxsel.service.envelope import ANSWER_ERRORS, ERRORS, responses
 from ctxsel.service.metrics import CONTENT_TYPE
-from ctxsel.service.models import AnswerOut, AnswerRequest, ErrorOut, HealthOut, SelectionOut, SelectRequest
+from ctxsel.service.models import (
+    AnswerOut,
+    AnswerRequest,
+    CatalogOut,
+    ErrorOut,
+    HealthOut,
+    SelectionOut,
+    SelectRequest,
+    catalog,
+)
 from ctxsel.service.service import Service
 from ctxsel.types import jsonable
 
@@ -86,6 +95,13 @@ def add_routes(app: FastAPI, service: Service) -> None:
                 f"this server cannot export metrics: prometheus_client is not installed ({install_hint('serve')})",
             )
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    @app.get("/methods", response_model=CatalogOut, dependencies=bearer, tags=["selection"])
+    async def methods() -> Any:
+        """Every method and stage this server runs, each with its declared options (type and bounds,
+        default, what it does; ``server_flag``: an option a request cannot set), as ``ctxsel.options``
+        declares them: the same rules every request's ``method``, ``options`` and ``stages`` are checked by."""
+        return catalog()
 
     @app.post(
         "/select", response_model=SelectionOut, responses=responses(ERRORS), dependencies=bearer, tags=["selection"]
