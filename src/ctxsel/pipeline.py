@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctxsel.errors import InputError
 from ctxsel.query import Query
 from ctxsel.ranking.chain import Ranking, Scored, as_ranking
 from ctxsel.selectors import get_selector
@@ -63,7 +64,7 @@ class Pipeline:
         selector = get_selector(method, llm=llm, **options)
         if isinstance(scorer, Ranking):
             if expand is not None or rerank is not None:
-                raise TypeError("give rerank and expand in the Ranking, or a scorer with them, not both")
+                raise InputError("give rerank and expand in the Ranking, or a scorer with them, not both")
             return cls(selector, scorer, stages=stages)
         return cls(selector, Ranking(scorer, rerank=rerank, expand=expand), stages=stages)
 

@@ -165,14 +165,16 @@ class Selector(ABC):
         chunk, or None when nothing was scored): the query's own, or a ranking chain's."""
 
     def config(self) -> dict[str, Any]:
-        """The parameters that change the result (recorded in every Selection): the options."""
-        return self.options.as_config()
+        """The parameters that change the result (recorded in every Selection): the options (none for a
+        method whose constructor of its own never called ``Selector.__init__``)."""
+        options = self.__dict__.get("options")
+        return {} if options is None else options.as_config()
 
     def common_config(self) -> dict[str, Any]:
         """The common options (``min_k``, ``max_tokens``, ``nan_policy``), for a method that records its own
         options in a ``config()`` of its own."""
         common = declared(CommonOptions)
-        return {k: v for k, v in self.options.as_config().items() if k in common}
+        return {k: v for k, v in Selector.config(self).items() if k in common}
 
 
 class RankingSelector(Selector):
