@@ -11,7 +11,8 @@ from typing import Any
 from ctxsel.chunking import DEFAULT_MAX_CHUNK_TOKENS, HEADINGS, chunk_text
 from ctxsel.cli.config_file import one_line
 from ctxsel.errors import InputError
-from ctxsel.inputs import as_int, as_scores, check_argv, check_question, chunk_fields, scores_count_error, utf8_fault
+from ctxsel.inputs import as_int, as_scores, check_argv, chunk_fields, scores_count_error, utf8_fault
+from ctxsel.query import Query
 from ctxsel.specs import spec_value
 from ctxsel.types import Chunk, check_unique_ids
 
@@ -102,12 +103,12 @@ def question_from(args: argparse.Namespace) -> str:
                 "write the question in it"
             )
         try:
-            return check_question(question)
+            return Query(question, []).question  # the question's rules, before the document is read
         except ValueError as e:
             raise InputError(f"--question-file {args.question_file}: {e}") from None
     check_argv(args.question, "--question", "write the question to a UTF-8 file and pass --question-file")
     try:
-        return check_question(args.question)
+        return Query(args.question, []).question
     except ValueError as e:
         raise InputError(f"--question: {e}") from None
 
