@@ -312,6 +312,8 @@ class TestMalformedBody:
             (b'{"question": "q", "chunks": ["a"], "surprise": 1}', "surprise: Extra inputs are not permitted"),
             (b'{"question": "q", "chunks": ["a"], "embeddings": [[1.0]]}', "go together"),
             (b"[]", "must be a JSON object like"),
+            # the Query's checks, where the body is read: the scores' count too
+            (b'{"question": "q", "chunks": ["a", "b", "c"], "scores": [0.5]}', "got 1 scores for 3 chunks"),
             # checked with the chunks, before the scores, as Python checks it (tests/test_differential.py)
             (
                 b'{"question": "q", "chunks": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}',
@@ -333,7 +335,6 @@ class TestMalformedBody:
         [
             ({"method": "no-such-method"}, "unknown method 'no-such-method'"),
             ({"method": "top-k[k=two]"}, "k must be an integer"),
-            ({"scores": [0.5]}, "got 1 scores for 3 chunks"),
             ({"embeddings": [[1.0, 0.0]] * 3, "query_embedding": [1.0]}, "dimension 2 but query_embedding has 1"),
             ({"method": "ldar[policy=/etc/passwd]"}, "a request cannot name a file"),
             ({"options": {"llm": "x"}}, "'llm' is not an option"),

@@ -96,7 +96,13 @@ def add_routes(app: FastAPI, service: Service) -> None:
             )
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    @app.get("/methods", response_model=CatalogOut, dependencies=bearer, tags=["selection"])
+    @app.get(
+        "/methods",
+        response_model=CatalogOut,
+        responses={401: {"model": ErrorOut, "description": ERRORS[401]}},
+        dependencies=bearer,
+        tags=["selection"],
+    )
     async def methods() -> Any:
         """Every method and stage this server runs, each with its declared options (type and bounds,
         default, what it does; ``server_flag``: an option a request cannot set), as ``ctxsel.options``
