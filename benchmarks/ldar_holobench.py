@@ -605,11 +605,7 @@ def model_card(
         "`ctxsel eval --methods ldar`, the service's `ldar`). Every file is checked against the sha256 below "
         "(listed with their sizes in manifest.json beside them, written by the same command) before it is read.",
         "",
-        "## Files",
-        "",
-        "| file | bytes | sha256 |",
-        "| :--- | ---: | :--- |",
-        *[f"| {n} | {(args.bundle / n).stat().st_size:,} | `{sums[n]}` |" for n in files],
+        *bundled.files_table(args.bundle, {n: sums[n] for n in files}),
         "",
         f"{size:,} bytes in all. Check by hand: `cd {args.bundle} && sha256sum {' '.join(files)}`.",
         "",

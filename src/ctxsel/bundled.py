@@ -376,6 +376,12 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def files_table(folder: Path, sums: Mapping[str, str]) -> list[str]:
+    """A model card's "## Files" section: each file's bytes and sha256, as its manifest lists them."""
+    rows = [f"| {n} | {(folder / n).stat().st_size:,} | `{h}` |" for n, h in sums.items()]
+    return ["## Files", "", "| file | bytes | sha256 |", "| :--- | ---: | :--- |", *rows]
+
+
 def write_manifest(
     folder: str | os.PathLike[str], artefact: str, made_by: str, files: Sequence[str] | None = None
 ) -> dict[str, Any]:
@@ -470,6 +476,7 @@ __all__ = [
     "check_destination",
     "describe_all",
     "file_sha256",
+    "files_table",
     "get",
     "manifest_json",
     "read_manifest",

@@ -11,7 +11,7 @@ import math
 import numbers
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -166,6 +166,18 @@ def bad_chunk_item(item: object, i: int) -> InputTypeError:
     )
 
 
+def plain_chunk_shape(item: Mapping[str, Any]) -> str:
+    """A chunk object in one of the common shapes that need no field-by-field check: ``"plain"`` (a
+    non-empty str id and a str text, nothing else), ``"counted"`` (and a whole ``n_tokens`` >= 0), else
+    ``""`` (:func:`chunk_fields` checks it). A columnar pool keeps the first two without building Chunks."""
+    if type(item.get("id")) is not str or not item["id"] or type(item.get("text")) is not str:
+        return ""
+    n = len(item)
+    if n == 2:
+        return "plain"
+    return "counted" if n == 3 and type(item.get("n_tokens")) is int and item["n_tokens"] >= 0 else ""
+
+
 def check_chunk_item(item: object, i: int) -> object:
     """Chunk ``i`` of a JSON list as the HTTP model reads it: a text as it is; an object checked by
     :func:`chunk_fields`, with an integer id as its string; anything else refused in one line."""
@@ -173,10 +185,8 @@ def check_chunk_item(item: object, i: int) -> object:
         return item
     if not isinstance(item, dict):
         raise bad_chunk_item(item, i)
-    if type(item.get("id")) is str and item["id"] and type(item.get("text")) is str:
-        n = len(item)
-        if n == 2 or (n == 3 and type(item.get("n_tokens")) is int and item["n_tokens"] >= 0):
-            return item  # {"id", "text"[, "n_tokens"]}: the common cases, at dict speed
+    if plain_chunk_shape(item):
+        return item  # {"id", "text"[, "n_tokens"]}: the common cases, at dict speed
     fields = chunk_fields(item, i)
     return item if fields["id"] is item["id"] else {**item, "id": fields["id"]}
 
@@ -244,14 +254,6 @@ def as_budget(name: str, value: object) -> int | None:
     if n < 0:
         raise InputError(f"{name} must be >= 0 or None, got {n}")
     return n
-
-
-#: The selector options every method takes whose values are numbers, and their one check. The
-#: service calls these before building a selector, so HTTP and Python give the same message.
-NUMBER_OPTIONS: dict[str, Callable[[object], int | None]] = {
-    "min_k": lambda v: as_count("min_k", v),
-    "max_tokens": lambda v: as_budget("max_tokens", v),
-}
 
 
 def as_float(name: str, value: object) -> float:

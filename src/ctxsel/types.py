@@ -25,6 +25,7 @@ from ctxsel.inputs import (
     check_texts,
     check_unique_chunk_ids,
     chunk_fields,
+    plain_chunk_shape,
 )
 from ctxsel.tokens import count_tokens, count_tokens_batch
 
@@ -331,12 +332,13 @@ def as_chunks(items: Iterable[ChunkLike], doc_id: str = "doc") -> Sequence[Chunk
     if kinds == {str}:  # texts, the common case: ids "0", "1", ... are unique
         check_texts(listed)
         return TextChunks(listed.copy() if listed is items else listed, doc_id=doc_id)  # the caller's list may change
-    if kinds == {dict} and len({_columnar(d) for d in listed}) == 1 and _columnar(listed[0]):
+    shapes = set(map(plain_chunk_shape, listed)) if kinds == {dict} else set()
+    if len(shapes) == 1 and "" not in shapes:
         # {"id", "text"} objects, every one with or every one without "n_tokens": HTTP's common case
         ids, texts = [d["id"] for d in listed], [d["text"] for d in listed]
         check_texts(texts, ids)
         check_unique_chunk_ids(ids)
-        counts = [d["n_tokens"] for d in listed] if _columnar(listed[0]) == "counted" else None
+        counts = [d["n_tokens"] for d in listed] if shapes == {"counted"} else None
         return TextChunks(texts, counts, doc_id=doc_id, ids=ids)
     given: list[Chunk | _Fields] = []
     for i, item in enumerate(listed):
@@ -362,16 +364,6 @@ def as_chunks(items: Iterable[ChunkLike], doc_id: str = "doc") -> Sequence[Chunk
     ]
     check_unique_ids(out)
     return out
-
-
-def _columnar(d: dict[str, Any]) -> str:
-    """A chunk object's shape, if a columnar pool keeps it without building a Chunk: ``"plain"`` (a
-    non-empty str id and a str text), ``"counted"`` (and a whole ``n_tokens`` >= 0), else ``""``."""
-    if type(d.get("id")) is not str or not d["id"] or type(d.get("text")) is not str:
-        return ""
-    if len(d) == 2:
-        return "plain"
-    return "counted" if len(d) == 3 and type(d.get("n_tokens")) is int and d["n_tokens"] >= 0 else ""
 
 
 class TextChunks(Sequence[Chunk]):

@@ -165,12 +165,13 @@ def run(args: argparse.Namespace) -> int:
             continue
         state = {True: "", False: ", NOT INSTALLED (see docs/guide/install.md)", None: ""}[sc["ready"]]
         print(f"  {name:<10} = {sc['preset']}: {sc['summary']}{state}")
-    print("methods (--method SPEC; options: docs/reference/options.md):")
-    for name, summary in cast(dict[str, str], info["methods"]).items():
-        print(f"  {name:<16} {summary}")
-    print("stages after the cut (--stage SPEC, in order):")
-    for name, summary in cast(dict[str, str], info["stages"]).items():
-        print(f"  {name:<16} {summary}")
+    for key, title in (
+        ("methods", "methods (--method SPEC; options: docs/reference/options.md)"),
+        ("stages", "stages after the cut (--stage SPEC, in order)"),
+    ):
+        print(f"{title}:")
+        for name, summary in cast(dict[str, str], info[key]).items():
+            print(f"  {name:<16} {summary}")
     print("local LLMs (--reader local:NAME):")
     for name, title in cast(dict[str, Any], info["local_llms"]).items():
         print(f"  {name:<30} {title or 'not installed'}")

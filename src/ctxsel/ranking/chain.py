@@ -94,11 +94,6 @@ class Ranking:
             self._second = build_second(self.rerank)
         return self._second
 
-    @property
-    def reorders(self) -> bool:
-        """Whether the chain changes given scores (a rerank or an expansion follows the scorer)."""
-        return self.rerank is not None or self.expansion is not None
-
     def check_method(self, name: str, needs_scores: bool) -> None:
         """A rerank or an expansion re-ranks scores: a method that reads none cannot use them."""
         if needs_scores:
@@ -107,13 +102,6 @@ class Ranking:
             raise InputError(f"rerank={self.rerank.spec()!r} re-scores the top chunks, and method {name!r} uses none")
         if self.expansion is not None:
             raise InputError(f"expand={self.expansion.spec()!r} re-ranks scores, and method {name!r} uses none")
-
-    def needs_scorer(self, query: Query, needs_scores: bool = True) -> bool:
-        """Whether ranking ``query`` will call the scorer (the rerank's scorer aside)."""
-        if not query.chunks:
-            return False
-        hop = self.expansion is not None and self.expansion.hop is not None
-        return (query.scores is None and needs_scores) or hop
 
     def rank(self, query: Query, needs_scores: bool = True) -> Scored:
         """The scores a method ranks ``query`` by: the query's own or the scorer's, then the rerank's,

@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from ctxsel.errors import InputError, InputTypeError, MissingLLMError, SpecError
-from ctxsel.options import declared
+from ctxsel.options import build_options, declared
 from ctxsel.selectors.base import _REGISTRY, MethodInfo, ScoreCutSelector, Selector, name_method
 from ctxsel.specs import option_names, parse_options, spec_value, split_spec, split_top
 from ctxsel.specs import unknown_option_message as _unknown_option
@@ -201,7 +201,7 @@ def get_selector(
     except (MissingLLMError, SpecError):
         raise
     except InputError as e:  # a value its declaration refuses
-        raise SpecError(f"bad options for method {name!r}: {e}") from None
+        raise _bad_options(name, e) from None
     except TypeError as e:
         unknown = re.search(r"unexpected keyword argument '([^']+)'", str(e))
         if unknown is None:
@@ -209,6 +209,22 @@ def get_selector(
         raise SpecError(unknown_option_message(name, cls, unknown.group(1))) from None
     except ValueError as e:
         raise SpecError(f"bad options for method {name!r}: {e}") from e
+
+
+def check_options(name: str, given: dict[str, Any], *, server: bool = False) -> None:
+    """The verdict :func:`get_selector` gives on ``given`` options of method ``name``, without building
+    it (nor needing its LLM); ``server``: an option that changes the whole process is refused too."""
+    cls = get_selector_class(name)
+    try:
+        build_options(cls.Options, given, owner=name, server=server, extra=accepted_options(cls))
+    except SpecError:
+        raise
+    except InputError as e:
+        raise _bad_options(name, e) from None
+
+
+def _bad_options(name: str, e: InputError) -> SpecError:
+    return SpecError(f"bad options for method {name!r}: {e}")
 
 
 def unknown_option_message(name: str, cls: type[Selector], option: str) -> str:
@@ -228,6 +244,7 @@ __all__ = [
     "Selector",
     "accepted_options",
     "available_methods",
+    "check_options",
     "get_selector",
     "get_selector_class",
     "option_names",

@@ -23,15 +23,13 @@ from ctxsel.errors import (
     MissingExtraError,
     RequestTooLarge,
     ServiceError,
-    SpecError,
 )
-from ctxsel.options import build_options
 from ctxsel.pipeline import Pipeline
 from ctxsel.query import Query
 from ctxsel.ranking import Ranking
 from ctxsel.ranking.rerank import build_second, check_server_rerank, parse_rerank
 from ctxsel.scoring.base import cosine_scores
-from ctxsel.selectors import ScoreCutSelector, get_selector, get_selector_class, parse_spec
+from ctxsel.selectors import ScoreCutSelector, check_options, get_selector, get_selector_class, parse_spec
 from ctxsel.service.cancel import CancellableLLM, CancelToken, score_in_batches
 from ctxsel.service.limiter import ConcurrencyLimiter, Hold
 from ctxsel.service.memory import trim_heap
@@ -39,7 +37,6 @@ from ctxsel.service.metrics import Metrics
 from ctxsel.service.middleware import log, request_id
 from ctxsel.service.models import SelectRequest
 from ctxsel.service.settings import ServiceSettings
-from ctxsel.specs import option_names
 from ctxsel.types import Chunk, ChunkLike, Selection
 
 T = TypeVar("T")
@@ -137,13 +134,7 @@ class Service:
         # method's declaration, the one check every surface runs (get_selector runs it again, to build), and
         # before the reader is asked for, as Python checks them before it needs the LLM; an option that
         # changes the whole process is refused
-        given = {**spec_options, **options}
-        try:
-            build_options(cls.Options, given, owner=name, server=True, extra=(*cls.resources, *option_names(cls)))
-        except SpecError:
-            raise
-        except InputError as e:
-            raise SpecError(f"bad options for method {name!r}: {e}") from None
+        check_options(name, {**spec_options, **options}, server=True)
         if cls.needs_llm and self.settings.reader is None:
             raise InputError(
                 f"method {name!r} calls an LLM and this server has no reader: start the server with "

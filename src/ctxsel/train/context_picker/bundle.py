@@ -165,8 +165,7 @@ def picker_card(
                 f"| {name} | {100 * s['valid']:.1f} | {_pct(s.get('named'), pct=False)} | {_pct(s.get('recall'))} "
                 f"| {_pct(s.get('precision'))} |"
             )
-    lines += ["", "## Files", "", "| file | bytes | sha256 |", "|---|---:|---|"]
-    lines += [f"| {n} | {(dest / n).stat().st_size:,} | `{h}` |" for n, h in sums.items()]
+    lines += ["", *bundled.files_table(dest, sums)]
     lines += [
         "",
         "The answer quality it gives the bundled reader is in docs/results.md (row `context-picker, trained adapter`).",

@@ -57,11 +57,7 @@ def ldar_card(dest: Path, sums: Mapping[str, str], made_by: str, heldout: str = 
         "An LDAR band policy for `ldar[policy=FOLDER]` (or, in the package's data/ldar, `ldar` with no options). "
         "Every file is checked against the sha256 in manifest.json (the same as below) before it is read.",
         "",
-        "## Files",
-        "",
-        "| file | bytes | sha256 |",
-        "| :--- | ---: | :--- |",
-        *[f"| {n} | {(dest / n).stat().st_size:,} | `{h}` |" for n, h in sums.items()],
+        *bundled.files_table(dest, sums),
         "",
         f"{total:,} bytes in all. Check by hand: `sha256sum {' '.join(sums)}` in this folder.",
         "",
