@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "datasets": 4,
     "reader": 4,
     "judge": 4,
+    "grading": 4,
     "chunking": 4,
     "llm": 5,
     "scoring": 5,

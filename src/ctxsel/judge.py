@@ -1,4 +1,4 @@
-"""Answer scores: SubEM for factoid data, the LLM judge or set overlap for lists.
+"""The LLM judge for list answers: one label per ground-truth item, read strictly.
 
 :class:`LLMJudge` is the Adaptive-k paper's judge (App. A.1.3, as in
 HoloBench): for each ground-truth item the judge model says "Exact Match",
@@ -8,8 +8,8 @@ their mean over the items. Where the paper is silent:
 - an empty ground truth ("no rows") is not sent to the judge: the answer
   scores 1 if it says there is no answer, else 0 (the template's own rule);
 - a judge reply that is not a JSON list with one known label per item is
-  not guessed at: :func:`score_answer` then falls back to the deterministic
-  set-overlap F1 and records why in ``kind``;
+  not guessed at: :func:`ctxsel.grading.score_answer` then falls back to the
+  deterministic set-overlap F1 and records why in ``kind``;
 - an empty answer (nothing but the template's ``Reasoning:`` / ``Answer:``
   labels and markdown) is "missing entirely", the rubric's No Match for
   every item: it scores 0 without a judge call. The bundled 1.5B judge gave
@@ -28,16 +28,16 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxsel import metrics
 from ctxsel.errors import InputError, ReplyFormatError
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.constrain import ReplyFormat
 from ctxsel.llm.prompts import JUDGE, render_judge
-from ctxsel.types import Example, LLMUsage
+from ctxsel.reader import for_template
+from ctxsel.types import LLMUsage
 
 LABEL_SCORES = {"exact match": 1.0, "partial match": 0.5, "no match": 0.0}
 #: The labels as the prompt writes them (the constrained reply's enum).
@@ -130,8 +130,6 @@ class LLMJudge:
     """The paper's LLM-as-a-judge over any client (greedy, cached if the client caches)."""
 
     def __init__(self, client: LLMClient, *, max_tokens: int = 512, constrained: bool = True) -> None:
-        from ctxsel.reader import for_template
-
         self.client = for_template(client, JUDGE)
         self.max_tokens = max_tokens
         self.constrained = bool(constrained)
@@ -160,83 +158,12 @@ class LLMJudge:
         return Judgement(sum(scores) / len(scores), reply.text, reply.usage)
 
 
-def is_aggregation(example: Example) -> bool:
-    """List-valued answers (HoloBench-style data), scored by judge or set overlap."""
-    return str(example.meta.get("benchmark", "")).startswith("holobench")
-
-
-#: Every field :func:`score_answer` may write into a result row.
-SCORE_FIELDS = ("score", "kind", "subem", "em", "f1", "overlap_f1", "overlap_recall", "judge_valid", "judge_usage")
-
-
-def score_answer(
-    example: Example,
-    prediction: str,
-    judge: LLMJudge | None = None,
-    structured: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """``{"score", "kind", ...}`` for one answer; score None without gold answers.
-
-    Multiple-choice examples: 1 when the answer names the gold option at its
-    head, else 0. Factoid examples: SubEM against any gold answer as the
-    score, and beside it ``subem``, ``em`` and ``f1`` (HotpotQA's official EM
-    and F1, each the maximum over the gold answers). Aggregation examples:
-    the judge's mean label score when a judge is given, the ground truth is
-    not empty and the judge's reply is valid (``judge_valid`` 1), else the
-    set-overlap F1 of listed items, which is kept beside it (``overlap_f1``).
-    An empty answer (:func:`is_empty_answer`) scores 0 there without a judge call.
-
-    ``structured`` (a reader's ``Answer.meta["structured"]``) makes the
-    overlap score read the answer's items as they are
-    (:func:`~ctxsel.datasets.holobench.scoring.score_items`); a reply that
-    broke its format scores 0 there, counted as wrong, not parsed leniently.
-    """
-    if example.choices:
-        from ctxsel.datasets.multiple_choice import score_choice
-
-        return {"score": score_choice(example, prediction), "kind": "choice-accuracy"}
-    if not is_aggregation(example):
-        if not example.answers:
-            return {"score": None, "kind": "none (no gold answers)"}
-        scores = metrics.answer_scores(prediction, example.answers)
-        return {"score": scores["subem"], "kind": "subem", **scores}
-    from ctxsel.datasets.holobench.scoring import AnswerScore, score_items
-    from ctxsel.datasets.holobench.scoring import score_answer as set_overlap
-
-    if structured is None:
-        overlap = set_overlap(prediction, example.answers)
-    elif structured.get("valid"):
-        overlap = score_items(list(structured.get("items") or []), example.answers)
-    else:
-        overlap = AnswerScore(0.0, 0.0, 0.0, len(example.answers), 0, 0, 0)
-    out: dict[str, Any] = {
-        "score": overlap.f1,
-        "kind": "set-overlap-f1",
-        "overlap_f1": overlap.f1,
-        "overlap_recall": overlap.recall,
-    }
-    if judge is not None and example.answers and is_empty_answer(prediction):
-        out.update(score=0.0, kind="llm-judge (empty answer: No Match without a call)")
-    elif judge is not None and example.answers:
-        j = judge.judge(example.question, prediction, example.answers)
-        out["judge_usage"] = {"calls": j.usage.calls, "tokens_in": j.usage.tokens_in, "tokens_out": j.usage.tokens_out}
-        out["judge_valid"] = 0.0 if j.score is None else 1.0  # its mean is the judge's valid-reply rate
-        if j.score is None:
-            out["kind"] = f"set-overlap-f1 (judge reply invalid: {j.error})"
-        else:
-            out.update(score=j.score, kind="llm-judge")
-    return out
-
-
 __all__ = [
     "LABELS",
     "LABEL_SCORES",
-    "SCORE_FIELDS",
     "Judgement",
     "LLMJudge",
-    "is_aggregation",
     "is_empty_answer",
     "judge_format",
     "parse_labels",
-    "score_answer",
 ]

@@ -14,7 +14,7 @@ import pytest
 from ctxsel.datasets import load_dataset
 from ctxsel.datasets.multiple_choice import load_marathon, load_novelqa, parse_choice, question_with_options
 from ctxsel.eval.runner import evaluate
-from ctxsel.judge import score_answer
+from ctxsel.grading import score_answer
 from ctxsel.reader import Reader
 from ctxsel.types import Chunk
 from tests.support.paths import FIXTURES

@@ -15,7 +15,8 @@ import pytest
 
 from ctxsel import get_selector
 from ctxsel.errors import LLMBadRequest, LLMContextLengthError
-from ctxsel.judge import LLMJudge, is_empty_answer, judge_format, score_answer
+from ctxsel.grading import score_answer
+from ctxsel.judge import LLMJudge, is_empty_answer, judge_format
 from ctxsel.llm import CachedClient, ResponseCache
 from ctxsel.llm.base import Completion
 from ctxsel.llm.constrain import yes_no_format

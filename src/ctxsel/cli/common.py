@@ -428,6 +428,18 @@ def make_judge(args: argparse.Namespace) -> Any:
     return LLMJudge(make_llm(args, "judge")) if getattr(args, "judge", None) else None
 
 
+def auto_template(example: Any, answer_format: str = "free") -> str:
+    """The reader's prompt for ``--template auto``: the one its answer kind is graded by."""
+    from ctxsel.grading import answer_kind
+
+    kind = answer_kind(example)
+    if kind == "choice":
+        return "multiple-choice"
+    if kind == "list":
+        return "holobench-json" if answer_format == "structured" else "holobench-qa"
+    return "factoid-qa"
+
+
 def make_reader_and_judge(args: argparse.Namespace, template: str) -> tuple[Any, Any]:
     """(reader, judge) from the --reader/--judge flags: the one place a run builds its LLM clients
     (eval, rescore, LDAR's LLM reward); module level so Ray workers can call it."""

@@ -17,6 +17,7 @@ from typing import Any
 from ctxsel.cli.common import (
     add_llm_arguments,
     add_split_arguments,
+    auto_template,
     load_examples,
     make_judge,
     make_reader_and_judge,
@@ -181,17 +182,7 @@ def run(args: argparse.Namespace) -> int:
     compare = None if args.compare in (None, "none") else args.compare
     template = None
     if args.reader:
-        from ctxsel.judge import is_aggregation
-
-        template = args.template
-        if template == "auto":
-            template = (
-                "multiple-choice"
-                if examples[0].choices
-                else ("holobench-json" if args.answer_format == "structured" else "holobench-qa")
-                if is_aggregation(examples[0])
-                else "factoid-qa"
-            )
+        template = auto_template(examples[0], args.answer_format) if args.template == "auto" else args.template
         reader, judge = make_reader_and_judge(args, template)
         if args.self_route_fallback_tokens:  # an alias of the spec option, on every self-route row
             methods = [

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from ctxsel.cli.common import add_llm_arguments, make_reader_and_judge
+from ctxsel.cli.common import add_llm_arguments, auto_template, make_reader_and_judge
 from ctxsel.cli.dataclass_args import add_dataclass_arguments, from_args
 from ctxsel.errors import InputError
 
@@ -161,11 +161,7 @@ def run(args: argparse.Namespace) -> int:
     if args.reward == "label":
         reward = LabelReward(args.beta)
     else:
-        from ctxsel.judge import is_aggregation
-
-        template = args.template
-        if template == "auto":
-            template = "holobench-qa" if is_aggregation(examples[0]) else "factoid-qa"
+        template = auto_template(examples[0]) if args.template == "auto" else args.template
         reader, judge = make_reader_and_judge(args, template)
         reward = LLMCorrectnessReward(
             reader,

@@ -13,7 +13,8 @@ import logging
 from typing import Any
 
 from ctxsel.datasets.multiple_choice import question_with_options
-from ctxsel.judge import LLMJudge, score_answer
+from ctxsel.grading import score_answer
+from ctxsel.judge import LLMJudge
 from ctxsel.llm.aggregation import answer_kind
 from ctxsel.llm.base import has_complete_many
 from ctxsel.reader import Answer, Reader

@@ -3,7 +3,7 @@
 Reading is the expensive part of an evaluation; scoring is cheap and its rules
 change (a stronger judge, a fixed scoring rule). ``ctxsel eval --rescore``
 takes the answers already in ``results.jsonl``, scores each with
-:func:`ctxsel.judge.score_answer` (the judge given, or none: SubEM and
+:func:`ctxsel.grading.score_answer` (the judge given, or none: SubEM and
 set overlap) and appends the rescored rows, so the file stays append-only and
 its latest row per (example, method) is the rescored one. Everything else in a
 row (selection, tokens, timings, the answer itself) is kept as measured. The
@@ -21,7 +21,8 @@ from ctxsel.errors import InputError
 from ctxsel.eval.lock import OutputLock
 from ctxsel.eval.report import summarize, write_reports
 from ctxsel.eval.results import ResultLog, write_atomic
-from ctxsel.judge import SCORE_FIELDS, LLMJudge, score_answer
+from ctxsel.grading import SCORE_FIELDS, score_answer
+from ctxsel.judge import LLMJudge
 from ctxsel.types import Example
 
 

@@ -17,7 +17,7 @@ policy.
   top-7 band holding both 0.67).
 - :class:`LLMCorrectnessReward`: the paper's reward (Eq. 3): 1 if the reader
   LLM's answer from the selected chunks is correct, by SubEM (or an LLM
-  judge for list answers, via ``ctxsel.judge.score_answer``). Cached
+  judge for list answers, via ``ctxsel.grading.score_answer``). Cached
   per (example id, l, u) -- in memory and in an append-only JSONL file -- so
   a band is never paid for twice, across steps and across resumed runs. A
   selection longer than the reader's context window
@@ -174,7 +174,7 @@ class LLMCorrectnessReward:
             os.fsync(f.fileno())
 
     def __call__(self, examples: Sequence[Example], selections: Sequence[Selection], **kw: Any) -> list[float]:
-        from ctxsel.judge import score_answer
+        from ctxsel.grading import score_answer
 
         _check(examples, selections)
         out = []
