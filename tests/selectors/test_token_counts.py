@@ -21,6 +21,9 @@ SPECS = [
     "threshold@0.2",
     "autocut",
     "autocut[jumps=2]",
+    "top-p@0.5",
+    "knee",
+    "stddev@0.5",
 ]
 
 

@@ -71,6 +71,11 @@ register(
 )
 register("top-k", "ctxsel.selectors.fixed:TopK", "k", "the k best-scoring chunks")
 register(
+    "top-p", "ctxsel.selectors.top_p:TopP", "p", "the best chunks within p of the softmax mass (Haystack's TopPSampler)"
+)
+register("knee", "ctxsel.selectors.knee:Knee", "sensitivity", "cut at the knee of the score curve (Kneedle, kneed)")
+register("stddev", "ctxsel.selectors.stddev:Stddev", "z", "every chunk scoring at least mean + z standard deviations")
+register(
     "top-n-tokens",
     "ctxsel.selectors.fixed:TopNTokens",
     "n_tokens",
