@@ -634,7 +634,9 @@ def test_a19_scores_that_are_not_numbers() -> None:
 
 
 def test_a20_method_that_is_not_a_spec_string() -> None:
-    with pytest.raises(TypeError, match="method must be a spec string such as 'top-k@5' or a Selector, got NoneType"):
+    with pytest.raises(
+        TypeError, match=r"method must be a spec string such as 'top-k@5' \(or a Selector\), got NoneType"
+    ):
         ctxsel.select(QUESTION, CHUNKS, None, scores=[1.0, 2.0, 3.0])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"bad method spec 'top-k@': use NAME, NAME@VALUE or NAME\[key=value,...\]"):
         get_selector("top-k@")
