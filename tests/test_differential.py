@@ -99,6 +99,10 @@ def verdicts(req: Request, server: LoopbackServer, folder: Path) -> list[Verdict
     return out
 
 
+#: flags whose spec the command line checks while parsing, before the inputs
+FLAG_SPECS = ("--expand: ", "--rerank: ", "--scorer: ")
+
+
 def assert_one_verdict(vs: list[Verdict], req: Request, tolerate: set[str] = frozenset()) -> None:  # type: ignore[assignment]
     """All verdicts the same (Python's is the reference), but for the rows in ``tolerate``."""
     if {"dict chunks", "int ids"} & tolerate:
@@ -107,6 +111,10 @@ def assert_one_verdict(vs: list[Verdict], req: Request, tolerate: set[str] = fro
         return  # three verdicts today; the strict xfail below tracks the fix
     first = vs[0]
     for v in vs[1:]:
+        if v.surface == "cli" and not first.accepted and v.message.startswith(FLAG_SPECS):
+            # designed: the command line reads --expand (like --scorer, --rerank) when it parses its flags,
+            # before it reads the question; both refuse, each naming the first fault it meets
+            continue
         assert first.same(v), (
             f"{req}\n  {first}\n  {v}\n  keys: {first.key if not first.accepted else '-'} / "
             f"{v.key if not v.accepted else '-'}"
