@@ -65,6 +65,14 @@ class SelectRequest(BaseModel):
     order: ``scores`` (one per chunk, higher is more relevant), ``embeddings``
     with ``query_embedding`` (cosine similarity, computed by the server after
     L2-normalising both sides), or the server's own scorer (``--scorer``).
+
+    Limits, the same in Python and on the command line (``ctxsel.inputs``): a question of at most
+    100,000 characters, a chunk id or doc_id of at most 1,024, a spec (``method``, ``expand``,
+    ``rerank``, each stage) of at most 1,000, a chunk's ``n_tokens`` at most 1,000,000,000 (more
+    than any model reads; it keeps every token sum exact). A field over its limit, like any field
+    the rules refuse, is 422 ``invalid_body`` in ctxsel's words; 413 is only for the body's bytes
+    (``--max-body-bytes``) and the request's size (``--max-chunks``, ``--max-chars``). ``chunks``
+    is a JSON array: an object (ids to texts) is refused, as a dict is in Python.
     """
 
     model_config = ConfigDict(extra="forbid")
