@@ -355,3 +355,13 @@ def test_a_body_type_error_uses_ctxsels_words(
 def test_other_body_type_errors_are_ctxsels_too(field: str, value: Any, words: str, server: LoopbackServer) -> None:
     status, got = post(server, {"question": QUESTION, "chunks": list(TEXTS), field: value})
     assert status == 422 and got["message"].startswith(words), got
+
+
+def test_the_limits_are_documented_with_their_values() -> None:
+    from tests.support.paths import REPO
+
+    http = (REPO / "docs" / "reference" / "http.md").read_text(encoding="utf-8")
+    for n in (MAX_QUESTION_CHARS, MAX_ID_CHARS, MAX_SPEC_CHARS, MAX_CHUNK_TOKENS):
+        assert f"at most {n:,}" in http, n
+        assert f"{n:,}" in (ctxsel.select.__doc__ or ""), n
+    assert "422 ``invalid_body``" in http
