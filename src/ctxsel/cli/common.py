@@ -284,7 +284,7 @@ def load_document_chunks(
     """A text document (``-``: standard input), or a .jsonl of {"id", "text"} chunks."""
     text = read_text_file(path, max_bytes)
     if path.endswith(".jsonl"):
-        rows: list[dict[str, object]] = []
+        rows: list[dict[str, Any]] = []
         for i, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
