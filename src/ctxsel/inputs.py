@@ -68,7 +68,10 @@ def is_blank(text: str) -> bool:
     and format (Cf) characters, combining marks (Mn, Mc, Me) and the Hangul fillers (U+115F,
     U+1160, U+3164, U+FFA0). A question of NUL bytes or of lone accents would select arbitrary chunks."""
     if text.isascii():
-        return not any(c.isprintable() and not c.isspace() for c in text)
+        stripped = text.strip()
+        if not stripped or stripped.isprintable():  # the common cases, at C speed
+            return not stripped
+        return not any(c.isprintable() and not c.isspace() for c in stripped)
     return all(map(is_invisible, text))
 
 
