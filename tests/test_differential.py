@@ -580,7 +580,7 @@ def _hostile_property(req: Request, server: LoopbackServer, folder: Path) -> Non
             assert not got.accepted and f"got a {name}" in got.message, f"{name}: {got}"
 
 
-HOSTILE = settings(FAST, max_examples=50)
+HOSTILE = settings(FAST, max_examples=50)  # a few seconds, most of it importing LDAR (torch) once
 
 
 @HOSTILE
