@@ -34,7 +34,16 @@ COMMON = {"min_k", "max_tokens", "nan_policy"}
 
 #: bad (and borderline) values by the option's base type, as spec text and as a JSON value
 VALUES: dict[str, list[tuple[str, Any]]] = {
-    "int": [("abc", "abc"), ("1.5", 1.5), ("true", True), ("1e30", 1e30), ("-1", -1), ("nan", None)],
+    "int": [
+        ("abc", "abc"),
+        ("1.5", 1.5),
+        ("true", True),
+        ("1e30", 1e30),
+        ("-1", -1),
+        ("nan", None),
+        ("2.0", 2.0),
+        ("0.0004k", None),
+    ],
     "float": [("abc", "abc"), ("true", True), ("nan", None), ("1e999", None), ("-1", -1)],
     "bool": [("1", 1), ("maybe", "maybe"), ("0", 0)],
     "str": [("1", 1), ("true", True), ("bogus", "bogus")],
@@ -70,6 +79,15 @@ def stage_cases() -> Iterator[Any]:
             for text, _ in VALUES.get(base_type(info) or "", []):
                 yield pytest.param(name, opt, text, id=f"stage {name}[{opt}={text}]")
         yield pytest.param(name, "no_such_option", "1", id=f"stage {name}[no_such_option=1]")
+
+
+def expansion_cases() -> Iterator[Any]:
+    from ctxsel.ranking import MentionLinks, SecondHop
+
+    for name, cls in (("hop", SecondHop), ("links", MentionLinks)):
+        for opt, info in declared(cls).items():
+            for text, _ in VALUES.get(base_type(info) or "", []):
+                yield pytest.param(name, opt, text, id=f"expand {name}[{opt}={text}]")
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +174,16 @@ def test_get_methods_lists_every_declared_option(service_client: Any) -> None:
     assert k == {**k, "value": "an integer >= 0", "default": 5, "minimum": 0}
     threads = {o["name"]: o for o in body["methods"]["ldar"]["options"]}["threads"]
     assert threads["server_flag"] == "--threads"
+
+
+@pytest.mark.parametrize(("stage", "opt", "text"), list(expansion_cases()))
+def test_one_verdict_for_every_expansion_option(
+    stage: str, opt: str, text: str, server: LoopbackServer, tmp_path: Path
+) -> None:
+    """The expansion stages' options are declared too (issue 68): one rule, one message, everywhere."""
+    req = Request(QUESTION, CHUNKS, "top-k@2", scores=SCORES, expand=f"{stage}[{opt}={text}]")
+    python, cli, http = via_python(req), via_cli(req, tmp_path / uuid.uuid4().hex), via_http(req, server)
+    assert said(python) == said(http), (python, http)
+    assert said(python) == said(cli).removeprefix("--expand: "), (python, cli)
+    if text in ("abc", "maybe", "1.5", "0.0004k"):
+        assert not python.accepted and opt in python.message, python

@@ -371,9 +371,15 @@ def test_i22_llm_method_without_reader(capsys: pytest.CaptureFixture[str], doc: 
 
 def test_i23_question_file(capsys: pytest.CaptureFixture[str], doc: Path, tmp_path: Path) -> None:
     q = tmp_path / "q.txt"
-    q.write_text("\n" + "meteorite " * 40_000 + "\n", encoding="utf-8")  # 400 KB: too long for argv on many systems
+    # 90,000 characters (under the question limit), 170 KB: too long for one argv string on Linux (128 KiB)
+    q.write_text("\n" + "meteorite " * 5_000 + "\u9695" * 40_000 + "\n", encoding="utf-8")
     rc, out, _ = cli(capsys, *select_cmd(doc, "--question-file", str(q), "--method", "top-k@1", "--json"))
     assert rc == 0 and json.loads(out)["chunks"][0]["id"] == "0"
+    over = tmp_path / "over.txt"
+    over.write_text("meteorite " * 10_001, encoding="utf-8")  # the limit is the same on every surface (issue 68)
+    assert "question is too long: 100,009 characters" in usage_error(
+        capsys, *select_cmd(doc, "--question-file", str(over))
+    )
     empty = tmp_path / "empty.txt"
     empty.write_text("  \n", encoding="utf-8")
     assert "the file is empty" in usage_error(capsys, *select_cmd(doc, "--question-file", str(empty)))
@@ -634,7 +640,9 @@ def test_a19_scores_that_are_not_numbers() -> None:
 
 
 def test_a20_method_that_is_not_a_spec_string() -> None:
-    with pytest.raises(TypeError, match="method must be a spec string such as 'top-k@5' or a Selector, got NoneType"):
+    with pytest.raises(
+        TypeError, match=r"method must be a spec string such as 'top-k@5' \(or a Selector\), got NoneType"
+    ):
         ctxsel.select(QUESTION, CHUNKS, None, scores=[1.0, 2.0, 3.0])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"bad method spec 'top-k@': use NAME, NAME@VALUE or NAME\[key=value,...\]"):
         get_selector("top-k@")

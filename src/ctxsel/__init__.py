@@ -61,7 +61,15 @@ def select(
 
     ``question`` must be a non-empty string and ``chunks`` a sequence (one str is a TypeError, not
     one chunk per character) of texts, Chunks or ``{"id", "text", ...}`` dicts as HTTP takes them
-    (an integer id becomes its decimal string).
+    (an integer id becomes its decimal string). A dict of id -> text, a set and one chunk object in
+    place of the list are refused with the reason (a dict would be read by its keys, a set has no
+    order); tuples, numpy arrays of texts and generators are read once, in order.
+
+    Limits, the same on the command line and over HTTP (:mod:`ctxsel.inputs`): a question of at most
+    100,000 characters, and not only whitespace, control or format characters, combining marks and
+    Hangul fillers; a chunk id or doc_id of at most 1,024 characters; a spec of at most 1,000; a
+    chunk's ``n_tokens`` a whole number from 0 to 1,000,000,000. Text that is not valid Unicode (a
+    lone surrogate) is refused in a question, a text or an id.
     """
     # one order of checks on every surface: the inputs (the Query), then the method and its options
     query = Query(question, chunks, scores, choices=choices)

@@ -11,7 +11,8 @@ import math
 import numbers
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, KeysView, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,27 @@ import numpy as np
 from ctxsel.errors import InputError, InputTypeError
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: The most tokens one chunk may count (``n_tokens``): a billion, a hundred times the longest model
+#: context there is, so no real chunk is refused; and with it a 64-bit sum of the counts (the
+#: budget cuts' running sums) cannot wrap around below nine billion chunks, far more than any pool
+#: holds in memory. A larger count is a mistake (a byte size, a sentinel, 2**63) that would break a
+#: budget silently, so it is refused.
+MAX_CHUNK_TOKENS = 1_000_000_000
+#: The longest question, chunk id (and doc_id) and spec (method, expansion, rerank, stage), in
+#: characters: the same limits on every surface (HTTP's request model declares them too).
+MAX_QUESTION_CHARS = 100_000
+MAX_ID_CHARS = 1024
+MAX_SPEC_CHARS = 1000
+#: The largest seed: numpy's and most generators' limit (seeds are 32-bit on every surface).
+MAX_SEED = 2**32 - 1
+#: Characters that draw nothing and are neither whitespace nor of a category below: the Hangul
+#: fillers (a "blank" character that fonts show as nothing).
+FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
+#: Unicode categories that carry no text to rank by: control (Cc: NUL, escapes), format (Cf:
+#: zero-width space, joiners, the byte order mark, direction marks) and combining marks (Mn, Mc,
+#: Me: they only modify a base character, and alone there is none).
+_INVISIBLE = frozenset({"Cc", "Cf", "Mn", "Mc", "Me"})
 
 
 def check_text(text: str, what: str) -> None:
@@ -35,12 +57,22 @@ def check_text(text: str, what: str) -> None:
         )
 
 
+def is_invisible(ch: str) -> bool:
+    """Whether ``ch`` is nothing to read: whitespace, a control or format character, a combining mark
+    or a filler (:data:`FILLERS`)."""
+    return ch.isspace() or ch in FILLERS or unicodedata.category(ch) in _INVISIBLE
+
+
 def is_blank(text: str) -> bool:
-    """Whether ``text`` has nothing to read: only whitespace and invisible format characters (Unicode
-    category Cf: zero-width space U+200B, joiners, a byte order mark U+FEFF, direction marks)."""
+    """Whether ``text`` has nothing to read: nothing is left after removing whitespace, control (Cc)
+    and format (Cf) characters, combining marks (Mn, Mc, Me) and the Hangul fillers (U+115F,
+    U+1160, U+3164, U+FFA0). A question of NUL bytes or of lone accents would select arbitrary chunks."""
     if text.isascii():
-        return not text.strip()
-    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)
+        stripped = text.strip()
+        if not stripped or stripped.isprintable():  # the common cases, at C speed
+            return not stripped
+        return not any(c.isprintable() and not c.isspace() for c in stripped)
+    return all(map(is_invisible, text))
 
 
 def unicode_name(ch: str) -> str:
@@ -73,6 +105,12 @@ def check_question(question: Any) -> str:
     arbitrary chunks."""
     if not isinstance(question, str):
         raise InputTypeError(f"question must be a string, got {type(question).__name__}: pass the question's text")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise InputError(
+            f"question is too long: {len(question):,} characters, over the limit of {MAX_QUESTION_CHARS:,}; "
+            "ask a shorter question (long context goes in the chunks)"
+        )
+    check_text(question, "question")
     if is_blank(question):
         shown = next((ch for ch in question if not ch.isspace()), "")
         also = f"; its only other characters are invisible ({unicode_name(shown)})" if shown else ""
@@ -80,7 +118,6 @@ def check_question(question: Any) -> str:
             f"question is empty (or only whitespace){also}: there is nothing to rank the chunks against; "
             "pass the question's text"
         )
-    check_text(question, "question")
     return question
 
 
@@ -92,6 +129,23 @@ def check_chunk_sequence(items: Any, what: str = "chunks") -> None:
             f"{what} must be a sequence of chunk texts or Chunks, got a single {kind} of {len(items):,} "
             f"{'characters' if kind == 'str' else 'bytes'}: pass [text] for one chunk, or split a document with "
             "ctxsel.chunking.chunk_text(text)"
+        )
+    if isinstance(items, Mapping):
+        if "text" in items:
+            raise InputTypeError(
+                f"{what} must be a sequence of chunks, got one chunk object (a {type(items).__name__} with 'text'): "
+                "pass [chunk] for one chunk"
+            )
+        entries = "1 entry" if len(items) == 1 else f"{len(items):,} entries"
+        raise InputTypeError(
+            f"{what} must be a sequence of chunks, got a {type(items).__name__} of {entries}: "
+            "iterating it would read its keys as the texts; pass list(d.values()) for the texts, or "
+            '[{"id": k, "text": v} for k, v in d.items()] to keep the keys as ids'
+        )
+    if isinstance(items, AbstractSet) and not isinstance(items, KeysView):
+        raise InputTypeError(
+            f"{what} must be a sequence of chunks, got a {type(items).__name__}: a set has no order (it changes "
+            "from run to run), and scores are matched to chunks by position; pass a list, e.g. sorted(chunks)"
         )
     if items is None or not hasattr(items, "__iter__"):
         raise InputTypeError(f"{what} must be a sequence of chunk texts or Chunks, got {type(items).__name__}")
@@ -108,12 +162,34 @@ def as_chunk_id(value: object, what: str) -> str:
     if isinstance(value, str):
         if not value:
             raise InputError(f"{what} is empty: give each chunk a non-empty id")
+        check_id_text(value, what)
         return value
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        return str(int(value))
+        cid = str(int(value)) if abs(int(value)) < 10**MAX_ID_CHARS else ""
+        if not cid:
+            raise InputError(f"{what} is too long: an integer of over {MAX_ID_CHARS:,} digits; {_ID_LIMIT}")
+        return cid
     raise InputTypeError(
         f'{what} must be a string or an integer, got {value!r} (a {type(value).__name__}): pass ids such as "c1" or 7'
     )
+
+
+_ID_LIMIT = f"an id may have at most {MAX_ID_CHARS:,} characters"
+
+
+def check_id_text(value: str, what: str) -> None:
+    """An id (a chunk's or a document's) must fit :data:`MAX_ID_CHARS` and be valid Unicode."""
+    if len(value) > MAX_ID_CHARS:
+        raise InputError(f"{what} is too long: {len(value):,} characters; {_ID_LIMIT}")
+    check_text(value, what)
+
+
+def check_ids(ids: Sequence[str]) -> None:
+    """:func:`check_id_text` on each of a pool's ids (``chunk id #i``), at C speed where all are short ASCII."""
+    if all(map(str.isascii, ids)) and max(map(len, ids), default=0) <= MAX_ID_CHARS:
+        return
+    for i, cid in enumerate(ids):
+        check_id_text(cid, f"chunks[{i}].id")
 
 
 def chunk_fields(
@@ -125,7 +201,8 @@ def chunk_fields(
     (``default_id``); unknown fields are errors (a typo such as "txt" would drop the text) unless
     ``extra`` (a dataset file's own fields, such as "title"). ``where`` goes before each message ("file:3: ")."""
     cid, text = item.get("id"), item.get("text")
-    if len(item) == 2 and type(cid) is str and cid and type(text) is str:  # {"id", "text"}: the common case
+    if len(item) == 2 and type(cid) is str and 0 < len(cid) <= MAX_ID_CHARS and cid.isascii() and type(text) is str:
+        # {"id", "text"} with a short ASCII id: the common case
         return {"id": cid, "text": text, "position": i}
     where = f"{where}chunks[{i}]"
     if not extra:
@@ -149,7 +226,7 @@ def chunk_fields(
     if item.get("position") is not None:
         out["position"] = as_int(f"{where}.position", item["position"])
     if item.get("n_tokens") is not None:
-        out["n_tokens"] = as_count(f"{where}.n_tokens", item["n_tokens"])
+        out["n_tokens"] = as_token_count(f"{where}.n_tokens", item["n_tokens"])
     meta = item.get("meta")
     if meta is not None:
         if not isinstance(meta, Mapping):
@@ -175,7 +252,9 @@ def plain_chunk_shape(item: Mapping[str, Any]) -> str:
     n = len(item)
     if n == 2:
         return "plain"
-    return "counted" if n == 3 and type(item.get("n_tokens")) is int and item["n_tokens"] >= 0 else ""
+    if n == 3 and type(item.get("n_tokens")) is int and 0 <= item["n_tokens"] <= MAX_CHUNK_TOKENS:
+        return "counted"
+    return ""
 
 
 def check_chunk_item(item: object, i: int) -> object:
@@ -242,6 +321,17 @@ def as_count(name: str, value: object, minimum: int = 0) -> int:
     n = as_int(name, value)
     if n < minimum:
         raise InputError(f"{name} must be >= {minimum}, got {n}")
+    return n
+
+
+def as_token_count(name: str, value: object) -> int:
+    """A chunk's ``n_tokens``: a whole number from 0 to :data:`MAX_CHUNK_TOKENS` (see there for why)."""
+    n = as_count(name, value)
+    if n > MAX_CHUNK_TOKENS:
+        raise InputError(
+            f"{name} must be <= {MAX_CHUNK_TOKENS:,} (a chunk has fewer tokens than any model reads), got {n:,}: "
+            "pass the chunk's token count, or leave it out to have it counted"
+        )
     return n
 
 
@@ -312,7 +402,8 @@ def as_scores(scores: object, what: str = "scores") -> np.ndarray:
     float); a numeric string ("0.1") or a bool is an error, as are a str for the whole list and a
     number too large for a float. Non-finite scores pass here: the selector's ``nan_policy``
     decides on them (:func:`nonfinite_scores_error`)."""
-    if isinstance(scores, (str, bytes, bytearray)):
+    if isinstance(scores, (str, bytes, bytearray, Mapping, AbstractSet, int, float)):
+        # a set or a dict has no order to match the chunks by; one number is not one per chunk
         raise InputTypeError(f"{what} must be a sequence of numbers (one per chunk), got a {type(scores).__name__}")
     if isinstance(scores, (list, tuple)):
         check_score_items(scores, what)

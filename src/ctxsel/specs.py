@@ -20,9 +20,11 @@ import functools
 import inspect
 import re
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 from ctxsel.errors import SpecError
+from ctxsel.inputs import MAX_SPEC_CHARS
 
 QUOTES = "'\""
 _NAME = re.compile(r"[A-Za-z0-9_\-]+")
@@ -69,6 +71,7 @@ def _value_starts(cur: list[str]) -> bool:
 
 def split_spec(spec: str, where: str) -> tuple[str, str | None, str | None]:
     """``NAME``, ``NAME@VALUE`` or ``NAME[body]`` -> (name, value or None, body or None)."""
+    check_spec_length(spec, where)
     s = spec.strip()
     m = _NAME.match(s)
     rest = s[m.end() :].strip() if m else ""
@@ -90,6 +93,13 @@ def split_spec(spec: str, where: str) -> tuple[str, str | None, str | None]:
             raise _bad(spec, where, "quote a value that holds [ or ]")
         return m.group(0), None, parts[0]
     raise _bad(spec, where)
+
+
+def check_spec_length(spec: object, where: str) -> None:
+    """A spec (method, stage, expansion, rerank, scorer) has at most :data:`ctxsel.inputs.MAX_SPEC_CHARS`
+    characters, on every surface: a longer one is a mistake (a document pasted in its place)."""
+    if isinstance(spec, str) and len(spec) > MAX_SPEC_CHARS:
+        raise SpecError(f"{where} is too long: {len(spec):,} characters; a spec may have at most {MAX_SPEC_CHARS:,}")
 
 
 def _bad(spec: str, where: str, why: str = "") -> SpecError:
@@ -129,8 +139,9 @@ def spec_value(value: str) -> Any:
     if low in ("none", "null"):
         return None
     m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([kKmM])", v)
-    if m:
-        return int(float(m.group(1)) * (1000 if m.group(2) in "kK" else 1_000_000))
+    if m:  # exact: 1.5k is 1500; 0.0004k is 0.4, which an integer option refuses (never 0)
+        count = Fraction(m.group(1)) * (1000 if m.group(2) in "kK" else 1_000_000)
+        return int(count) if count.denominator == 1 else float(count)
     for cast in (int, float):
         try:
             number = cast(v)

@@ -19,8 +19,14 @@ import numpy as np
 
 from ctxsel.errors import InputError, InputTypeError
 from ctxsel.inputs import (
+    MAX_CHUNK_TOKENS,
+    MAX_ID_CHARS,
+    as_int,
+    as_token_count,
     bad_chunk_item,
     check_chunk_sequence,
+    check_id_text,
+    check_ids,
     check_text,
     check_texts,
     check_unique_chunk_ids,
@@ -49,12 +55,22 @@ class Chunk:
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
             raise InputError(f"Chunk id must be a non-empty string, got {self.id!r}")
+        if len(self.id) > MAX_ID_CHARS or not self.id.isascii():
+            check_id_text(self.id, "Chunk id")
+        if isinstance(self.doc_id, str) and (len(self.doc_id) > MAX_ID_CHARS or not self.doc_id.isascii()):
+            check_id_text(self.doc_id, f"Chunk {self.id!r}: doc_id")
         if not isinstance(self.text, str):
             raise InputTypeError(f"Chunk {self.id!r}: text must be str, got {type(self.text).__name__}")
         if not self.text.isascii():  # ASCII, the common case, has no lone surrogate
             check_text(self.text, f"chunk {self.id!r}")
-        if self.n_tokens < 0:
+        n = self.n_tokens
+        if type(n) is not int:  # 5.0 is 5, 2.5 or True is an error (the whole-number rule)
+            n = as_int(f"Chunk {self.id!r}: n_tokens", n)
+            object.__setattr__(self, "n_tokens", n)
+        if n < 0:  # -1, the default: counted
             object.__setattr__(self, "n_tokens", count_tokens(self.text))
+        elif n > MAX_CHUNK_TOKENS:
+            as_token_count(f"Chunk {self.id!r}: n_tokens", n)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -336,6 +352,7 @@ def as_chunks(items: Iterable[ChunkLike], doc_id: str = "doc") -> Sequence[Chunk
     if len(shapes) == 1 and "" not in shapes:
         # {"id", "text"} objects, every one with or every one without "n_tokens": HTTP's common case
         ids, texts = [d["id"] for d in listed], [d["text"] for d in listed]
+        check_ids(ids)
         check_texts(texts, ids)
         check_unique_chunk_ids(ids)
         counts = [d["n_tokens"] for d in listed] if shapes == {"counted"} else None

@@ -354,7 +354,11 @@ def test_a_question_argument_that_is_not_utf8_names_the_byte(doc: Path) -> None:
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
     [
-        ("--expand", "links[boost=1e308]", "--expand: links boost must be a number >= 0 and below 1e6, got 1e+308"),
+        (
+            "--expand",
+            "links[boost=1e308]",
+            "--expand: bad options for expansion stage 'links': boost must be >= 0 and < 1000000, got 1e+308",
+        ),
         ("--expand", "links[boost=1,boost=2]", "--expand: option 'boost' is given twice"),
         ("--scorer", "nope", "--scorer: unknown scorer 'nope'; choose dense, bm25, keywords, hybrid"),
         ("--max-tokens", "1_0", "--max-tokens: value '1_0': write a number with the ASCII digits 0-9"),

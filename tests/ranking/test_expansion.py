@@ -172,11 +172,11 @@ class TestSpec:
         [
             ("jump", "bad expansion stage 'jump'"),
             ("hop+hop", "names hop twice"),
-            ("hop[m=0]", "m must be an integer >= 1"),
-            ("hop[weight=2]", "weight must be in"),
-            ("links[boost=-1]", "boost must be a number >= 0"),
+            ("hop[m=0]", "m must be >= 1, got 0"),
+            ("hop[weight=2]", "weight must be >= 0 and <= 1, got 2"),
+            ("links[boost=-1]", "boost must be >= 0 and < 1000000, got -1"),
             ("links[keys=words]", "keys must be one of auto, titles, entities"),
-            ("links[depth=2]", "it takes m, boost, question, keys"),
+            ("links[depth=2]", "no option 'depth'; its options are: m, boost, question, keys"),
             ("links[m]", "expected key=value"),
         ],
     )

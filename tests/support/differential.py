@@ -49,7 +49,7 @@ class Request:
     ``chunks``: texts (ids "0", "1", ...) or ``{"id": ..., "text": ...}`` dicts. ``options``:
     ``min_k`` / ``max_tokens`` as keyword options (Python keywords, CLI flags, HTTP ``options``);
     spec options go in ``method``. ``scores_lines``: the CLI writes --scores one number a line
-    (else a JSON list).
+    (else a JSON list). ``expand``: an expansion spec (Python's ``expand=``, ``--expand``, HTTP's ``expand``).
     """
 
     question: str
@@ -58,13 +58,19 @@ class Request:
     scores: tuple[Any, ...] | None = None
     options: tuple[tuple[str, Any], ...] = ()
     scores_lines: bool = False
+    expand: str | None = None
 
     def cli_can_say(self) -> bool:
         """Whether the command line can write this request: a flag's value is text, so a keyword option
         that is a str (Python's "10" is not 10) has no CLI form, and an empty document is no chunk list."""
         if any(isinstance(v, str) or v is None for _, v in self.options):
             return False
-        return bool(self.chunks)
+        if any(
+            isinstance(c, dict) and (not isinstance(c.get("text"), str) or set(c) - {"id", "text", "n_tokens"})
+            for c in self.chunks
+        ):
+            return False  # a .jsonl line without a text string is the file's error, not the chunk's
+        return bool(self.chunks) and all(isinstance(c, (str, dict)) for c in self.chunks)
 
 
 @dataclass(frozen=True)
@@ -109,9 +115,10 @@ _PREFIXES = [
     re.compile(r"^method '[^']*': "),
     re.compile(r"^options\.[a-z_]+: "),
     re.compile(r"^chunks: "),
+    re.compile(r"^\S+\.jsonl:\d+: "),  # the CLI's .jsonl document names the line before the chunk's own words
 ]
 _FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[\d+\]|\.\d+)*(?=[\s:.,]|$)")
-_FIELDS = {"question", "chunks", "scores", "min_k", "max_tokens", "k", "nan_policy", "method"}
+_FIELDS = {"question", "chunks", "scores", "min_k", "max_tokens", "k", "nan_policy", "method", "options"}
 
 
 def message_key(message: str) -> tuple[str, str]:
@@ -175,7 +182,13 @@ def via_python(req: Request) -> Verdict:
     chunks: Any = [dict(c) if isinstance(c, dict) else c for c in req.chunks]  # dicts too: a row of issue 45
     try:
         sel = ctxsel.select(
-            req.question, chunks, req.method, scores, scorer=SCORER, **{k: python_value(v) for k, v in req.options}
+            req.question,
+            chunks,
+            req.method,
+            scores,
+            scorer=SCORER,
+            expand=req.expand,
+            **{k: python_value(v) for k, v in req.options},
         )
     except CtxselError as e:
         return Verdict("python", message=str(e))
@@ -193,6 +206,8 @@ def via_cli(req: Request, folder: Path) -> Verdict:
     doc.write_text("".join(to_json(r) + "\n" for r in rows), encoding="utf-8")
     argv = ["select", "--document", str(doc), f"--question={req.question}", f"--method={req.method}", "--json"]
     argv += ["--scorer", SCORER]
+    if req.expand is not None:
+        argv.append(f"--expand={req.expand}")
     if req.scores is not None:
         path = folder / "scores.txt"
         if req.scores_lines:
@@ -230,6 +245,8 @@ def http_body(req: Request) -> bytes:
         body["scores"] = list(req.scores)
     if req.options:
         body["options"] = dict(req.options)
+    if req.expand is not None:
+        body["expand"] = req.expand
     body["with_text"] = False
     return to_json(body).encode()
 

@@ -284,7 +284,7 @@ def load_document_chunks(
     """A text document (``-``: standard input), or a .jsonl of {"id", "text"} chunks."""
     text = read_text_file(path, max_bytes)
     if path.endswith(".jsonl"):
-        chunks: list[Chunk] = []
+        rows: list[dict[str, Any]] = []
         for i, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
@@ -294,8 +294,9 @@ def load_document_chunks(
                 raise InputError(f"{path}:{i}: not valid JSON ({e.msg})") from None
             if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
                 raise InputError(f"{path}:{i}: expected an object with 'text' (a string) and 'id'")
-            n = len(chunks)  # the one check of a chunk object (ctxsel.inputs), as Python and HTTP apply it
-            chunks.append(Chunk(**chunk_fields(obj, n, default_id=str(n), extra=True, where=f"{path}:{i}: ")))
+            n = len(rows)  # the one check of a chunk object (ctxsel.inputs), as Python and HTTP apply it
+            rows.append(chunk_fields(obj, n, default_id=str(n), extra=True, where=f"{path}:{i}: "))
+        chunks: list[Chunk] = [Chunk(**f) for f in rows]  # every line's shape and id, then the texts: Python's order
         check_unique_ids(chunks)
     else:
         chunks = chunk_text(

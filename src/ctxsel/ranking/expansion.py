@@ -5,47 +5,50 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ctxsel.errors import InputError, SpecError
+from ctxsel.errors import InputError, InputTypeError, SpecError
+from ctxsel.options import Options, build_options, check_value, declared, option
 from ctxsel.ranking.links import KEY_SOURCES
-from ctxsel.specs import parse_options, split_spec, split_top
+from ctxsel.specs import check_spec_length, parse_options, split_spec, split_top
 
 # The defaults are the settings chosen on hotpotqa-long's 80 training questions
 # (benchmarks/recall_hotpotqa.py); none was chosen on the 20 test questions.
 
 
+def _checked(stage: Options, name: str) -> None:
+    """Each option of an expansion stage built directly (``SecondHop(m=2.0)``) by its declaration, the
+    rule every method and stage option follows (:mod:`ctxsel.options`): 2.0 is 2, 2.5 and "yes" are errors."""
+    for info in declared(type(stage)).values():
+        try:
+            value = check_value(info, getattr(stage, info.name))
+        except InputError as e:
+            raise type(e)(f"{name} {e}") from None
+        object.__setattr__(stage, info.name, value)
+
+
 @dataclass(frozen=True)
-class SecondHop:
+class SecondHop(Options):
     """Re-score with the question plus the top ``m`` chunks' text; merge with ``weight``."""
 
-    m: int = 1
-    weight: float = 0.7
+    m: int = option(1, minimum=1, doc="how many of the first hop's best chunks widen the question")
+    weight: float = option(0.7, minimum=0, maximum=1, doc="the second hop's share of the merged score")
 
     def __post_init__(self) -> None:
-        _check_m(self.m, "hop")
-        if not 0 <= self.weight <= 1:
-            raise InputError(f"hop weight must be in [0, 1], got {self.weight!r}")
+        _checked(self, "hop")
 
 
 @dataclass(frozen=True)
-class MentionLinks:
+class MentionLinks(Options):
     """Boost the chunks that the top ``m`` chunks (and the question) name."""
 
-    m: int = 1
-    boost: float = 0.3
-    question: bool = True
-    keys: str = "titles"
+    m: int = option(1, minimum=1, doc="how many of the best chunks' mentions count")
+    boost: float = option(0.3, minimum=0, below=1e6, doc="added to a named chunk's score")
+    question: bool = option(True, doc="the question's mentions count too")
+    keys: str = option("titles", doc=f"what names a chunk: one of {', '.join(KEY_SOURCES)}")
 
     def __post_init__(self) -> None:
-        _check_m(self.m, "links")
-        if not (isinstance(self.boost, (int, float)) and 0 <= self.boost < 1e6):
-            raise InputError(f"links boost must be a number >= 0 and below 1e6, got {self.boost!r}")
+        _checked(self, "links")
         if self.keys not in KEY_SOURCES:
             raise InputError(f"links keys must be one of {', '.join(KEY_SOURCES)}, got {self.keys!r}")
-
-
-def _check_m(m: object, stage: str) -> None:
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise InputError(f"{stage} m must be an integer >= 1, got {m!r}")
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,11 @@ def parse_expansion(spec: str | Expansion | None) -> Expansion | None:
     """An :class:`Expansion` from a spec (see the module docstring); None or ``""``/``"none"`` for none."""
     if spec is None or isinstance(spec, Expansion):
         return spec
+    if not isinstance(spec, str):
+        raise InputTypeError(f"expand must be a spec string such as 'hop' or 'hop+links', got {type(spec).__name__}")
     if not spec.strip() or spec.strip().lower() == "none":
         return None
+    check_spec_length(spec, "expansion spec")
     stages: dict[str, Any] = {}
     for part in split_top(spec, "+", f"expansion {spec!r}"):
         try:
@@ -92,12 +98,13 @@ def parse_expansion(spec: str | Expansion | None) -> Expansion | None:
         if name in stages:
             raise SpecError(f"expansion {spec!r} names {name} twice")
         options = parse_options(body, f"expansion {spec!r}")
-        cls = SecondHop if name == "hop" else MentionLinks
-        try:
-            stages[name] = cls(**options)
-        except TypeError as e:
-            allowed = ", ".join(cls.__dataclass_fields__)
-            raise SpecError(f"bad option for expansion stage {name} in {spec!r} ({e}); it takes {allowed}") from None
+        cls: type[SecondHop | MentionLinks] = SecondHop if name == "hop" else MentionLinks
+        try:  # the one check of an option's value (ctxsel.options), as for methods and stages
+            stages[name] = build_options(cls, options, kind="expansion stage", owner=name)
+        except SpecError:
+            raise
+        except InputError as e:
+            raise SpecError(f"bad options for expansion stage {name!r}: {e}") from None
     return Expansion(hop=stages.get("hop"), links=stages.get("links"))
 
 

@@ -32,11 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.errors import InputError, SpecError
+from ctxsel.errors import InputError, InputTypeError, SpecError
+from ctxsel.inputs import as_count
 from ctxsel.scoring import get_scorer, parse_scorer_spec
 from ctxsel.scoring.base import Scorer, score_with_notes
 from ctxsel.scoring.registry import available_scorers, scorer_options
-from ctxsel.specs import spec_value, split_top
+from ctxsel.specs import check_spec_length, spec_value, split_top
 from ctxsel.types import Chunk
 
 #: how far below the block's median score the best of the rest sits at least (ties at the seam)
@@ -51,8 +52,13 @@ class Rerank:
     m: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.m, bool) or not isinstance(self.m, int) or self.m < 1:
-            raise InputError(f"rerank M must be an integer >= 1, got {self.m!r} (e.g. dense[model=nomic-v1.5]@50)")
+        try:  # the whole-number rule of every integer option (ctxsel.inputs.as_int): 50.0 is 50
+            m = as_count("M", self.m, 1)
+        except InputError:
+            raise InputError(
+                f"rerank M must be an integer >= 1, got {self.m!r} (e.g. dense[model=nomic-v1.5]@50)"
+            ) from None
+        object.__setattr__(self, "m", m)
 
     def spec(self) -> str:
         return f"{self.scorer}@{self.m}"
@@ -64,9 +70,12 @@ def parse_rerank(spec: str | Rerank | None) -> Rerank | None:
     if spec is None or isinstance(spec, Rerank):
         return spec
     if not isinstance(spec, str):
-        raise InputError(f"rerank must be a spec such as 'dense[model=nomic-v1.5]@50', got {type(spec).__name__}")
+        raise InputTypeError(
+            f"rerank must be a spec string such as 'dense[model=nomic-v1.5]@50', got {type(spec).__name__}"
+        )
     if not spec.strip() or spec.strip().lower() == "none":
         return None
+    check_spec_length(spec, "rerank spec")
     parts = split_top(spec.strip(), "@", f"rerank {spec!r}")
     if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
         raise SpecError(
@@ -87,9 +96,10 @@ def parse_rerank(spec: str | Rerank | None) -> Rerank | None:
             f"bad rerank {spec!r}: unknown model {model!r}; use a bundled embedder (nomic-v1.5), "
             "a local model folder, or a Hugging Face id already in the cache (ORG/NAME)"
         )
-    m = spec_value(m_text)
-    if isinstance(m, bool) or not isinstance(m, int):
-        raise SpecError(f"bad rerank {spec!r}: M must be an integer >= 1, got {m_text!r}")
+    try:
+        m = as_count("M", spec_value(m_text), 1)
+    except InputError:
+        raise SpecError(f"bad rerank {spec!r}: M must be an integer >= 1, got {m_text!r}") from None
     return Rerank(scorer, m)
 
 

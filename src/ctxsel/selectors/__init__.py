@@ -131,7 +131,9 @@ def available_methods() -> dict[str, MethodInfo]:
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """``"top-k@5"`` -> ``("top-k", {"k": 5})`` (the grammar, quoting included: :mod:`ctxsel.specs`)."""
     if not isinstance(spec, str):
-        raise InputTypeError(f"method must be a spec string such as 'top-k@5' or a Selector, got {type(spec).__name__}")
+        raise InputTypeError(
+            f"method must be a spec string such as 'top-k@5' (or a Selector), got {type(spec).__name__}"
+        )
     try:
         name, main, body = split_spec(spec, "method spec")
     except SpecError as e:

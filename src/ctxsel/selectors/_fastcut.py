@@ -42,6 +42,22 @@ _SORT_BELOW = 32_768
 _SAMPLE = 4096
 
 
+#: a budget above this is no budget: token counts are at most ``MAX_CHUNK_TOKENS`` each, so no int64
+#: running sum of a pool that fits in memory reaches it (and a larger Python int would not fit int64)
+_BUDGET_CAP = 2**62
+
+
+def running_tokens(tokens: np.ndarray) -> np.ndarray:
+    """The running sum of token counts (int64). Exact: each count is at most
+    :data:`ctxsel.inputs.MAX_CHUNK_TOKENS`, so the sum cannot wrap below nine billion chunks."""
+    return np.cumsum(tokens, dtype=np.int64)
+
+
+def fit_count(cum: np.ndarray, budget: int) -> int:
+    """How many of the first counts fit ``budget``, from their running sum (:func:`running_tokens`)."""
+    return int(np.searchsorted(cum, min(int(budget), _BUDGET_CAP), side="right"))
+
+
 class RankView:
     """One score vector and cached, exact pieces of its ranking."""
 

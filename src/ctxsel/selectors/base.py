@@ -45,7 +45,7 @@ from ctxsel.inputs import nonfinite_scores_error
 from ctxsel.options import CommonOptions, build_options, declared, positional
 from ctxsel.options import Options as OptionsBase
 from ctxsel.query import Query
-from ctxsel.selectors._fastcut import SMALL_N, RankView
+from ctxsel.selectors._fastcut import SMALL_N, RankView, fit_count, running_tokens
 from ctxsel.types import ChunkLike, MethodDetails, Selection
 
 NanPolicy = Literal["raise", "last"]
@@ -229,7 +229,7 @@ class RankingSelector(Selector):
     def _fit_budget(self, k: int, explanation: str, sorted_tokens: np.ndarray) -> tuple[int, str]:
         """The longest prefix of the top ``k`` that fits ``max_tokens`` (the hard budget)."""
         if self.max_tokens is not None and k > 0:
-            fit = int(np.searchsorted(np.cumsum(sorted_tokens[:k]), self.max_tokens, side="right"))
+            fit = fit_count(running_tokens(sorted_tokens[:k]), self.max_tokens)
             if fit < k:
                 explanation += f"; cut to {fit} by max_tokens={self.max_tokens}"
                 k = fit

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ctxsel.options import CommonOptions, option
-from ctxsel.selectors._fastcut import RankView
+from ctxsel.selectors._fastcut import RankView, fit_count, running_tokens
 from ctxsel.selectors.base import Cut, Decision, ScoreCutSelector, rank
 
 
@@ -48,7 +48,7 @@ class TopNTokens(ScoreCutSelector):
         n_tokens: int = option(5000, minimum=0, doc="the token budget the best chunks fill")
 
     def _cut(self, sorted_scores: np.ndarray, sorted_tokens: np.ndarray) -> Cut:
-        return self._fit(np.cumsum(sorted_tokens))
+        return self._fit(running_tokens(sorted_tokens))
 
     def _fast_cut(self, view: RankView, n_tokens: np.ndarray) -> Cut:
         """Rank only a prefix long enough to exceed the budget (grown 4x while it is not).
@@ -61,14 +61,14 @@ class TopNTokens(ScoreCutSelector):
             return super()._fast_cut(view, n_tokens)
         m = min(nf, max(64, self.n_tokens // max(t_min, 1) + 1))
         while True:
-            cum = np.cumsum(n_tokens[view.top(m)])
-            k = int(np.searchsorted(cum, self.n_tokens, side="right"))
+            cum = running_tokens(n_tokens[view.top(m)])
+            k = fit_count(cum, self.n_tokens)
             if k < m or m >= nf:
                 return self._fit(cum)
             m = min(nf, 4 * m)
 
     def _fit(self, cum: np.ndarray) -> Cut:
-        k = int(np.searchsorted(cum, self.n_tokens, side="right"))
+        k = fit_count(cum, self.n_tokens)
         used = int(cum[k - 1]) if k else 0
         return Cut(k, f"fixed {self.n_tokens} tokens: {k} chunks, {used} tokens")
 

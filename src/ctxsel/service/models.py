@@ -12,14 +12,25 @@ from pydantic import (
     Field,
     ModelWrapValidatorHandler,
     PrivateAttr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before 3.12
 
-from ctxsel.errors import InputError
-from ctxsel.inputs import check_chunk_shapes, check_score_items, check_text
+from ctxsel.errors import InputError, InputTypeError
+from ctxsel.inputs import (
+    MAX_CHUNK_TOKENS,
+    MAX_ID_CHARS,
+    MAX_QUESTION_CHARS,
+    MAX_SPEC_CHARS,
+    as_scores,
+    check_chunk_shapes,
+    check_score_items,
+    check_text,
+)
 from ctxsel.query import Query
+from ctxsel.specs import check_spec_length
 from ctxsel.types import Chunk
 
 JSONScalar = str | int | float | bool | None
@@ -32,14 +43,17 @@ class ChunkIn(TypedDict):
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
-    id: Annotated[str, Field(min_length=1, max_length=1024)]
+    id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
     text: str
-    doc_id: NotRequired[Annotated[str, Field(description='its document (default: "doc")')]]
+    doc_id: NotRequired[Annotated[str, Field(max_length=MAX_ID_CHARS, description='its document (default: "doc")')]]
     position: NotRequired[
         Annotated[int | None, Field(description="order in its document (default: its index in the list)")]
     ]
     n_tokens: NotRequired[
-        Annotated[int | None, Field(ge=0, description="cl100k token count (default: counted by the server)")]
+        Annotated[
+            int | None,
+            Field(ge=0, le=MAX_CHUNK_TOKENS, description="cl100k token count (default: counted by the server)"),
+        ]
     ]
     meta: NotRequired[dict[str, Any]]
 
@@ -51,11 +65,19 @@ class SelectRequest(BaseModel):
     order: ``scores`` (one per chunk, higher is more relevant), ``embeddings``
     with ``query_embedding`` (cosine similarity, computed by the server after
     L2-normalising both sides), or the server's own scorer (``--scorer``).
+
+    Limits, the same in Python and on the command line (``ctxsel.inputs``): a question of at most
+    100,000 characters, a chunk id or doc_id of at most 1,024, a spec (``method``, ``expand``,
+    ``rerank``, each stage) of at most 1,000, a chunk's ``n_tokens`` at most 1,000,000,000 (more
+    than any model reads; it keeps every token sum exact). A field over its limit, like any field
+    the rules refuse, is 422 ``invalid_body`` in ctxsel's words; 413 is only for the body's bytes
+    (``--max-body-bytes``) and the request's size (``--max-chunks``, ``--max-chars``). ``chunks``
+    is a JSON array: an object (ids to texts) is refused, as a dict is in Python.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(max_length=100_000)
+    question: str = Field(max_length=MAX_QUESTION_CHARS)
     chunks: list[str | ChunkIn] | None = Field(
         None, description="strings (ids '0', '1', ...) or {id, text, doc_id?, position?, n_tokens?, meta?} objects"
     )
@@ -66,7 +88,9 @@ class SelectRequest(BaseModel):
         description="Markdown headings in `document`: attach (each joins the chunk of text after it) or separate "
         "(a heading paragraph is a chunk of its own)",
     )
-    method: str = Field("adaptive-k", max_length=1000, description="a method spec: adaptive-k, top-k@5, autocut@2, ...")
+    method: str = Field(
+        "adaptive-k", max_length=MAX_SPEC_CHARS, description="a method spec: adaptive-k, top-k@5, autocut@2, ..."
+    )
     options: dict[str, JSONScalar] = Field(
         default_factory=dict, description="selector options: min_k, max_tokens, buffer, nan_policy, ..."
     )
@@ -77,17 +101,17 @@ class SelectRequest(BaseModel):
     query_embedding: list[float] | None = Field(None, description="the question's embedding, same dimension")
     expand: str | None = Field(
         None,
-        max_length=1000,
+        max_length=MAX_SPEC_CHARS,
         description="re-rank before the cut: hop, links or hop+links (ctxsel.ranking); "
         "meta.expansion says what came in",
     )
     rerank: str | None = Field(
         None,
-        max_length=1000,
+        max_length=MAX_SPEC_CHARS,
         description="a second stage, SCORER@M: the scorer (a bundled model only) re-scores the first ranking's top M "
         "before the cut (ctxsel.ranking.rerank); meta.rerank says what it moved up",
     )
-    stages: list[Annotated[str, Field(max_length=1000)]] | None = Field(
+    stages: list[Annotated[str, Field(max_length=MAX_SPEC_CHARS)]] | None = Field(
         None,
         max_length=32,
         description='stages after the cut, in order (ctxsel.stages): e.g. ["reorder"] for lost-in-the-middle order',
@@ -116,6 +140,55 @@ class SelectRequest(BaseModel):
         texts, unique ids) are the Query's, checked after the question, as in Python."""
         return check_chunk_shapes(v) if isinstance(v, list) else v
 
+    @field_validator("method", mode="before")
+    @classmethod
+    def _method_spec(cls, v: Any) -> Any:
+        """A method that is no string, or a spec over the length limit, in the Python API's words."""
+        if not isinstance(v, str):
+            raise InputTypeError(f"method must be a spec string such as 'top-k@5', got {_json_kind(v)}")
+        check_spec_length(v, "method spec")
+        return v
+
+    @field_validator("expand", "rerank", mode="before")
+    @classmethod
+    def _ranking_spec(cls, v: Any, info: ValidationInfo) -> Any:
+        """``expand`` and ``rerank``: a spec string (or null), within the length limit, in the Python API's words."""
+        if v is not None and not isinstance(v, str):
+            what = "'hop' or 'hop+links'" if info.field_name == "expand" else "'dense[model=nomic-v1.5]@50'"
+            raise InputTypeError(f"{info.field_name} must be a spec string such as {what}, got {_json_kind(v)}")
+        check_spec_length(v, f"{info.field_name} spec")
+        return v
+
+    @field_validator("stages", mode="before")
+    @classmethod
+    def _stage_specs(cls, v: Any) -> Any:
+        """Each stage a spec string within the length limit, in the Python API's words."""
+        if isinstance(v, list):
+            for item in v:
+                if not isinstance(item, str):
+                    raise InputTypeError(
+                        f"a stage must be a spec string such as 'reorder' or a Stage, got {_json_kind(item)}"
+                    )
+                check_spec_length(item, "stage spec")
+        return v
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _option_values(cls, v: Any) -> Any:
+        """An object of option names to single values; each value's own rule is its declaration's,
+        checked when the method is built (:func:`ctxsel.options.build_options`), as in Python."""
+        if not isinstance(v, dict):
+            raise InputTypeError(
+                f'options must be an object of option names to values, e.g. {{"min_k": 2}}, got {_json_kind(v)}'
+            )
+        for key, value in v.items():
+            if isinstance(value, (list, dict)):
+                raise InputTypeError(
+                    f"options.{key} must be one value (a number, a string, true, false or null), "
+                    f"got {_json_kind(value)}"
+                )
+        return v
+
     _query: Query | None = PrivateAttr(default=None)
 
     @model_validator(mode="wrap")
@@ -126,16 +199,17 @@ class SelectRequest(BaseModel):
         non-finite ones are the method's nan_policy's, as in Python). The Query is kept (:attr:`query`),
         so the service does not check or build the pool again."""
         query = None
-        if isinstance(data, dict) and isinstance(data.get("question"), str):
+        if isinstance(data, dict) and "question" in data:  # a question of any type: the Query words its type error
             chunks, scores, choices = data.get("chunks"), data.get("scores"), data.get("choices")
-            scores = scores if isinstance(scores, list) else None
             choices = choices if isinstance(choices, list) else None
-            if isinstance(chunks, list):
+            if chunks is not None:  # a list, or the Query's words for what it is instead (a dict, a str)
                 query = Query(data["question"], chunks, scores, choices=choices)
             else:  # a document is chunked later: its question and the scores' items are checked now
                 Query(data["question"], [])
-                if scores is not None:
+                if isinstance(scores, list):
                     check_score_items(scores)
+                elif scores is not None:
+                    as_scores(scores)
         model = handler(data)
         if model.chunks is not None:
             model._query = query
@@ -160,6 +234,14 @@ class SelectRequest(BaseModel):
         if (self.embeddings is None) != (self.query_embedding is None):
             raise InputError("'embeddings' and 'query_embedding' go together")
         return self
+
+
+_JSON_KINDS = {list: "an array", dict: "an object", str: "a string", bool: "true or false", type(None): "null"}
+
+
+def _json_kind(v: Any) -> str:
+    """What a JSON value is, as a message names it: ``an array``, ``a number``."""
+    return _JSON_KINDS.get(type(v), "a number" if isinstance(v, (int, float)) else type(v).__name__)
 
 
 class AnswerRequest(SelectRequest):

@@ -72,6 +72,7 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from ctxsel.errors import InputError, MissingLLMError, ReplyFormatError
+from ctxsel.inputs import MAX_SEED
 from ctxsel.llm.base import LLMClient
 from ctxsel.options import CommonOptions, option
 from ctxsel.query import Query
@@ -122,7 +123,7 @@ class ContextPicker(Selector):
         runtime: Literal["llama.cpp", "transformers"] | None = option(None, doc="how a trained adapter runs")
         samples: int = option(1, minimum=1, doc="replies that vote (the paper's n); 1 is greedy")
         temperature: float = option(1.0, minimum=0, doc="sampling temperature (samples > 1)")
-        seed: int = option(0, minimum=0, maximum=2**63 - 1, doc="the sampling seed (samples > 1)")
+        seed: int = option(0, minimum=0, maximum=MAX_SEED, doc="the sampling seed (samples > 1)")
 
         def refuse(self, given: frozenset[str]) -> str | None:
             sampled = {"temperature", "seed"} & given

@@ -46,6 +46,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from ctxsel.inputs import MAX_SEED
 from ctxsel.options import CommonOptions, option
 from ctxsel.query import Query
 from ctxsel.selectors.base import Decision, RankingSelector, rank
@@ -79,7 +80,7 @@ class LDAR(RankingSelector):
     @dataclass(frozen=True)
     class Options(CommonOptions):
         sample: bool = option(False, doc="draw the band from the policy's Betas instead of taking their means")
-        seed: int | None = option(None, minimum=0, maximum=2**63 - 1, doc="makes a draw repeatable (sample=true)")
+        seed: int | None = option(None, minimum=0, maximum=MAX_SEED, doc="makes a draw repeatable (sample=true)")
         snap_top: bool | None = option(None, doc="a band that starts at rank 2 starts at rank 1 (default: as trained)")
         threads: int | None = option(
             None,

@@ -48,6 +48,7 @@ import numpy as np
 
 from ctxsel.datasets.multiple_choice import question_with_options
 from ctxsel.errors import InputError, MissingLLMError
+from ctxsel.inputs import MAX_SEED
 from ctxsel.llm.base import LLMClient
 from ctxsel.llm.prompts import (
     FACTOID_QA,
@@ -101,7 +102,7 @@ class SAGE(Selector):
         lambda_low: float = option(0.3, minimum=0, maximum=1, doc="importance below this drops a sentence")
         voter_temperature: float = option(0.8, minimum=0, doc="the voters' sampling temperature")
         counting: bool = option(True, doc="counting questions take Algorithm 3")
-        seed: int = option(0, minimum=0, maximum=2**63 - 1, doc="seeds the perturbations")
+        seed: int = option(0, minimum=0, maximum=MAX_SEED, doc="seeds the perturbations")
         max_keys: int = option(32, minimum=1, doc="keywords read from one reply at most")
         answer_template: str = option(FACTOID_QA.name, doc="the answer prompt's template")
         max_answer_tokens: int = option(32, minimum=1, doc="the answer's token limit")
