@@ -288,12 +288,9 @@ def md_table(headers: list[str], rows: list[list[str]], align: list[str] | None 
 
 
 def latest_rows(folder: Path) -> list[dict[str, Any]]:
-    """The last row per (example, method) of an eval's ``folder/results.jsonl`` (a resumed run or a
-    rescore appends); none where the file is missing (a run not started yet)."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    path = folder / "results.jsonl"
-    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
-        if line.strip():
-            r = json.loads(line)
-            rows[str(r["example_id"]), str(r["method"])] = r
-    return list(rows.values())
+    """The last row per (example, method) of an eval's folder: its ``results.jsonl`` (a resumed run or a
+    rescore appends), else the ``examples.csv`` kept in its place (``benchmarks.run_summary``); none
+    where it has neither (a run not started yet)."""
+    from benchmarks.run_summary import read_rows
+
+    return read_rows(folder)

@@ -14,14 +14,13 @@ enforces no JSON schema) and parsed strictly.
 
 Writes OUTPUT/summary.json and summary.md: every metric's mean with its 95% bootstrap interval, the
 paired differences to ``full`` and to ``adaptive-k`` (their SubEM and F1 also as a plot, comparisons.png),
-the rows not run and why, the machine and the seconds of each stage; OUTPUT/dense and OUTPUT/hybrid hold
-the two eval runs (results.jsonl, resumable, and the response cache beside them).
-
-A lease too short for the whole table can go on from an earlier lease's committed rows: copy its folder
-(``benchmarks/results/gpu_answer_table_h100``) to ``--output`` and pass the ``--backend`` it used
-(``onnx-int8``); each stage then reads only the questions it lacks. The resumed rows' selections came
-from that machine's int8 scorer, which another CPU may not repeat (docs/results.md), so say so beside
-such a table.
+the rows not run and why, the machine and the seconds of each stage; each stage's folder (OUTPUT/dense,
+OUTPUT/hybrid, ...) holds its eval run (results.jsonl, resumable, and the response cache beside them) and
+``examples.csv``, the per-example numbers of its rows (:mod:`benchmarks.run_summary`). What is committed
+of a run (``benchmarks/results/gpu_answer_table_h100``) is run.json, the summaries, the plot and each
+stage's examples.csv, from which ``--table-only`` rebuilds the same table; the run logs are not
+committed, so a later lease goes on only from a copy of its own OUTPUT (each stage then reads only the
+questions it lacks).
 
 Before anything runs, a preflight names in one line each thing the machine lacks (a CUDA torch,
 the reader's weights, the dense scorer's model, gguf), so a bare device machine fails in seconds.
@@ -238,10 +237,11 @@ def machine(client: Any) -> dict[str, Any]:
 
 
 def write_table(out: Path, adapter: str | None, seed: int) -> None:
-    """summary.json and summary.md from what the stage folders hold (a run cut short too): every row's
-    intervals, and the paired differences to full and to adaptive-k over the rows that read the same
+    """summary.json and summary.md from what the stage folders hold (a run cut short too, or only the
+    stages' examples.csv), and each stage's examples.csv beside its log: every row's intervals, and the paired differences to full and to adaptive-k over the rows that read the same
     questions as they did."""
     from benchmarks._common import latest_rows
+    from benchmarks.run_summary import LOG, write_summary
     from ctxsel.eval.report import comparisons_table, markdown_table, plot_comparisons, reader_columns, summarize
     from ctxsel.eval.results import write_atomic
     from ctxsel.eval.stats import compare
@@ -254,6 +254,8 @@ def write_table(out: Path, adapter: str | None, seed: int) -> None:
     rows: list[dict[str, Any]] = []
     for folder, _, labels in stages(adapter):
         label_of = {specs[label]: label for label in labels}
+        if (out / folder / LOG).is_file():  # the committed form of the stage, beside its log
+            write_summary(out / folder)
         rows += [dict(r, method=label_of[r["method"]]) for r in latest_rows(out / folder) if r["method"] in label_of]
         for label in labels:
             if label not in not_run and not any(r["method"] == label for r in rows):

@@ -66,3 +66,41 @@ def test_no_benchmark_writes_into_the_package() -> None:
     assert offenders == []
     bundled_py = (REPO / "src" / "ctxsel" / "bundled.py").read_text(encoding="utf-8")
     assert "generated" not in bundled_py and "_SHA256: dict" not in bundled_py
+
+
+#: The largest results file a results folder holds by design (the LDAR training curves, a few hundred KB);
+#: a run log of a long table is megabytes.
+MAX_RESULTS_FILE = 600_000
+
+
+def _tracked(folder: str) -> list[str]:
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = subprocess.run(["git", "ls-files", "-z", folder], cwd=REPO, capture_output=True, check=True)
+    return [p for p in out.stdout.decode().split("\0") if p]
+
+
+def test_no_run_log_is_committed_under_the_results() -> None:
+    """Results folders keep summaries (tables, examples.csv); per-example run logs (results.jsonl, the LLM
+    response caches) stay in runs/, and .gitignore keeps them out."""
+    tracked = _tracked("benchmarks/results")
+    assert len(tracked) > 50
+    logs = [p for p in tracked if p.endswith((".jsonl", ".sqlite"))]
+    assert logs == []
+    big = [p for p in tracked if (REPO / p).is_file() and (REPO / p).stat().st_size > MAX_RESULTS_FILE]
+    assert big == []
+    ignore = (REPO / ".gitignore").read_text(encoding="utf-8")
+    assert "benchmarks/results/**/*.jsonl" in ignore
+
+
+def test_every_kept_run_has_its_summary() -> None:
+    """Each folder of kept runs holds examples.csv (the numbers its table is rebuilt from), without texts."""
+    summaries = [p for p in _tracked("benchmarks/results") if p.endswith("/examples.csv")]
+    assert len(summaries) >= 7
+    for p in summaries:
+        header = (REPO / p).read_text(encoding="utf-8").split("\n", 1)[0].split(",")
+        assert header[:2] == ["example_id", "method"], p
+        assert not {"answer", "ids", "gold_ids", "explanation", "trace", "rationale", "question"} & set(header), p
