@@ -10,12 +10,12 @@ this kind of CPU. Fewer
 questions than the data set holds are labelled partial, so a stopped run is never read as the
 whole result.
 
-    python -m benchmarks.hotpotqa_answers --runs runs/reader_hotpotqa_100 --hybrid runs/reader_hotpotqa_100_hybrid
+    python -m experiments.hotpotqa_answers --runs runs/reader_hotpotqa_100 --hybrid runs/reader_hotpotqa_100_hybrid
 
 Reads nothing but the folders; writes benchmarks/results/hotpotqa_answers.md and .json, a forest plot
 of the paired SubEM and F1 differences (.png; ``--plot-only`` redraws it from the .json), and keeps a
 copy of each folder's config.json and the per-example numbers of its finished rows (``examples.csv``,
-:mod:`benchmarks.run_summary`: no texts) in benchmarks/results/<name>_runs/<folder>/ (``--keep``).
+:mod:`experiments.run_summary`: no texts) in benchmarks/results/<name>_runs/<folder>/ (``--keep``).
 The copies are committed, so the table is rebuilt from them alone; the run logs (``results.jsonl``)
 stay in ``runs/``, where a stopped run resumes from them.
 """
@@ -32,12 +32,12 @@ from typing import Any
 from benchmarks._common import (
     BENCH_DIR,
     header_md,
-    latest_rows,
     machine_info,
     md_table,
     setup_threads,
     write_report,
 )
+from experiments.run_summary import read_rows
 
 
 def _alone(method: str, folder: str) -> str:
@@ -81,16 +81,16 @@ WHY_NOT: dict[str, str] = {
 
 
 def finished_rows(folder: Path) -> list[dict[str, Any]]:
-    """:func:`benchmarks._common.latest_rows` without the rows that failed."""
-    return [r for r in latest_rows(folder) if not r.get("error")]
+    """:func:`experiments.run_summary.read_rows` without the rows that failed."""
+    return [r for r in read_rows(folder) if not r.get("error")]
 
 
 KEPT_README = """# Kept reader runs
 
 Each folder is one `ctxsel eval` run of the hotpotqa-long answer table: its `config.json` and `examples.csv`,
 the per-example numbers of its finished rows (the last row per question and method: ids, metrics, tokens,
-seconds; no question, chunk or answer text), written by `python -m benchmarks.hotpotqa_answers` (or
-`python -m benchmarks.run_summary RUN`). The table is rebuilt from these folders alone: `--runs` of that
+seconds; no question, chunk or answer text), written by `python -m experiments.hotpotqa_answers` (or
+`python -m experiments.run_summary RUN`). The table is rebuilt from these folders alone: `--runs` of that
 script reads them as they are. The run logs (`results.jsonl`) stay in each machine's `runs/`, from which a
 stopped run resumes; they are not committed.
 """
@@ -98,10 +98,10 @@ stopped run resumes; they are not committed.
 
 def keep_runs(folders: list[Path], dest: Path) -> list[Path]:
     """Copy each run folder's config.json and the per-example summary of its finished rows
-    (``examples.csv``, :mod:`benchmarks.run_summary`) into ``dest/<folder name>/``: what the table is
+    (``examples.csv``, :mod:`experiments.run_summary`) into ``dest/<folder name>/``: what the table is
     rebuilt from, small enough to commit. A folder already inside ``dest`` (a table rebuilt from the
     copies) is left as it is."""
-    from benchmarks.run_summary import write_summary
+    from experiments.run_summary import write_summary
 
     names = [f.name for f in folders]
     twice = sorted({n for n in names if names.count(n) > 1})

@@ -1,6 +1,6 @@
 """A run's per-example numbers without its texts: what the paired statistics and the committed tables read.
 
-    python -m benchmarks.run_summary runs/NAME [runs/OTHER ...]    # writes runs/NAME/examples.csv
+    python -m experiments.run_summary runs/NAME [runs/OTHER ...]    # writes runs/NAME/examples.csv
 
 An eval run's ``results.jsonl`` is its log: every answer, trace, rationale, explanation and chunk id
 list, megabytes for a long table. Logs stay in ``runs/`` and are never committed (``.gitignore``);
@@ -131,7 +131,7 @@ def write_summary(folder: Path, rows: Iterable[Mapping[str, Any]] | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.run_summary", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m experiments.run_summary", description=__doc__.split("\n")[0])
     p.add_argument("runs", nargs="+", help="eval output folders, each with a results.jsonl")
     p.add_argument("--out", default=None, help="write each summary to OUT/<folder name>/ instead of the folder")
     args = p.parse_args(argv)

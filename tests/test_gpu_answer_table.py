@@ -1,4 +1,4 @@
-"""benchmarks/gpu_answer_table.py on CPU with the tiny test model: every row of the answer table is there,
+"""experiments/gpu_answer_table.py on CPU with the tiny test model: every row of the answer table is there,
 with intervals, the paired differences to full and to adaptive-k, and the rows not run with a reason; a
 machine without what the run needs is told so, one line each, before anything runs."""
 
@@ -15,7 +15,7 @@ pytest.importorskip("torch")
 def test_preflight_names_a_missing_gpu_and_weights(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import torch
 
-    from benchmarks.gpu_answer_table import main
+    from experiments.gpu_answer_table import main
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
@@ -30,8 +30,8 @@ def test_preflight_names_a_missing_gpu_and_weights(tmp_path: Path, capsys: pytes
 
 @pytest.mark.slow
 def test_the_whole_table_runs_on_cpu_with_limit_2(tmp_path: Path) -> None:
-    from benchmarks.gpu_answer_table import HYBRID, METHODS, TRAINED, main
     from ctxsel.train.context_picker.tiny_model import make_tiny_model
+    from experiments.gpu_answer_table import HYBRID, METHODS, TRAINED, main
 
     model, tok = make_tiny_model(seed=2)
     model.save_pretrained(str(tmp_path / "tiny"))
@@ -49,7 +49,7 @@ def test_the_whole_table_runs_on_cpu_with_limit_2(tmp_path: Path) -> None:
     # are errors that say so (with the bundled reader's tokenizer the pool fits)
     errors = [json.loads(line).get("error", "") for line in (out / "dense" / "results.jsonl").open()]
     assert all(e.startswith("LLMContextLengthError") for e in errors if e)
-    from benchmarks.run_summary import from_csv, log_rows
+    from experiments.run_summary import from_csv, log_rows
 
     summary = from_csv((out / "dense" / "examples.csv").read_text())  # the committed form, written beside the log
     assert [(r["example_id"], r["method"], r.get("subem")) for r in summary] == [
@@ -69,8 +69,8 @@ def test_a_run_cut_short_still_gives_its_table(tmp_path: Path) -> None:
     questions (a row missing one question is left out of the comparisons, not compared on other ones)."""
     import shutil
 
-    from benchmarks.gpu_answer_table import HYBRID, TRAINED, main
-    from benchmarks.run_summary import read_rows
+    from experiments.gpu_answer_table import HYBRID, TRAINED, main
+    from experiments.run_summary import read_rows
 
     out = tmp_path / "h100"
     shutil.copytree(Path(__file__).parents[1] / "benchmarks" / "results" / "gpu_answer_table_h100", out)
@@ -97,7 +97,9 @@ def test_a_run_cut_short_still_gives_its_table(tmp_path: Path) -> None:
     kept = [r for r in rows if not (r["method"] == "full" and r["example_id"] == "hotpotqa-000")]
     (out / "dense" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
     assert main(["--table-only", "--output", str(out)]) == 0
-    assert len(read_rows(out / "dense")) == 447 and len((out / "dense" / "examples.csv").read_text().splitlines()) == 448
+    assert (
+        len(read_rows(out / "dense")) == 447 and len((out / "dense" / "examples.csv").read_text().splitlines()) == 448
+    )
     report = json.loads((out / "summary.json").read_text())
     assert report["methods"]["full"]["n"] == 63
     assert not [c for c in report["comparisons"] if "full" in (c["a"], c["b"])]
@@ -113,7 +115,7 @@ def test_a_run_cut_short_still_gives_its_table(tmp_path: Path) -> None:
 def test_the_bundle_names_tensors_and_refuses_a_missing_piece(tmp_path: Path) -> None:
     import hashlib
 
-    from benchmarks.gpu_bundle import hf_name, unpack
+    from experiments.gpu_bundle import hf_name, unpack
 
     assert hf_name("blk.3.attn_q.bias") == "model.layers.3.self_attn.q_proj.bias"
     assert hf_name("blk.27.ffn_down.weight") == "model.layers.27.mlp.down_proj.weight"
@@ -127,7 +129,7 @@ def test_the_bundle_names_tensors_and_refuses_a_missing_piece(tmp_path: Path) ->
 
 
 def test_a_piece_fits_a_call_beside_the_checkout_as_it_is() -> None:
-    from benchmarks.gpu_bundle import CALL_LIMIT, ROOM, checkout_bytes, piece_size
+    from experiments.gpu_bundle import CALL_LIMIT, ROOM, checkout_bytes, piece_size
 
     checkout = checkout_bytes()
     assert 10_000_000 < checkout < 30_000_000  # the tracked files only (no .venv, runs or caches)

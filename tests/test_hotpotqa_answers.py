@@ -1,4 +1,4 @@
-"""benchmarks/hotpotqa_answers.py on hand-made run folders: each row covers the questions it has read and
+"""experiments/hotpotqa_answers.py on hand-made run folders: each row covers the questions it has read and
 the table says "partial" while any row has read fewer than the data set, the hybrid run's adaptive-k
 gets its own row, each paired difference is McNemar over the questions both rows have read, and every
 absent row has a reason."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.hotpotqa_answers import HYBRID, TABLE, WHY_NOT, build, collect, keep_runs, main
-from benchmarks.run_summary import read_rows
+from experiments.hotpotqa_answers import HYBRID, TABLE, WHY_NOT, build, collect, keep_runs, main
+from experiments.run_summary import read_rows
 
 
 def _run(folder: Path, rows: list[dict[str, object]], methods: list[str]) -> Path:

@@ -1,4 +1,4 @@
-"""benchmarks/run_summary.py: a run log's per-example numbers without its texts, read back as the same numbers,
+"""experiments/run_summary.py: a run log's per-example numbers without its texts, read back as the same numbers,
 so that every table built from them (summaries, paired comparisons) is the table of the log."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.run_summary import SUMMARY, compact, from_csv, main, read_rows, to_csv
+from experiments.run_summary import SUMMARY, compact, from_csv, main, read_rows, to_csv
 
 ROWS: list[dict[str, object]] = [
     {
@@ -19,7 +19,7 @@ ROWS: list[dict[str, object]] = [
         "reduction": 99.89786040413742,
         "recall": 0.5,
         "ids": ["Ed Wood", "Ed Wood (film)"],
-        "explanation": "picked 2, with a comma, and \"quotes\"",
+        "explanation": 'picked 2, with a comma, and "quotes"',
         "answer": "No, he was not",
         "trace": [{"step": "reply", "text": "{...}"}],
         "extra_metrics": {"unreadable_verdicts": 0.0},

@@ -10,7 +10,7 @@ from ctxsel.ranking.links import KEY_SOURCES
 from ctxsel.specs import parse_options, split_spec, split_top
 
 # The defaults are the settings chosen on hotpotqa-long's 80 training questions
-# (benchmarks/recall_hotpotqa.py); none was chosen on the 20 test questions.
+# (experiments/recall_hotpotqa.py); none was chosen on the 20 test questions.
 
 
 @dataclass(frozen=True)
