@@ -49,12 +49,12 @@ demo: setup
 	$(VENV)/bin/ctxsel eval --dataset example --output runs/demo --overwrite \
 		--methods adaptive-k,autocut@1,top-k@1,top-k@5,top-n-tokens@200,full
 
-# Lint, format and types: ruff (rules in pyproject.toml), ruff format, mypy --strict on src/ and
-# benchmarks/ (pyproject.toml's files), and mypy on tests/ without strict. .ci/run runs it before the tests;
+# Lint, format and types: ruff (rules in pyproject.toml), ruff format, mypy --strict on src/, benchmarks/
+# and experiments/ (pyproject.toml's files), and mypy on tests/ without strict. .ci/run runs it before the tests;
 # .pre-commit-config.yaml runs the same.
 check: setup
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks experiments
+	$(VENV)/bin/ruff format --check src tests benchmarks experiments
 	$(PY) -m mypy
 	$(PY) -m mypy --config-file tests/mypy.ini tests
 
@@ -78,7 +78,8 @@ wheel-smoke: setup
 
 # Every speed benchmark (benchmarks/README.md), each writing benchmarks/results/NAME.{md,json}: about 1.5
 # hours on 2 cores, most of it sage_prep (15 minutes) and grpo_shared_prompt (36, after the 4-second rows
-# of context_picker_grpo prepare). The quality and training runs are configs: experiments/*.toml.
+# of experiments.context_picker_grpo prepare). The quality and training runs are experiments/: configs
+# (experiments/*.toml) and the analyses beside them (experiments/README.md).
 bench: setup
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.selection_latency
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.embedding_throughput
@@ -89,7 +90,7 @@ bench: setup
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.serve_load
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.ray_engine
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.sage_prep
-	OMP_NUM_THREADS=1 $(PY) -m benchmarks.context_picker_grpo prepare --labels --run runs/picker_grpo
+	OMP_NUM_THREADS=1 $(PY) -m experiments.context_picker_grpo prepare --labels --run runs/picker_grpo
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.grpo_shared_prompt --run runs/picker_grpo
 
 # The bundled LDAR policy (src/ctxsel/data/ldar: the files, MODEL_CARD.md and manifest.json with their
@@ -98,7 +99,7 @@ bench: setup
 # benchmarks/results/ldar_bundled.{md,json}.
 LDAR_TRAIN_ARGS := --baseline question --normalize-advantages --entropy-coef 0.01 --lr-schedule cosine
 ldar-policy: setup
-	OMP_NUM_THREADS=1 nice $(PY) -m benchmarks.ldar_holobench --mix-hotpotqa --steps 1500 --threads 1 \
+	OMP_NUM_THREADS=1 nice $(PY) -m experiments.ldar_holobench --mix-hotpotqa --steps 1500 --threads 1 \
 		--backend onnx --work-dir runs/ldar/bundled --bundle src/ctxsel/data/ldar \
 		--train-args="$(LDAR_TRAIN_ARGS)"
 

@@ -1,1 +1,1 @@
-"""Speed benchmarks and the experiments eval cannot run: `python -m benchmarks.NAME` from the repository root."""
+"""Speed benchmarks: `python -m benchmarks.NAME` from the repository root (quality experiments: `experiments`)."""

@@ -130,8 +130,9 @@ def machine_info(thread_info: dict[str, Any], versions: tuple[str, ...] = ()) ->
     head = _git("rev-parse", "--short", "HEAD")
     dirty = bool(_git("status", "--porcelain", "--", "src"))
     script = Path(sys.argv[0]).resolve()
-    # run as `python -m benchmarks.NAME`: argv[0] is the module's file
-    argv0 = ["-m", f"benchmarks.{script.stem}"] if script.parent == BENCH_DIR else [sys.argv[0]]
+    # run as `python -m benchmarks.NAME` or `python -m experiments.NAME`: argv[0] is the module's file
+    room = script.parent
+    argv0 = ["-m", f"{room.name}.{script.stem}"] if room in (BENCH_DIR, ROOT / "experiments") else [sys.argv[0]]
     python = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else sys.executable
     return {
         "cpu_model": cpu_model(),
@@ -285,15 +286,3 @@ def md_table(headers: list[str], rows: list[list[str]], align: list[str] | None 
     lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep) + " |"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
-
-
-def latest_rows(folder: Path) -> list[dict[str, Any]]:
-    """The last row per (example, method) of an eval's ``folder/results.jsonl`` (a resumed run or a
-    rescore appends); none where the file is missing (a run not started yet)."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    path = folder / "results.jsonl"
-    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
-        if line.strip():
-            r = json.loads(line)
-            rows[str(r["example_id"]), str(r["method"])] = r
-    return list(rows.values())

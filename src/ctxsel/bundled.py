@@ -291,7 +291,7 @@ ARTEFACTS: dict[str, Artefact] = {
         card="data/context_picker/MODEL_CARD.md",
         main_file="adapter/adapter_model.safetensors",
         made_by="ctxsel train context-picker ... --bundle DIR on a GPU "
-        "(or python -m benchmarks.context_picker_grpo bundle --run RUN --into DIR)",
+        "(or python -m experiments.context_picker_grpo bundle --run RUN --into DIR)",
         note="not bundled: training it needs a GPU; train one with `ctxsel train context-picker` and pass adapter=PATH",
         max_bytes=10_000_000,
     ),

@@ -18,8 +18,8 @@ its subcommand and every other flag stay as written:
   HTTP, against a model that is not there.
 - LDAR trains 2 steps; Context-Picker's GRPO one step a stage, on the tiny random model
   (``--base tiny``). ``ctxsel serve`` starts on a free port, answers ``/health``, and stops.
-- ``python -m benchmarks.X ...``: the benchmark starts (``--help``) and takes every flag the line
-  gives; running them is ``make bench`` (minutes to hours).
+- ``python -m benchmarks.X ...`` or ``python -m experiments.X ...``: the module starts (``--help``) and
+  takes every flag the line gives; running them is ``make bench`` or the experiment (minutes to hours).
 - ``pip install 'ctxsel[extra]'``: the extra exists in pyproject.toml.
 
 A line's optional parts in brackets run both ways. Lines that are comments or shell output (``# answer: ...``) are skipped; a block that cannot run
@@ -202,7 +202,7 @@ class Sandbox:
             return self._serve(words[2:], env)
         if prog == "ctxsel":
             return self._ctxsel(sandbox(words[1:], self.server.base_url), line)
-        if prog == "python" and words[1:2] == ["-m"] and words[2].startswith("benchmarks."):
+        if prog == "python" and words[1:2] == ["-m"] and words[2].startswith(("benchmarks.", "experiments.")):
             return self._benchmark(words[2], words[3:], env)
         if words[:2] == ["pip", "install"]:
             extras = importlib.metadata.metadata("ctxsel").get_all("Provides-Extra") or []

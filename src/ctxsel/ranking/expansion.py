@@ -11,7 +11,7 @@ from ctxsel.ranking.links import KEY_SOURCES
 from ctxsel.specs import check_spec_length, parse_options, split_spec, split_top
 
 # The defaults are the settings chosen on hotpotqa-long's 80 training questions
-# (benchmarks/recall_hotpotqa.py); none was chosen on the 20 test questions.
+# (experiments/recall_hotpotqa.py); none was chosen on the 20 test questions.
 
 
 def _checked(stage: Options, name: str) -> None:

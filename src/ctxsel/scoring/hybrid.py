@@ -61,7 +61,7 @@ class HybridScorer:
     """Weighted fusion of a dense and a BM25 scorer (see the module docstring).
 
     The default weights (dense 1, BM25 0.25, min-max) are the best of a small grid on
-    hotpotqa-long's training split (``benchmarks/recall_hotpotqa.py``)."""
+    hotpotqa-long's training split (``experiments/recall_hotpotqa.py``)."""
 
     name = "hybrid"
 

@@ -1,5 +1,5 @@
 """A trained Context-Picker stage made the adapter that ships (``ctxsel train context-picker ... --bundle
-DIR``, ``python -m benchmarks.context_picker_grpo bundle``): its LoRA weights in float16, checked to
+DIR``, ``python -m experiments.context_picker_grpo bundle``): its LoRA weights in float16, checked to
 convert for its base's GGUF, with a MODEL_CARD.md and the manifest.json that :mod:`ctxsel.bundled`
 checks the files against (:func:`ctxsel.bundled.write_bundle`).
 

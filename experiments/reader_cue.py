@@ -8,7 +8,7 @@ selections both ways, on HoloBench-style sets generated with a *training* seed (
 sets use seed 0), and counts empty answers, answers that hit the token cap, and the set overlap
 of listed items with the ground truth (no judge, so nothing here depends on a second model).
 
-    OMP_NUM_THREADS=1 python -m benchmarks.reader_cue [--amounts 5k,10k] [--queries 8] [--seed 1]
+    OMP_NUM_THREADS=1 python -m experiments.reader_cue [--amounts 5k,10k] [--queries 8] [--seed 1]
 
 Calls go through the response cache (a rerun is free). Writes benchmarks/results/reader_cue.md and .json.
 """

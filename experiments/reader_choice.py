@@ -7,7 +7,7 @@ and seconds per question. A second table times one ~1,000-token prompt with
 1 and 2 threads, alternating, on the same model, so the thread default rests
 on a ratio measured in one run.
 
-    OMP_NUM_THREADS=1 python -m benchmarks.reader_choice [--n 12] [--models qwen-1.5b,qwen-0.5b,gemma-270m]
+    OMP_NUM_THREADS=1 python -m experiments.reader_choice [--n 12] [--models qwen-1.5b,qwen-0.5b,gemma-270m]
 
 Writes benchmarks/results/reader_choice.md and .json. No response cache:
 every call is a real one.

@@ -6,7 +6,7 @@ style sets (``ctxsel make-holo``: one chunk per sentence) at several information
 context of fixed size, so the number of relevant chunks ranges over an order of magnitude. The
 held-out sets are generated with a seed never used for training.
 
-    python -m benchmarks.ldar_holobench [--amounts 500,1k,2k,4k] [--size 8k] [--train-seeds 1,2,3]
+    python -m experiments.ldar_holobench [--amounts 500,1k,2k,4k] [--size 8k] [--train-seeds 1,2,3]
         [--test-seed 100] [--steps 300] [--encoder summary] [--threads 1]
 
 1. Writes the sets to --work-dir (train.jsonl: every amount x training seed; test.jsonl: every
@@ -683,7 +683,7 @@ def model_card(
         f"{hp['adaptive-k']['recall']:.1f}%, F2 {hp['adaptive-k']['f2']:.1f}.",
         "",
         f"Full report: benchmarks/results/{args.bundled_name}.md (rerun the evaluation alone with "
-        "`python -m benchmarks.ldar_holobench --eval-bundled`).",
+        "`python -m experiments.ldar_holobench --eval-bundled`).",
         "",
         "## Intended use and limits",
         "",

@@ -17,8 +17,8 @@ and the answer.
 paper's "w/o importance" ablation, which changes the method) and compares it
 with the short loop of the main run's JSON, question by question.
 
-    OMP_NUM_THREADS=1 python -m benchmarks.sage_prompt_work --llm-threads 2
-    OMP_NUM_THREADS=1 python -m benchmarks.sage_prompt_work --llm-threads 2 --ablation
+    OMP_NUM_THREADS=1 python -m experiments.sage_prompt_work --llm-threads 2
+    OMP_NUM_THREADS=1 python -m experiments.sage_prompt_work --llm-threads 2 --ablation
 
 Writes benchmarks/results/sage_prompt_work.md and .json (with ``--ablation``:
 sage_prompt_work_ablation.md and .json).

@@ -2,9 +2,9 @@
 
 Three steps, which may run on different machines (the pools need the embedder, GRPO wants a GPU):
 
-    python -m benchmarks.context_picker_grpo prepare --labels --run runs/picker_grpo   # rows.json
-    python -m benchmarks.context_picker_grpo train --run runs/picker_grpo --stage-seconds 150
-    python -m benchmarks.context_picker_grpo report --run runs/picker_grpo
+    python -m experiments.context_picker_grpo prepare --labels --run runs/picker_grpo   # rows.json
+    python -m experiments.context_picker_grpo train --run runs/picker_grpo --stage-seconds 150
+    python -m experiments.context_picker_grpo report --run runs/picker_grpo
 
 ``prepare`` builds every row as ``ctxsel train context-picker`` does (the candidate pool the picker sees at
 inference, B = 1,000 tokens of MiniLM-ranked chunks or ``--picker-tokens``; S_gold as pool
@@ -412,7 +412,7 @@ def relevance(args: argparse.Namespace) -> None:
         f"`{RELEVANCE_PROMPT!r}`",
     ]
     md = header_md("Can the bundled models read a Context-Picker pool? One passage at a time", info, notes)
-    command = f"python -m benchmarks.context_picker_grpo relevance --run {args.run} --models {' '.join(args.models)}"
+    command = f"python -m experiments.context_picker_grpo relevance --run {args.run} --models {' '.join(args.models)}"
     md += f"\n{table}\n\nCommand: `{command} --threads {args.threads}`\n"
     write_report(
         "context_picker_relevance",
@@ -631,10 +631,10 @@ def bundle(args: argparse.Namespace) -> None:
     rows = json.loads((run / "rows.json").read_text(encoding="utf-8"))
     picks_file = run / "picks.json"
     picks = json.loads(picks_file.read_text(encoding="utf-8")) if picks_file.is_file() else {}
-    command = f"python -m benchmarks.context_picker_grpo bundle --run {run} --stage {args.stage} --into {args.into}"
+    command = f"python -m experiments.context_picker_grpo bundle --run {run} --stage {args.stage} --into {args.into}"
     commands = [
-        f"python -m benchmarks.context_picker_grpo prepare --labels --picker-tokens {rows['pool_tokens']} --run RUN",
-        re.sub(r"^python \S*context_picker_grpo\.py", "python -m benchmarks.context_picker_grpo", summary["command"]),
+        f"python -m experiments.context_picker_grpo prepare --labels --picker-tokens {rows['pool_tokens']} --run RUN",
+        re.sub(r"^python \S*context_picker_grpo\.py", "python -m experiments.context_picker_grpo", summary["command"]),
         command,
     ]
     data = {"labels": rows["labels"], "pool_tokens": rows["pool_tokens"], "n_test": len(rows["test"])}

@@ -7,7 +7,7 @@ tokens; the judge's score only for a run whose judge is trusted (Cohen's kappa a
 overlap score >= 0.6, ``ctxsel.eval.stats.judge_agreement``), and below the table each run's
 kappa and confusion table. A run stopped before its end counts the answers it has (``n``).
 
-    python -m benchmarks.holobench_answers --answers --runs runs/FREE_RUN,runs/STRUCTURED_RUN
+    python -m experiments.holobench_answers --answers --runs runs/FREE_RUN,runs/STRUCTURED_RUN
 
 Reads nothing but the folders; writes benchmarks/results/holobench_answers.md and .json.
 """
@@ -23,7 +23,6 @@ from typing import Any
 from benchmarks._common import (
     BENCH_DIR,
     header_md,
-    latest_rows,
     machine_info,
     md_table,
     setup_threads,
@@ -31,6 +30,7 @@ from benchmarks._common import (
 )
 from ctxsel.eval.report import summarize
 from ctxsel.eval.stats import TRUSTED_KAPPA, judge_agreement
+from experiments.run_summary import read_rows
 
 
 def _pct(v: float | None, ci: list[float] | None = None) -> str:
@@ -41,7 +41,7 @@ def _pct(v: float | None, ci: list[float] | None = None) -> str:
 
 def run_table(folder: Path) -> dict[str, Any]:
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    rows = [r for r in latest_rows(folder) if not r.get("error")]
+    rows = [r for r in read_rows(folder) if not r.get("error")]
     methods = [m for m in config["methods"] if any(r["method"] == m for r in rows)]
     summary = summarize(rows, methods) if rows else {}
     agreement = judge_agreement(rows) if config.get("judge") else None
@@ -127,7 +127,7 @@ def answers_md(folders: list[Path], width: int = 240) -> str:
     for folder in folders:
         gold = _gold(folder)
         md += f"`{folder}`:\n\n"
-        for r in sorted(latest_rows(folder), key=lambda r: (str(r["example_id"]), str(r["method"]))):
+        for r in sorted(read_rows(folder), key=lambda r: (str(r["example_id"]), str(r["method"]))):
             answer = " ".join(str(r.get("answer") or r.get("error") or "").split())
             cut = ("... " if len(answer) > width else "") + answer[-width:]
             f1 = r.get("overlap_f1")

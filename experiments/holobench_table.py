@@ -5,7 +5,7 @@ contexts; 30 queries each; seed 0) with ctxsel.datasets.holobench, evaluates
 every method with ctxsel.eval.runner.evaluate and the bundled
 all-MiniLM-L6-v2, and writes benchmarks/results/holobench.{md,json}::
 
-    .venv/bin/python -m benchmarks.holobench_table [--threads 1] [--cache-dir DIR]
+    .venv/bin/python -m experiments.holobench_table [--threads 1] [--cache-dir DIR]
 
 The ~12,000 distinct sentences are embedded first, in a fixed order (table
 by table, 1,000 at a time), into a temporary CTXSEL_CACHE_DIR that is deleted

@@ -18,7 +18,7 @@ state). Its table gives the share of readable verdicts each way (a free reply
 is readable when it holds YES or NO), the goal being >= 98% with
 constraints on, and the share of YES.
 
-    OMP_NUM_THREADS=1 python -m benchmarks.verdict_formats
+    OMP_NUM_THREADS=1 python -m experiments.verdict_formats
 
 Writes benchmarks/results/verdict_formats.md and .json.
 """

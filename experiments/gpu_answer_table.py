@@ -1,7 +1,7 @@
 """The hotpotqa-long answer table on a GPU: every method on all 100 questions, in one command.
 
-    python -m benchmarks.gpu_answer_table --output $OUT/table                    # one GPU: cuda, bf16, batched
-    python -m benchmarks.gpu_answer_table --device cpu --limit 2 --output /tmp/t  # its CPU check
+    python -m experiments.gpu_answer_table --output $OUT/table                    # one GPU: cuda, bf16, batched
+    python -m experiments.gpu_answer_table --device cpu --limit 2 --output /tmp/t  # its CPU check
 
 The bundled reader (Qwen2.5-Coder-1.5B-Instruct, de-quantised into transformers) reads every method's
 selection on every question with batched generation (``--reader local --device cuda``): closed-book,
@@ -14,14 +14,13 @@ enforces no JSON schema) and parsed strictly.
 
 Writes OUTPUT/summary.json and summary.md: every metric's mean with its 95% bootstrap interval, the
 paired differences to ``full`` and to ``adaptive-k`` (their SubEM and F1 also as a plot, comparisons.png),
-the rows not run and why, the machine and the seconds of each stage; OUTPUT/dense and OUTPUT/hybrid hold
-the two eval runs (results.jsonl, resumable, and the response cache beside them).
-
-A lease too short for the whole table can go on from an earlier lease's committed rows: copy its folder
-(``benchmarks/results/gpu_answer_table_h100``) to ``--output`` and pass the ``--backend`` it used
-(``onnx-int8``); each stage then reads only the questions it lacks. The resumed rows' selections came
-from that machine's int8 scorer, which another CPU may not repeat (docs/results.md), so say so beside
-such a table.
+the rows not run and why, the machine and the seconds of each stage; each stage's folder (OUTPUT/dense,
+OUTPUT/hybrid, ...) holds its eval run (results.jsonl, resumable, and the response cache beside them) and
+``examples.csv``, the per-example numbers of its rows (:mod:`experiments.run_summary`). What is committed
+of a run (``benchmarks/results/gpu_answer_table_h100``) is run.json, the summaries, the plot and each
+stage's examples.csv, from which ``--table-only`` rebuilds the same table; the run logs are not
+committed, so a later lease goes on only from a copy of its own OUTPUT (each stage then reads only the
+questions it lacks).
 
 Before anything runs, a preflight names in one line each thing the machine lacks (a CUDA torch,
 the reader's weights, the dense scorer's model, gguf), so a bare device machine fails in seconds.
@@ -99,7 +98,7 @@ def preflight(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_answer_table", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m experiments.gpu_answer_table", description=__doc__.split("\n")[0])
     p.add_argument("--output", required=True, help="folder for summary.md/json and the two eval runs")
     p.add_argument("--device", choices=["cuda", "cpu"], default=None, help="default: cuda when torch sees one")
     p.add_argument("--limit", type=int, default=None, help="only the first N questions (the CPU check: 2)")
@@ -190,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     specs = specs_of(args.adapter)
     kw: dict[str, Any] = {"reader": reader, "progress": True, "seed": args.seed, "ci": "bootstrap"}
     run_info: dict[str, Any] = {
-        "command": "python -m benchmarks.gpu_answer_table " + " ".join(sys.argv[1:]),
+        "command": "python -m experiments.gpu_answer_table " + " ".join(sys.argv[1:]),
         "config": {"dataset": "hotpotqa-long", "split": args.split, "limit": args.limit, "window": N_CTX},
         "machine": machine(client.client),
         "seconds": seconds,
@@ -238,13 +237,13 @@ def machine(client: Any) -> dict[str, Any]:
 
 
 def write_table(out: Path, adapter: str | None, seed: int) -> None:
-    """summary.json and summary.md from what the stage folders hold (a run cut short too): every row's
-    intervals, and the paired differences to full and to adaptive-k over the rows that read the same
+    """summary.json and summary.md from what the stage folders hold (a run cut short too, or only the
+    stages' examples.csv), and each stage's examples.csv beside its log: every row's intervals, and the paired differences to full and to adaptive-k over the rows that read the same
     questions as they did."""
-    from benchmarks._common import latest_rows
     from ctxsel.eval.report import comparisons_table, markdown_table, plot_comparisons, reader_columns, summarize
     from ctxsel.eval.results import write_atomic
     from ctxsel.eval.stats import compare
+    from experiments.run_summary import LOG, read_rows, write_summary
 
     info = json.loads((out / "run.json").read_text(encoding="utf-8"))
     specs = specs_of(adapter)
@@ -254,7 +253,9 @@ def write_table(out: Path, adapter: str | None, seed: int) -> None:
     rows: list[dict[str, Any]] = []
     for folder, _, labels in stages(adapter):
         label_of = {specs[label]: label for label in labels}
-        rows += [dict(r, method=label_of[r["method"]]) for r in latest_rows(out / folder) if r["method"] in label_of]
+        if (out / folder / LOG).is_file():  # the committed form of the stage, beside its log
+            write_summary(out / folder)
+        rows += [dict(r, method=label_of[r["method"]]) for r in read_rows(out / folder) if r["method"] in label_of]
         for label in labels:
             if label not in not_run and not any(r["method"] == label for r in rows):
                 not_run[label] = "not reached: the run ended (its time limit) before this stage"
