@@ -76,6 +76,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds a request may wait in the queue before 503 with Retry-After (default 5)",
     )
     p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a request's whole body may take to arrive after its headers, else 408; the body is "
+        "read before the request takes a slot (default 10)",
+    )
+    p.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=64 * 1024,
+        help="431 for a request whose target and headers are larger than this (default 64 KiB)",
+    )
+    p.add_argument(
+        "--max-headers", type=int, default=100, help="431 for a request with more headers than this (default 100)"
+    )
+    p.add_argument(
         "--workers",
         type=int,
         default=1,
@@ -127,6 +143,9 @@ def run(args: argparse.Namespace) -> int:
         max_concurrency=args.max_concurrency,
         max_queue=args.max_queue,
         queue_timeout_s=args.queue_timeout,
+        body_timeout_s=args.body_timeout,
+        max_header_bytes=args.max_header_bytes,
+        max_headers=args.max_headers,
         scorer=args.scorer,
         model=args.model,
         threads=args.threads,

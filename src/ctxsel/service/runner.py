@@ -69,6 +69,11 @@ def _resolve(choice: str, fast: str, fallback: str) -> str:
     return fast if importlib.util.find_spec(fast) is not None else fallback
 
 
+def resolve_http(choice: str) -> str:
+    """The HTTP parser uvicorn's ``auto`` picks: httptools when it is installed, else h11."""
+    return _resolve(choice, "httptools", "h11")
+
+
 def run_server(
     settings: ServiceSettings,
     host: str = "127.0.0.1",
@@ -124,12 +129,15 @@ def run_server(
                 "max_concurrency": settings.max_concurrency,
                 "max_queue": settings.max_queue,
                 "queue_timeout_s": settings.queue_timeout_s,
+                "body_timeout_s": settings.body_timeout_s,
+                "max_header_bytes": settings.max_header_bytes,
+                "max_headers": settings.max_headers,
                 "workers": workers,
                 "max_chunks": settings.max_chunks,
                 "max_chars": settings.max_chars,
                 "scorer": settings.scorer,
                 "reader": settings.reader_name,
-                "http": _resolve(http, "httptools", "h11"),
+                "http": resolve_http(http),
                 "loop": _resolve(loop, "uvloop", "asyncio"),
             }
         },
