@@ -288,9 +288,12 @@ def test_a_thread_count_in_a_request_is_422_naming_the_server_flag(
     ],
 )
 def test_a_rerank_scorer_option_that_changes_the_server_is_422(srv: ServerProcess, rerank: str, words: str) -> None:
+    """Found with issue 68's probe: ``dense[num_threads=64]@2`` took the server from 2 to 68 threads for good."""
+    before = threads_of(srv.pid)
     status, _, body = srv.request("POST", "/select", {**SELECT, "scores": [0.9, 0.1, 0.2], "rerank": rerank})
     assert status == 422, body
     assert "is not an option a request can set" in body["message"] and words in body["message"]
+    assert threads_of(srv.pid) < before + 16
 
 
 # -- a reader that is down -------------------------------------------------------------------------
