@@ -262,9 +262,13 @@ def run_level(
                     raise
                 time.sleep(0.2)
         c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    for i in range(warmup):
-        status, data, _ = post(conns[i % clients], body)
+    # warm-up on a connection of its own: a level's connections are then all fresh, none idle past the
+    # server's keep-alive timeout (5 s) while the client threads start, which would close it under them
+    warm = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    for _ in range(warmup):
+        status, data, _ = post(warm, body)
         assert status == 200, data[:300]
+    warm.close()
     latencies: list[float] = []
     errors: dict[int, int] = {}
     statuses: dict[int, int] = {}

@@ -192,11 +192,14 @@ def test_four_bodies_sent_a_byte_a_second_hold_no_slot_and_get_408(srv: ServerPr
 def test_a_megabyte_header_is_431_in_the_envelope_at_once(srv: ServerProcess) -> None:
     """Issue 68: a 100-200 MB header was read whole before the token was checked (45 s of CPU)."""
     data = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 1_000_000 + b"\r\n\r\n"
-    got, took = raw_exchange(srv.port, data)
-    status, headers, body = parse(got)
-    assert status == 431 and headers["connection"] == "close"
-    assert_envelope(body, 431, "headers_too_large", "65,536", "--max-header-bytes")
-    assert took < 0.5, f"the 431 took {took * 1000:.0f} ms"  # the issue's bound is 100 ms; generous here
+    times = []
+    for _ in range(3):  # the issue's bound, 100 ms, for the fastest of three (a loaded machine pauses)
+        got, took = raw_exchange(srv.port, data)
+        status, headers, body = parse(got)
+        assert status == 431 and headers["connection"] == "close"
+        assert_envelope(body, 431, "headers_too_large", "65,536", "--max-header-bytes")
+        times.append(took)
+    assert min(times) < 0.1, f"the 431 took {min(times) * 1000:.0f} ms at best"
 
 
 def test_ten_thousand_headers_are_431(srv: ServerProcess) -> None:
@@ -255,6 +258,33 @@ def test_urllib_reads_the_503_when_every_slot_is_taken() -> None:
             assert status == 503 and headers["retry-after"] == "1"
             assert_envelope(body, 503, "overloaded", "--max-concurrency")
             busy.join()
+
+
+def test_bodies_past_the_memory_budget_are_503_and_drained() -> None:
+    """Reading a body before its slot must not let many connections fill the memory: past the
+    budget of bodies held at once, 503 with Retry-After (and the body still coming is drained)."""
+    import asyncio
+
+    from ctxsel.service.middleware import BodySizeLimitMiddleware
+
+    sent: list[dict[str, Any]] = []
+    parts = [b"x" * 300, b"x" * 300, b"x" * 300]
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the app must not run")
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": parts.pop(0), "more_body": bool(parts)}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/select", "headers": [(b"content-length", b"900")]}
+    middleware = BodySizeLimitMiddleware(app, max_bytes=1000, budget_bytes=500)
+    asyncio.run(middleware(scope, receive, send))
+    assert sent[0]["status"] == 503 and (b"retry-after", b"1") in sent[0]["headers"]
+    assert b'"error": "overloaded"' in sent[1]["body"]
+    assert not parts and middleware.buffered == 0  # drained, and nothing held afterwards
 
 
 # -- options that would change the server's process ------------------------------------------------

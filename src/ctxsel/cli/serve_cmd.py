@@ -92,6 +92,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--max-headers", type=int, default=100, help="431 for a request with more headers than this (default 100)"
     )
     p.add_argument(
+        "--timeout-keep-alive",
+        type=non_negative_int,
+        default=5,
+        help="seconds an idle keep-alive connection stays open between requests (default 5); a client "
+        "that keeps idle connections in a pool should drop them sooner than this",
+    )
+    p.add_argument(
         "--workers",
         type=int,
         default=1,
@@ -158,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         args.host,
         args.port,
         log_level=args.log_level,
+        timeout_keep_alive=args.timeout_keep_alive,
         http=args.http,
         loop=args.loop,
         workers=args.workers,

@@ -130,6 +130,7 @@ def run_server(
                 "max_queue": settings.max_queue,
                 "queue_timeout_s": settings.queue_timeout_s,
                 "body_timeout_s": settings.body_timeout_s,
+                "timeout_keep_alive_s": timeout_keep_alive,
                 "max_header_bytes": settings.max_header_bytes,
                 "max_headers": settings.max_headers,
                 "workers": workers,
