@@ -351,23 +351,25 @@ class BodySizeLimitMiddleware:
         try:
             parts: list[bytes] = []
             refusal: str | None = "timeout"  # what ended the read: None (the whole body came), or why not
+            complete = False  # the last part came: nothing left to drain
             with anyio.move_on_after(self.body_timeout_s):
                 while True:
                     message = await receive()
                     if message["type"] != "http.request":
                         return  # the client went away while sending: nobody to answer
                     chunk = message.get("body", b"")
+                    complete = not message.get("more_body")
                     held += len(chunk)
                     self.buffered += len(chunk)
                     if held > self.max_bytes:
-                        refusal = "too_large" if not message.get("more_body") else "too_large_so_far"
+                        refusal = "too_large"
                         break
                     if self.budget_bytes is not None and self.buffered > self.budget_bytes:
                         refusal = "budget"
                         break
                     if chunk:
                         parts.append(chunk)
-                    if not message.get("more_body"):
+                    if complete:
                         refusal = None
                         break
             if refusal == "timeout":
@@ -381,10 +383,11 @@ class BodySizeLimitMiddleware:
                     {"Connection": "close"},
                 )
                 return
+            drain = None if complete else receive
             if refusal == "budget":
                 await refuse_and_drain(
                     scope,
-                    receive,
+                    drain,
                     send,
                     503,
                     "overloaded",
@@ -394,8 +397,8 @@ class BodySizeLimitMiddleware:
                 )
                 return
             if refusal is not None:
-                exc = BodyTooLarge(self.max_bytes, held, "so far" if refusal == "too_large_so_far" else "")
-                await refuse_and_drain(scope, receive, send, 413, "body_too_large", exc.detail)
+                exc = BodyTooLarge(self.max_bytes, held, "" if complete else "so far")
+                await refuse_and_drain(scope, drain, send, 413, "body_too_large", exc.detail)
                 return
             body = b"".join(parts)
             del parts

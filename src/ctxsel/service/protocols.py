@@ -19,6 +19,7 @@ of the answer.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import uuid
@@ -128,6 +129,13 @@ class _Limits:
         self._refuse(400, "bad_request", f"the request is not valid HTTP/1.1 ({detail})")
 
 
+def resolve_http(choice: str) -> str:
+    """The HTTP parser uvicorn's ``auto`` picks: httptools when it is installed, else h11."""
+    if choice != "auto":
+        return choice
+    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+
+
 def protocol_class(kind: str, max_header_bytes: int) -> type[Any]:
     """uvicorn's ``kind`` protocol ("httptools" or "h11") with :class:`_Limits`, for ``uvicorn.Config(http=...)``."""
     if kind == "httptools":
@@ -180,4 +188,4 @@ def protocol_class(kind: str, max_header_bytes: int) -> type[Any]:
     raise ValueError(f"unknown HTTP protocol {kind!r}")
 
 
-__all__ = ["LINGER_S", "protocol_class"]
+__all__ = ["LINGER_S", "protocol_class", "resolve_http"]

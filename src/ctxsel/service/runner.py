@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.service.middleware import JsonLogFormatter, log
+from ctxsel.service.protocols import resolve_http
 from ctxsel.service.settings import ServiceSettings
 
 #: new container objects between two young collections in the server's process (Python's default: 700)
@@ -67,11 +68,6 @@ def _resolve(choice: str, fast: str, fallback: str) -> str:
     if choice != "auto":
         return choice
     return fast if importlib.util.find_spec(fast) is not None else fallback
-
-
-def resolve_http(choice: str) -> str:
-    """The HTTP parser uvicorn's ``auto`` picks: httptools when it is installed, else h11."""
-    return _resolve(choice, "httptools", "h11")
 
 
 def run_server(

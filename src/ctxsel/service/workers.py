@@ -154,8 +154,7 @@ def serve_on(
     when its scorer failed to load, else None."""
     import uvicorn
 
-    from ctxsel.service.protocols import protocol_class
-    from ctxsel.service.runner import resolve_http
+    from ctxsel.service.protocols import protocol_class, resolve_http
 
     settings = app.state.service.settings
     config = uvicorn.Config(
