@@ -158,7 +158,8 @@ def http_reference() -> str:
 
     out = [
         "# HTTP API\n\n`ctxsel serve` answers these endpoints (generated from the server's own OpenAPI "
-        "document, which it serves at `/openapi.json`; `python -m tests.test_docs` rewrites this page).\n"
+        "document, which it serves at `/openapi.json`; `python -m tests.test_docs` rewrites this page).\n",
+        connection_limits(),
     ]
     for path, ops in api["paths"].items():
         for method, op in ops.items():
@@ -182,6 +183,48 @@ def http_reference() -> str:
             desc = " ".join(str(prop.get("description", "")).split()).replace("|", "/")
             out.append(f"| `{field}` | {kind(prop)} | {'yes' if field in required else ''} | {desc} |\n")
     return "".join(out)
+
+
+def connection_limits() -> str:
+    """The limits on a request's headers, body and timing (hand-written; the values are ServiceSettings')."""
+    from ctxsel.service import ServiceSettings
+
+    d = ServiceSettings(scorer="keywords")
+    rows = [
+        ("headers", f"at most {d.max_headers:,} (`--max-headers`)", "431 `headers_too_large`"),
+        (
+            "request target and header names and values",
+            f"at most {d.max_header_bytes:,} bytes together (`--max-header-bytes`); a header section still "
+            f"incomplete past {2 * d.max_header_bytes:,} bytes is refused as it arrives, on either HTTP parser",
+            "431 `headers_too_large`, connection closed",
+        ),
+        (
+            "body",
+            f"at most {d.max_body_bytes:,} bytes (`--max-body-bytes`), by Content-Length or as it streams",
+            "413 `body_too_large`, connection closed",
+        ),
+        (
+            "body arrival",
+            f"the whole body within {d.body_timeout_s:g} s of the headers (`--body-timeout`); it is read before "
+            "the request takes a concurrency slot, so a slow client holds its connection, never a slot",
+            "408 `body_timeout`, connection closed",
+        ),
+        (
+            "bodies held at once",
+            "`--max-body-bytes` x (`--max-concurrency` + `--max-queue`) bytes of bodies read or waiting",
+            "503 `overloaded` with Retry-After",
+        ),
+        ("HTTP that does not parse", "-", "400 `bad_request` in the same JSON shape, connection closed"),
+    ]
+    table = "".join(f"| {a} | {b} | {c} |\n" for a, b, c in rows)
+    return (
+        "\n## Limits of a request\n\nChecked before any route runs, in this order: headers, token, body, "
+        "readiness, concurrency slot. Every refusal is the JSON error `{error, message, status, request_id}`; "
+        "one sent before the body was read (401, 413, 431) reads and drops what the client still sends "
+        "(up to 64 MiB, while it keeps coming) before closing, so a client that sends its whole body "
+        "before reading (Python's urllib) reads the status. A 502 from `/answer` says how the reader "
+        "failed, never where it is.\n\n| what | limit (server flag) | past it |\n|---|---|---|\n" + table
+    )
 
 
 def options_reference() -> str:

@@ -76,6 +76,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds a request may wait in the queue before 503 with Retry-After (default 5)",
     )
     p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a request's whole body may take to arrive after its headers, else 408; the body is "
+        "read before the request takes a slot (default 10)",
+    )
+    p.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=64 * 1024,
+        help="431 for a request whose target and headers are larger than this (default 64 KiB)",
+    )
+    p.add_argument(
+        "--max-headers", type=int, default=100, help="431 for a request with more headers than this (default 100)"
+    )
+    p.add_argument(
+        "--timeout-keep-alive",
+        type=non_negative_int,
+        default=5,
+        help="seconds an idle keep-alive connection stays open between requests (default 5); a client "
+        "that keeps idle connections in a pool should drop them sooner than this",
+    )
+    p.add_argument(
         "--workers",
         type=int,
         default=1,
@@ -127,6 +150,9 @@ def run(args: argparse.Namespace) -> int:
         max_concurrency=args.max_concurrency,
         max_queue=args.max_queue,
         queue_timeout_s=args.queue_timeout,
+        body_timeout_s=args.body_timeout,
+        max_header_bytes=args.max_header_bytes,
+        max_headers=args.max_headers,
         scorer=args.scorer,
         model=args.model,
         threads=args.threads,
@@ -139,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         args.host,
         args.port,
         log_level=args.log_level,
+        timeout_keep_alive=args.timeout_keep_alive,
         http=args.http,
         loop=args.loop,
         workers=args.workers,

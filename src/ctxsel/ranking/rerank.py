@@ -103,13 +103,27 @@ def parse_rerank(spec: str | Rerank | None) -> Rerank | None:
     return Rerank(scorer, m)
 
 
+#: a second scorer's options that change the whole server process or name its files: refused over HTTP
+_SERVER_SCORER_OPTIONS = {
+    "num_threads": "it changes the whole server's torch threads (the server's --threads sets them)",
+    "device": "it changes where the whole server computes (the server's scorers run on its CPU)",
+    "cache": "a request cannot name a file on the server",
+}
+
+
 def check_server_rerank(rerank_: Rerank) -> None:
     """A rerank a server runs for a client: its scorer may name a bundled model, never a path or a
-    download (a request cannot make the server read its files)."""
+    download (a request cannot make the server read its files), and none of its options may change
+    the server's process (threads, device) or name a file (:data:`_SERVER_SCORER_OPTIONS`)."""
     from ctxsel.scoring.dense import DEFAULT_MODEL
     from ctxsel.scoring.gguf_embedders import get_embedder
 
-    model = parse_scorer_spec(rerank_.scorer)[1].get("model")
+    options = parse_scorer_spec(rerank_.scorer)[1]
+    for key in sorted(_SERVER_SCORER_OPTIONS.keys() & options.keys()):
+        raise InputError(
+            f"rerank {rerank_.spec()!r}: '{key}' is not an option a request can set: {_SERVER_SCORER_OPTIONS[key]}"
+        )
+    model = options.get("model")
     if model is not None and not (model == DEFAULT_MODEL or (isinstance(model, str) and get_embedder(model))):
         raise InputError(
             f"rerank {rerank_.spec()!r}: a request may name a bundled model only (e.g. nomic-v1.5), "

@@ -31,6 +31,7 @@ from ctxsel.service.limiter import ConcurrencyLimitMiddleware
 from ctxsel.service.middleware import (
     BearerAuthMiddleware,
     BodySizeLimitMiddleware,
+    HeaderLimitMiddleware,
     ReadinessMiddleware,
     RequestLogMiddleware,
     log,
@@ -69,14 +70,22 @@ def create_app(settings: ServiceSettings | None = None, *, scorer: Any = None) -
     install_error_handlers(app)
     add_routes(app, service)
 
-    # outermost last: RequestLog -> BearerAuth -> BodySizeLimit -> Readiness -> ConcurrencyLimit -> routes
+    # outermost last: RequestLog -> HeaderLimit -> BearerAuth -> BodySizeLimit (reads the whole body)
+    # -> Readiness -> ConcurrencyLimit -> routes: a body is in memory before its request asks for a slot
     app.add_middleware(
         ConcurrencyLimitMiddleware, limiter=service.limiter, paths=LIMITED_PATHS, on_admit=service.metrics.admitted
     )
     app.add_middleware(ReadinessMiddleware, refusal=service.refusal, paths=LIMITED_PATHS)
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodySizeLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        body_timeout_s=settings.body_timeout_s,
+        # as many full bodies as requests may run and wait at once: reading first must not cost more memory
+        budget_bytes=settings.max_body_bytes * (settings.max_concurrency + settings.max_queue),
+    )
     if settings.token is not None:
         app.add_middleware(BearerAuthMiddleware, token=settings.token, public_paths=PUBLIC_PATHS)
+    app.add_middleware(HeaderLimitMiddleware, max_bytes=settings.max_header_bytes, max_headers=settings.max_headers)
     app.add_middleware(RequestLogMiddleware, logger=log, metrics=service.metrics)
     return app
 

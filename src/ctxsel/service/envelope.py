@@ -20,21 +20,26 @@ from ctxsel.service.middleware import error_dict, request_id
 from ctxsel.service.models import ErrorOut
 
 ERRORS = {
+    400: "not valid HTTP (the HTTP parser's answer, in the same JSON shape; the connection is closed)",
     401: "missing or wrong bearer token",
+    408: "the request body did not all arrive within the server's --body-timeout of its headers "
+    "(the connection is closed)",
     411: "a POST without Content-Length (or chunked Transfer-Encoding): its body cannot be read",
     413: "request body over the server's limit (--max-body-bytes), or more chunks or text than it takes "
     "in one request (--max-chunks, --max-chars)",
     422: "malformed body, or input the method cannot use (the message says which)",
+    431: "more headers than the server's --max-headers, or a target and headers larger than its --max-header-bytes",
     500: "internal error (the log line with this request id has the traceback)",
     503: "already handling --max-concurrency requests with its queue full (--max-queue) or no slot free within "
-    "--queue-timeout, or still loading its scorer; retry after Retry-After seconds",
+    "--queue-timeout, or holding as many request bodies as it keeps in memory, or still loading its scorer; "
+    "retry after Retry-After seconds",
     504: "the work took longer than the server's deadline (--deadline)",
 }
 ROUTES = "POST /select, POST /answer, GET|HEAD /health, GET /metrics and GET /openapi.json (docs at /docs)"
 ANSWER_ERRORS = {
     **ERRORS,
     501: "this server has no reader (start it with --reader local|URL)",
-    502: "the reader LLM failed (the message quotes its error)",
+    502: "the reader LLM failed (the message says how and quotes its reply, never where the reader is)",
 }
 
 

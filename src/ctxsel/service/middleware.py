@@ -1,15 +1,21 @@
-"""Pure ASGI middleware for the service: request log and id, bearer token, body
-size limit, readiness (the concurrency limit is in :mod:`ctxsel.service.limiter`).
+"""Pure ASGI middleware for the service: request log and id, header limits, bearer token,
+the body read (size limit, read timeout), readiness (the concurrency limit is in
+:mod:`ctxsel.service.limiter`).
 
-Each is a plain ASGI callable (no ``BaseHTTPMiddleware``), so none of them
-buffers a request or a response. They run outermost first, in this order::
+Each is a plain ASGI callable (no ``BaseHTTPMiddleware``). They run outermost
+first, in this order::
 
-    RequestLog -> BearerAuth -> BodySizeLimit -> Readiness -> ConcurrencyLimit -> the app
+    RequestLog -> HeaderLimit -> BearerAuth -> BodyRead -> Readiness -> ConcurrencyLimit -> the app
 
-so every request is logged (401s, 413s and 503s included), an unauthenticated
-client can neither make the server read its body nor take a slot, an
-oversized body is refused before it could take a slot, and a server still
-loading its scorer refuses work before reading a body.
+so every request is logged (401s, 408s, 413s, 431s and 503s included), an
+unauthenticated client can neither make the server keep its body nor take a
+slot, and the whole body is read, size-checked and timed before the request
+asks for a concurrency slot: a client that sends its body slowly holds a
+connection, never a slot. Every refusal sent before the body is read
+(401, 413, 431) then reads and drops what the client still sends, within
+bounds, so that a client that sends its whole body before it reads (Python's
+urllib) reads the status instead of "connection reset by peer"
+(:func:`refuse_and_drain`).
 """
 
 from __future__ import annotations
@@ -163,7 +169,8 @@ class BearerAuthMiddleware:
     The check reads headers only, before any of the body. Both sides are
     hashed (SHA-256) and compared with :func:`hmac.compare_digest`, so the
     comparison takes the same time whatever the token's length or content.
-    A missing or wrong token gets 401 with ``WWW-Authenticate: Bearer``.
+    A missing or wrong token gets 401 with ``WWW-Authenticate: Bearer``; the body the client
+    still sends is drained, not read (:func:`refuse_and_drain`).
     """
 
     def __init__(self, app: ASGIApp, token: str, public_paths: Collection[str]) -> None:
@@ -192,46 +199,126 @@ class BearerAuthMiddleware:
             await self.app(scope, receive, send)
             return
         challenge = 'Bearer realm="ctxsel"' + ("" if why.startswith("missing") else ', error="invalid_token"')
-        await send_error(scope, send, 401, "unauthorized", why, {"WWW-Authenticate": challenge})
+        await refuse_and_drain(scope, receive, send, 401, "unauthorized", why, {"WWW-Authenticate": challenge})
 
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+#: what a refusal sent before the body was read drops of the rest of it: at most this many bytes, and
+#: only while they keep coming (a pause of DRAIN_IDLE_S ends it), for at most DRAIN_TOTAL_S in all
+DRAIN_BYTES = 64 * 1024 * 1024
+DRAIN_IDLE_S = 1.0
+DRAIN_TOTAL_S = 30.0
+
+
+async def refuse_and_drain(
+    scope: Scope,
+    receive: Receive | None,
+    send: Send,
+    status: int,
+    error: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+) -> None:
+    """An error answer (with ``Connection: close``) sent before the request's body was read, then,
+    with ``receive``, the unread body read and dropped before the response ends and the connection
+    closes (bounded by :data:`DRAIN_BYTES`, :data:`DRAIN_IDLE_S` and :data:`DRAIN_TOTAL_S`).
+
+    A client that reads while it sends (curl, httpx) sees the answer at once and stops; one that
+    sends everything first (Python's urllib) finds it waiting instead of "connection reset by
+    peer", which is what closing a socket with unread data in it gives. A client that asked
+    ``Expect: 100-continue`` has sent no body, so nothing is drained."""
+    if Headers(scope=scope).get("expect", "").lower() == "100-continue":
+        receive = None
+    await send_error(
+        scope, send, status, error, message, {**(headers or {}), "Connection": "close"}, more_body=receive is not None
+    )
+    if receive is None:
+        return
+    dropped = 0
+    with anyio.move_on_after(DRAIN_TOTAL_S):
+        while dropped <= DRAIN_BYTES:
+            with anyio.move_on_after(DRAIN_IDLE_S):
+                message_ = await receive()
+                dropped += len(message_.get("body", b""))
+                if message_["type"] != "http.request" or not message_.get("more_body"):
+                    break
+                continue
+            break  # the client stopped sending (it read the answer)
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class HeaderLimitMiddleware:
+    """431 for a request whose headers are more than ``max_headers`` or, with its target (path
+    and query), more than ``max_bytes`` of names and values, before anything reads them.
+
+    The HTTP protocol (:mod:`ctxsel.service.protocols`) has already refused a header section
+    still incomplete past twice that size, so a huge header never reaches this check; this one
+    is exact, and the same whatever the HTTP parser."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, max_headers: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.max_headers = max_headers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = scope.get("headers") or []
+            size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+            size += sum(len(k) + len(v) for k, v in headers)
+            why = header_refusal(len(headers), size, self.max_headers, self.max_bytes)
+            if why is not None:
+                await refuse_and_drain(scope, receive, send, 431, "headers_too_large", why)
+                return
+        await self.app(scope, receive, send)
+
+
+def header_refusal(count: int, size: int, max_headers: int, max_bytes: int) -> str | None:
+    """Why a request's headers are refused (431), or None."""
+    if count > max_headers:
+        return (
+            f"the request has {count:,} headers; this server takes at most {max_headers:,} "
+            "(its --max-headers): send fewer"
+        )
+    if size > max_bytes:
+        return (
+            f"the request's headers and target are {size:,} bytes; this server takes at most {max_bytes:,} "
+            "(its --max-header-bytes): send the data in the body"
+        )
+    return None
 
 
 class BodySizeLimitMiddleware:
-    """413 for a request body over ``max_bytes``, without keeping it; 411 for
-    a POST with neither ``Content-Length`` nor ``Transfer-Encoding`` (an
-    HTTP/1.0 client's body would otherwise be read as empty: a misleading 422).
+    """The whole request body read before the app runs (so before a concurrency slot is taken),
+    within a time and a size; the app then reads it from memory.
 
-    A ``Content-Length`` over the limit is answered before the app runs and
-    before a byte of the body is read. A body without one (chunked) or one
-    longer than it says is counted as it streams in: the ``receive`` that
-    passes the limit raises :class:`BodyTooLarge`, so at most one more
-    transport chunk than the limit is ever held.
+    - 411 for a POST with neither ``Content-Length`` nor ``Transfer-Encoding`` (an HTTP/1.0
+      client's body would otherwise be read as empty: a misleading 422).
+    - 413 for a body over ``max_bytes``: a ``Content-Length`` over the limit is answered before a
+      byte of the body is read; a body without one (chunked), or longer than it says, is counted
+      as it streams in and refused the moment it passes the limit. Either way the rest of it is
+      drained (:func:`refuse_and_drain`), never kept.
+    - 408 (``Connection: close``) for a body not all received within ``body_timeout_s`` seconds
+      of the request's headers: a client that sends a byte a second holds its connection for
+      that long, and no concurrency slot at all.
+    - 503 with ``Retry-After`` when the bodies being read and waiting for a slot already hold
+      ``budget_bytes``: reading before the slot must not let many connections fill the memory.
 
-    The 413 (with ``Connection: close``) is sent at once, and then the rest of
-    the body is read and thrown away, up to ``drain_bytes`` and while it keeps
-    coming (``drain_idle_s``), before the connection closes. A client that
-    reads while it sends (curl, httpx) sees the 413 at once and stops; one
-    that sends everything first (Python's urllib) finds the 413 waiting
-    instead of "connection reset by peer", which is what closing a socket
-    with unread data in it gives. A client that asked ``Expect:
-    100-continue`` has sent no body, so nothing is drained.
+    An app that raises :class:`BodyTooLarge` while it reads (FastAPI's body reader wraps it) is
+    answered 413 too.
     """
 
     def __init__(
         self,
         app: ASGIApp,
         max_bytes: int,
-        drain_bytes: int = 64 * 1024 * 1024,
-        drain_idle_s: float = 1.0,
-        drain_total_s: float = 30.0,
+        body_timeout_s: float = 10.0,
+        budget_bytes: int | None = None,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
-        self.drain_bytes = drain_bytes
-        self.drain_idle_s = drain_idle_s
-        self.drain_total_s = drain_total_s
+        self.body_timeout_s = body_timeout_s
+        self.budget_bytes = budget_bytes
+        self.buffered = 0  # bytes held by bodies read (or being read) by requests still running
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -251,23 +338,85 @@ class BodySizeLimitMiddleware:
                 {"Connection": "close"},
             )
             return
-        expects_continue = headers.get("expect", "").lower() == "100-continue"
         if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
+            drain = None if int(declared) > DRAIN_BYTES else receive  # past the drain's bound: just close
             exc = BodyTooLarge(self.max_bytes, int(declared), "declared")
-            drain = None if expects_continue or int(declared) > self.drain_bytes else receive
-            await self._refuse(scope, send, exc, drain)
+            await refuse_and_drain(scope, drain, send, 413, "body_too_large", exc.detail)
             return
-        seen = 0
-        started = False
+        no_body = declared is None and "transfer-encoding" not in headers
+        if no_body or (declared is not None and declared.strip() == "0"):
+            await self._run(scope, receive, send)  # nothing to read first
+            return
+        held = 0
+        try:
+            parts: list[bytes] = []
+            refusal: str | None = "timeout"  # what ended the read: None (the whole body came), or why not
+            complete = False  # the last part came: nothing left to drain
+            with anyio.move_on_after(self.body_timeout_s):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        return  # the client went away while sending: nobody to answer
+                    chunk = message.get("body", b"")
+                    complete = not message.get("more_body")
+                    held += len(chunk)
+                    self.buffered += len(chunk)
+                    if held > self.max_bytes:
+                        refusal = "too_large"
+                        break
+                    if self.budget_bytes is not None and self.buffered > self.budget_bytes:
+                        refusal = "budget"
+                        break
+                    if chunk:
+                        parts.append(chunk)
+                    if complete:
+                        refusal = None
+                        break
+            if refusal == "timeout":
+                await send_error(
+                    scope,
+                    send,
+                    408,
+                    "body_timeout",
+                    f"the request body did not all arrive within {self.body_timeout_s:g} s of its headers "
+                    f"(the server's --body-timeout; {held:,} bytes came): send the whole body at once",
+                    {"Connection": "close"},
+                )
+                return
+            drain = None if complete else receive
+            if refusal == "budget":
+                await refuse_and_drain(
+                    scope,
+                    drain,
+                    send,
+                    503,
+                    "overloaded",
+                    "the server already holds as many request bodies in memory as it keeps at once (bodies being "
+                    "read, and requests waiting for a slot); retry shortly",
+                    {"Retry-After": "1"},
+                )
+                return
+            if refusal is not None:
+                exc = BodyTooLarge(self.max_bytes, held, "" if complete else "so far")
+                await refuse_and_drain(scope, drain, send, 413, "body_too_large", exc.detail)
+                return
+            body = b"".join(parts)
+            del parts
+            replayed = False
 
-        async def limited_receive() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise BodyTooLarge(self.max_bytes, seen, "so far" if message.get("more_body") else "")
-            return message
+            async def replay() -> Message:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()  # after the body: the client's disconnect, when it comes
+
+            await self._run(scope, replay, send)
+        finally:
+            self.buffered -= held
+
+    async def _run(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
 
         async def tracking_send(message: Message) -> None:
             nonlocal started
@@ -276,35 +425,16 @@ class BodySizeLimitMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, limited_receive, tracking_send)
+            await self.app(scope, receive, tracking_send)
         except BodyTooLarge as exc:
             if started:
                 raise
-            await self._refuse(scope, send, exc, None if expects_continue else receive)
-
-    async def _refuse(self, scope: Scope, send: Send, exc: BodyTooLarge, drain: Receive | None) -> None:
-        """The 413, then (with ``drain``) the unread body read and dropped before the response ends."""
-        await send_error(
-            scope, send, 413, "body_too_large", exc.detail, {"Connection": "close"}, more_body=drain is not None
-        )
-        if drain is None:
-            return
-        dropped = 0
-        with anyio.move_on_after(self.drain_total_s):
-            while dropped <= self.drain_bytes:
-                with anyio.move_on_after(self.drain_idle_s):
-                    message = await drain()
-                    dropped += len(message.get("body", b""))
-                    if message["type"] != "http.request" or not message.get("more_body"):
-                        break
-                    continue
-                break  # the client stopped sending (it read the 413)
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await refuse_and_drain(scope, receive, send, 413, "body_too_large", exc.detail)
 
 
 class ReadinessMiddleware:
     """503 with ``Retry-After`` for ``paths`` while ``refusal()`` says why the
-    server cannot take work yet (its scorer is loading), before the body is read."""
+    server cannot take work yet (its scorer is loading), before the app parses the body."""
 
     def __init__(self, app: ASGIApp, refusal: Callable[[], tuple[str, str] | None], paths: Collection[str]) -> None:
         self.app = app

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.service.middleware import JsonLogFormatter, log
+from ctxsel.service.protocols import resolve_http
 from ctxsel.service.settings import ServiceSettings
 
 #: new container objects between two young collections in the server's process (Python's default: 700)
@@ -124,12 +125,16 @@ def run_server(
                 "max_concurrency": settings.max_concurrency,
                 "max_queue": settings.max_queue,
                 "queue_timeout_s": settings.queue_timeout_s,
+                "body_timeout_s": settings.body_timeout_s,
+                "timeout_keep_alive_s": timeout_keep_alive,
+                "max_header_bytes": settings.max_header_bytes,
+                "max_headers": settings.max_headers,
                 "workers": workers,
                 "max_chunks": settings.max_chunks,
                 "max_chars": settings.max_chars,
                 "scorer": settings.scorer,
                 "reader": settings.reader_name,
-                "http": _resolve(http, "httptools", "h11"),
+                "http": resolve_http(http),
                 "loop": _resolve(loop, "uvloop", "asyncio"),
             }
         },

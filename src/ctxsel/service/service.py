@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar, cast
+from urllib.parse import urlsplit
 
 import anyio
 import numpy as np
@@ -53,6 +55,24 @@ _SERVER_ONLY_OPTIONS = {
 _TRIM_AFTER_BYTES = 2 * 1024 * 1024
 #: a score-only cut over at most this many chunks runs on the event loop (see Service.runs_inline)
 _INLINE_MAX_CHUNKS = 1_000
+
+
+def reader_failure(e: LLMError, rid: str | None) -> str:
+    """What a client is told when the server's reader failed: the kind of failure, its HTTP status and
+    the reader's own words, never where the reader is (its URL, host or port stay in the server's log)."""
+    said = e.body
+    for where in {e.url, urlsplit(e.url).netloc} - {""}:
+        said = said.replace(where, "<reader>")
+    said = _URL.sub("<reader>", said)
+    status = f" (HTTP {e.status_code})" if e.status_code is not None else ""
+    quoted = f": {said}" if said else ""
+    return (
+        f"the reader is unavailable: {type(e).what}{status}{quoted}; the server log has the details (request id {rid})"
+    )
+
+
+#: a URL in an error text (scheme://...)
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://\S+")
 
 
 class Service:
@@ -257,8 +277,10 @@ class Service:
             raise ServiceError(504, "deadline_exceeded", "the request's work was stopped at its deadline") from None
         except RequestTooLarge as e:
             raise ServiceError(413, e.error, str(e)) from None
-        except LLMError as e:
-            raise ServiceError(502, "llm_error", str(e)) from None
+        except LLMError as e:  # the whole error (its URL too) in the server's log; the client gets no address
+            rid = request_id(request.scope)
+            log.warning("reader failed", extra={"fields": {"request_id": rid, "error": str(e)}})
+            raise ServiceError(502, "llm_error", reader_failure(e, rid)) from None
         except MissingExtraError as e:  # the server lacks an extra: its operator's to fix, not the client's
             log.error(
                 "missing dependency", extra={"fields": {"request_id": request_id(request.scope), "error": str(e)}}

@@ -38,6 +38,13 @@ class ServiceSettings:
       places for at most ``queue_timeout_s`` seconds; a request that finds
       the queue full, or waits longer, gets 503 with ``Retry-After``
       (``max_queue=0``: no queue, 503 at once).
+    - ``body_timeout_s``: the whole request body must arrive within this many seconds of its
+      headers (else 408, and the connection is closed). It is read, and checked against
+      ``max_body_bytes``, before the request asks for a concurrency slot, so a slow client holds
+      its own connection, never a slot.
+    - ``max_header_bytes`` / ``max_headers``: a request whose target and header names and values
+      add up to more bytes than this, or that has more headers, gets 431; a header section
+      still incomplete past twice ``max_header_bytes`` is refused as it arrives.
     - ``scorer`` / ``model`` / ``threads``: how chunks are scored when a
       request brings neither scores nor embeddings.
     - ``reader``: an LLM client for /answer and LLM-routed methods (None: /answer
@@ -55,6 +62,9 @@ class ServiceSettings:
     max_concurrency: int = 4
     max_queue: int = 16
     queue_timeout_s: float = 5.0
+    body_timeout_s: float = 10.0
+    max_header_bytes: int = 64 * 1024
+    max_headers: int = 100
     scorer: str = "dense"
     model: str | None = None
     threads: int | None = None
@@ -69,7 +79,7 @@ class ServiceSettings:
             raise InputError("the bearer token must be ASCII (it travels in an HTTP header)")
         if isinstance(self.max_body_bytes, bool) or not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1:
             raise InputError(f"max_body_bytes must be a positive integer, got {self.max_body_bytes!r}")
-        for name in ("max_chunks", "max_chars"):
+        for name in ("max_chunks", "max_chars", "max_header_bytes", "max_headers"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{name} must be a positive integer, got {value!r}")
@@ -92,6 +102,13 @@ class ServiceSettings:
             and self.queue_timeout_s > 0
         ):
             raise InputError(f"queue_timeout_s must be a positive number of seconds, got {self.queue_timeout_s!r}")
+        if not (
+            isinstance(self.body_timeout_s, (int, float))
+            and not isinstance(self.body_timeout_s, bool)
+            and math.isfinite(self.body_timeout_s)
+            and self.body_timeout_s > 0
+        ):
+            raise InputError(f"body_timeout_s must be a positive number of seconds, got {self.body_timeout_s!r}")
         from ctxsel.scoring.registry import available_scorers
 
         if self.scorer not in available_scorers():

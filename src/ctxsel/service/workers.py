@@ -154,6 +154,9 @@ def serve_on(
     when its scorer failed to load, else None."""
     import uvicorn
 
+    from ctxsel.service.protocols import protocol_class, resolve_http
+
+    settings = app.state.service.settings
     config = uvicorn.Config(
         app,
         log_config=None,
@@ -162,7 +165,10 @@ def serve_on(
         lifespan="on",
         timeout_keep_alive=timeout_keep_alive,
         server_header=False,
-        http=http,
+        # a head still incomplete past twice the limit is refused as it comes (the protocol); the exact
+        # check is HeaderLimitMiddleware's, on complete heads
+        http=protocol_class(resolve_http(http), settings.max_header_bytes),
+        h11_max_incomplete_event_size=2 * settings.max_header_bytes,
         loop=loop,
     )
     server = uvicorn.Server(config)
