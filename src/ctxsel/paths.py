@@ -49,8 +49,6 @@ _lock = threading.Lock()
 #: configured folder (or why there is none) -> the writable folder, or None once warned
 _checked: dict[str, Path | None] = {}
 _temp_root: Path | None = None
-#: folders outside the cache folder already warned about by :func:`out_of_room`
-_full: set[str] = set()
 
 #: errors that say no more can be written there: a full disk, a quota, a file size limit, a read-only mount
 ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
@@ -235,25 +233,22 @@ def os_error_words(e: BaseException) -> str:
 
 
 def out_of_room(folder: str | os.PathLike[str], error: BaseException) -> bool:
-    """``folder`` could not be written for lack of room (:func:`is_out_of_room`): give the one warning,
-    naming the folder, the error and the space left, once a process. When ``folder`` is in the cache
-    folder, :func:`writable_cache_dir` answers None from then on (the caches keep to memory, files go
-    to the temporary folder) and True is returned; for a folder outside it (a path the caller named),
-    False (its own writes stop; nothing else changes)."""
+    """``folder``, in the cache folder, could not be written for lack of room (:func:`is_out_of_room`):
+    give the one warning, naming the cache folder, the error and the space left, once a process, and
+    have :func:`writable_cache_dir` answer None from then on (the caches keep to memory, files go to
+    the temporary folder); True. For a folder outside the cache folder (a path the caller named),
+    nothing is done and False is returned: the caller says what it skips."""
     path = Path(folder)
+    if not in_cache_dir(path):
+        return False
     configured, _ = _configured()
     reason = room_reason(error, path)
     with _lock:
-        if in_cache_dir(path):
-            key = str(configured)
-            if _checked.get(key, configured) is not None:  # not warned yet (or not asked yet)
-                _checked[key] = None
-                _warn(path, reason)
-            return True
-        if str(path) not in _full:
-            _full.add(str(path))
-            log.warning("ctxsel cannot write to %s (%s): what it would have written there is skipped", path, reason)
-    return False
+        key = str(configured)
+        if _checked.get(key, configured) is not None:  # not warned yet (or not asked yet)
+            _checked[key] = None
+            _warn(configured, reason)
+    return True
 
 
 def find_cached(sub: str, name: str) -> Path | None:
@@ -309,7 +304,6 @@ def _forget() -> None:
     global _temp_root
     with _lock:
         _checked.clear()
-        _full.clear()
         _temp_root = None
 
 

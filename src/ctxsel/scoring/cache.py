@@ -91,6 +91,8 @@ class EmbeddingCache:
                 log=log,
                 quick_check=quick_check,
             )
+        except LockTimeout as e:
+            self._step_aside(e)
         except (OSError, sqlite3.Error) as e:
             if is_out_of_room(e) and self._in_cache_dir and out_of_room(self.path.parent, e):
                 return  # warned once for the whole cache folder
