@@ -976,3 +976,27 @@ def test_a_bad_lock_timeout_is_a_warning_and_the_default(monkeypatch: pytest.Mon
         assert f"CTXSEL_CACHE_LOCK_TIMEOUT={text!r} is not a number of seconds > 0" in caplog.text
     monkeypatch.setenv("CTXSEL_CACHE_LOCK_TIMEOUT", "2.5")
     assert lock_timeout() == 2.5
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("kind", list(HOLDERS))
+def test_cli_select_while_another_process_holds_the_cache_lock(kind: str, tmp_path: Path) -> None:
+    """`ctxsel select` with the default dense scorer while another process holds the cache's lock (was:
+    the lock file held, it waited for ever without a word): the same ids, the two warnings, in bounded time."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    session = Path(os.environ["CTXSEL_CACHE_DIR"])
+    (session / "onnx").mkdir(parents=True, exist_ok=True)
+    (folder / "onnx").symlink_to(session / "onnx")  # the session's ONNX export
+    EmbeddingCache(folder / "embeddings.sqlite").put_many({"warm": np.ones(4, dtype=np.float32)})
+    args = ["select", "--document", str(EXAMPLE_MD), "--question", QUESTION, "--method", "top-k@2", "--json"]
+    with _holding(kind, folder / "embeddings.sqlite"):
+        start = time.monotonic()
+        out = run_cli(args, env={"CTXSEL_CACHE_DIR": str(folder), "CTXSEL_CACHE_LOCK_TIMEOUT": "2"}, timeout=300)
+        took = time.monotonic() - start
+    assert out.returncode == 0, out.stderr
+    assert [c["id"] for c in json.loads(out.stdout)["chunks"]] == EXPECTED_TOP2
+    assert "Traceback" not in out.stderr
+    assert "waiting for another process that holds" in out.stderr and "is locked by another process" in out.stderr
+    assert len([x for x in out.stderr.splitlines() if x.strip()]) == 2, out.stderr
+    assert took < 240, took  # a cold export may take most of it; the lock costs the 2 s limit
