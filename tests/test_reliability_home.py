@@ -30,6 +30,7 @@ from ctxsel.errors import NoCacheDir
 from ctxsel.llm.base import Completion
 from ctxsel.llm.cache import ResponseCache
 from ctxsel.scoring.cache import EmbeddingCache
+from tests.support import fullfs
 from tests.support.cli import ctxsel_command
 from tests.support.paths import EXAMPLE_MD
 from tests.support.reliability import CHUNKS, EXPECTED_TOP2, QUESTION, example_chunks, fake_dense
@@ -393,3 +394,88 @@ def test_ctxsel_serve_with_a_missing_home(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(warnings) == 1 and warnings[0]["logger"] == "ctxsel.cache", warnings
     assert warnings[0]["event"].startswith(WARNING) and "CTXSEL_CACHE_DIR" in warnings[0]["event"]
     assert not any("Traceback" in json.dumps(x) for x in lines)
+
+
+# -- issue 68, item 5: the cache folder on a full disk -----------------------------------------------------------
+# A real tmpfs where this machine lets the test mount one, else (and always, too) the same fault simulated at
+# the storage boundary (tests/support/fullfs.py). "full": not a byte left, so the first write (paths' probe)
+# fails; "nearly full": 256 KiB left, so the caches open and the ONNX export (about 90 MB) fails part way.
+
+FULL_CASES = [(v, room) for v in fullfs.VARIANTS for room in ("full", "nearly full")]
+
+
+@pytest.fixture(params=FULL_CASES, ids=[f"{v}-{room}" for v, room in FULL_CASES])
+def full_cache(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[fullfs.FullFolder]:
+    variant, room = request.param
+    yield from fullfs.full_folder(variant, tmp_path, room=0 if room == "full" else 256 * 1024)
+
+
+def _one_full_warning(lines: list[str], folder: Path) -> None:
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"{WARNING} write its cache folder {folder} (disk full"), lines[0]
+    assert " free there" in lines[0] and "CTXSEL_CACHE_DIR" in lines[0] and "\n" not in lines[0]
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_cli_select_with_the_cache_on_a_full_disk(
+    full_cache: fullfs.FullFolder, writable_reference: list[tuple[str, float]], shared_tmp: Path
+) -> None:
+    """Was: exit 2 with "[Errno 28] No space left on device" (the ONNX export did not fall back)."""
+    folder = full_cache.folder / "cache"
+    out = _cli_select({"CTXSEL_CACHE_DIR": str(folder), **full_cache.env()})
+    assert out.returncode == 0, out.stderr
+    _same([(c["id"], c["score"]) for c in json.loads(out.stdout)["chunks"]], writable_reference)
+    _one_full_warning([x for x in out.stderr.splitlines() if x.strip()], folder)
+    assert list((shared_tmp / f"ctxsel-{os.getuid()}" / "onnx").glob("*/model.onnx"))
+    assert not list(folder.rglob("*.tmp"))  # nothing half-written left in the full folder
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("variant", fullfs.VARIANTS)
+def test_python_select_with_the_cache_on_a_full_disk(
+    variant: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: Any,
+    writable_reference: list[tuple[str, float]],
+    shared_tmp: Path,
+) -> None:
+    import ctxsel
+
+    for ff in fullfs.full_folder(variant, tmp_path, room=0):
+        folder = ff.folder / "cache"
+        monkeypatch.setenv("CTXSEL_CACHE_DIR", str(folder))
+        with ff.in_process(), caplog.at_level(logging.WARNING, logger="ctxsel"):
+            sel = ctxsel.select(QUESTION, example_chunks(), "top-k@2", scorer="dense")
+        scores = [s for s in sel.scores if s is not None]
+        _same(list(zip(sel.ids, scores)), writable_reference)
+        _one_full_warning(_ctxsel_warnings(caplog.records), folder)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", fullfs.VARIANTS)
+def test_ctxsel_serve_with_the_cache_on_a_full_disk(
+    variant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_tmp: Path
+) -> None:
+    """Was: `serve` exited 2 advising "check --scorer and --model"."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    from tests.support.server_process import ServerProcess
+
+    for ff in fullfs.full_folder(variant, tmp_path, room=0):
+        folder = ff.folder / "cache"
+        monkeypatch.setenv("CTXSEL_CACHE_DIR", str(folder))  # the server inherits this process's environment
+        for key, value in ff.env().items():
+            monkeypatch.setenv(key, value)
+        body = {"question": QUESTION, "chunks": [c.text for c in example_chunks()], "method": "top-k@2"}
+        with ServerProcess(["--scorer", "dense", "--threads", "1"], token=None, start_timeout=240) as srv:
+            status, _, sel = srv.request("POST", "/select", body, timeout=240)
+            lines = srv.log_lines()
+        assert status == 200, sel
+        assert sel["ids"] == EXPECTED_TOP2
+        warnings = [x for x in lines if x.get("level") == "warning"]
+        assert len(warnings) == 1 and warnings[0]["logger"] == "ctxsel.cache", warnings
+        _one_full_warning([warnings[0]["event"]], folder)
+        assert not any("Traceback" in json.dumps(x) for x in lines)

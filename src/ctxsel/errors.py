@@ -41,6 +41,8 @@ catches):
     ReplyFormatError (ValueError)        an LLM reply that breaks its format (the message is the retry hint)
     └── InvalidReply                     ... a Context-Picker reply
     NoCacheDir (OSError)                 no cache folder can be named (no HOME)
+    DiskFull (OSError)                   no room for a file ctxsel must write (says where, and the space left)
+    LockTimeout (sqlite3.OperationalError)  another process held a cache's lock too long (the cache steps aside)
     Cancelled (Exception)                a service request's deadline passed: its work stops
     TransportError (Exception)           an HTTP attempt without a status (timeout, connection); retried
     DuplicateKey (ValueError)            a JSON object repeats a key (becomes a ReplyFormatError)
@@ -54,6 +56,7 @@ Every "install this extra" message is worded by :func:`install_hint`, and the CL
 from __future__ import annotations
 
 import importlib.metadata
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -295,6 +298,17 @@ class InvalidReply(ReplyFormatError):
 class NoCacheDir(OSError):
     """No cache folder can be named: HOME is unset and the user has no home folder in the password
     database (``Path.home()`` raises RuntimeError)."""
+
+
+class DiskFull(OSError):
+    """A file ctxsel must write (an eval's results, a model export with nowhere else to go) found no
+    room: a full disk, a quota, a file size limit or a read-only mount. The message says so in words,
+    with the file, the space left there and what to do; the OS's error is its cause."""
+
+
+class LockTimeout(sqlite3.OperationalError):
+    """Another process held an SQLite cache's lock for the whole timeout (``CTXSEL_CACHE_LOCK_TIMEOUT``):
+    the message names the file, the lock and the wait; the cache goes on without its file."""
 
 
 class Cancelled(Exception):

@@ -15,21 +15,31 @@ The reason is logged once per process (per cache folder), as one line that
 names the folder, why it cannot be written, and ``CTXSEL_CACHE_DIR``.
 Files already in a read-only cache folder (a model assembled into an image)
 are still read: see :func:`find_cached`.
+
+A folder that fills up (ENOSPC, a quota, a file size limit) or turns
+read-only while a run writes is the same case met later: whoever meets it
+calls :func:`out_of_room`, which gives that one warning (naming the folder
+and the space left on it) and makes :func:`writable_cache_dir` answer None
+from then on, so the caches keep to memory and the files that must be on disk
+go to the temporary folder. :func:`is_out_of_room` says which errors those
+are (the OS's and SQLite's), :func:`room_reason` words them.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import logging
 import os
 import shutil
+import sqlite3
 import stat
 import tempfile
 import threading
 from pathlib import Path
 
-from ctxsel.errors import NoCacheDir
+from ctxsel.errors import DiskFull, NoCacheDir
 
 ENV_VAR = "CTXSEL_CACHE_DIR"
 
@@ -39,6 +49,10 @@ _lock = threading.Lock()
 #: configured folder (or why there is none) -> the writable folder, or None once warned
 _checked: dict[str, Path | None] = {}
 _temp_root: Path | None = None
+
+#: errors that say no more can be written there: a full disk, a quota, a file size limit, a read-only mount
+ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+_SQLITE_READONLY, _SQLITE_FULL = 8, 13
 
 
 def default_cache_dir() -> Path:
@@ -69,15 +83,82 @@ def _configured() -> tuple[Path | None, str]:
     return folder, ""
 
 
+def is_out_of_room(e: BaseException) -> bool:
+    """Whether ``e`` says nothing more can be written there: ENOSPC, EDQUOT, EFBIG (a file size
+    limit) or EROFS from the OS, SQLITE_FULL or SQLITE_READONLY from SQLite, or an error caused by one."""
+    seen: set[int] = set()
+    err: BaseException | None = e
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in ROOM_ERRNOS:
+            return True
+        if isinstance(err, sqlite3.Error):
+            code = getattr(err, "sqlite_errorcode", None)
+            if code is not None and code & 0xFF in (_SQLITE_FULL, _SQLITE_READONLY):
+                return True
+            if code is None and "disk is full" in str(err).lower():
+                return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def free_space(folder: str | os.PathLike[str]) -> str:
+    """How much the filesystem holding ``folder`` (or its nearest existing parent) has free, in words:
+    "0 bytes free", "12.0 KiB free"; "" where that cannot be asked."""
+    path = Path(folder)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return ""
+    return f"{_size(free)} free"
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def room_reason(e: BaseException, folder: str | os.PathLike[str] | None) -> str:
+    """Why nothing more can be written in ``folder``, in words: "disk full (No space left on device),
+    0 bytes free there" (or "read-only filesystem (...)", "file size limit (...)"); without a folder,
+    no space is named."""
+    code = next(
+        (x.errno for x in (e, e.__cause__, e.__context__) if isinstance(x, OSError) and x.errno in ROOM_ERRNOS),
+        None,
+    )
+    kind = {errno.EROFS: "read-only filesystem", errno.EFBIG: "file size limit", errno.EDQUOT: "disk quota full"}
+    what = kind.get(code, "disk full") if code is not None else "disk full"
+    if isinstance(e, OSError) and e.strerror:
+        detail = e.strerror
+    else:
+        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+    free = free_space(folder) if folder is not None else ""
+    return f"{what} ({detail}){', ' + free + ' there' if free else ''}"
+
+
 def _probe(folder: Path) -> str:
-    """Create ``folder`` and a file in it; "" if that worked, else why not. Only a real write tells:
-    root writes through chmod 0500, a read-only mount refuses even root."""
+    """Create ``folder`` and a file in it, and write a block to it; "" if that worked, else why not.
+    Only a real write tells: root writes through chmod 0500, a read-only mount refuses even root, and
+    a full disk still makes an empty file."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=".ctxsel-write-test-", dir=folder)
-        os.close(fd)
-        os.unlink(name)
+        try:
+            os.write(fd, bytes(4096))
+        finally:
+            os.close(fd)
+            os.unlink(name)
     except OSError as e:
+        if is_out_of_room(e):
+            return room_reason(e, folder)
         return f"{e.strerror}: {e.filename}" if e.strerror and e.filename else str(e)
     return ""
 
@@ -115,11 +196,59 @@ def _warn(folder: Path | None, reason: str) -> None:
     where = f"write its cache folder {folder}" if folder is not None else "name a cache folder"
     log.warning(
         "ctxsel cannot %s (%s): caches are kept in memory and model files go to a temporary folder for this "
-        "process; set %s to a writable folder to keep them between runs",
+        "process; %sset %s to a writable folder to keep them between runs",
         where,
         reason,
+        "free some space there or " if reason.startswith(("disk full", "disk quota", "file size")) else "",
         ENV_VAR,
     )
+
+
+def in_cache_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is the cache folder or in it (not resolved: the names the caches build)."""
+    configured, _ = _configured()
+    p = Path(path)
+    return configured is not None and (p == configured or configured in p.parents)
+
+
+def disk_full(path: str | os.PathLike[str], error: BaseException, then: str = "") -> DiskFull:
+    """The :class:`DiskFull` for ``error`` (one that :func:`is_out_of_room`) met writing ``path``: "disk
+    full (No space left on device), 0 bytes free there: cannot write PATH; THEN" (``then``: what the
+    user can do; by default, free some space and run again)."""
+    where = Path(path)
+    then = then or "free some space there (or write somewhere else) and run the command again"
+    out = DiskFull(f"{room_reason(error, where)}: cannot write {where}; {then}")
+    out.__cause__ = error
+    return out
+
+
+def os_error_words(e: BaseException) -> str:
+    """An error as the CLI prints it: a full disk (or a read-only one) in words, with the file and the
+    space left; any other error as it is."""
+    if isinstance(e, DiskFull) or not isinstance(e, OSError) or not is_out_of_room(e):
+        return str(e)
+    if e.filename:
+        return str(disk_full(e.filename, e))
+    return f"{room_reason(e, None)}: free some space (or write somewhere else) and run the command again"
+
+
+def out_of_room(folder: str | os.PathLike[str], error: BaseException) -> bool:
+    """``folder``, in the cache folder, could not be written for lack of room (:func:`is_out_of_room`):
+    give the one warning, naming the cache folder, the error and the space left, once a process, and
+    have :func:`writable_cache_dir` answer None from then on (the caches keep to memory, files go to
+    the temporary folder); True. For a folder outside the cache folder (a path the caller named),
+    nothing is done and False is returned: the caller says what it skips."""
+    path = Path(folder)
+    if not in_cache_dir(path):
+        return False
+    configured, _ = _configured()
+    reason = room_reason(error, path)
+    with _lock:
+        key = str(configured)
+        if _checked.get(key, configured) is not None:  # not warned yet (or not asked yet)
+            _checked[key] = None
+            _warn(configured, reason)
+    return True
 
 
 def find_cached(sub: str, name: str) -> Path | None:
@@ -180,9 +309,17 @@ def _forget() -> None:
 
 __all__ = [
     "ENV_VAR",
+    "ROOM_ERRNOS",
     "default_cache_dir",
+    "disk_full",
     "files_dir",
     "find_cached",
+    "free_space",
+    "in_cache_dir",
+    "is_out_of_room",
+    "os_error_words",
+    "out_of_room",
+    "room_reason",
     "temp_files_dir",
     "writable_cache_dir",
 ]

@@ -7,6 +7,12 @@ the part they share:
 - each process (and thread) uses its own connection; WAL mode and a busy
   timeout let many processes read and write at once, and writes that still
   meet ``database is locked`` are retried until ``timeout``;
+- waiting for another process's lock is bounded: ``timeout`` defaults to
+  ``CTXSEL_CACHE_LOCK_TIMEOUT`` (seconds, :data:`DEFAULT_LOCK_TIMEOUT` when
+  unset); a wait that lasts past :func:`warn_after` is a warning that says
+  who is waited for and for how long at most, and one that lasts the whole
+  timeout raises :class:`LockTimeout` (an ``sqlite3.OperationalError``), on
+  which each cache goes on without its file;
 - a corrupt or truncated file (or one that is not SQLite at all) is detected
   when opened (``PRAGMA quick_check``) or when a query fails with a
   corruption error (SQLITE_CORRUPT, SQLITE_NOTADB), moved aside to
@@ -33,11 +39,50 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ctxsel.errors import StoreCorrupt
+from ctxsel.errors import LockTimeout, StoreCorrupt
 
 T = TypeVar("T")
 
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
+
+#: how many seconds a cache waits for another process's lock before it goes on without its file
+LOCK_TIMEOUT_VAR = "CTXSEL_CACHE_LOCK_TIMEOUT"
+DEFAULT_LOCK_TIMEOUT = 20.0
+#: SQLite's own busy wait, one slice at a time, so that a long wait can be reported while it lasts
+_BUSY_SLICE = 0.25
+#: a wait for a lock longer than this (or half the timeout, if shorter) is a warning while it lasts
+WARN_AFTER = 5.0
+
+_log = logging.getLogger("ctxsel.cache")
+_bad_values: set[str] = set()
+
+
+def lock_timeout() -> float:
+    """``CTXSEL_CACHE_LOCK_TIMEOUT`` in seconds (> 0), else :data:`DEFAULT_LOCK_TIMEOUT`; a value that
+    is not a positive number is a warning (once) and the default."""
+    text = os.environ.get(LOCK_TIMEOUT_VAR, "").strip()
+    if not text:
+        return DEFAULT_LOCK_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        if text not in _bad_values:
+            _bad_values.add(text)
+            _log.warning(
+                "%s=%r is not a number of seconds > 0; the caches wait %g s for another process's lock",
+                LOCK_TIMEOUT_VAR,
+                text,
+                DEFAULT_LOCK_TIMEOUT,
+            )
+        return DEFAULT_LOCK_TIMEOUT
+    return value
+
+
+def warn_after(timeout: float) -> float:
+    """After how long a wait for a lock is a warning: :data:`WARN_AFTER`, or half the timeout if shorter."""
+    return min(WARN_AFTER, timeout / 2)
 
 
 def _errcode(e: BaseException) -> int | None:
@@ -82,7 +127,7 @@ class SQLiteStore:
         label: str,
         lost: str,
         log: logging.Logger,
-        timeout: float = 30.0,
+        timeout: float | None = None,
         quick_check: bool = True,
     ) -> None:
         self.path = Path(path)
@@ -90,7 +135,8 @@ class SQLiteStore:
         self.label = label
         self.lost = lost
         self.log = log
-        self.timeout = float(timeout)
+        self.timeout = lock_timeout() if timeout is None else float(timeout)
+        self._waited_warning = False
         self._local = threading.local()
         self._lock = threading.Lock()  # serialises recovery within this process
         self._generation = 0
@@ -110,6 +156,7 @@ class SQLiteStore:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update({**state, "log": logging.getLogger(state["log"])})
+        self._waited_warning = False
         self._local = threading.local()
         self._lock = threading.Lock()
         self._generation = 0
@@ -117,9 +164,10 @@ class SQLiteStore:
     # -- connections --------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=True)
+        busy = min(self.timeout, _BUSY_SLICE)  # SQLite waits a slice; _retry_locked waits the rest and says so
+        con = sqlite3.connect(self.path, timeout=busy, isolation_level=None, check_same_thread=True)
         try:
-            con.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+            con.execute(f"PRAGMA busy_timeout={int(busy * 1000)}")
             self._retry_locked(lambda: con.execute("PRAGMA journal_mode=WAL").fetchone())
             con.execute("PRAGMA synchronous=NORMAL")
             for statement in self.schema:  # cheap when present; a file rebuilt by another process gets it
@@ -156,19 +204,51 @@ class SQLiteStore:
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[None]:
-        """An exclusive lock across processes for opening, checking and rebuilding the file."""
+        """An exclusive lock across processes for opening, checking and rebuilding the file, waited for
+        at most ``timeout`` (then :class:`LockTimeout`)."""
         try:
             import fcntl
         except ImportError:  # pragma: no cover - Windows: the in-process lock only
             with self._lock:
                 yield
             return
-        with self._lock, open(str(self.path) + ".lock", "a+b") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        lock_path = str(self.path) + ".lock"
+        with self._lock, open(lock_path, "a+b") as fh:
+            start = time.monotonic()
+            delay = 0.01
+            while True:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    self._waiting(start, f"its lock file {lock_path}")
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.1)
             try:
                 yield
             finally:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def _waiting(self, start: float, what: str, cause: BaseException | None = None) -> None:
+        """A wait for another process's lock, ``start`` being when it began: a warning (once per store)
+        once it lasts past :func:`warn_after`, :class:`LockTimeout` once it lasts ``timeout``."""
+        waited = time.monotonic() - start
+        if waited >= self.timeout:
+            raise LockTimeout(
+                f"the {self.label} {self.path} is locked by another process ({what}) for longer than "
+                f"{self.timeout:g} s ({LOCK_TIMEOUT_VAR})"
+            ) from cause
+        if waited >= warn_after(self.timeout) and not self._waited_warning:
+            self._waited_warning = True
+            self.log.warning(
+                "%s %s: waiting for another process that holds %s; going on without the cache after %g s "
+                "(set %s to change how long)",
+                self.label,
+                self.path,
+                what,
+                self.timeout,
+                LOCK_TIMEOUT_VAR,
+            )
 
     # -- checking and rebuilding --------------------------------------------
 
@@ -232,17 +312,21 @@ class SQLiteStore:
     # -- queries ------------------------------------------------------------
 
     def _retry_locked(self, fn: Callable[[], T]) -> T:
-        """Run ``fn``; on 'database is locked' retry with backoff until ``timeout`` has passed."""
-        deadline = time.monotonic() + self.timeout
+        """Run ``fn``; on 'database is locked' retry with backoff until ``timeout`` has passed (a warning
+        once the wait is long, then :class:`LockTimeout`)."""
+        start = time.monotonic()
         delay = 0.01
         while True:
             try:
                 return fn()
+            except LockTimeout:
+                raise
             except sqlite3.OperationalError as e:
-                if not is_locked(e) or time.monotonic() >= deadline:
+                if not is_locked(e):
                     raise
+                self._waiting(start, "a write lock on the database", cause=e)
                 time.sleep(delay)
-                delay = min(delay * 2, 0.5)
+                delay = min(delay * 2, 0.25)
 
     def run(self, op: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``fn(connection)``, retried while locked; after a corruption error the file is rebuilt
@@ -285,4 +369,14 @@ class MemoryStore:
         """Nothing to do: the one connection lives as long as the store (closing it would lose the data)."""
 
 
-__all__ = ["MemoryStore", "SQLiteStore", "is_corrupt", "is_locked"]
+__all__ = [
+    "DEFAULT_LOCK_TIMEOUT",
+    "LOCK_TIMEOUT_VAR",
+    "LockTimeout",
+    "MemoryStore",
+    "SQLiteStore",
+    "is_corrupt",
+    "is_locked",
+    "lock_timeout",
+    "warn_after",
+]

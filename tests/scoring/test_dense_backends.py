@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +15,10 @@ from ctxsel.scoring import get_scorer, parse_scorer_spec
 from ctxsel.scoring.cache import EmbeddingCache
 from ctxsel.scoring.dense import DEFAULT_MODEL, DenseScorer, resolve_backend, vector_id
 from ctxsel.scoring.onnx_backend import INT8_ID
+from tests.support.paths import EXAMPLE_MD
+
+#: /proc/cpuinfo of an AMD EPYC with AVX2 and no VNNI (the flags the issue's machine had)
+AVX2_ONLY = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 ssse3 sse4_2 avx avx2 fma f16c bmi2\n"
 
 
 @pytest.fixture
@@ -114,6 +119,46 @@ class TestResolveBackend:
         from ctxsel.scoring.onnx_backend import has_int8_dot
 
         assert has_int8_dot(cpuinfo) is expected
+
+    def test_named_nomic_int8_without_vnni_is_refused_on_every_surface(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], service_client: Any
+    ) -> None:
+        """On a CPU without an 8-bit dot product (the flags source, /proc/cpuinfo, says AVX2 only) the
+        int8 nomic route gave every chunk nearly the same score; naming it is refused with the missing
+        flag and the backend to use, in the same words on Python, the CLI and HTTP (the rerank option)."""
+        import ctxsel
+        from ctxsel.scoring import onnx_backend
+        from ctxsel.service import ServiceSettings
+        from tests.support.cli import run_cli
+
+        monkeypatch.setattr(onnx_backend, "_proc_cpuinfo", lambda: AVX2_ONLY)
+        spec = "dense[model=nomic-v1.5,backend=onnx-int8]"
+        said = (
+            f"{spec} needs a CPU with an 8-bit dot product (the CPU flag avx512_vnni or avx_vnni), and this CPU "
+            "has neither: without it ONNX Runtime's int8 kernels add the products in saturating 16-bit lanes and "
+            "this model's vectors come out wrong; use dense[model=nomic-v1.5,backend=onnx] (float32, what "
+            "backend=auto picks on this CPU)"
+        )
+        with pytest.raises(ValueError) as python:
+            ctxsel.select("How heavy is the meteorite?", ["The meteorite weighs 3 kg.", "Soup."], scorer=spec)
+        assert str(python.value) == f"bad options for scorer 'dense': {said}"
+        rc, _, err = run_cli(
+            capsys, "select", "--document", str(EXAMPLE_MD), "--question", "How heavy?", "--scorer", spec
+        )
+        assert rc == 2 and err.strip() == f"ctxsel select: error: {python.value}", err
+        client = service_client(ServiceSettings(scorer="keywords"))
+        body = {"question": "How heavy?", "chunks": ["The meteorite weighs 3 kg.", "Soup."], "rerank": f"{spec}@2"}
+        r = client.post("/select", json=body)
+        assert r.status_code == 422 and r.json()["message"] == str(python.value), r.text
+        # the auto rule picks fp32 there, and the MiniLM int8 route (within its tolerance there) still runs
+        assert resolve_backend("auto", "nomic-v1.5") == "onnx"
+        assert resolve_backend("onnx-int8") == "onnx-int8"
+
+    def test_named_nomic_int8_with_vnni_is_accepted(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from ctxsel.scoring import onnx_backend
+
+        monkeypatch.setattr(onnx_backend, "_proc_cpuinfo", lambda: "flags\t\t: fpu sse2 avx2 avx512_vnni\n")
+        assert resolve_backend("onnx-int8", "nomic-v1.5") == "onnx-int8"
 
     def test_onnx_on_a_gpu_device_is_refused(self, fake_onnxruntime: None) -> None:
         from ctxsel.scoring.dense import load_backend

@@ -26,6 +26,7 @@ from ctxsel._version import __version__
 from ctxsel.cli import answer_cmd, env_cmd, eval_cmd, make_holo_cmd, mine_cmd, select_cmd, serve_cmd, train_cmd
 from ctxsel.cli.config_file import ConfigArgumentParser
 from ctxsel.errors import CtxselError, missing_extra_error
+from ctxsel.paths import os_error_words
 
 #: the exit status of a command whose output pipe closed: a shell's status for SIGPIPE
 EXIT_CLOSED_PIPE = 141
@@ -112,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CtxselError, OSError, UnicodeDecodeError) as e:  # the input, the settings or the machine: fixable
         if os.environ.get("CTXSEL_DEBUG"):
             raise
-        print(f"ctxsel {args.command}: error: {e}", file=sys.stderr)
+        print(f"ctxsel {args.command}: error: {os_error_words(e)}", file=sys.stderr)  # a full disk in words
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -12,6 +12,7 @@ overwritten. Platforms without ``fcntl`` (Windows) run without the lock.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -21,6 +22,7 @@ from types import TracebackType
 from typing import IO
 
 from ctxsel.errors import OutputFolderBusy
+from ctxsel.paths import disk_full, is_out_of_room
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +53,15 @@ class OutputLock:
             ) from None
         fh.seek(0)
         fh.truncate()
-        fh.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-        fh.flush()
+        try:
+            fh.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+            fh.flush()
+        except OSError as e:  # a full disk: nothing can be written here, the results least of all
+            with contextlib.suppress(OSError):
+                fh.close()  # drops the lock (the unwritten line is dropped with it)
+            if is_out_of_room(e):
+                raise disk_full(self.path, e) from e
+            raise
         self._fh = fh
 
     def release(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -13,6 +14,7 @@ import numpy as np
 from ctxsel.errors import InputError
 from ctxsel.eval.results import write_atomic
 from ctxsel.eval.stats import CI_METHODS, TRUSTED_KAPPA, bootstrap_ci, compare, judge_agreement
+from ctxsel.paths import disk_full, is_out_of_room
 from ctxsel.plotting import pyplot
 from ctxsel.types import Example
 
@@ -255,8 +257,15 @@ def write_reports(
 def _save(fig: Any, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")
-    tmp.replace(path)
+    try:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        tmp.replace(path)
+    except OSError as e:  # a full disk: no half-written PNG left, and the error in words
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if is_out_of_room(e):
+            raise disk_full(path, e) from e
+        raise
 
 
 def plot_tradeoff(

@@ -11,6 +11,13 @@ row starts on a line of its own; bad lines between rows stay in the file
 (append-only: nothing a person might want to look at is deleted) and are
 skipped again, with the warning, by every reader.
 
+A full disk (or quota, or read-only mount) while a row is written leaves no
+part of it behind (the file is cut back to the row before) and raises
+:class:`~ctxsel.errors.DiskFull`, which says so in words with the space left;
+the same command run again, once there is room, goes on where it stopped.
+So does a full disk while ``config.json`` or a summary is written
+(:func:`write_atomic`: no temporary file is left behind).
+
 A row with an ``error`` is finished only when ``retry_errors=False``;
 otherwise (the default) its pair is run again and the new row is appended
 after it. The file stays append-only, so it may hold several rows for one
@@ -20,11 +27,14 @@ summaries read.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
+
+from ctxsel.paths import disk_full, is_out_of_room
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +50,7 @@ class ResultLog:
         self._done: set[tuple[str, str]] = set()
         for r in self.rows:
             self._mark(r)
-        self._f = self.path.open("a", encoding="utf-8")
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _mark(self, row: dict[str, Any]) -> None:
         key = (row["example_id"], row["method"])
@@ -81,9 +91,26 @@ class ResultLog:
         return (example_id, method) in self._done
 
     def append(self, row: dict[str, Any]) -> None:
-        self._f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        """Write ``row`` as one line, on disk before this returns; a full disk leaves no part of it
+        (:class:`~ctxsel.errors.DiskFull`)."""
+        assert self._fd is not None, "the result log is closed"
+        data = memoryview((json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8"))
+        start = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+            os.fsync(self._fd)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)  # no torn line: the file ends after the last whole row
+            if is_out_of_room(e):
+                raise disk_full(
+                    self.path,
+                    e,
+                    then=f"the {len(self.rows)} row(s) before it are kept; free some space and run the same command "
+                    "again: it goes on where this run stopped",
+                ) from e
+            raise
         self.rows.append(row)
         self._mark(row)
 
@@ -95,7 +122,9 @@ class ResultLog:
         return list(latest.values())
 
     def close(self) -> None:
-        self._f.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def __enter__(self) -> ResultLog:
         return self
@@ -132,8 +161,16 @@ def _ranges(numbers: list[int], limit: int = 10) -> str:
 
 
 def write_atomic(path: str | Path, text: str) -> None:
-    """Write to a temporary file beside ``path``, then rename over it."""
+    """Write to a temporary file beside ``path``, then rename over it; on a full disk the temporary file
+    is removed and :class:`~ctxsel.errors.DiskFull` says so."""
     p = Path(path)
     tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if is_out_of_room(e):
+            raise disk_full(p, e) from e
+        raise

@@ -29,6 +29,13 @@ warning; a cache problem never fails the model call it serves. Without a
 path, a cache folder (or HOME) that cannot be written gives an in-memory
 cache for the process (``path`` is ``:memory:``) after the one warning of
 ``ctxsel.paths.writable_cache_dir``.
+
+A disk that fills up (or turns read-only) under the cache, or another process
+that holds its lock longer than ``CTXSEL_CACHE_LOCK_TIMEOUT`` seconds, does
+not fail the call either: from then on replies are kept in memory as well
+(``in_memory``), with one warning (for the default file, ``ctxsel.paths``'
+one warning naming the folder and the space left). After a full disk the
+file is still read; after a lock held too long it is not waited for again.
 """
 
 from __future__ import annotations
@@ -45,8 +52,8 @@ from typing import TYPE_CHECKING, Any
 
 from ctxsel.errors import InputTypeError
 from ctxsel.llm.base import Completion, LLMClient, Prompt, complete_many, normalize_prompt
-from ctxsel.paths import default_cache_dir, writable_cache_dir
-from ctxsel.sqlite_store import MemoryStore, SQLiteStore
+from ctxsel.paths import default_cache_dir, is_out_of_room, out_of_room, room_reason, writable_cache_dir
+from ctxsel.sqlite_store import LockTimeout, MemoryStore, SQLiteStore, lock_timeout
 
 if TYPE_CHECKING:  # pragma: no cover
     from ctxsel.llm.constrain import ReplyFormat
@@ -114,7 +121,7 @@ class ResponseCache:
     """LLM replies on disk, keyed by :func:`cache_key`. Safe across threads and processes.
 
     ``timeout`` bounds how long a write waits for another process's lock
-    (SQLite busy timeout, then retries). ``quick_check`` runs ``PRAGMA
+    (SQLite busy timeout, then retries; default ``CTXSEL_CACHE_LOCK_TIMEOUT``). ``quick_check`` runs ``PRAGMA
     quick_check`` when the file is opened (cost grows with the file; turn it
     off for very large caches -- corruption met later is still handled).
     The file handling (connections, locks, rebuilding a corrupt file) is
@@ -125,14 +132,17 @@ class ResponseCache:
         self,
         path: str | os.PathLike[str] | None = None,
         *,
-        timeout: float = 30.0,
+        timeout: float | None = None,
         store_raw: bool = True,
         quick_check: bool = True,
     ) -> None:
-        self.timeout = float(timeout)
+        self.timeout = lock_timeout() if timeout is None else float(timeout)
         self.store_raw = store_raw
         self.quick_check = quick_check
         self._db: SQLiteStore | MemoryStore
+        #: replies kept in memory once the file could not take them (a full disk, a lock held too long)
+        self._spill: MemoryStore | None = None
+        self._in_cache_dir = path is None
         if path is None:
             folder = writable_cache_dir()
             if folder is None:  # already warned, once a process
@@ -162,12 +172,13 @@ class ResponseCache:
         except (OSError, sqlite3.Error) as e:
             if path is not None:
                 raise  # the caller named this file: tell them it cannot be used
-            log.warning(
-                "LLM response cache %s cannot be used (%s); replies are cached in memory for this process. "
-                "Make it writable or set CTXSEL_CACHE_DIR to a writable folder.",
-                self.path,
-                e,
-            )
+            if not (is_out_of_room(e) and out_of_room(self.path.parent, e)):  # else: warned once, for the folder
+                log.warning(
+                    "LLM response cache %s cannot be used (%s); replies are cached in memory for this process. "
+                    "Make it writable or set CTXSEL_CACHE_DIR to a writable folder.",
+                    self.path,
+                    room_reason(e, self.path.parent) if is_out_of_room(e) else e,
+                )
             self.path = MemoryStore.path
             self._db = MemoryStore(schema=_SCHEMA)
 
@@ -178,15 +189,50 @@ class ResponseCache:
         """Close this thread's connection (others close when their threads end)."""
         self._db.close()
 
-    def _run(self, op: str, fn: Any) -> Any:
-        return self._db.run(op, fn)
+    @property
+    def in_memory(self) -> bool:
+        """Whether replies are (also) kept in memory: no file could be used, or it stopped taking them."""
+        return self._spill is not None or isinstance(self._db, MemoryStore)
+
+    def _stores(self) -> list[SQLiteStore | MemoryStore]:
+        return [self._db] + ([self._spill] if self._spill is not None else [])
+
+    def _to_memory(self, e: BaseException) -> MemoryStore:
+        """The file stopped taking replies (``e``: a full disk, or a lock held too long): keep them in
+        memory from now on, after one warning; after a lock held too long the file is not read either."""
+        if self._spill is None:
+            self._spill = MemoryStore(schema=_SCHEMA)
+            if isinstance(e, LockTimeout):
+                log.warning("%s; replies are cached in memory for this process", e)
+            elif not (self._in_cache_dir and out_of_room(self.path.parent, e)):
+                log.warning(
+                    "LLM response cache %s: write failed (%s); replies are cached in memory for this process",
+                    self.path,
+                    room_reason(e, self.path),
+                )
+        if isinstance(e, LockTimeout):
+            self._db, self._spill = self._spill, None  # the file is not waited for again
+            self.path = MemoryStore.path
+            return self._db
+        return self._spill
 
     # -- the mapping --------------------------------------------------------
 
     def get(self, key: str) -> Completion | None:
         """The cached reply for ``key`` (``cached=True``), or None. A broken cache reads as a miss."""
+        row = None
+
+        def read(c: sqlite3.Connection) -> Any:
+            return c.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+
         try:
-            row = self._run("read", lambda c: c.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone())
+            for store in reversed(self._stores()):  # the memory's newer replies first
+                row = store.run("read", read)
+                if row is not None:
+                    break
+        except LockTimeout as e:
+            self._to_memory(e)
+            return None
         except sqlite3.Error as e:
             log.warning("LLM response cache %s: read failed (%s); treating as a miss", self.path, e)
             return None
@@ -210,31 +256,39 @@ class ResponseCache:
             log.warning("LLM response cache: reply not stored, not JSON-serialisable (%s)", e)
             return
         row = (key, model_id or completion.model, value, time.time())
+
+        def insert(c: sqlite3.Connection) -> None:
+            c.execute("INSERT OR REPLACE INTO responses (key, model_id, value, created) VALUES (?, ?, ?, ?)", row)
+
+        store = self._spill or self._db
         try:
-            self._run(
-                "write",
-                lambda c: c.execute(
-                    "INSERT OR REPLACE INTO responses (key, model_id, value, created) VALUES (?, ?, ?, ?)", row
-                ),
-            )
-        except sqlite3.Error as e:
-            log.warning("LLM response cache %s: write failed (%s); the reply was not cached", self.path, e)
+            store.run("write", insert)
+        except (sqlite3.Error, OSError) as e:
+            if not (isinstance(e, LockTimeout) or is_out_of_room(e)):
+                log.warning("LLM response cache %s: write failed (%s); the reply was not cached", self.path, e)
+                return
+            self._to_memory(e).run("write", insert)
 
     def __contains__(self, key: object) -> bool:
-        return (
-            isinstance(key, str)
-            and self._run("read", lambda c: c.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone())
-            is not None
+        return isinstance(key, str) and any(
+            s.run("read", lambda c: c.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone()) is not None
+            for s in self._stores()
         )
 
     def __len__(self) -> int:
-        return int(self._run("count", lambda c: c.execute("SELECT COUNT(*) FROM responses").fetchone()[0]))
+        if self._spill is None:
+            return int(self._db.run("count", lambda c: c.execute("SELECT COUNT(*) FROM responses").fetchone()[0]))
+        return len(self.keys())
 
     def keys(self) -> list[str]:
-        return [r[0] for r in self._run("read", lambda c: c.execute("SELECT key FROM responses").fetchall())]
+        def read(c: sqlite3.Connection) -> list[Any]:
+            return c.execute("SELECT key FROM responses").fetchall()
+
+        return list(dict.fromkeys(r[0] for s in self._stores() for r in s.run("read", read)))
 
     def clear(self) -> None:
-        self._run("clear", lambda c: c.execute("DELETE FROM responses"))
+        for s in self._stores():
+            s.run("clear", lambda c: c.execute("DELETE FROM responses"))
 
 
 class CachedClient:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxsel.errors import InputError, MissingExtraError, install_hint
-from ctxsel.paths import files_dir, find_cached
+from ctxsel.paths import disk_full, files_dir, find_cached, in_cache_dir, is_out_of_room, out_of_room, temp_files_dir
 
 #: What ``--reader local`` runs. Chosen by measurement: see the README's "Reading with an LLM".
 DEFAULT_LOCAL_MODEL = "qwen-1.5b"
@@ -156,7 +156,32 @@ def _join_pieces(model: LocalModel, out_path: Path) -> None:
 def write_stamped(target: Path, stamp: str, write: Callable[[Path], None]) -> Path:
     """Run ``write(tmp)`` for a temporary file beside ``target`` (it raises if what it wrote fails its
     check), rename it to ``target``, then stamp it: processes that start together never read half a
-    model, and a failed check leaves nothing behind."""
+    model, and a failed check leaves nothing behind. A full disk in the cache folder is
+    ``ctxsel.paths``' one warning, and the file is written to the temporary folder instead (the path
+    returned); no room there either is a :class:`~ctxsel.errors.DiskFull`."""
+    try:
+        return _write_stamped(target, stamp, write)
+    except OSError as e:
+        if not is_out_of_room(e):
+            raise
+        if not in_cache_dir(target):
+            raise disk_full(target, e, then="free some space there, or set TMPDIR to a folder with room") from e
+        out_of_room(target.parent, e)
+        retry = temp_files_dir(target.parent.name) / target.name
+    try:
+        return _write_stamped(retry, stamp, write)
+    except OSError as e:
+        if not is_out_of_room(e):
+            raise
+        raise disk_full(
+            retry,
+            e,
+            then="it did not fit in the cache folder either; free some space, or set CTXSEL_CACHE_DIR or "
+            "TMPDIR to a folder with room",
+        ) from e
+
+
+def _write_stamped(target: Path, stamp: str, write: Callable[[Path], None]) -> Path:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         write(tmp)

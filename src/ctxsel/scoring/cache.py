@@ -15,9 +15,16 @@ The cache only saves time, so it never fails the scoring it serves:
   (it still keeps the vectors of the texts it has seen in memory). Without a
   path, an unwritable or missing cache folder (or HOME) is the one warning of
   ``ctxsel.paths.writable_cache_dir``, not a second one here;
-- a failed read is a miss and a failed write (a full disk) is skipped, each
-  with one warning per cache object, so a run that cannot write its vectors
-  still returns the right scores;
+- a failed read is a miss and a failed write is skipped, each with one
+  warning per cache object, so a run that cannot write its vectors still
+  returns the right scores. A full disk (or quota, or read-only mount) stops
+  the writes for good; in the default cache folder it is the one warning of
+  ``ctxsel.paths.out_of_room`` (the folder and the space left), after which
+  every cache of the process keeps to memory;
+- another process that holds the file's lock longer than
+  ``CTXSEL_CACHE_LOCK_TIMEOUT`` seconds (``ctxsel.sqlite_store``: a warning
+  when the wait gets long) makes the cache step aside: the scorer goes on
+  without it, with a warning, and does not wait again;
 - a row whose bytes do not match its dimension, or whose values are not
   finite, is a miss (and is overwritten by the next write of that text).
 """
@@ -34,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxsel.paths import default_cache_dir, writable_cache_dir
-from ctxsel.sqlite_store import SQLiteStore
+from ctxsel.paths import default_cache_dir, is_out_of_room, out_of_room, room_reason, writable_cache_dir
+from ctxsel.sqlite_store import LockTimeout, SQLiteStore
 
 log = logging.getLogger("ctxsel.scoring")
 
@@ -70,6 +77,8 @@ class EmbeddingCache:
         self.quick_check = quick_check
         self._warned: set[str] = set()
         self._db: SQLiteStore | None = None
+        self._in_cache_dir = not path  # the default file: a full disk there is paths' one warning
+        self._no_room = False  # a write met a full disk: no more writes
         if not path and folder is None:
             return
         try:
@@ -80,16 +89,19 @@ class EmbeddingCache:
                 label="embedding cache",
                 lost="Cached vectors are lost; they will be computed again.",
                 log=log,
-                timeout=60.0,
                 quick_check=quick_check,
             )
+        except LockTimeout as e:
+            self._step_aside(e)
         except (OSError, sqlite3.Error) as e:
+            if is_out_of_room(e) and self._in_cache_dir and out_of_room(self.path.parent, e):
+                return  # warned once for the whole cache folder
             self._warn_once(
                 "open",
                 "embedding cache %s cannot be used (%s); scoring goes on without it (same scores, every text is "
                 "embedded again). Make its folder writable or set CTXSEL_CACHE_DIR to a writable folder.",
                 self.path,
-                e,
+                room_reason(e, self.path.parent) if is_out_of_room(e) else e,
             )
 
     def __repr__(self) -> str:
@@ -105,6 +117,15 @@ class EmbeddingCache:
             self._warned.add(what)
             log.warning(msg, *args)
 
+    def _step_aside(self, e: LockTimeout) -> None:
+        """Another process held the lock for the whole timeout: go on without the file (no second wait)."""
+        self._db = None
+        self._warn_once(
+            "locked",
+            "%s; scoring goes on without the embedding cache (same scores, its texts are embedded again)",
+            e,
+        )
+
     def _rows(self, columns: str, table: str, keys: Sequence[str]) -> list[Any]:
         """``SELECT key, columns FROM table`` for ``keys``, 500 at a time; a failed read reads as no rows."""
         rows: list[Any] = []
@@ -115,6 +136,8 @@ class EmbeddingCache:
                 part = list(keys[start : start + 500])
                 q = f"SELECT key, {columns} FROM {table} WHERE key IN ({','.join('?' * len(part))})"
                 rows += self._db.run("read", partial(_fetch, q, part))
+        except LockTimeout as e:
+            self._step_aside(e)
         except sqlite3.Error as e:
             self._warn_once("read", "embedding cache %s: read failed (%s); its texts are embedded again", self.path, e)
         return rows
@@ -122,7 +145,7 @@ class EmbeddingCache:
     def _put(self, statement: str, rows: list[tuple[Any, ...]], lost: str) -> None:
         """Run ``statement`` over ``rows`` in one transaction; a failed write is a warning naming what is
         ``lost``, never an error."""
-        if self._db is None or not rows:
+        if self._db is None or self._no_room or not rows:
             return
 
         def write(con: sqlite3.Connection) -> None:
@@ -132,8 +155,17 @@ class EmbeddingCache:
 
         try:
             self._db.run("write", write)
+        except LockTimeout as e:
+            self._step_aside(e)
         except (sqlite3.Error, OSError) as e:
-            self._warn_once("write", "embedding cache %s: write failed (%s); %s", self.path, e, lost)
+            if not is_out_of_room(e):
+                self._warn_once("write", "embedding cache %s: write failed (%s); %s", self.path, e, lost)
+                return
+            self._no_room = True
+            if not (self._in_cache_dir and out_of_room(self.path.parent, e)):
+                self._warn_once(
+                    "write", "embedding cache %s: write failed (%s); %s", self.path, room_reason(e, self.path), lost
+                )
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """The vectors the cache has for ``keys``; a damaged row, or a read that fails, is a miss."""

@@ -27,6 +27,10 @@ vocab-only, so the token ids are the llama route's by construction.
   (``onnx_backend.has_int8_dot``) and onnxruntime is installed, else ``onnx`` where onnxruntime is
   installed, else llama.cpp: the fastest route whose recall holds, measured by
   benchmarks/nomic_routes.py (results in benchmarks/results/nomic_routes.md).
+- ``onnx-int8`` named on a CPU without an 8-bit dot product is refused
+  (``onnx_backend.require_int8_dot``, :func:`refuse_int8_here`): there ONNX Runtime's int8 kernels add
+  pairs of products in saturating 16-bit lanes, which the smoothed weights overflow, and every text
+  got nearly the same vector (cosine 0.03-0.10 to f16). ``onnx`` is the route to use there.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from ctxsel.scoring.onnx_backend import (
     OPSET,
     atomic_target,
     batches,
-    cached_export_dir,
+    build_export,
     cpu_session,
     default_threads,
     quantize_int8,
@@ -86,9 +90,9 @@ def file_name(quantize: bool) -> str:
     return f"model_int8_{int8_recipe()}.onnx" if quantize else "model.onnx"
 
 
-def export_folder(gguf: GGUFEmbedder, quantize: bool) -> Path:
+def export_folder_name(gguf: GGUFEmbedder) -> str:
     fp = hashlib.sha256(json.dumps([gguf.sha256, EXPORT_VERSION, OPSET]).encode()).hexdigest()[:16]
-    return cached_export_dir(f"{gguf.name}-{fp}", file_name(quantize))
+    return f"{gguf.name}-{fp}"
 
 
 def smooth_amax_path() -> Path:
@@ -230,21 +234,37 @@ def ensure_nomic_onnx(name: str, quantize: bool) -> Path:
     gguf = get_embedder(name)
     if gguf is None:
         raise InputError(f"{name!r} is no GGUF embedder")
-    folder = export_folder(gguf, quantize)
-    wanted = folder / file_name(quantize)
-    if wanted.is_file():
-        return wanted
-    fp32 = folder / "model.onnx"
-    if not fp32.is_file():
-        export_nomic(embedder_path(name, "f16"), fp32)
-    if quantize:
-        quantize_nomic(fp32, wanted, smooth_amax())
-    return wanted
+    wanted = file_name(quantize)
+
+    def make(folder: Path) -> None:
+        if (folder / wanted).is_file():
+            return
+        fp32 = folder / "model.onnx"
+        if not fp32.is_file():
+            export_nomic(embedder_path(name, "f16"), fp32)
+        if quantize:
+            quantize_nomic(fp32, folder / wanted, smooth_amax())
+
+    return build_export(export_folder_name(gguf), wanted, make) / wanted
+
+
+def refuse_int8_here(model: str) -> None:
+    """The int8 route of GGUF embedder ``model`` on a CPU without an 8-bit dot product: refused, naming
+    the CPU flag and ``onnx``, the backend to use instead."""
+    from ctxsel.scoring.onnx_backend import require_int8_dot
+
+    require_int8_dot(
+        f"dense[model={model},backend=onnx-int8]",
+        f"dense[model={model},backend=onnx] (float32, what backend=auto picks on this CPU)",
+    )
 
 
 def resolve_gguf_backend(name: str, model: str) -> str:
     """The concrete backend for a GGUF embedder: ``auto`` -> ``onnx-int8`` where the CPU has an
-    8-bit dot product, else ``onnx``, when onnxruntime is installed; llama.cpp's otherwise."""
+    8-bit dot product, else ``onnx``, when onnxruntime is installed; llama.cpp's otherwise.
+    ``onnx-int8`` named on a CPU without that product is refused (:func:`refuse_int8_here`)."""
+    if name == "onnx-int8":
+        refuse_int8_here(model)
     if name == "auto":
         import importlib.util
 
@@ -275,6 +295,8 @@ class NomicOnnxBackend:
         gguf = get_embedder(name)
         if gguf is None:
             raise InputError(f"{name!r} is no GGUF embedder")
+        if quantize:
+            refuse_int8_here(name)
         require_onnxruntime()
         self.gguf: GGUFEmbedder = gguf
         self.name = "onnx-int8" if quantize else "onnx"
@@ -351,6 +373,7 @@ __all__ = [
     "export_nomic",
     "int8_recipe",
     "quantize_nomic",
+    "refuse_int8_here",
     "resolve_gguf_backend",
     "route_id",
     "smooth_amax",

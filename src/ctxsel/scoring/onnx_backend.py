@@ -5,7 +5,9 @@ L2 normalisation, e.g. the bundled all-MiniLM-L6-v2) is exported once with
 ``torch.onnx.export`` into ctxsel's cache folder
 (``$CTXSEL_CACHE_DIR/onnx/<model>-<fingerprint>/``; where that folder cannot
 be written, an export already in it is still read, and a new one goes to this
-user's temporary folder, ``ctxsel.paths.temp_files_dir``): the graph takes the
+user's temporary folder, ``ctxsel.paths.temp_files_dir``; so does an export
+that meets a full disk in the cache folder, after ``ctxsel.paths``' one
+warning: :func:`build_export`): the graph takes the
 tokenizer's ``input_ids``, ``attention_mask`` and ``token_type_ids`` and
 returns the pooled, normalised sentence vector, exactly as
 sentence-transformers computes it (mean over the attention mask, then
@@ -45,14 +47,22 @@ import os
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ctxsel.errors import InputError, MissingExtraError
-from ctxsel.paths import find_cached, temp_files_dir, writable_cache_dir
+from ctxsel.paths import (
+    disk_full,
+    find_cached,
+    in_cache_dir,
+    is_out_of_room,
+    out_of_room,
+    temp_files_dir,
+    writable_cache_dir,
+)
 
 EXPORT_VERSION = 1  # bump when the exported graph or the quantisation settings change
 # In the int8 cache key: its vectors differ from fp32. "-per-text": since each text is read alone (the
@@ -107,6 +117,21 @@ def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
 def has_int8_dot(cpuinfo: str | None = None) -> bool:
     """Whether this CPU (or the ``/proc/cpuinfo`` text given) has an 8-bit dot product (``INT8_DOT_FLAGS``)."""
     return not INT8_DOT_FLAGS.isdisjoint(cpu_flags(cpuinfo))
+
+
+def require_int8_dot(route: str, instead: str) -> None:
+    """Refuse an int8 ``route`` whose vectors are wrong on a CPU without an 8-bit dot product
+    (:func:`has_int8_dot`): the :class:`~ctxsel.errors.InputError` names the missing CPU flag and the
+    backend to use ``instead``. The one check every such route makes (the auto rule asks
+    :func:`has_int8_dot` itself, and picks ``instead`` there)."""
+    if has_int8_dot():
+        return
+    flags = " or ".join(sorted(INT8_DOT_FLAGS))
+    raise InputError(
+        f"{route} needs a CPU with an 8-bit dot product (the CPU flag {flags}), and this CPU has neither: "
+        "without it ONNX Runtime's int8 kernels add the products in saturating 16-bit lanes and this "
+        f"model's vectors come out wrong; use {instead}"
+    )
 
 
 # -- the model folder -----------------------------------------------------------------------------------------
@@ -186,6 +211,37 @@ def cached_export_dir(name: str, wanted: str) -> Path:
     if ready is not None and (ready / wanted).is_file():
         return ready
     return temp_files_dir("onnx") / name
+
+
+def build_export(name: str, wanted: str, make: Callable[[Path], None]) -> Path:
+    """The folder of export ``name`` once ``make(folder)`` has written what it lacks (``wanted`` among
+    it) into :func:`cached_export_dir`. A full disk (or quota, or read-only mount) in the cache folder
+    is ``ctxsel.paths``' one warning, and the files are written to the temporary folder instead; no
+    room there either is a :class:`~ctxsel.errors.DiskFull` naming both folders and the space left."""
+    folder = cached_export_dir(name, wanted)
+    try:
+        make(folder)
+        return folder
+    except Exception as e:
+        if not is_out_of_room(e):
+            raise
+        if not in_cache_dir(folder):
+            raise disk_full(folder, e, then="free some space there, or set TMPDIR to a folder with room") from e
+        out_of_room(folder, e)
+        first, first_error = folder, e
+    folder = cached_export_dir(name, wanted)  # now the temporary folder's
+    try:
+        make(folder)
+        return folder
+    except Exception as e:
+        if not is_out_of_room(e):
+            raise
+        raise disk_full(
+            folder,
+            e,
+            then=f"it did not fit in the cache folder either ({first}: {first_error}); free some space, or set "
+            "CTXSEL_CACHE_DIR or TMPDIR to a folder with room",
+        ) from e
 
 
 def atomic_target(dest: Path) -> Path:
@@ -295,7 +351,9 @@ def export_onnx(model_path: str | Path, dest: Path) -> Path:
                     opt_level=0,
                 )
                 fused.save_model_to_file(str(tmp))
-        except Exception:
+        except Exception as e:
+            if is_out_of_room(e):
+                raise  # no room for the fused graph is no reason to keep the unfused one
             os.replace(raw, tmp)
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
@@ -339,18 +397,21 @@ _EXPORT_LOCK = threading.Lock()
 
 
 def ensure_onnx_model(model_path: str | Path, quantize: bool = False) -> Path:
-    """The ONNX file for ``model_path`` (fp32 or int8), exporting / quantising it first if missing."""
-    folder = export_dir(model_path, quantize)
-    wanted = folder / ("model_int8.onnx" if quantize else "model.onnx")
-    with _EXPORT_LOCK:
-        if wanted.is_file():
-            return wanted
+    """The ONNX file for ``model_path`` (fp32 or int8), exporting / quantising it first if missing
+    (:func:`build_export`: to the temporary folder when the cache folder is full)."""
+    wanted = "model_int8.onnx" if quantize else "model.onnx"
+
+    def make(folder: Path) -> None:
+        if (folder / wanted).is_file():
+            return
         fp32 = folder / "model.onnx"
         if not fp32.is_file():
             export_onnx(model_path, fp32)
         if quantize:
-            quantize_int8(fp32, wanted)
-    return wanted
+            quantize_int8(fp32, folder / wanted)
+
+    with _EXPORT_LOCK:
+        return build_export(export_name(model_path), wanted, make) / wanted
 
 
 def cpu_session(path: Path, num_threads: int, *, allow_spinning: bool = False, opt_level: str = "all") -> Any:
@@ -473,6 +534,7 @@ __all__ = [
     "OnnxBackend",
     "atomic_target",
     "batches",
+    "build_export",
     "cached_export_dir",
     "cpu_flags",
     "cpu_session",
@@ -484,5 +546,6 @@ __all__ = [
     "has_int8_dot",
     "quantize_int8",
     "quiet",
+    "require_int8_dot",
     "require_onnxruntime",
 ]
