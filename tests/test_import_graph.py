@@ -47,6 +47,7 @@ LAYERS: dict[str, int] = {
     "sqlite_store": 6,
     "_version": 6,
     "errors": 6,
+    "threads": 6,
     "plotting": 6,
 }
 

@@ -41,6 +41,7 @@ from ctxsel.scoring.gguf_embedders import get_embedder, require_embedder
 from ctxsel.scoring.llama_embed import LlamaEmbedBackend, gguf_options, once
 from ctxsel.scoring.nomic_onnx import NomicOnnxBackend, resolve_gguf_backend, route_id
 from ctxsel.scoring.windows import LONG_CHUNKS, ModelWindow, truncation_note, warn_truncation
+from ctxsel.threads import check_threads, torch_threads
 from ctxsel.types import Chunk
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -120,12 +121,10 @@ class TorchBackend:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
-            import torch
             from sentence_transformers import SentenceTransformer
         except ImportError as e:
             raise MissingExtraError(f"dense scoring needs sentence-transformers: {install_hint('embed')}") from e
-        if num_threads:
-            torch.set_num_threads(num_threads)
+        self.num_threads = num_threads or None  # set around each encode: the process keeps its own
         try:  # the per-tensor "Loading weights" bar is noise in a CLI
             from transformers.utils import logging as hf_logging
 
@@ -152,13 +151,14 @@ class TorchBackend:
         return getattr(self.st.tokenizer, "backend_tokenizer", None)
 
     def encode(self, texts: list[str], batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
-        vecs = self.st.encode(
-            texts,
-            batch_size=batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=show_progress,
-        )
+        with torch_threads(self.num_threads):
+            vecs = self.st.encode(
+                texts,
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=show_progress,
+            )
         return np.asarray(vecs, dtype=np.float32)
 
 
@@ -250,8 +250,8 @@ class DenseScorer:
         self.batch_size = as_int("batch_size", batch_size)
         if self.batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
-        if num_threads is not None and as_int("num_threads", num_threads) < 0:
-            raise InputError(f"num_threads must be >= 1 (0 or None: the backend's default), got {num_threads}")
+        if num_threads is not None and as_int("num_threads", num_threads) != 0:  # 0 or None: the backend's default
+            check_threads("num_threads", as_int("num_threads", num_threads))
         if as_int("query_cache_size", query_cache_size) < 0:
             raise InputError(f"query_cache_size must be >= 0, got {query_cache_size}")
         self.query_prefix = query_prefix

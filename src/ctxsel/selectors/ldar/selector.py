@@ -36,9 +36,6 @@ the policy.
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
@@ -53,6 +50,7 @@ from ctxsel.selectors.base import Decision, RankingSelector, rank
 from ctxsel.selectors.ldar.band import LDARBand, band_ranks, select_band
 from ctxsel.selectors.ldar.checkpoint import load_policy, resolve_policy_dir
 from ctxsel.selectors.ldar.policy import LDARPolicy, upper_quantile
+from ctxsel.threads import max_threads, torch_threads
 from ctxsel.types import Selection
 
 _bundled_cache: dict[str, tuple[LDARPolicy, dict[str, Any]]] = {}
@@ -85,14 +83,15 @@ class LDAR(RankingSelector):
         threads: int | None = option(
             None,
             minimum=1,
-            maximum=os.cpu_count() or 1,
-            doc="torch threads for the policy, during each call",
+            doc="torch threads for the policy, during each call (at most this machine's CPUs)",
             server_flag="--threads",
         )
 
         def refuse(self, given: frozenset[str]) -> str | None:
             if "seed" in given and self.seed is not None and not self.sample:
                 return "seed makes a sampled band repeatable: it applies to sample=true only"
+            if self.threads is not None and self.threads > max_threads():
+                return f"threads must be <= {max_threads()} (this machine's CPUs)"
             return None
 
     resources = ("policy",)
@@ -133,7 +132,7 @@ class LDAR(RankingSelector):
     def act(self, ascending: np.ndarray) -> dict[str, Any]:
         """Run the policy on finite scores sorted ascending; the band or the picks."""
         x = torch.from_numpy(np.ascontiguousarray(ascending, dtype=np.float32)).unsqueeze(0)
-        with _threads(self.threads), torch.random.fork_rng(enabled=self.sample and self.seed is not None):
+        with torch_threads(self.threads), torch.random.fork_rng(enabled=self.sample and self.seed is not None):
             if self.sample and self.seed is not None:
                 torch.manual_seed(self.seed)
             out = self.policy.infer(x)
@@ -247,20 +246,6 @@ class LDAR(RankingSelector):
         elif isinstance(b, LDARBand):
             sel.trace = [{"step": "bernoulli", "n": b.n_ranked, "picked": b.n_picked, "k": sel.k}]
         return sel
-
-
-@contextlib.contextmanager
-def _threads(n: int | None) -> Iterator[None]:
-    """torch's thread count set to ``n`` for one call, then as it was (the process keeps its own)."""
-    if n is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 __all__ = ["LDAR"]
