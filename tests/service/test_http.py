@@ -308,7 +308,7 @@ class TestMalformedBody:
             (b'{"chunks": ["a"]}', "question: Field required"),
             (b'{"question": "q"}', "exactly one of 'chunks'"),
             (b'{"question": "q", "chunks": ["a"], "document": "b"}', "exactly one of 'chunks'"),
-            (b'{"question": "q", "chunks": 5}', "chunks: Input should be a valid list"),
+            (b'{"question": "q", "chunks": 5}', "chunks must be a sequence of chunk texts or Chunks, got int"),
             (b'{"question": "q", "chunks": ["a"], "surprise": 1}', "surprise: Extra inputs are not permitted"),
             (b'{"question": "q", "chunks": ["a"], "embeddings": [[1.0]]}', "go together"),
             (b"[]", "must be a JSON object like"),

@@ -611,7 +611,10 @@ class TestMessages:
             (b"question=q&chunks=a", ["not valid JSON"]),
             (b"[1, 2, 3]", ["must be a JSON object like", "got an array"]),
             (b'"just a string"', ["must be a JSON object like", "got a string"]),
-            (b'{"question": "q", "chunks": "one string"}', ["chunks: Input should be a valid list"]),
+            (
+                b'{"question": "q", "chunks": "one string"}',
+                ["chunks must be a sequence", "got a single str", "pass [text]"],
+            ),
             (b'{"question": "q", "chunks": [' + b"[" * 5000 + b"]" * 5000 + b"]}", ["not valid JSON", "recursion"]),
             (b'{"chunks": ["a"]}', ["question: Field required"]),
             (b'{"question": "q", "chunks": ["a"], "top_k": 3}', ["top_k: Extra inputs are not permitted"]),
