@@ -165,16 +165,16 @@ def as_chunk_id(value: object, what: str) -> str:
         check_id_text(value, what)
         return value
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        cid = str(int(value)) if abs(int(value)) < 10**MAX_ID_CHARS else ""
-        if not cid:
+        if abs(int(value)) >= _INT_ID_BOUND:  # checked before str(): Python refuses to print a huge int
             raise InputError(f"{what} is too long: an integer of over {MAX_ID_CHARS:,} digits; {_ID_LIMIT}")
-        return cid
+        return str(int(value))
     raise InputTypeError(
         f'{what} must be a string or an integer, got {value!r} (a {type(value).__name__}): pass ids such as "c1" or 7'
     )
 
 
 _ID_LIMIT = f"an id may have at most {MAX_ID_CHARS:,} characters"
+_INT_ID_BOUND = 10**MAX_ID_CHARS
 
 
 def check_id_text(value: str, what: str) -> None:

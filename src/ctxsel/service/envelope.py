@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ctxsel.errors import BodyTooLarge, InputError, ServiceError
+from ctxsel.errors import InputError, ServiceError
 from ctxsel.service.middleware import error_dict, request_id
 from ctxsel.service.models import ErrorOut
 
@@ -103,8 +103,6 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if isinstance(exc.__cause__, BodyTooLarge):  # FastAPI's body reader wrapped it in a 400
-            raise exc.__cause__  # BodySizeLimitMiddleware answers it, and drains the rest of the body
         if exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI could not decode the body
             cause = exc.__cause__
             what = "not UTF-8" if isinstance(cause, UnicodeDecodeError) else type(cause).__name__

@@ -302,9 +302,6 @@ class BodySizeLimitMiddleware:
       that long, and no concurrency slot at all.
     - 503 with ``Retry-After`` when the bodies being read and waiting for a slot already hold
       ``budget_bytes``: reading before the slot must not let many connections fill the memory.
-
-    An app that raises :class:`BodyTooLarge` while it reads (FastAPI's body reader wraps it) is
-    answered 413 too.
     """
 
     def __init__(
@@ -345,7 +342,7 @@ class BodySizeLimitMiddleware:
             return
         no_body = declared is None and "transfer-encoding" not in headers
         if no_body or (declared is not None and declared.strip() == "0"):
-            await self._run(scope, receive, send)  # nothing to read first
+            await self.app(scope, receive, send)  # nothing to read first
             return
         held = 0
         try:
@@ -411,25 +408,9 @@ class BodySizeLimitMiddleware:
                     return {"type": "http.request", "body": body, "more_body": False}
                 return await receive()  # after the body: the client's disconnect, when it comes
 
-            await self._run(scope, replay, send)
+            await self.app(scope, replay, send)
         finally:
             self.buffered -= held
-
-    async def _run(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracking_send)
-        except BodyTooLarge as exc:
-            if started:
-                raise
-            await refuse_and_drain(scope, receive, send, 413, "body_too_large", exc.detail)
 
 
 class ReadinessMiddleware:

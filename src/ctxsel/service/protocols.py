@@ -129,11 +129,16 @@ class _Limits:
         self._refuse(400, "bad_request", f"the request is not valid HTTP/1.1 ({detail})")
 
 
-def resolve_http(choice: str) -> str:
-    """The HTTP parser uvicorn's ``auto`` picks: httptools when it is installed, else h11."""
+def resolve_auto(choice: str, fast: str, fallback: str) -> str:
+    """What uvicorn's ``auto`` picks: the C implementation (``fast``) when it is installed."""
     if choice != "auto":
         return choice
-    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+    return fast if importlib.util.find_spec(fast) is not None else fallback
+
+
+def resolve_http(choice: str) -> str:
+    """The HTTP parser uvicorn's ``auto`` picks: httptools when it is installed, else h11."""
+    return resolve_auto(choice, "httptools", "h11")
 
 
 def protocol_class(kind: str, max_header_bytes: int) -> type[Any]:
@@ -188,4 +193,4 @@ def protocol_class(kind: str, max_header_bytes: int) -> type[Any]:
     raise ValueError(f"unknown HTTP protocol {kind!r}")
 
 
-__all__ = ["LINGER_S", "protocol_class", "resolve_http"]
+__all__ = ["LINGER_S", "protocol_class", "resolve_auto", "resolve_http"]

@@ -12,7 +12,6 @@ follows when it is done (until then /health says "starting"). With
 from __future__ import annotations
 
 import gc
-import importlib.util
 import logging
 import socket
 import sys
@@ -20,7 +19,7 @@ from typing import Any, Literal
 
 from ctxsel.errors import InputError, MissingExtraError, install_hint
 from ctxsel.service.middleware import JsonLogFormatter, log
-from ctxsel.service.protocols import resolve_http
+from ctxsel.service.protocols import resolve_auto, resolve_http
 from ctxsel.service.settings import ServiceSettings
 
 #: new container objects between two young collections in the server's process (Python's default: 700)
@@ -61,13 +60,6 @@ def bind_socket(host: str, port: int) -> socket.socket:
         ) from None
     sock.set_inheritable(True)
     return sock
-
-
-def _resolve(choice: str, fast: str, fallback: str) -> str:
-    """What uvicorn's ``auto`` picks: the C implementation when it is installed."""
-    if choice != "auto":
-        return choice
-    return fast if importlib.util.find_spec(fast) is not None else fallback
 
 
 def run_server(
@@ -135,7 +127,7 @@ def run_server(
                 "scorer": settings.scorer,
                 "reader": settings.reader_name,
                 "http": resolve_http(http),
-                "loop": _resolve(loop, "uvloop", "asyncio"),
+                "loop": resolve_auto(loop, "uvloop", "asyncio"),
             }
         },
     )
