@@ -61,7 +61,7 @@ class DropLast(Stage):
 
     n: int = 1
 
-    def apply(self, selection: Selection, query: Query, scores: np.ndarray | None) -> Selection:
+    def apply(self, selection: Selection, query: Query, scores: np.ndarray | None, *, ranking: Any = None) -> Selection:
         keep = max(0, selection.k - self.n)
         selection.ids, selection.scores, selection.chunks = (
             selection.ids[:keep],

@@ -79,7 +79,10 @@ class Pipeline:
         sel = self.selector._select(query, scored.scores)
         self.ranking.annotate(sel, query, scored)
         for stage in self.stages:
-            sel = stage.apply(sel, query, scored.scores)
+            if stage.needs_ranking:
+                sel = stage.apply(sel, query, scored.scores, ranking=self.ranking)
+            else:
+                sel = stage.apply(sel, query, scored.scores)
         if self.stages:
             sel.meta["stages"] = [s.spec() for s in self.stages]
         return sel

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from ctxsel.options import Options
 from ctxsel.query import Query
 from ctxsel.types import Selection
+
+if TYPE_CHECKING:
+    from ctxsel.ranking.chain import Ranking
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,11 +37,17 @@ class Stage(Options, ABC):
 
     #: The name the stage is registered under, set by the registration.
     name: ClassVar[str] = ""
+    #: True for a stage that reads the ranking chain (its scorer's vectors, or the scorer itself
+    #: to score sentences): it is then called with ``ranking=``, the chain the method ranked by.
+    needs_ranking: ClassVar[bool] = False
 
     @abstractmethod
-    def apply(self, selection: Selection, query: Query, scores: np.ndarray | None) -> Selection:
+    def apply(
+        self, selection: Selection, query: Query, scores: np.ndarray | None, *, ranking: Ranking | None = None
+    ) -> Selection:
         """The selection after this stage. ``scores`` are what the method ranked by (one per
-        chunk of ``query``), or None when it read none."""
+        chunk of ``query``), or None when it read none; ``ranking`` is the chain behind them,
+        given to a stage that declares ``needs_ranking``."""
 
     def config(self) -> dict[str, Any]:
         """The options that change the result."""

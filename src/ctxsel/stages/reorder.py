@@ -16,13 +16,16 @@ It changes only the reading order (``Selection.reading_order``, which the reader
 from __future__ import annotations
 
 import dataclasses
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from ctxsel.query import Query
 from ctxsel.stages.base import Stage
 from ctxsel.types import Selection
+
+if TYPE_CHECKING:
+    from ctxsel.ranking.chain import Ranking
 
 T = TypeVar("T")
 
@@ -37,8 +40,10 @@ def lost_in_the_middle(ranked: list[T]) -> list[T]:
 class Reorder(Stage):
     """Read the best chunks at the two ends of the context, the weakest in the middle."""
 
-    def apply(self, selection: Selection, query: Query, scores: np.ndarray | None) -> Selection:
-        del query, scores  # the order comes from the selection's own ranking
+    def apply(
+        self, selection: Selection, query: Query, scores: np.ndarray | None, *, ranking: Ranking | None = None
+    ) -> Selection:
+        del query, scores, ranking  # the order comes from the selection's own ranking
         selection.reading = lost_in_the_middle(list(selection.ids))
         return selection
 
