@@ -66,7 +66,7 @@ class TestSelectJSON:
         assert rc == 0
         obj = json.loads(out)
         assert obj["method"] == "adaptive-k"
-        assert obj["k"] == 3  # N = 3: the first gap plus buffer 5 keeps all
+        assert obj["k"] == 2  # N = 3: the first gap plus the buffer of a small pool, 1
 
     def test_options(self, capsys, doc: Path) -> None:
         rc, out, _ = run_cli(

@@ -220,7 +220,7 @@ def test_head_reads_the_first_line(doc: Path) -> None:
         text=True,
         timeout=300,
     )
-    assert proc.stdout.startswith("adaptive-k: kept 3 of 3 chunks")
+    assert proc.stdout.startswith("adaptive-k: kept 2 of 3 chunks")
     assert proc.stderr.strip() in ("status 0", "status 141")
 
 

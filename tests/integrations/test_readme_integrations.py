@@ -40,12 +40,12 @@ def test_langchain_example() -> None:
     pytest.importorskip("langchain_classic")
     ns = run_block("langchain")
     kept = ns["kept"]
-    assert [d.page_content for d in kept] == METEORITE
+    assert [d.page_content for d in kept[:2]] == METEORITE and len(kept) == 3  # the default buffer over 5: 1
     assert kept[0].metadata["ctxsel_method"] == "adaptive-k"
     # the value the README shows in its comment
     assert (
         kept[0].metadata["ctxsel_explanation"]
-        == f"largest gap {readme_gap('0.371', '0.389')} between ranks 2 and 3; kept 2 + buffer 0 = 2 of 5"
+        == f"largest gap {readme_gap('0.371', '0.389')} between ranks 2 and 3; kept 2 + buffer 1 = 3 of 5"
     )
 
 
@@ -54,9 +54,10 @@ def test_llamaindex_example() -> None:
     pytest.importorskip("llama_index.core")
     ns = run_block("llamaindex")
     response = ns["response"]
-    assert [n.node.get_content() for n in response.source_nodes] == METEORITE
-    assert response.source_nodes[0].node.metadata["ctxsel_explanation"].endswith("kept 2 + buffer 0 = 2 of 5")
-    assert all(t in str(response) for t in METEORITE) and "Parking" not in str(response)
+    kept = [n.node.get_content() for n in response.source_nodes]
+    assert kept[:2] == METEORITE and len(kept) == 3
+    assert response.source_nodes[0].node.metadata["ctxsel_explanation"].endswith("kept 2 + buffer 1 = 3 of 5")
+    assert all(t in str(response) for t in METEORITE)
 
 
 @pytest.mark.model
@@ -64,10 +65,11 @@ def test_haystack_example() -> None:
     pytest.importorskip("haystack")
     ns = run_block("haystack")
     result, one, same = ns["result"], ns["one"], ns["same"]
-    assert [d.content for d in result["selector"]["documents"]] == METEORITE
+    kept = [d.content for d in result["selector"]["documents"]]
+    assert kept[:2] == METEORITE and len(kept) == 3
     assert (
         result["selector"]["report"]["explanation"]
-        == f"largest gap {readme_gap('0.423', '0.420')} between ranks 2 and 3; kept 2 + buffer 0 = 2 of 4"
+        == f"largest gap {readme_gap('0.423', '0.420')} between ranks 2 and 3; kept 2 + buffer 1 = 3 of 4"
     )
     assert [d.content for d in one["selector"]["documents"]] == METEORITE[:1]
     assert same.get_component("selector").to_dict() == ns["pipe"].get_component("selector").to_dict()

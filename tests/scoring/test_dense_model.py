@@ -115,7 +115,7 @@ def test_select_end_to_end_with_defaults(cache_dir: Path) -> None:
     assert 1 <= sel.k <= len(strings)
     scores = [s for s in sel.scores if isinstance(s, float)]
     assert scores == sel.scores and scores == sorted(scores, reverse=True)
-    assert "buffer 5" in sel.explanation
+    assert "buffer 1" in sel.explanation  # 13 chunks: the small-pool buffer
     # the default cache went to the session's folder, not ~/.cache
     assert (cache_dir / "embeddings.sqlite").is_file()
     assert len(EmbeddingCache(cache_dir / "embeddings.sqlite")) >= len(set(strings)) + 1

@@ -111,7 +111,8 @@ class TestLargestGapHand:
         gap = sel.details_as(AdaptiveKGap)
         assert (gap.cut_index, gap.strategy) == (2, "largest_gap") and gap.gap == pytest.approx(0.5)
         assert ctxsel.select("q", chunks(6), "adaptive-k[buffer=1]", scores=s).k == 4
-        assert ctxsel.select("q", chunks(6), "adaptive-k", scores=s).k == 6  # default B=5, capped at N
+        assert ctxsel.select("q", chunks(6), "adaptive-k", scores=s).k == 4  # default B: 6 // 20 -> at least 1
+        assert ctxsel.select("q", chunks(6), "adaptive-k[buffer=5]", scores=s).k == 6  # the paper's B=5, capped at N
 
     def test_tail_is_excluded(self) -> None:
         # N=11: tail = floor(10 * .1) = 1 -> the last gap (10 -> 0) is not searched
@@ -159,10 +160,11 @@ class TestMovingAverage:
         # drops = [1, 3, 3, 3, 1, 1, 1, 1, 12]; search drops[0 : 9 - 1] (12 excluded) -> i = 1
         assert moving_avg_index(np.array(s, dtype=float), 3) == 1
         sel = ctxsel.select("q", chunks(12), "adaptive-k[strategy=moving_avg,window=3]", scores=s)
-        assert sel.k == 7  # 1 + 1 + B(5)
+        assert sel.k == 3  # 1 + 1 + B(12 chunks: 12 // 20, at least 1)
         assert sel.config["window"] == 3
-        # largest_gap: gaps [1,1,1,7,1,1,1,1,1,1,34], last excluded -> i = 3, k = 4 + 5 = 9
-        assert ctxsel.select("q", chunks(12), "adaptive-k", scores=s).k == 9
+        # largest_gap: gaps [1,1,1,7,1,1,1,1,1,1,34], last excluded -> i = 3, k = 4 + 1 = 5; 4 + 5 = 9 with B = 5
+        assert ctxsel.select("q", chunks(12), "adaptive-k", scores=s).k == 5
+        assert ctxsel.select("q", chunks(12), "adaptive-k[buffer=5]", scores=s).k == 9
 
     def test_shuffled_input(self) -> None:
         s = [16.0, 14.0, 12.0, 4.0, 2.0, 0.0]
@@ -183,7 +185,7 @@ class TestMovingAverage:
 
     def test_all_equal_scores_keep_first_plus_buffer(self) -> None:
         sel = ctxsel.select("q", chunks(50), "adaptive-k@moving_avg", scores=[0.1] * 50)
-        assert sel.k == 6
+        assert sel.k == 3  # 1 + B(50 chunks: 50 // 20 = 2)
         assert "all scores equal" in sel.explanation
 
     def test_window_one_is_largest_gap_on_exact_values(self) -> None:
@@ -275,7 +277,7 @@ class TestConfig:
         sel = AdaptiveK()
         assert sel.config() == {
             "strategy": "largest_gap",
-            "buffer": 5,
+            "buffer": None,
             "head_fraction": 0.0,
             "tail_fraction": 0.1,
             "min_k": 1,

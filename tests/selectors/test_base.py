@@ -91,13 +91,14 @@ class TestAllEqual:
 
     @pytest.mark.parametrize("strategy", ["largest_gap", "2diff_spike"])
     def test_adaptive_k_first_gap_plus_buffer(self, strategy: str) -> None:
-        # every gap is 0: the first wins, k = min(N, 1 + B) = 6 (docstring)
+        # every gap is 0: the first wins, k = min(N, 1 + B) = 3 with B = 40 // 20 (docstring)
         sel = ctxsel.select("q", chunks(40), f"adaptive-k@{strategy}", scores=[0.4] * 40)
-        assert sel.ids == [f"c{i}" for i in range(6)]
+        assert sel.ids == [f"c{i}" for i in range(3)]
         assert "all scores equal" in sel.explanation
 
     def test_adaptive_k_all_equal_small_n(self) -> None:
-        assert ctxsel.select("q", chunks(3), "adaptive-k", scores=[0.4] * 3).k == 3
+        assert ctxsel.select("q", chunks(3), "adaptive-k", scores=[0.4] * 3).k == 2  # 1 + B(at least 1)
+        assert ctxsel.select("q", chunks(3), "adaptive-k[buffer=5]", scores=[0.4] * 3).k == 3
 
 
 class TestNonFinite:

@@ -115,7 +115,7 @@ def test_bad_specs(spec: str, message: str) -> None:
         ("top-n-tokens@5k", TopNTokens, {"n_tokens": 5000}),
         ("threshold@0.3", ScoreThreshold, {"threshold": 0.3}),
         ("autocut@2", Autocut, {"jumps": 2}),
-        ("adaptive-k", AdaptiveK, {"strategy": "largest_gap", "buffer": 5}),
+        ("adaptive-k", AdaptiveK, {"strategy": "largest_gap", "buffer": None}),
         (
             "adaptive-k[strategy=moving_avg,window=4,buffer=0]",
             AdaptiveK,

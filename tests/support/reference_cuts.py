@@ -101,7 +101,8 @@ def adaptive_k_cut(sel: Any, s: np.ndarray) -> tuple[int, str, dict[str, Any] | 
             note = " (no second-difference spike: fell back to largest_gap)"
     if i is None:
         return n, f"adaptive-k {sel.strategy}: no gap to search among {n} scores, kept all", None
-    k = min(n, i + 1 + sel.buffer)
+    buffer = min(5, max(1, n // 20)) if sel.buffer is None else sel.buffer  # the default scales with the pool
+    k = min(n, i + 1 + buffer)
     gap = float(s[i] - s[i + 1]) if i + 1 < n else 0.0
     if s[0] == s[-1]:
         what = "all scores equal, no gap"
@@ -113,7 +114,7 @@ def adaptive_k_cut(sel: Any, s: np.ndarray) -> tuple[int, str, dict[str, Any] | 
             what = f"second-difference spike after rank {i + 1}"
     return (
         k,
-        f"{what}{note}; kept {i + 1} + buffer {sel.buffer} = {k} of {n}",
+        f"{what}{note}; kept {i + 1} + buffer {buffer} = {k} of {n}",
         {"cut_index": i, "gap": gap, "strategy": sel.strategy},
     )
 

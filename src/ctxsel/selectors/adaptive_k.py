@@ -20,7 +20,14 @@ s_0 >= ... >= s_{N-1}:
   90% rule applies twice there); unlike their code we add ``head`` back to
   that fallback index, which only differs when head_fraction > 0.
 
-Then k = min(N, i + 1 + buffer) with buffer B = 5 by default.
+Then k = min(N, i + 1 + buffer). The paper's buffer is B = 5, set on pools of about a thousand
+passages; over a retriever's top-5 it keeps all five. By default the buffer scales with the pool
+(:func:`retriever_buffer`): one chunk per 20 in the pool, at least 1 and at most the paper's 5,
+so pools of 100 chunks or more get the paper's rule unchanged and a top-5 to top-20 gets 1. The
+rule was chosen by ``python -m experiments.retriever_buffer`` on the hotpotqa-long training split
+(F2 over the top 5, 10, 20 and 50 of the dense ranking peaks at a buffer of 1 or 2 for every size;
+benchmarks/results/retriever_buffer_train.md). ``adaptive-k[buffer=5]`` is the paper's rule at
+every size.
 
 Degenerate inputs: N = 1 keeps the one chunk; with all scores equal every
 gap is 0, so the first one wins and k = min(N, 1 + B) (the explanation says
@@ -42,6 +49,8 @@ from ctxsel.types import MethodDetails, short_number
 
 Strategy = Literal["largest_gap", "moving_avg", "2diff_spike"]
 STRATEGIES: tuple[str, ...] = ("largest_gap", "moving_avg", "2diff_spike")
+#: The paper's buffer B.
+PAPER_BUFFER = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +61,12 @@ class AdaptiveKGap(MethodDetails):
     cut_index: int
     gap: float
     strategy: str
+
+
+def retriever_buffer(n: int) -> int:
+    """The default buffer for a pool of ``n`` chunks: ``n // 20`` within [1, 5] (the paper's 5 from
+    100 chunks up; 1 over a retriever's top-5 to top-39)."""
+    return min(PAPER_BUFFER, max(1, n // 20))
 
 
 def _bounds(n: int, head_fraction: float, tail_fraction: float) -> tuple[int, int]:
@@ -113,7 +128,9 @@ class AdaptiveK(ScoreCutSelector):
     @dataclass(frozen=True)
     class Options(CommonOptions):
         strategy: Strategy = option("largest_gap", doc="largest_gap (the paper's rule) or moving_avg")
-        buffer: int = option(5, minimum=0, doc="chunks kept past the cut (the paper's B)")
+        buffer: int | None = option(
+            None, minimum=0, doc="chunks kept past the cut (the paper's B = 5; none: pool size // 20, within 1..5)"
+        )
         head_fraction: float = option(0.0, minimum=0, below=1, doc="share of the top ranks the cut skips")
         tail_fraction: float = option(0.1, minimum=0, below=1, doc="share of the bottom ranks the cut skips")
         window: int = option(5, minimum=1, doc="the moving average's width (strategy=moving_avg)")
@@ -191,7 +208,8 @@ class AdaptiveK(ScoreCutSelector):
     def _explain(self, n: int, i: int | None, gap: float, flat: bool, note: str) -> Cut:
         if i is None:
             return Cut(n, f"adaptive-k {self.strategy}: no gap to search among {n} scores, kept all")
-        k = min(n, i + 1 + self.buffer)
+        buffer = retriever_buffer(n) if self.buffer is None else self.buffer
+        k = min(n, i + 1 + buffer)
         if flat:
             what = "all scores equal, no gap"
         else:
@@ -202,6 +220,6 @@ class AdaptiveK(ScoreCutSelector):
                 what = f"second-difference spike after rank {i + 1}"
         return Cut(
             k,
-            f"{what}{note}; kept {i + 1} + buffer {self.buffer} = {k} of {n}",
+            f"{what}{note}; kept {i + 1} + buffer {buffer} = {k} of {n}",
             AdaptiveKGap(i, gap, self.strategy),
         )
