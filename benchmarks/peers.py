@@ -15,11 +15,12 @@ list of selected paragraphs. How each framework gets the shared vectors:
 - LangChain: ``EmbeddingsFilter`` with an ``Embeddings`` object that returns the precomputed
   vectors by text (a dict lookup), so the filter's own cosine and selection code runs unchanged.
 - Haystack: an ``InMemoryDocumentStore`` (cosine) holding ``Document``s with their embeddings,
-  ``InMemoryEmbeddingRetriever(top_k=5).run(query_embedding=question_vector)``. Haystack's core has
-  no score-threshold ranker (its rankers re-score with a model or a meta field), so top-k is its filter.
+  ``InMemoryEmbeddingRetriever(top_k=5).run(query_embedding=question_vector)``, and its
+  ``TopPSampler`` over the whole pool as that retriever scores it (raw cosines, ``scale_score=False``;
+  retrieved once per question, outside the timed call, so its latency is the sampler's own).
 - Weaviate's autocut is ctxsel's port (``autocut@1``), listed with ctxsel's methods.
 
-Thresholds (LlamaIndex cutoff, LangChain similarity_threshold) are chosen on the training split of
+Thresholds (LlamaIndex cutoff, LangChain similarity_threshold, top-p's p and temperature) are chosen on the training split of
 hotpotqa-long (``ctxsel.datasets.splits``, 80 questions): the value on a 0.005 grid that maximises
 the mean F1 of context precision and recall. The tables report the 20 test questions, and all 100
 for more stable numbers (80 of them saw the threshold choice). Latency is per query, median over
@@ -39,13 +40,16 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmarks import _common as C
 
-CTXSEL_METHODS = ("adaptive-k", "top-k@5", "top-n-tokens@1k", "autocut@1")
+CTXSEL_METHODS = ("adaptive-k", "top-k@5", "top-n-tokens@1k", "autocut@1", "knee", "stddev@1")
+#: top-p's p (Haystack's rule, temperature 1) and p with a temperature, chosen on the training split.
+TOP_P_GRID = tuple(round(0.05 * i, 2) for i in range(1, 20)) + (0.99, 0.999)
+TEMPERATURE_GRID = (0.01, 0.02, 0.05, 0.1)
 REFERENCE = "ctxsel adaptive-k"
 
 
@@ -80,6 +84,36 @@ def best_threshold(scores: list[Any], golds: list[set[int]], strict: bool) -> tu
         if f1 > best[0]:
             best = (f1, float(t))
     return best[1], best[0]
+
+
+def best_spec(specs: list[str], examples: list[Any], pool: list[Any], scores: dict[str, Any]) -> tuple[str, float]:
+    """The ctxsel method spec with the best mean F1 (context precision/recall) over ``examples``."""
+    import numpy as np
+
+    import ctxsel
+
+    best = ("", -1.0)
+    for spec in specs:
+        sel = ctxsel.get_selector(spec)
+        f1s = []
+        for e in examples:
+            kept = set(sel.select(e.question, pool, scores[e.id]).ids)
+            hit = len(kept.intersection(e.gold_ids))
+            prec, rec = hit / len(kept) if kept else 0.0, hit / len(e.gold_ids)
+            f1s.append(2 * prec * rec / (prec + rec) if prec + rec else 0.0)
+        f1 = float(np.mean(f1s))
+        if f1 > best[1]:
+            best = (spec, f1)
+    return best
+
+
+def interval(values: Sequence[float]) -> dict[str, Any]:
+    """The mean and its 95% bootstrap interval."""
+    import numpy as np
+
+    from ctxsel.eval.stats import bootstrap_ci
+
+    return {"mean": float(np.mean(values)), "ci": bootstrap_ci(values)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,10 +157,16 @@ def main(argv: list[str] | None = None) -> int:
     tr_gold = [gold_pos[e.id] for e in train]
     li_cutoff, li_f1 = best_threshold(tr_scores, tr_gold, strict=False)  # LlamaIndex keeps score >= cutoff
     lc_threshold, lc_f1 = best_threshold(tr_scores, tr_gold, strict=True)  # LangChain keeps score > threshold
+    top_p, top_p_f1 = best_spec([f"top-p@{p:g}" for p in TOP_P_GRID], train, pool, scores)
+    top_p_t, top_p_t_f1 = best_spec(
+        [f"top-p[p={p:g},temperature={t:g}]" for t in TEMPERATURE_GRID for p in TOP_P_GRID], train, pool, scores
+    )
+    p_haystack = float(top_p.split("@")[1])
 
     # -- the frameworks, built once with the shared vectors --------------------------------------------------------
     from haystack import Document as HsDocument
     from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+    from haystack.components.samplers import TopPSampler
     from haystack.document_stores.in_memory import InMemoryDocumentStore
     from langchain_core.documents import Document as LcDocument
     from langchain_core.embeddings import Embeddings
@@ -164,8 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     hs_store = InMemoryDocumentStore(embedding_similarity_function="cosine")
     hs_store.write_documents([HsDocument(id=c.id, content=c.text, embedding=v) for c, v in zip(pool, docs_list)])
     hs_top5 = InMemoryEmbeddingRetriever(document_store=hs_store, top_k=5)
+    hs_all = InMemoryEmbeddingRetriever(document_store=hs_store, top_k=len(pool), scale_score=False)
+    hs_top_p = TopPSampler(top_p=p_haystack)
 
-    selectors = {m: ctxsel.get_selector(m) for m in CTXSEL_METHODS}
+    selectors = {m: ctxsel.get_selector(m) for m in (*CTXSEL_METHODS, top_p, top_p_t)}
 
     def ctxsel_method(m: str) -> Callable[[Any], list[str]]:
         sel = selectors[m]
@@ -192,11 +234,23 @@ def main(argv: list[str] | None = None) -> int:
     def hs_topk(e: Any) -> list[str]:
         return [d.id for d in hs_top5.run(query_embedding=qvecs[e.id].tolist())["documents"]]
 
+    ranked: dict[str, list[Any]] = {}  # Haystack's scored pool per question, retrieved once (not timed)
+
+    def hs_sampled(e: Any) -> list[str]:
+        if e.id not in ranked:
+            ranked[e.id] = hs_all.run(query_embedding=qvecs[e.id].tolist())["documents"]
+        return [d.id for d in hs_top_p.run(documents=ranked[e.id])["documents"]]
+
     methods: dict[str, tuple[str, Callable[[Any], list[str]]]] = {
         "ctxsel adaptive-k": ("ctxsel `adaptive-k` (default settings)", ctxsel_method("adaptive-k")),
         "ctxsel top-k@5": ("ctxsel `top-k@5`", ctxsel_method("top-k@5")),
         "ctxsel top-n-tokens@1k": ("ctxsel `top-n-tokens@1k`", ctxsel_method("top-n-tokens@1k")),
         "ctxsel autocut@1": ("Weaviate autocut (ctxsel's port, `autocut@1`)", ctxsel_method("autocut@1")),
+        "ctxsel knee": ("ctxsel `knee` (Kneedle, S=1)", ctxsel_method("knee")),
+        "ctxsel stddev@1": ("ctxsel `stddev@1` (mean + 1 std)", ctxsel_method("stddev@1")),
+        "ctxsel top-p": (f"ctxsel `{top_p}` (Haystack's rule)", ctxsel_method(top_p)),
+        "ctxsel top-p temperature": (f"ctxsel `{top_p_t}`", ctxsel_method(top_p_t)),
+        "haystack top-p": (f"Haystack `TopPSampler(top_p={p_haystack:g})` over the ranked pool", hs_sampled),
         "llamaindex cutoff": (f"LlamaIndex `SimilarityPostprocessor(similarity_cutoff={li_cutoff:g})`", li_cut),
         "llamaindex top-k": ("LlamaIndex retriever `similarity_top_k=5`", li_topk),
         "langchain threshold": (
@@ -212,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         want = set(methods["ctxsel top-k@5"][1](e))
         for key in ("llamaindex top-k", "langchain k", "haystack top-k"):
             assert set(methods[key][1](e)) == want, (key, e.id)
+        assert methods["haystack top-p"][1](e) == methods["ctxsel top-p"][1](e), e.id
 
     info = C.machine_info(thread_info, ("llama_index.core", "langchain_core", "langchain_classic", "haystack"))
     info["versions"].update(_versions())
@@ -227,7 +282,13 @@ def main(argv: list[str] | None = None) -> int:
                 rec.append(100 * (context_recall(ids, e.gold_ids) or 0.0))
                 tok.append(sum(tokens[i] for i in ids))
                 ks.append(len(ids))
-            per[part] = {"recall": float(np.mean(rec)), "tokens": float(np.mean(tok)), "k": float(np.mean(ks))}
+            per[part] = {
+                "recall": float(np.mean(rec)),
+                "tokens": float(np.mean(tok)),
+                "k": float(np.mean(ks)),
+                "recall_ci": interval(rec)["ci"],
+                "tokens_ci": interval(tok)["ci"],
+            }
         times = []
         for e in test:
             fn(e)  # warm
@@ -255,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(
                 [
                     r["label"],
-                    f"{r[part]['recall']:.1f}",
-                    f"{r[part]['tokens']:,.0f}",
+                    f"{r[part]['recall']:.1f} [{r[part]['recall_ci'][0]:.1f}, {r[part]['recall_ci'][1]:.1f}]",
+                    f"{r[part]['tokens']:,.0f} [{r[part]['tokens_ci'][0]:,.0f}, {r[part]['tokens_ci'][1]:,.0f}]",
                     f"{r[part]['k']:.1f}",
                     C.fmt_ms(r["latency"]["median_ms"]),
                     ratio(r[part]["recall"], ref[part]["recall"]),
@@ -291,12 +352,15 @@ def main(argv: list[str] | None = None) -> int:
         ),
         f"Thresholds chosen on the {len(train)} training questions (best mean F1 of context precision/recall, "
         f"0.005 grid): LlamaIndex similarity_cutoff {li_cutoff:g} (train F1 {li_f1:.3f}), LangChain "
-        f"similarity_threshold {lc_threshold:g} (train F1 {lc_f1:.3f}). ctxsel's methods use their defaults.",
+        f"similarity_threshold {lc_threshold:g} (train F1 {lc_f1:.3f}); top-p's p on the same rule ({top_p}, "
+        f"train F1 {top_p_f1:.3f}; Haystack's TopPSampler takes the same p), and p with a temperature "
+        f"({top_p_t}, train F1 {top_p_t_f1:.3f}). ctxsel's other methods use their defaults.",
+        "Recall and tokens: mean [95% bootstrap interval] over questions.",
         f"Latency: per query, median over {len(test)} test questions x {args.repeats} runs, from the question "
         "vector to the selected list (each framework's own similarity computation included; embedding the "
         "question excluded). Ratios: to ctxsel adaptive-k.",
         "Checked: on 5 test questions, LlamaIndex's, LangChain's and Haystack's top-5 equal ctxsel's top-k@5 "
-        "(the same similarities).",
+        "(the same similarities), and Haystack's TopPSampler keeps the same list as ctxsel's top-p.",
     ]
     md = [C.header_md("Peers: ctxsel's selectors next to LlamaIndex, LangChain, Haystack (hotpotqa-long)", info, notes)]
     md.append(f"## Test split ({len(test)} questions)\n")
@@ -315,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
             "llamaindex_train_f1": li_f1,
             "langchain_similarity_threshold": lc_threshold,
             "langchain_train_f1": lc_f1,
+            "top_p": top_p,
+            "top_p_train_f1": top_p_f1,
+            "top_p_temperature": top_p_t,
+            "top_p_temperature_train_f1": top_p_t_f1,
         },
         "vectors": {"backend": scorer.backend, "model_id": scorer.model_id, "embed_s": embed_s},
         "reference": REFERENCE,
