@@ -95,15 +95,25 @@ def main() -> None:
             pool_scores[e.id] = [float(x) for x in scorer.score(e.question, e.chunks)]
             pool_path.write_bytes(pickle.dumps(pool_scores))
         base[e.id] = ctxsel.select(e.question, e.chunks, "adaptive-k", scores=pool_scores[e.id])
-    rules: list[Prune] = [Prune(rule="margin", margin=m, context=c) for m in (0.02, 0.05, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3) for c in (False, True)]
-    rules += [Prune(rule="range", fraction=f, context=c) for f in (0.2, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7) for c in (False, True)]
+    rules: list[Prune] = [
+        Prune(rule="margin", margin=m, context=c)
+        for m in (0.02, 0.05, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3)
+        for c in (False, True)
+    ]
+    rules += [
+        Prune(rule="range", fraction=f, context=c)
+        for f in (0.2, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7)
+        for c in (False, True)
+    ]
     rows: dict[str, dict[str, dict[str, float]]] = {}
     for rule in tqdm(rules, desc="rules"):
         per: dict[str, dict[str, float]] = {}
         for i, e in enumerate(examples):
             b = base[e.id]
             facts = [f for f in gold[i] if f[0] in set(b.ids)]
-            sel = Selection(list(b.ids), list(b.scores), list(b.chunks), b.method, b.config, b.explanation, b.n_candidates)
+            sel = Selection(
+                list(b.ids), list(b.scores), list(b.chunks), b.method, b.config, b.explanation, b.n_candidates
+            )
             sel = rule.apply(sel, Query(e.question, e.chunks), None, ranking=ranking)
             per[e.id] = {
                 "facts": len(facts),
@@ -144,11 +154,16 @@ def report(examples: list[Any], rows: dict[str, dict[str, dict[str, float]]], sc
     }
     table = {spec: {part: summary(per, ids) for part, ids in splits.items()} for spec, per in rows.items()}
     ok = [s for s in table if (table[s]["train"]["recall"] or 0) >= 0.91]
-    chosen = max(ok, key=lambda s: table[s]["train"]["reduction"]) if ok else max(table, key=lambda s: table[s]["train"]["recall"] or 0)
+    chosen = (
+        max(ok, key=lambda s: table[s]["train"]["reduction"])
+        if ok
+        else max(table, key=lambda s: table[s]["train"]["recall"] or 0)
+    )
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"prune_hotpotqa{'' if scorer == 'dense' else '_' + scorer}.json").write_text(
         json.dumps({"scorer": scorer, "chosen": chosen, "rules": table}, indent=1), encoding="utf-8"
     )
+
     def f(x: Any) -> str:
         return "-" if x is None else f"{x:.3f}"
 
@@ -159,7 +174,8 @@ def report(examples: list[Any], rows: dict[str, dict[str, dict[str, float]]], sc
         f"# prune after adaptive-k on hotpotqa-long (scorer: {scorer})",
         "",
         "Command: `PYTHONPATH=src OMP_NUM_THREADS=1 python -m experiments.prune_hotpotqa"
-        + ("" if scorer == "dense" else f" --scorer {scorer}") + "`.",
+        + ("" if scorer == "dense" else f" --scorer {scorer}")
+        + "`.",
         "Recall: mean per question of the supporting sentences (of the chunks adaptive-k kept) still in the",
         "pruned text; tokens: cl100k, mean per question; reduction: mean tokens before / mean tokens after.",
         "95% percentile-bootstrap intervals. Rule chosen on the training split: the largest reduction",
@@ -176,7 +192,9 @@ def report(examples: list[Any], rows: dict[str, dict[str, dict[str, float]]], sc
                 f"| `{spec}` | {part} | {s['n']} | {f(s['recall'])} | {ci(s['recall_ci'])} | {f(s['pooled_recall'])} | "
                 f"{s['tokens_before']:.0f} | {s['tokens_after']:.0f} | {s['reduction']:.2f}x | {ci(s['ratio_ci'])} |"
             )
-    (OUT / f"prune_hotpotqa{'' if scorer == 'dense' else '_' + scorer}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (OUT / f"prune_hotpotqa{'' if scorer == 'dense' else '_' + scorer}.md").write_text(
+        "\n".join(lines) + "\n", encoding="utf-8"
+    )
     print("\n".join(lines))
 
 

@@ -16,7 +16,10 @@ from ctxsel.stages.prune import Prune
 from tests.support.cli import run_cli
 
 QUESTION = "What is the capital of France?"
-TEXTS = ["Paris is the capital of France. It has many museums. The Seine flows through it.", "Berlin is big. Berlin has a zoo."]
+TEXTS = [
+    "Paris is the capital of France. It has many museums. The Seine flows through it.",
+    "Berlin is big. Berlin has a zoo.",
+]
 # BM25 over the five sentences: only "Paris is the capital of France." matches (about 1.07), the rest score 0.
 # range rule, fraction 0.65: lo = 0, hi = 1.07, so only that sentence passes; chunk 1 keeps its best
 # sentence (all tie at 0: the first), the min_sentences floor.
@@ -37,7 +40,9 @@ def test_the_hand_worked_example() -> None:
 
 
 def test_margin_rule_and_the_floor() -> None:
-    wide = ctxsel.select(QUESTION, TEXTS, "top-k@2", scorer="bm25", stages=["prune[rule=margin,margin=2,context=false]"])
+    wide = ctxsel.select(
+        QUESTION, TEXTS, "top-k@2", scorer="bm25", stages=["prune[rule=margin,margin=2,context=false]"]
+    )
     assert [c.text for c in wide.chunks] == TEXTS and wide.meta["prune"]["dropped"] == {}
     two = ctxsel.select(QUESTION, TEXTS, "top-k@2", scorer="bm25", stages=["prune[context=false,min_sentences=2]"])
     assert [c.text for c in two.chunks] == ["Paris is the capital of France. It has many museums.", TEXTS[1]]
@@ -95,7 +100,9 @@ def test_through_llamaindex() -> None:
     from ctxsel.integrations.llamaindex import CtxselPostprocessor
 
     nodes = [NodeWithScore(node=TextNode(text=t, id_=f"n{i}"), score=None) for i, t in enumerate(TEXTS)]
-    out = CtxselPostprocessor(method="top-k@2", scorer="bm25", stages=[SPEC]).postprocess_nodes(nodes, QueryBundle(QUESTION))
+    out = CtxselPostprocessor(method="top-k@2", scorer="bm25", stages=[SPEC]).postprocess_nodes(
+        nodes, QueryBundle(QUESTION)
+    )
     assert [n.node.get_content() for n in out] == list(PRUNED.values())
 
 
@@ -105,5 +112,7 @@ def test_through_haystack() -> None:
 
     from ctxsel.integrations.haystack import CtxselSelector
 
-    out = CtxselSelector(method="top-k@2", scorer="bm25", stages=[SPEC]).run([Document(content=t) for t in TEXTS], QUESTION)
+    out = CtxselSelector(method="top-k@2", scorer="bm25", stages=[SPEC]).run(
+        [Document(content=t) for t in TEXTS], QUESTION
+    )
     assert [d.content for d in out["documents"]] == list(PRUNED.values())

@@ -39,7 +39,7 @@ and report 2-5x fewer tokens at equal answers.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -88,9 +88,8 @@ class Prune(Stage):
         dropped: dict[str, list[int]] = {}
         at = 0
         for c, sents in zip(selection.chunks, split):
-            s = flat[at : at + len(sents)]
+            keep = self.keep(flat[at : at + len(sents)], lo, hi)
             at += len(sents)
-            keep = self.keep(s, lo, hi)
             gone = [j for j in range(len(sents)) if not keep[j]]
             if not gone:
                 kept_chunks.append(c)
@@ -123,7 +122,7 @@ class Prune(Stage):
             keep = s >= lo + self.fraction * (hi - lo)
         best = np.argsort(-s, kind="stable")[: self.min_sentences]
         keep[best] = True
-        return keep
+        return np.asarray(keep, dtype=bool)
 
     def _rule_text(self) -> str:
         if self.rule == "margin":
