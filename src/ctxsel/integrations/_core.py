@@ -114,6 +114,12 @@ class Outcome:
     scores_from: str = ""
     fell_back: bool = False
     note: str = ""  # why the framework's own scores were not used (NOTE_KEY)
+    #: the text a stage gave a kept input in place of its own (``prune``'s kept sentences), by position
+    texts: dict[int, str] = field(default_factory=dict)
+
+    def text_of(self, i: int, original: str) -> str:
+        """Kept input ``i``'s text as the selection holds it: ``original`` unless a stage changed it."""
+        return self.texts.get(i, original)
 
     def report(self) -> dict[str, Any]:
         """A JSON-friendly account of the selection: method, k, why, and every kept position."""
@@ -233,10 +239,13 @@ def select_positions(
     kept: list[int] = []
     kept_scores: list[float | None] = []
     kept_ranks: list[int] = []
+    changed: dict[int, str] = {}
     rank_of = {cid: (r, s) for r, (cid, s) in enumerate(zip(sel.ids, sel.scores), start=1)}
     for c in sel.read_chunks() if sel.reading is not None else sel.chunks:
         i = int(c.meta.get("parent", c.id))
         if i not in kept:
+            if "parent" not in c.meta and i < n and c.text != q.chunks[i].text:
+                changed[i] = c.text
             kept.append(i)
             kept_ranks.append(rank_of[c.id][0])
             kept_scores.append(rank_of[c.id][1])
@@ -262,7 +271,7 @@ def select_positions(
         for r, s in zip(kept_ranks, kept_scores)
     ]
     all_scores: list[float | None] = [None] * n if arr is None else [_finite(x) for x in arr]
-    return Outcome(kept, metadata, sel, all_scores, scores_from, fell_back, note)
+    return Outcome(kept, metadata, sel, all_scores, scores_from, fell_back, note, changed)
 
 
 def _best_position(arr: np.ndarray | None) -> int:

@@ -170,5 +170,6 @@ class CtxselSelector:
         for i, meta in zip(out.kept, out.metadata):
             src = documents[i]
             score = meta["ctxsel_score"] if meta["ctxsel_score"] is not None else src.score
-            kept.append(dataclasses.replace(src, meta={**src.meta, **meta}, score=score))
+            content = out.text_of(i, src.content or "") if i in out.texts else src.content
+            kept.append(dataclasses.replace(src, content=content, meta={**src.meta, **meta}, score=score))
         return {"documents": kept, "report": out.report()}

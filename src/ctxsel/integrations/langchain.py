@@ -109,7 +109,9 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
             stages=self.stages,
         )
         kept = [
-            Document(page_content=docs[i].page_content, metadata={**docs[i].metadata, **meta}, id=docs[i].id)
+            Document(
+                page_content=out.text_of(i, docs[i].page_content), metadata={**docs[i].metadata, **meta}, id=docs[i].id
+            )
             for i, meta in zip(out.kept, out.metadata)
         ]
         return kept, out

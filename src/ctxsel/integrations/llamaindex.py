@@ -137,6 +137,8 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
                     ),
                 }
             )
+            if i in out.texts and hasattr(node, "text"):  # a stage (prune) changed the text
+                node = node.model_copy(update={"text": out.texts[i]})
             score = meta["ctxsel_score"] if meta["ctxsel_score"] is not None else src.score
             kept.append(NodeWithScore(node=node, score=score))
         return kept
