@@ -85,6 +85,11 @@ class Ranking:
         return self._scorer  # type: ignore[no-any-return]
 
     @property
+    def built_scorer(self) -> Scorer | None:
+        """The scorer if it is built (it scored this chain's queries), else None: never builds one."""
+        return None if self._scorer is None or isinstance(self._scorer, str) else self._scorer  # type: ignore[no-any-return]
+
+    @property
     def second(self) -> Scorer:
         """The rerank's scorer, built from its spec on first use unless one was given."""
         if self._second is None:

@@ -15,6 +15,7 @@ A list given as one string is split at top-level commas (``"reorder,other[x=1]"`
 Registered stages:
 
 - ``reorder``: lost-in-the-middle reading order (:mod:`ctxsel.stages.reorder`).
+- ``dedup``: drop kept chunks that repeat a higher-ranked one (:mod:`ctxsel.stages.dedup`).
 - ``prune``: query-aware sentence pruning inside each kept chunk (:mod:`ctxsel.stages.prune`).
 
 A new stage is a frozen dataclass subclass of :class:`~ctxsel.stages.base.Stage` and one
@@ -116,6 +117,7 @@ def parse_stages(stages: str | Stage | Sequence[str | Stage] | None) -> list[Sta
     return [get_stage(s.strip() if isinstance(s, str) else s) for s in items]
 
 
+register_stage("dedup", "ctxsel.stages.dedup:Dedup", "drop kept chunks that repeat a higher-ranked one")
 register_stage("reorder", "ctxsel.stages.reorder:Reorder", "lost-in-the-middle reading order: best first, second last")
 register_stage("prune", "ctxsel.stages.prune:Prune", "query-aware sentence pruning inside each kept chunk")
 
