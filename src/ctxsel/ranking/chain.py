@@ -87,7 +87,7 @@ class Ranking:
     @property
     def built_scorer(self) -> Scorer | None:
         """The scorer if it is built (it scored this chain's queries), else None: never builds one."""
-        return None if self._scorer is None or isinstance(self._scorer, str) else self._scorer  # type: ignore[no-any-return]
+        return None if self._scorer is None or isinstance(self._scorer, str) else self._scorer
 
     @property
     def second(self) -> Scorer:

@@ -16,6 +16,7 @@ Registered stages:
 
 - ``reorder``: lost-in-the-middle reading order (:mod:`ctxsel.stages.reorder`).
 - ``dedup``: drop kept chunks that repeat a higher-ranked one (:mod:`ctxsel.stages.dedup`).
+- ``window``: each kept chunk's neighbours in document order (:mod:`ctxsel.stages.window`).
 - ``prune``: query-aware sentence pruning inside each kept chunk (:mod:`ctxsel.stages.prune`).
 
 A new stage is a frozen dataclass subclass of :class:`~ctxsel.stages.base.Stage` and one
@@ -119,6 +120,7 @@ def parse_stages(stages: str | Stage | Sequence[str | Stage] | None) -> list[Sta
 
 register_stage("dedup", "ctxsel.stages.dedup:Dedup", "drop kept chunks that repeat a higher-ranked one")
 register_stage("reorder", "ctxsel.stages.reorder:Reorder", "lost-in-the-middle reading order: best first, second last")
+register_stage("window", "ctxsel.stages.window:Window", "add each kept chunk's neighbours in document order")
 register_stage("prune", "ctxsel.stages.prune:Prune", "query-aware sentence pruning inside each kept chunk")
 
 __all__ = [
