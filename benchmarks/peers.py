@@ -303,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{per['latency']['median_ms']:.2f} ms",
             file=sys.stderr,
         )
+    stages = stage_peers(examples, pool, docs, qvecs, lc_emb, args.repeats)
     info["loadavg_end"] = C.loadavg()
 
     ref = results[REFERENCE]
@@ -367,6 +368,21 @@ def main(argv: list[str] | None = None) -> int:
     md.append(table("test"))
     md.append(f"\n## All {len(examples)} questions (the threshold was chosen on 80 of them)\n")
     md.append(table("all"))
+    md.append(
+        f"\n## Stages after adaptive-k, all {len(examples)} questions\n\n"
+        "Each stage alone on what adaptive-k kept. 'same' is the share of questions where it gives ctxsel's "
+        "reading order (reorder rows) or keeps ctxsel's set (dedup rows); for an even count LangChain's and "
+        "LlamaIndex's order puts the best chunk last, ctxsel's and Haystack's first (docs/methods/stages.md).\n"
+    )
+    md.append(
+        C.md_table(
+            ["stage", "same as ctxsel", "chunks dropped (mean)", "latency, ms (median)"],
+            [
+                [name, f"{100 * r['same_as_ctxsel']:.0f}%", f"{r['dropped']:.2f}", C.fmt_ms(r["latency"]["median_ms"])]
+                for name, r in stages.items()
+            ],
+        )
+    )
     data = {
         "benchmark": "peers",
         "machine": info,
@@ -387,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         "vectors": {"backend": scorer.backend, "model_id": scorer.model_id, "embed_s": embed_s},
         "reference": REFERENCE,
         "methods": results,
+        "stages": stages,
     }
     md_path, js_path = C.write_report("peers", args.out, "\n".join(md), data)
     if tmp is not None:
@@ -394,6 +411,108 @@ def main(argv: list[str] | None = None) -> int:
     print(md_path.read_text())
     print(f"wrote {md_path}, {js_path}", file=sys.stderr)
     return 0
+
+
+def stage_peers(
+    examples: list[Any], pool: list[Any], docs: Any, qvecs: dict[str, Any], embeddings: Any, repeats: int
+) -> dict[str, dict[str, Any]]:
+    """ctxsel's ``reorder`` and ``dedup`` stages next to the frameworks' own on what adaptive-k kept:
+    the share of questions where each gives ctxsel's order (reorder) or keeps ctxsel's set (dedup),
+    and the median latency of the stage alone."""
+    import numpy as np
+    from haystack import Document as HsDocument
+    from haystack.components.rankers import LostInTheMiddleRanker
+    from langchain_community.document_transformers import EmbeddingsRedundantFilter, LongContextReorder
+    from langchain_core.documents import Document as LcDocument
+    from llama_index.core.postprocessor import LongContextReorder as LiLongContextReorder
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    import ctxsel
+    from ctxsel.query import Query
+    from ctxsel.ranking.chain import Ranking
+    from ctxsel.stages import get_stage
+
+    cut = ctxsel.get_selector("adaptive-k")
+    reorder, dedup = get_stage("reorder"), get_stage("dedup")
+    lc_reorder, li_reorder, hs_reorder = LongContextReorder(), LiLongContextReorder(), LostInTheMiddleRanker()
+    lc_dedup = EmbeddingsRedundantFilter(embeddings=embeddings, similarity_threshold=0.95)
+    by_text = {c.text: v for c, v in zip(pool, docs)}
+
+    class Precomputed:
+        """The chain's scorer as the stages see it: the pool's vectors, looked up by text (no model runs)."""
+
+        name = "precomputed"
+        document_prefix = ""
+        cache = by_text
+
+        def score(self, question: str, chunks: Any) -> Any:
+            raise AssertionError("the stages read vectors only")
+
+        def embed(self, texts: list[str], prefix: str = "") -> Any:
+            return np.stack([by_text[t] for t in texts])
+
+    ranking = Ranking(Precomputed())
+    ranking.scorer  # noqa: B018 - built: what a chain that scored the query holds
+
+    runs: dict[str, Callable[[Any, Any], list[str]]] = {
+        "ctxsel reorder": lambda sel, q: reorder.apply(_copy(sel), q, None).reading_order,
+        "LangChain LongContextReorder": lambda sel, q: [
+            d.metadata["id"]
+            for d in lc_reorder.transform_documents(
+                [LcDocument(page_content=c.text, metadata={"id": c.id}) for c in sel.chunks]
+            )
+        ],
+        "LlamaIndex LongContextReorder": lambda sel, q: [
+            n.node.node_id
+            for n in li_reorder.postprocess_nodes(
+                [NodeWithScore(node=TextNode(id_=c.id, text=c.text), score=s) for c, s in zip(sel.chunks, sel.scores)]
+            )
+        ],
+        "Haystack LostInTheMiddleRanker": lambda sel, q: [
+            d.id
+            for d in hs_reorder.run(
+                documents=[HsDocument(id=c.id, content=c.text, score=s) for c, s in zip(sel.chunks, sel.scores)]
+            )["documents"]
+        ],
+        "ctxsel dedup[threshold=0.95]": lambda sel, q: dedup.apply(_copy(sel), q, None, ranking=ranking).ids,
+        "LangChain EmbeddingsRedundantFilter(0.95)": lambda sel, q: [
+            d.metadata["id"]
+            for d in lc_dedup.transform_documents(
+                [LcDocument(page_content=c.text, metadata={"id": c.id}) for c in sel.chunks]
+            )
+        ],
+    }
+    out: dict[str, dict[str, Any]] = {}
+    kept = {}
+    for e in examples:
+        q = Query(e.question, pool, docs @ qvecs[e.id])
+        kept[e.id] = (cut.select(e.question, pool, docs @ qvecs[e.id]), q)
+    for name, fn in runs.items():
+        same, dropped, times = 0, [], []
+        is_dedup = "dedup" in name or "Redundant" in name
+        ref = runs["ctxsel dedup[threshold=0.95]" if is_dedup else "ctxsel reorder"]
+        for e in examples:
+            sel, q = kept[e.id]
+            got, want = fn(sel, q), ref(sel, q)
+            same += set(got) == set(want) if is_dedup else got == want
+            dropped.append(len(sel.ids) - len(got))
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                fn(sel, q)
+                times.append(time.perf_counter() - t0)
+        out[name] = {
+            "same_as_ctxsel": same / len(examples),
+            "dropped": float(np.mean(dropped)),
+            "latency": C.summarize(times),
+        }
+    return out
+
+
+def _copy(sel: Any) -> Any:
+    """A selection a stage may change without touching ``sel``."""
+    import dataclasses
+
+    return dataclasses.replace(sel, ids=list(sel.ids), scores=list(sel.scores), chunks=list(sel.chunks), meta={})
 
 
 def _versions() -> dict[str, str]:
