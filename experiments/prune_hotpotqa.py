@@ -8,7 +8,7 @@ counted over the supporting sentences (HotpotQA ``supporting_facts``: title, sen
 the chunks adaptive-k kept: a sentence counts as kept when its text is still in the pruned
 chunk. Rules are chosen on the training split (the largest token reduction whose train recall is
 >= 0.91, a margin over the 0.90 target), then reported on the test split and all 100, with 95% bootstrap intervals.
-Sentence and pool scores are cached under /work/cache/prune/. Writes
+Sentence and pool scores are cached under ctxsel's cache folder (``prune/``; ``CTXSEL_PRUNE_CACHE`` overrides). Writes
 benchmarks/results/prune_hotpotqa.{md,json}.
 """
 
@@ -30,13 +30,14 @@ from ctxsel.datasets.hotpotqa import find_hotpotqa_file
 from ctxsel.datasets.jsonl import read_json
 from ctxsel.datasets.splits import split_examples
 from ctxsel.eval.stats import bootstrap_ci
+from ctxsel.paths import default_cache_dir
 from ctxsel.query import Query
 from ctxsel.ranking.chain import Ranking
 from ctxsel.scoring import get_scorer
 from ctxsel.stages.prune import Prune
 from ctxsel.types import Chunk, Selection
 
-CACHE = Path(os.environ.get("CTXSEL_PRUNE_CACHE", "/work/cache/prune"))
+CACHE = Path(os.environ.get("CTXSEL_PRUNE_CACHE") or default_cache_dir() / "prune")
 OUT = Path("benchmarks/results")
 
 
