@@ -336,6 +336,10 @@ class TruncationWarning(UserWarning):
     """Text was longer than the embedding model's window and its end was not read."""
 
 
+class ScoresWarning(UserWarning):
+    """A method trained on one scorer's scores was given another's."""
+
+
 #: The torch that the torch extras are tested with. It goes in first, pinned: pip resolving an
 #: unpinned ``torch`` for sentence-transformers or trl picks a multi-GB CUDA build.
 TORCH_PIN = "torch==2.13.0"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxsel.errors import InputError
 from ctxsel.query import Query
-from ctxsel.ranking.chain import Ranking, Scored, as_ranking
+from ctxsel.ranking.chain import Ranking, Scored, as_ranking, scores_id
 from ctxsel.selectors import get_selector
 from ctxsel.selectors.base import Selector
 from ctxsel.stages import Stage, parse_stages
@@ -76,6 +76,8 @@ class Pipeline:
         """Select for a checked ``query``: rank it (unless ``scored`` is given), cut, annotate, run the stages."""
         if scored is None:
             scored = self.rank(query)
+        if query.scores is None and scored.scores is not None and self.ranking.built_scorer is not None:
+            self.selector.check_scores(scores_id(self.ranking))  # the chain scored: say whose scores
         sel = self.selector._select(query, scored.scores)
         self.ranking.annotate(sel, query, scored)
         for stage in self.stages:

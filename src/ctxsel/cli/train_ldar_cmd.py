@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     from ctxsel.datasets.splits import split_examples, split_ids
     from ctxsel.eval.report import markdown_table
     from ctxsel.eval.results import write_atomic
-    from ctxsel.eval.runner import _scorer_id, evaluate
+    from ctxsel.eval.runner import evaluate
+    from ctxsel.ranking.chain import scores_id
     from ctxsel.scoring import get_scorer
     from ctxsel.selectors import split_specs
     from ctxsel.selectors.ldar.config import PolicyConfig
@@ -167,14 +168,14 @@ def run(args: argparse.Namespace) -> int:
             reader,
             judge,
             cache_path=out / "llm_rewards.jsonl",
-            namespace=f"{args.dataset}|{_scorer_id(scorer)}|snap_top={snap_top}",
+            namespace=f"{args.dataset}|{scores_id(scorer)}|snap_top={snap_top}",
         )
     if args.cost_weight:
         reward = CostRegularized(reward, args.cost_weight)
 
     info = {
         "dataset": args.dataset,
-        "scorer": _scorer_id(scorer),
+        "scorer": scores_id(scorer),
         "split": {k: v for k, v in split.items() if k not in ("train", "test")},
         "command": " ".join(["ctxsel", *sys.argv[1:]]) if sys.argv else None,
     }

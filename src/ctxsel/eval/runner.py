@@ -58,6 +58,7 @@ from ctxsel.llm.prompts import MULTIPLE_CHOICE
 from ctxsel.pipeline import Pipeline
 from ctxsel.query import Query
 from ctxsel.ranking import Ranking, as_ranking
+from ctxsel.ranking.chain import scores_id
 from ctxsel.reader import Reader
 from ctxsel.scoring import Scorer, get_scorer
 from ctxsel.selectors import get_selector, get_selector_class, parse_spec
@@ -91,11 +92,6 @@ DEFAULT_METHODS: tuple[str, ...] = (
     "top-n-tokens@50k",
     "full",
 )
-
-
-def _scorer_id(scorer: Scorer | Ranking) -> str:
-    """What a run's config records of its scores: the scorer's name and model, and a chain's links."""
-    return f"{scorer.name}:{getattr(scorer, 'model_id', '')}".rstrip(":")
 
 
 def evaluate(
@@ -173,12 +169,12 @@ def evaluate(
                     by_method[f"{m} on {label}"] = ranking
             methods = list(selectors)
             sc: Any = by_method
-            scorer_id: Any = {label: _scorer_id(r) for label, r in chains.items()}
+            scorer_id: Any = {label: scores_id(r) for label, r in chains.items()}
             first_ranking = next(iter(chains.values()))
         else:
             sc = first_ranking = as_ranking(get_scorer(scorer) if isinstance(scorer, str) else scorer)
             selectors = {m: make_selector(m, reader) for m in methods}  # fail fast on bad specs
-            scorer_id = _scorer_id(sc)
+            scorer_id = scores_id(sc)
         if compare is not None and compare not in selectors:
             raise InputError(
                 f"--compare {compare!r} is not one of this run's rows: {', '.join(selectors)} "

@@ -181,6 +181,12 @@ class Ranking:
         return f"Ranking({self._scorer!r}{''.join(', ' + x for x in links)})"
 
 
+def scores_id(scorer: Scorer | Ranking) -> str:
+    """What names a run's scores (its config, a trained policy's card): the scorer's name and model,
+    and a chain's links (builds the scorer)."""
+    return f"{scorer.name}:{getattr(scorer, 'model_id', '')}".rstrip(":")
+
+
 def as_ranking(ranking: Ranking | Scorer | str | None) -> Ranking:
     """A chain from a chain, a scorer or a scorer spec (a scorer alone is a chain of one)."""
     return ranking if isinstance(ranking, Ranking) else Ranking(ranking)

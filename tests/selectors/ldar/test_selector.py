@@ -413,3 +413,31 @@ def test_the_service_gives_ldar_its_policy_as_a_resource(tmp_path: Path, service
     assert got.status_code == 200 and got.json()["config"]["policy"] == str(path) and got.json()["k"] > 0
     got = client.post("/select", json={**body, "method": "ldar[policy=/elsewhere]"})
     assert got.status_code == 422 and "not an option a request can set" in got.json()["message"]
+
+
+class _NamedScorer:
+    """Scores by word overlap, under the name and model the bundled policy's card records."""
+
+    name, model_id = "dense", "all-MiniLM-L6-v2"
+
+    def score(self, question: str, chunks: Any) -> np.ndarray:
+        words = set(question.lower().split())
+        return np.array([len(words & set(c.text.lower().split())) / 10 for c in chunks])
+
+
+def test_the_bundled_policy_warns_once_on_scores_it_was_not_trained_on(recwarn: pytest.WarningsRecorder) -> None:
+    import ctxsel
+    from ctxsel.errors import ScoresWarning
+    from ctxsel.selectors.ldar import selector as ldar_selector
+
+    ldar_selector._warned_scores.clear()
+    texts = [f"chunk {i} about the licence of project {i}" for i in range(30)]
+    ctxsel.select("which licence has project 3", texts, "ldar", scorer=_NamedScorer())
+    ctxsel.select("which licence has project 3", texts, "ldar", scores=[i / 30 for i in range(30)])
+    assert not [w for w in recwarn if w.category is ScoresWarning]  # its own scores, or scores given: silent
+    for _ in range(2):
+        ctxsel.select("which licence has project 3", texts, "ldar", scorer="bm25")
+    got = [str(w.message) for w in recwarn if w.category is ScoresWarning]
+    assert len(got) == 1, got
+    assert "trained on dense:all-MiniLM-L6-v2 scores" in got[0] and "from bm25" in got[0]
+    assert "scorer 'dense' gives the scores it knows" in got[0]

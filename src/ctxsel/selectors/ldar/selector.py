@@ -36,6 +36,7 @@ the policy.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
@@ -43,6 +44,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from ctxsel.errors import ScoresWarning
 from ctxsel.inputs import MAX_SEED
 from ctxsel.options import CommonOptions, option
 from ctxsel.query import Query
@@ -54,6 +56,7 @@ from ctxsel.threads import max_threads, torch_threads
 from ctxsel.types import Selection
 
 _bundled_cache: dict[str, tuple[LDARPolicy, dict[str, Any]]] = {}
+_warned_scores: set[tuple[str | None, str]] = set()
 
 
 def bundled_policy() -> tuple[LDARPolicy, dict[str, Any], str]:
@@ -70,6 +73,13 @@ def bundled_policy() -> tuple[LDARPolicy, dict[str, Any], str]:
         _bundled_cache[key] = load_policy(folder)
     policy, info = _bundled_cache[key]
     return policy, info, f"bundled ldar policy sha256:{digest[:12]}"
+
+
+def same_model(scores_id: str, known: str) -> bool:
+    """Whether two scores ids name the same scorer, model and links, whatever the ONNX backend."""
+    from ctxsel.scoring.onnx_backend import INT8_ID
+
+    return scores_id.replace(f"|{INT8_ID}", "") == known.replace(f"|{INT8_ID}", "")
 
 
 class LDAR(RankingSelector):
@@ -114,6 +124,24 @@ class LDAR(RankingSelector):
             self.snap_top = bool(training.get("snap_top", True))
         self.reward = training.get("reward")
         self.train_max_n = training.get("max_n")
+        #: the scores the policy was trained on (its card's ``training.scorer``), when it says
+        self.trained_scores: str | None = training.get("scorer")
+
+    def check_scores(self, scores_id: str) -> None:
+        """Warn once per process and (policy, scores) pair when the scores are not the ones the policy
+        was trained on: a band learned on one scorer's score distribution need not fit another's.
+        The same model's int8 vectors count as its own (they move a cosine by quantisation error)."""
+        known = self.trained_scores
+        if known is None or same_model(scores_id, known) or (self.policy_name, scores_id) in _warned_scores:
+            return
+        _warned_scores.add((self.policy_name, scores_id))
+        warnings.warn(
+            f"the LDAR policy ({self.policy_name or 'in memory'}) was trained on {known} scores, and these "
+            f"come from {scores_id}: its band may not fit their scale (scorer {known.split(':')[0]!r} gives "
+            "the scores it knows; docs/methods/ldar.md)",
+            ScoresWarning,
+            stacklevel=4,
+        )
 
     def config(self) -> dict[str, Any]:
         return {
