@@ -283,3 +283,23 @@ def test_the_shipped_calibration_has_a_range_per_channel_and_names_the_recipe() 
     digest = hashlib.sha256(no.smooth_amax_path().read_bytes()).hexdigest()[:8]
     assert no.int8_recipe() == f"{no.INT8_RECIPE}-{digest}"
     assert no.route_id("onnx-int8").endswith(digest) and no.route_id("onnx") == "onnx-v1"
+
+
+def test_a_build_says_so_once_with_how_long_it_takes(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path / "cache"))
+    made: list[str] = []
+
+    def make(folder: Any) -> None:
+        made.append(str(folder))
+        if not (folder / "model.onnx").is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "model.onnx").write_bytes(b"onnx")
+
+    folder = onnx_backend.build_export("tiny-0123", "model.onnx", make, "about a minute on 2 cores")
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "ctxsel: building model.onnx of tiny-0123 once for this machine (about a minute on 2 cores) ..."
+    assert err[1].startswith(f"ctxsel: built {folder / 'model.onnx'} in ") and err[1].endswith(" s")
+    onnx_backend.build_export("tiny-0123", "model.onnx", make)
+    assert capsys.readouterr().err == "" and len(made) == 2  # built: the second call is silent

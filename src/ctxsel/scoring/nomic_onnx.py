@@ -245,7 +245,8 @@ def ensure_nomic_onnx(name: str, quantize: bool) -> Path:
         if quantize:
             quantize_nomic(fp32, folder / wanted, smooth_amax())
 
-    return build_export(export_folder_name(gguf), wanted, make) / wanted
+    about = "about a minute on 2 cores" if quantize else "about 30 s"
+    return build_export(export_folder_name(gguf), wanted, make, about) / wanted
 
 
 def refuse_int8_here(model: str) -> None:

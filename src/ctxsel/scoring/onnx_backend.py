@@ -44,8 +44,10 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -213,14 +215,17 @@ def cached_export_dir(name: str, wanted: str) -> Path:
     return temp_files_dir("onnx") / name
 
 
-def build_export(name: str, wanted: str, make: Callable[[Path], None]) -> Path:
+def build_export(name: str, wanted: str, make: Callable[[Path], None], about: str = "a few seconds") -> Path:
     """The folder of export ``name`` once ``make(folder)`` has written what it lacks (``wanted`` among
-    it) into :func:`cached_export_dir`. A full disk (or quota, or read-only mount) in the cache folder
+    it) into :func:`cached_export_dir`. A build says so on stderr first, with how long it takes
+    (``about``), and when it is done: it happens once per machine, and a first call would otherwise
+    sit silent. A full disk (or quota, or read-only mount) in the cache folder
     is ``ctxsel.paths``' one warning, and the files are written to the temporary folder instead; no
     room there either is a :class:`~ctxsel.errors.DiskFull` naming both folders and the space left."""
     folder = cached_export_dir(name, wanted)
     try:
-        make(folder)
+        with announced(folder / wanted, about):
+            make(folder)
         return folder
     except Exception as e:
         if not is_out_of_room(e):
@@ -231,7 +236,8 @@ def build_export(name: str, wanted: str, make: Callable[[Path], None]) -> Path:
         first, first_error = folder, e
     folder = cached_export_dir(name, wanted)  # now the temporary folder's
     try:
-        make(folder)
+        with announced(folder / wanted, about):
+            make(folder)
         return folder
     except Exception as e:
         if not is_out_of_room(e):
@@ -242,6 +248,20 @@ def build_export(name: str, wanted: str, make: Callable[[Path], None]) -> Path:
             then=f"it did not fit in the cache folder either ({first}: {first_error}); free some space, or set "
             "CTXSEL_CACHE_DIR or TMPDIR to a folder with room",
         ) from e
+
+
+@contextlib.contextmanager
+def announced(target: Path, about: str) -> Iterator[None]:
+    """One stderr line before building ``target`` when it is missing, one after with the seconds taken."""
+    if target.is_file():
+        yield
+        return
+    print(
+        f"ctxsel: building {target.name} of {target.parent.name} once for this machine ({about}) ...", file=sys.stderr
+    )
+    t0 = time.perf_counter()
+    yield
+    print(f"ctxsel: built {target} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
 
 
 def atomic_target(dest: Path) -> Path:
