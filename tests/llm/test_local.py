@@ -143,3 +143,19 @@ def test_reader_window_is_the_trained_one_by_default():
     client = LocalLlamaClient("gemma-270m", n_threads=1)
     assert client.n_ctx == get_model("gemma-270m").n_ctx_train
     assert get_model(DEFAULT_LOCAL_MODEL).n_ctx_train == 32768
+
+
+def test_word_probabilities_come_from_the_logits_and_agree_with_the_constrained_reply(client):
+    from ctxsel.llm.base import word_probabilities
+    from ctxsel.llm.constrain import yes_no_format
+
+    for question in ("Is Paris the capital of France?", "Is the sea made of bread?"):
+        prompt = f"Question: {question} Answer YES or NO.\nAnswer:"
+        got = word_probabilities(client, prompt, ("YES", "NO"))
+        assert got is not None and got.word_probs is not None
+        assert sum(got.word_probs.values()) == pytest.approx(1.0) and 0 < got.raw["word_mass"] <= 1
+        greedy = client.complete(prompt, max_tokens=4, reply_format=yes_no_format())
+        assert greedy.text.strip() == got.text  # the likelier word is the one the grammar lets it say
+        again = word_probabilities(client, prompt, ("YES", "NO"))
+        assert again is not None and again.word_probs == pytest.approx(got.word_probs)
+        assert again.usage.tokens_reused == again.usage.tokens_in - 1  # the prefix came from the KV cache

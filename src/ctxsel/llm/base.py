@@ -54,6 +54,9 @@ class Completion:
     ``reply_format`` the caller asked for (a llama.cpp grammar, a server
     that honoured ``response_format``); False when none was asked for or the
     backend could not enforce it, and the caller's strict parser decides.
+    ``word_probs`` answers a ``word_probs=(WORD, ...)`` call (see
+    :func:`word_probabilities`): the model's probability of each word as its
+    reply, renormalised over the words; None when the backend could not say.
     """
 
     text: str
@@ -64,6 +67,7 @@ class Completion:
     cached: bool = False
     attempts: int = 1
     constrained: bool = False
+    word_probs: dict[str, float] | None = None
 
     def to_dict(self, with_raw: bool = True) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -80,6 +84,8 @@ class Completion:
             "attempts": self.attempts,
             "constrained": self.constrained,
         }
+        if self.word_probs is not None:
+            d["word_probs"] = dict(self.word_probs)
         if with_raw:
             d["raw"] = self.raw
         return d
@@ -101,6 +107,7 @@ class Completion:
             cached=bool(d.get("cached", False)),
             attempts=int(d.get("attempts", 1)),
             constrained=bool(d.get("constrained", False)),
+            word_probs={str(k): float(v) for k, v in d["word_probs"].items()} if d.get("word_probs") else None,
         )
 
 
@@ -192,6 +199,46 @@ def complete_many(client: LLMClient, prompts: Sequence[Prompt], **kw: Any) -> li
     return [client.complete(p, **kw) for p in prompts]
 
 
+def gives_word_probs(client: Any) -> bool:
+    """Whether ``client`` (through cache wrappers) answers ``word_probs=`` calls: it sets
+    ``gives_word_probs`` (the local llama.cpp client; an OpenAI-compatible one, from logprobs)."""
+    while client is not None:
+        if getattr(client, "gives_word_probs", False) is True:
+            return True
+        client = getattr(client, "client", None)
+    return False
+
+
+def word_probabilities(client: LLMClient, prompt: Prompt, words: Sequence[str], **kw: Any) -> Completion | None:
+    """The model's probability of each of ``words`` as the reply to ``prompt``, renormalised over them
+    (``Completion.word_probs``; its text is the likeliest word), or None when the client cannot give
+    them (the caller asks for a constrained reply instead). One ``complete`` call with
+    ``word_probs=tuple(words)``, so a cache wrapper caches it like any reply. The words' first tokens
+    decide: the backends read the distribution of the reply's first token that tells them apart."""
+    if not words or len(set(words)) != len(words):
+        raise InputError(f"words must be distinct and at least one, got {list(words)!r}")
+    if not gives_word_probs(client):
+        return None
+    return client.complete(prompt, word_probs=tuple(words), **kw)
+
+
+def renormalised(mass: dict[str, float]) -> dict[str, float] | None:
+    """``mass`` per word scaled to sum to 1; None when there is none."""
+    total = sum(mass.values())
+    if not total > 0:
+        return None
+    return {w: m / total for w, m in mass.items()}
+
+
+def word_of(token: str, words: Sequence[str]) -> str | None:
+    """The one word that ``token`` starts (case-insensitive, after spaces and quotes); None for none or two."""
+    t = token.strip().strip('"').strip().upper()
+    if not t:
+        return None
+    hits = [w for w in words if w.upper().startswith(t)]
+    return hits[0] if len(hits) == 1 else None
+
+
 def has_complete_many(client: Any) -> bool:
     """Whether ``client`` (through cache wrappers) generates many prompts at once."""
     while client is not None:
@@ -249,9 +296,11 @@ __all__ = [
     "body_excerpt",
     "complete_many",
     "complete_n",
+    "gives_word_probs",
     "has_complete_many",
     "normalize_prompt",
     "split_reply_start",
+    "word_probabilities",
 ]
 
 

@@ -51,9 +51,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
+
 from ctxsel.errors import InputError, LLMError, MissingExtraError, install_hint
 from ctxsel.inputs import as_int
-from ctxsel.llm.base import Completion, Prompt, check_window, normalize_prompt, split_reply_start
+from ctxsel.llm.base import Completion, Prompt, check_window, normalize_prompt, renormalised, split_reply_start
 from ctxsel.llm.models import DEFAULT_LOCAL_MODEL, MODELS, get_model, gguf_path
 from ctxsel.types import LLMUsage
 
@@ -204,6 +206,9 @@ class LocalLlamaClient:
     def _tokens(self, text: str) -> list[int]:
         return self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
 
+    #: answers ``word_probs=`` calls from the logits after the prompt (see :meth:`complete`)
+    gives_word_probs = True
+
     def complete(
         self,
         prompt: Prompt,
@@ -215,10 +220,15 @@ class LocalLlamaClient:
         reply_start: str = "",
         **extra: Any,
     ) -> Completion:
+        """One reply; with ``word_probs=(WORD, ...)``, instead of generating, the probability of each word
+        as the reply (:func:`ctxsel.llm.base.word_probabilities`)."""
         text, format_stop = self.render(prompt, reply_start)
         tokens = self._tokens(text)
         n_prompt = len(tokens)
         check_window(n_prompt, max_tokens, self.n_ctx, self.model_id)
+        words = extra.pop("word_probs", None)
+        if words is not None:
+            return self._word_probs(tokens, tuple(words))
         fmt = extra.pop("reply_format", None)  # a ReplyFormat: enforced by a llama.cpp grammar
         if fmt is not None:
             from ctxsel.llm.constrain import llama_grammar
@@ -255,6 +265,46 @@ class LocalLlamaClient:
             model=self.model_id,
             raw={k: v for k, v in out.items() if k != "choices"},
             constrained=fmt is not None,
+        )
+
+    def _word_probs(self, tokens: list[int], words: tuple[str, ...]) -> Completion:
+        """Evaluate the prompt (its prefix served from the KV cache) and read the next token's logits:
+        each word's probability is the mass of the first tokens it can start with (as written, lower
+        case, capitalised, after a space); a token two words share counts for neither. No grammar: the
+        model's own distribution, renormalised over the words (``raw["word_mass"]`` is their share of
+        the whole). llama.cpp's floating point depends on how the prompt was split into batches, so a
+        probability read after a different cached prefix can differ in its second decimal."""
+        ids: dict[int, str | None] = {}
+        for w in words:
+            for form in {w, w.lower(), w.capitalize(), " " + w, " " + w.lower(), " " + w.capitalize()}:
+                first = self._llm.tokenize(form.encode("utf-8"), add_bos=False, special=False)[:1]
+                for t in first:
+                    ids[t] = w if ids.get(t, w) == w else None
+        with self._lock:
+            llm = self._llm
+            same = 0
+            for a, b in zip(llm._input_ids[: llm.n_tokens], tokens[:-1]):
+                if a != b:
+                    break
+                same += 1
+            llm.n_tokens = same
+            llm.eval(tokens[same:-1])
+            llm.eval(tokens[-1:])  # the last token alone, whatever the cache held: the same batch shape each time
+            logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+        mass = {w: 0.0 for w in words}
+        for t, w in ids.items():
+            if w is not None:
+                mass[w] += float(p[t])
+        probs = renormalised(mass)
+        return Completion(
+            text=max(words, key=lambda w: mass[w]),
+            usage=LLMUsage(1, len(tokens), 0, same),
+            finish_reason="word_probs",
+            model=self.model_id,
+            raw={"word_mass": sum(mass.values())},
+            word_probs=probs,
         )
 
 

@@ -68,7 +68,7 @@ from ctxsel.errors import (
     TransportError,
 )
 from ctxsel.llm.base import Completion, Prompt, normalize_prompt
-from ctxsel.llm.openai_reply import parse_completion, refuses_response_format, status_error
+from ctxsel.llm.openai_reply import parse_completion, read_word_probs, refuses_response_format, status_error
 from ctxsel.llm.transport import parse_retry_after, send_once, should_retry
 from ctxsel.types import LLMUsage
 
@@ -118,6 +118,9 @@ class OpenAICompatClient:
         Injectable for tests: the sleep function between retries and the
         random source of the jitter.
     """
+
+    #: answers ``word_probs=`` calls from the reply's logprobs, where the server sends them
+    gives_word_probs = True
 
     def __init__(
         self,
@@ -241,7 +244,24 @@ class OpenAICompatClient:
         reply_format: ReplyFormat | None = None,
         **extra: Any,
     ) -> Completion:
-        """One completion; with ``reply_format``, asked for as ``response_format`` (see the class doc)."""
+        """One completion; with ``reply_format``, asked for as ``response_format`` (see the class doc).
+        With ``word_probs=(WORD, ...)`` the reply's logprobs are asked for too, and
+        ``Completion.word_probs`` read from them (None when the server sends none: the reply's text,
+        constrained where the server allows, is then the caller's answer)."""
+        words = extra.pop("word_probs", None)
+        if words is not None:
+            out = self.complete(
+                prompt,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                stop=stop,
+                seed=seed,
+                reply_format=reply_format,
+                **({"logprobs": True, "top_logprobs": 20} if self.mode == "chat" else {"logprobs": 5}),
+                **extra,
+            )
+            out.word_probs = read_word_probs(out.raw, tuple(words), self.mode)
+            return out
         use_format = reply_format is not None and not self.response_format_refused
         payload = self.build_payload(
             prompt,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -21,7 +22,7 @@ from ctxsel.errors import (
     LLMServerError,
     LLMTimeout,
 )
-from ctxsel.llm.base import Completion, body_excerpt
+from ctxsel.llm.base import Completion, body_excerpt, renormalised, word_of
 from ctxsel.types import LLMUsage
 
 _CONTEXT_PATTERN = re.compile(
@@ -160,4 +161,30 @@ def _as_int(v: Any) -> int:
         return 0
 
 
-__all__ = ["is_context_length_error", "parse_completion", "refuses_response_format", "status_error"]
+def read_word_probs(raw: Mapping[str, Any], words: tuple[str, ...], mode: str) -> dict[str, float] | None:
+    """Each word's probability from a reply's logprobs (``logprobs``/``top_logprobs`` asked for), at the
+    first reply token whose alternatives start one of ``words`` (a JSON reply's ``{"verdict": "`` comes
+    first); None when the server sent no logprobs or no token there starts a word."""
+    choices = raw.get("choices") or []
+    lp = choices[0].get("logprobs") if choices and isinstance(choices[0], Mapping) else None
+    if not isinstance(lp, Mapping):
+        return None
+    positions: list[dict[str, float]] = []
+    if mode == "chat":
+        for entry in lp.get("content") or []:
+            alts = entry.get("top_logprobs") or [entry]
+            positions.append({str(a.get("token", "")): float(a.get("logprob", -math.inf)) for a in alts})
+    else:
+        positions = [{str(k): float(v) for k, v in d.items()} for d in lp.get("top_logprobs") or [] if d]
+    for alts in positions:
+        mass = dict.fromkeys(words, 0.0)
+        for token, logprob in alts.items():
+            w = word_of(token, words)
+            if w is not None:
+                mass[w] += math.exp(logprob)
+        if any(mass.values()):
+            return renormalised(mass)
+    return None
+
+
+__all__ = ["is_context_length_error", "parse_completion", "read_word_probs", "refuses_response_format", "status_error"]
