@@ -290,13 +290,14 @@ class LocalLlamaClient:
             llm.n_tokens = same
             llm.eval(tokens[same:-1])
             llm.eval(tokens[-1:])  # the last token alone, whatever the cache held: the same batch shape each time
-            logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
+            raw = llm._ctx.get_logits()  # type: ignore[no-untyped-call]  # the next token's, after the prompt
+            logits = np.ctypeslib.as_array(raw, shape=(llm.n_vocab(),)).astype(np.float64)
         p = np.exp(logits - logits.max())
         p /= p.sum()
         mass = {w: 0.0 for w in words}
-        for t, w in ids.items():
-            if w is not None:
-                mass[w] += float(p[t])
+        for t, owner in ids.items():
+            if owner is not None:
+                mass[owner] += float(p[t])
         probs = renormalised(mass)
         return Completion(
             text=max(words, key=lambda w: mass[w]),
