@@ -21,7 +21,11 @@ def _chat_with_logprobs(positions: list[list[tuple[str, float]]]) -> Reply:
     reply = chat_reply('{"verdict": "YES"}')
     reply.body["choices"][0]["logprobs"] = {
         "content": [
-            {"token": alts[0][0], "logprob": alts[0][1], "top_logprobs": [{"token": t, "logprob": lp} for t, lp in alts]}
+            {
+                "token": alts[0][0],
+                "logprob": alts[0][1],
+                "top_logprobs": [{"token": t, "logprob": lp} for t, lp in alts],
+            }
             for alts in positions
         ]
     }
@@ -73,7 +77,9 @@ def test_a_completions_reply_s_top_logprobs_are_read_too() -> None:
 def test_the_cache_keeps_word_probs(tmp_path: Any) -> None:
     with FakeOpenAIServer() as server:
         server.push(_chat_with_logprobs([[("NO", -0.05), ("YES", -3.0)]]))
-        cached = CachedClient(OpenAICompatClient(server.base_url, "m", api_key=""), ResponseCache(tmp_path / "c.sqlite"))
+        cached = CachedClient(
+            OpenAICompatClient(server.base_url, "m", api_key=""), ResponseCache(tmp_path / "c.sqlite")
+        )
         first = word_probabilities(cached, "Enough?", WORDS)
         again = word_probabilities(cached, "Enough?", WORDS)
         assert len(server.requests) == 1
