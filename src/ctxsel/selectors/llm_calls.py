@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ctxsel.llm.base import LLMClient, Prompt, complete_n
+from ctxsel.llm.base import LLMClient, Prompt, complete_n, word_probabilities
 from ctxsel.llm.constrain import ReplyFormat
 from ctxsel.types import LLMUsage
 
@@ -78,6 +78,30 @@ class Calls:
             self.constrained_replies += reply.constrained
             out.append(reply)
         return out
+
+    def ask_words(
+        self,
+        client: LLMClient,
+        prompt: Prompt,
+        words: tuple[str, ...],
+        *,
+        max_tokens: int,
+        stop: list[str] | None = None,
+        fmt: ReplyFormat | None = None,
+        reply_start: str = "",
+    ) -> tuple[Reply, dict[str, float] | None] | None:
+        """The model's probability of each of ``words`` as its reply
+        (:func:`~ctxsel.llm.base.word_probabilities`), counted here: the reply (the likeliest word, or
+        the server's constrained reply) and the probabilities (None when the server sent none). None
+        when the client cannot give them at all; the caller then asks for a reply."""
+        extra: dict[str, Any] = {"reply_format": fmt} if fmt is not None else {"reply_start": reply_start}
+        got = word_probabilities(client, prompt, words, max_tokens=max_tokens, stop=stop, **extra)
+        if got is None:
+            return None
+        reply = Reply(got.text, got.usage, fmt is not None and got.constrained)
+        self.usage = self.usage + reply.usage
+        self.constrained_replies += reply.constrained
+        return reply, got.word_probs
 
 
 __all__ = ["Calls", "Reply"]

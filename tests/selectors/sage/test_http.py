@@ -5,6 +5,7 @@ answers, and says what failed."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ctxsel.cli.main import main
 from tests.support.answers import answer_of
@@ -137,3 +138,41 @@ def test_sages_importance_embeds_with_the_evals_dense_backend(monkeypatch) -> No
     assert get_selector("sage[backend=torch]", llm=llm, resources={"backend": "onnx"}).config()["backend"] == "torch"
     with pytest.raises(ValueError, match="unknown dense backend 'gpu'; choose auto, torch, onnx, onnx-int8"):
         get_selector("sage[backend=gpu]", llm=llm)
+
+
+def test_sufficient_at_stops_on_the_llms_probability_of_yes_not_on_its_reply() -> None:
+    """The verdict request asks for logprobs; P(YES) 0.4 stops at sufficient_at 0.3 and not at 0.5, while
+    the reply itself says YES (the paper's rule, with no sufficient_at, stops on it)."""
+    import math
+
+    from ctxsel.llm.openai_compat import OpenAICompatClient
+    from ctxsel.selectors import get_selector
+    from tests.support.fake_server import Request
+
+    smallest = schema_responder(default="telescope")
+
+    def model(req: Request) -> Any:
+        reply = smallest(req)
+        if req.json.get("logprobs"):
+            alts = [{"token": "YES", "logprob": math.log(0.4)}, {"token": "NO", "logprob": math.log(0.6)}]
+            reply.body["choices"][0]["logprobs"] = {
+                "content": [{"token": "YES", "logprob": -0.9, "top_logprobs": alts}]
+            }
+        return reply
+
+    chunks = ["The telescope was built by Kestrel.", "Rain fell on the hills.", "The dome is white."]
+    runs = {}
+    for at in (0.3, 0.5, None):
+        with FakeOpenAIServer(responder=model) as server:
+            client = OpenAICompatClient(server.base_url, "m", max_retries=0)
+            options = {} if at is None else {"sufficient_at": at}
+            sage = get_selector("sage", llm=client, iter_max=2, n_perturb=0, counting=False, **options)
+            runs[at] = sage.select("Who built the telescope?", chunks)
+            asked = [r.json for r in server.requests if r.json.get("logprobs")]
+        assert len(asked) == (0 if at is None else 1) and all(a["top_logprobs"] == 20 for a in asked)
+    rounds = {at: [s for s in sel.trace if s["step"] == "round"] for at, sel in runs.items()}
+    assert len(rounds[0.3]) == 1 and rounds[0.3][0]["p_sufficient"] == 0.4 and rounds[0.3][0]["sufficient"] is True
+    assert "sufficient (P(YES) 0.400 >= 0.3) after round 1 of 2" in runs[0.3].explanation
+    assert len(rounds[0.5]) == 2 and rounds[0.5][0]["sufficient"] is False  # the reply said YES: not read
+    assert len(rounds[None]) == 1 and "sufficient (YES) after round 1" in runs[None].explanation
+    assert runs[0.3].config["sufficient_at"] == 0.3 and "sufficient_at" not in runs[None].config

@@ -84,6 +84,32 @@ class Asker:
             run.out_of_window = True
             return None
 
+    def ask_words(
+        self, run: Run, template: PromptTemplate, prompt: str, max_tokens: int, fmt: ReplyFormat
+    ) -> tuple[Reply, dict[str, float] | None] | None:
+        """The probability of each of ``fmt``'s words as the reply (:meth:`Calls.ask_words`), counted;
+        None when the client cannot give them or the prompt exceeds the window (recorded)."""
+        if template.key not in self._clients:
+            self._clients[template.key] = for_template(self.llm, template)
+        words = tuple(fmt.words or ())
+        constrained = fmt if self.constrained else None
+        if constrained is not None:
+            max_tokens = max(max_tokens, CONSTRAINED_MAX_TOKENS.get(template.name, max_tokens))
+        try:
+            return run.ask_words(
+                self._clients[template.key],
+                prompt,
+                words,
+                max_tokens=max_tokens,
+                stop=list(template.stop) or None,
+                fmt=constrained,
+                reply_start=template.cue,
+            )
+        except LLMContextLengthError as e:
+            run.failures.append(f"{template.name}: prompt exceeds the model's window ({e})")
+            run.out_of_window = True
+            return None
+
     def answer(self, run: Run, question: str, options: Sequence[str], context: str) -> Answer | None:
         """The greedy answer from ``context``: Prompt 3 with options, else the answer template."""
         got = self.answers(run, question, options, context)

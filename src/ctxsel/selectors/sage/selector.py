@@ -109,6 +109,12 @@ class SAGE(Selector):
         backend: str = option("auto", doc="how the sentence embedder runs (as the dense scorer's backend)")
         constrained: bool = option(True, doc="replies' formats by construction")
         final_verdict: bool = option(False, doc="ask the sufficiency question after the last round too")
+        sufficient_at: float | None = option(
+            None,
+            minimum=0,
+            maximum=1,
+            doc="stop when the LLM's probability of YES reaches this (none: the paper's YES/NO reply)",
+        )
 
     resources = ("llm", "embed")
 
@@ -154,6 +160,7 @@ class SAGE(Selector):
             "max_answer_tokens": self.asker.max_answer_tokens,
             "constrained": self.asker.constrained,
             "final_verdict": self.final_verdict,
+            **({} if self.sufficient_at is None else {"sufficient_at": self.sufficient_at}),
             **({} if self.backend in ("auto", "given") else {"backend": self.backend}),
             "templates": [
                 t.key for t in (SAGE_KEYS, SAGE_SUFFICIENT, MULTIPLE_CHOICE, SAGE_IS_COUNTING, SAGE_COUNT_TARGETS)
@@ -262,7 +269,9 @@ class SAGE(Selector):
                 why = f"stopped in round {r}: the evidence exceeds the model's window"
                 break
             if verdict:
-                why = f"sufficient (YES) after round {r} of {self.iter_max}"
+                p_yes = step.get("p_sufficient")
+                said = "YES" if p_yes is None else f"P(YES) {p_yes:.3f} >= {self.sufficient_at}"
+                why = f"sufficient ({said}) after round {r} of {self.iter_max}"
                 break
         final = clean if (not options and clean is not None) else None
         return self._finish(graph, evidence, run, options, final, question, why, "explore", t0)
@@ -288,22 +297,26 @@ class SAGE(Selector):
             lambda_low=self.lambda_low,
         )
         step["importance"], step["lambdas"] = None if imp is None else round(imp, 4), lambdas
-        got = (
-            None
-            if run.out_of_window
-            else self.asker.ask(
-                run,
-                SAGE_SUFFICIENT,
-                SAGE_SUFFICIENT.render(
-                    query=question_with_options(question, options),
-                    retrieved=context,
-                    importance="not computed" if imp is None else short_number(imp),
-                ),
-                8,
-                fmt=SUFFICIENT_FORMAT,
-            )
+        prompt = SAGE_SUFFICIENT.render(
+            query=question_with_options(question, options),
+            retrieved=context,
+            importance="not computed" if imp is None else short_number(imp),
         )
-        verdict = None if got is None else run.verdict(got, SUFFICIENT_FORMAT)
+        got, p_yes = None, None
+        if not run.out_of_window and self.sufficient_at is not None:
+            asked = self.asker.ask_words(run, SAGE_SUFFICIENT, prompt, 8, SUFFICIENT_FORMAT)
+            if asked is not None:
+                got, probs = asked
+                p_yes = None if probs is None else probs["YES"]
+            step["p_sufficient"] = None if p_yes is None else round(p_yes, 4)
+        if got is None and not run.out_of_window:
+            got = self.asker.ask(run, SAGE_SUFFICIENT, prompt, 8, fmt=SUFFICIENT_FORMAT)
+        if p_yes is not None:
+            assert self.sufficient_at is not None
+            verdict: bool | None = p_yes >= self.sufficient_at
+            run.verdicts += 1
+        else:  # the paper's rule, or no probability to be had: the reply's YES or NO
+            verdict = None if got is None else run.verdict(got, SUFFICIENT_FORMAT)
         if got is not None and verdict is None:
             run.failures.append(
                 f"round {step['round']}: sufficiency verdict unreadable ({got.text[:80]!r}): treated as NO"

@@ -30,6 +30,7 @@ class RoundStep(TypedDict):
     importance: NotRequired[float | None]
     lambdas: NotRequired[list[float]]
     sufficient: NotRequired[bool | None]
+    p_sufficient: NotRequired[float | None]  # the LLM's probability of YES, with sufficient_at
     verdict_raw: NotRequired[str | None]
     prompt_tokens: NotRequired[int]  # tokens_in - tokens_reused of the round's calls
 
