@@ -96,9 +96,9 @@ def test_clients_that_cannot_say_get_none_and_bad_words_are_refused() -> None:
         def complete(self, prompt: Any, **kw: Any) -> Completion:
             raise AssertionError("not asked")
 
-    assert not gives_word_probs(Plain()) and word_probabilities(Plain(), "q", WORDS) is None  # type: ignore[arg-type]
+    assert not gives_word_probs(Plain()) and word_probabilities(Plain(), "q", WORDS) is None
     with pytest.raises(InputError, match="distinct"):
-        word_probabilities(Plain(), "q", ("YES", "YES"))  # type: ignore[arg-type]
+        word_probabilities(Plain(), "q", ("YES", "YES"))
 
 
 @pytest.mark.parametrize(

@@ -165,7 +165,7 @@ def test_sufficient_at_stops_on_the_llms_probability_of_yes_not_on_its_reply() -
     for at in (0.3, 0.5, None):
         with FakeOpenAIServer(responder=model) as server:
             client = OpenAICompatClient(server.base_url, "m", max_retries=0)
-            options = {} if at is None else {"sufficient_at": at}
+            options: dict[str, Any] = {} if at is None else {"sufficient_at": at}
             sage = get_selector("sage", llm=client, iter_max=2, n_perturb=0, counting=False, **options)
             runs[at] = sage.select("Who built the telescope?", chunks)
             asked = [r.json for r in server.requests if r.json.get("logprobs")]
