@@ -79,18 +79,20 @@ def cached(name: str, make: Callable[[], Any]) -> Any:
 
 
 def condition_rows(
-    scorer_name: str, examples: Sequence[Any], titles: Sequence[Sequence[str]]
+    scorer_name: str, examples: Sequence[Any], titles: Sequence[Sequence[str]], backend: str | None = None
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """Per condition, per example id, the features of the question over that condition's pool."""
+    """Per condition, per example id, the features of the question over that condition's pool
+    (``backend``: the dense scorer's other backend, for the check that the calibration carries over)."""
     pool: list[Chunk] = examples[0].chunks
     bags = [words(c.text) for c in pool]
-    scorer = get_scorer(scorer_name, **SCORER_SPECS[scorer_name])
+    spec = SCORER_SPECS[scorer_name] if backend is None else {"backend": backend}
+    scorer = get_scorer(scorer_name, **spec)
     rows: dict[str, dict[str, dict[str, float]]] = {c: {} for c in CONDITIONS}
 
     def full_scores() -> dict[str, list[float]]:
         return {e.id: [float(x) for x in scorer.score(e.question, pool)] for e in tqdm(examples, desc=scorer_name)}
 
-    full = cached(f"pool-{scorer_name}.pkl", full_scores)
+    full = cached(f"pool-{scorer_name}{'' if backend is None else '-' + backend}.pkl", full_scores)
     for i, e in enumerate(tqdm(examples, desc=f"{scorer_name} features")):
         drop = {"full": set(), "nothing": set(titles[i]), "missing": set(e.gold_ids)}
         for cond in CONDITIONS:
@@ -114,7 +116,12 @@ def fit(x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     scale = np.where(scale > 0, scale, 1.0)
     lr = LogisticRegression(C=C, class_weight="balanced", max_iter=10_000, random_state=SEED)
     lr.fit((x - mean) / scale, y)
-    return {"mean": mean.tolist(), "scale": scale.tolist(), "coef": lr.coef_[0].tolist(), "intercept": float(lr.intercept_[0])}
+    return {
+        "mean": mean.tolist(),
+        "scale": scale.tolist(),
+        "coef": lr.coef_[0].tolist(),
+        "intercept": float(lr.intercept_[0]),
+    }
 
 
 def probability(model: dict[str, Any], x: np.ndarray) -> np.ndarray:
@@ -238,6 +245,10 @@ def measure(
             },
         }
     out["baseline_in_sample_all"] = rates(top, t_base_in, parts["all"])
+    if scorer_name == "dense":  # the same model and threshold on int8 vectors (the default on a CPU with VNNI)
+        r8 = condition_rows(scorer_name, examples, titles, backend="onnx-int8")
+        p8 = {cond: probability(model, matrix(r8[cond], ids)) for cond in CONDITIONS}
+        out["int8_check"] = {part: rates(p8, t_rule, parts[part]) for part in ("test", "all")}
     if holo_n:
         h = holo_rows(scorer_name, holo_n)
         hp = {k: probability(model, np.array([[r[f] for f in FEATURES] for r in v])) for k, v in h.items()}
@@ -275,7 +286,9 @@ def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
                     fa, ab = res["parts"][part]["roc"][neg][kind]
                     a = res["parts"][part]["auc"][neg][kind]
                     label = f"{name} {kind}, {part} (AUC {a:.3f})"
-                    ax.step(fa, ab, where="post", linestyle=styles.get(name, "-"), color=colour, alpha=alpha, label=label)
+                    ax.step(
+                        fa, ab, where="post", linestyle=styles.get(name, "-"), color=colour, alpha=alpha, label=label
+                    )
             op = res["parts"]["test"]["rule"]
             ax.plot(op["full"]["rate"], op[neg]["rate"], "o", color="black", ms=5)
         ax.axvline(0.03, color="grey", lw=0.6, ls="--")
@@ -329,6 +342,13 @@ def report(results: dict[str, dict[str, Any]], info: dict[str, Any], train_fa: f
                     f"{pr['auc']['missing'][kind]:.3f} |"
                 )
         b = res["baseline_in_sample_all"]
+        if "int8_check" in res:
+            lines += [""] + [
+                f"The same model and threshold on ONNX int8 vectors (dense's default on a CPU with VNNI), {part}: "
+                f"false abstention {pct(r['full'])}, nothing related {pct(r['nothing'])}, evidence missing "
+                f"{pct(r['missing'])}."
+                for part, r in res["int8_check"].items()
+            ]
         lines += [
             "",
             f"The issue's baseline (top score, fitted in-sample on all 100 at 5% false abstention, top < "
@@ -385,7 +405,7 @@ def bundle(results: dict[str, dict[str, Any]], train_fa: float, md: str) -> dict
                 "A logistic model per scorer over the features of `ctxsel.stages.abstain.features`, read by the",
                 "`abstain` stage (docs/methods/stages.md). Data: hotpotqa-long (HotpotQA dev distractor, first",
                 "100 items; Yang et al. 2018; CC BY-SA 4.0), the 80 questions of the training split",
-                f"(`ctxsel.datasets.splits`, seed 0), each over the full pool, the pool without its item's ten",
+                "(`ctxsel.datasets.splits`, seed 0), each over the full pool, the pool without its item's ten",
                 f"paragraphs and without its two gold paragraphs. scikit-learn LogisticRegression (C={C},",
                 f"balanced classes, lbfgs, random_state={SEED}) on standardised features; threshold: the lowest",
                 f"with at most {train_fa:.1%} of the training full-pool questions abstaining.",
@@ -413,9 +433,7 @@ def main() -> None:
     info = machine_info(setup_threads(args.threads))
     examples = load_dataset("hotpotqa-long")
     titles = own_titles()
-    results = {
-        s: measure(s, examples, titles, args.train_fa, args.holo_queries) for s in args.scorers.split(",") if s
-    }
+    results = {s: measure(s, examples, titles, args.train_fa, args.holo_queries) for s in args.scorers.split(",") if s}
     OUT.mkdir(parents=True, exist_ok=True)
     md = report(results, info, args.train_fa)
     plot(results, OUT / "abstention.png")

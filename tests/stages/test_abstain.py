@@ -59,12 +59,16 @@ def test_a_pool_holding_the_answer_does_not_abstain() -> None:
     info = sel.meta["abstain"]
     assert info["abstained"] is False and info["probability"] < info["threshold"]
     assert info["features"]["names_top"] == 1.0 and info["features"]["cov_top"] == 1.0
-    # a threshold of 0 abstains on anything; 1 on nothing that scores below certainty
-    assert ctxsel.select(QUESTION, WITH_ANSWER, "top-k@2", scores=WITH_SCORES, stages=[STAGE[:-1] + ",threshold=0]"]).abstained
+    # a threshold of 0 abstains whatever the pool holds
+    assert ctxsel.select(
+        QUESTION, WITH_ANSWER, "top-k@2", scores=WITH_SCORES, stages=[STAGE[:-1] + ",threshold=0]"]
+    ).abstained
 
 
 def test_the_features_on_a_worked_example() -> None:
-    f = features("Where was Ed Wood born?", ["Ed Wood was born in Poughkeepsie.", "a", "b", "c"], np.array([1.0, 0, 0, 0]))
+    f = features(
+        "Where was Ed Wood born?", ["Ed Wood was born in Poughkeepsie.", "a", "b", "c"], np.array([1.0, 0, 0, 0])
+    )
     # mean 0.25, std sqrt(0.1875) = 0.433: (1 - 0.25) / 0.433 = 1.732; the 10th best is the 4th (0)
     assert f["top"] == 1.0 and f["z_top"] == pytest.approx(1.7320508) and f["gap_10"] == pytest.approx(2.3094011)
     assert f["n_out"] == 0.0  # no score is 3 std above the mean
@@ -117,7 +121,9 @@ def test_a_damaged_model_file_is_refused(tmp_path: Path, monkeypatch: pytest.Mon
     root = tmp_path / "pkg"
     shutil.copytree(art.path, root / "data" / "abstain")
     target = root / "data" / "abstain" / "abstain.json"
-    target.write_text(target.read_text(encoding="utf-8").replace('"threshold": 0.', '"threshold": 0.0'), encoding="utf-8")
+    target.write_text(
+        target.read_text(encoding="utf-8").replace('"threshold": 0.', '"threshold": 0.0'), encoding="utf-8"
+    )
     monkeypatch.setitem(bundled.ARTEFACTS, "abstain", dataclasses.replace(art, root=root))
     abstain_mod.bundled_model.cache_clear()
     try:

@@ -190,7 +190,9 @@ def parse_model(data: Any, where: str) -> AbstainModel:
     for name, c in cals.items():
         try:
             vec = {k: tuple(float(v) for v in c[k]) for k in ("mean", "scale", "coef")}
-            cal = Calibration(name, vec["mean"], vec["scale"], vec["coef"], float(c["intercept"]), float(c["threshold"]))
+            cal = Calibration(
+                name, vec["mean"], vec["scale"], vec["coef"], float(c["intercept"]), float(c["threshold"])
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise bad(f"calibration {name!r}: {e!r}") from None
         if any(len(v) != len(FEATURES) for v in vec.values()) or any(x <= 0 for x in cal.scale):
