@@ -197,3 +197,22 @@ def test_through_haystack() -> None:
         [Document(content=t, score=s) for t, s in zip(WITH_ANSWER, WITH_SCORES, strict=True)], QUESTION
     )
     assert found["documents"][0].content == ANSWER and found["report"]["abstained"] is False
+
+
+class _NoCalls:
+    """An LLM client that must not be asked."""
+
+    def complete(self, prompt: str, **kwargs: Any) -> Any:
+        raise AssertionError("an abstained selection reached the LLM")
+
+
+def test_the_reader_answers_nothing_without_asking_the_llm() -> None:
+    from ctxsel.reader import Reader
+
+    sel = ctxsel.select(QUESTION, FILLER, "adaptive-k", scores=FLAT, stages=[STAGE])
+    reader = Reader(_NoCalls())  # type: ignore[arg-type]
+    ans = reader.answer(QUESTION, sel)
+    assert ans.text == "" and ans.meta == {"abstained": True, "abstain_reason": sel.abstain_reason}
+    assert ans.usage.calls == 0 and ans.to_dict()["selection"]["abstained"] is True
+    many = reader.answer_many([(QUESTION, sel)])
+    assert len(many) == 1 and not isinstance(many[0], Exception) and many[0].text == ""
