@@ -72,7 +72,7 @@ def features(
     *,
     top_n: int = 5,
     z_out: float = 3.0,
-    text_words: Sequence[set[str]] | None = None,
+    text_words: Sequence[set[str] | frozenset[str]] | None = None,
 ) -> dict[str, float]:
     """The rule's features of one question over one pool (one score per text; NaN scores are left out).
 
@@ -101,7 +101,7 @@ def features(
     gap_10 = (top - tenth) / std if std > 0 else 0.0
     n_out = math.log1p(int((vals > mean + z_out * std).sum())) if std > 0 else 0.0
     q_words = words(question)
-    bags = list(text_words) if text_words is not None else [words(t) for t in texts]
+    bags = list(text_words) if text_words is not None else [_bag(t) for t in texts]
     if not q_words:
         cov_top = cov_pool = 1.0  # nothing to look for: no lexical evidence either way
     else:
@@ -130,6 +130,12 @@ def features(
         "names_top": names_top,
         "names_10": names_10,
     }
+
+
+@lru_cache(maxsize=1 << 16)
+def _bag(text: str) -> frozenset[str]:
+    """A text's word set, remembered: a pool is asked about by many questions."""
+    return frozenset(words(text))
 
 
 def question_names(question: str) -> list[str]:
