@@ -100,7 +100,7 @@ def features(
     z_top = (top - mean) / std if std > 0 else 0.0
     gap_10 = (top - tenth) / std if std > 0 else 0.0
     n_out = math.log1p(int((vals > mean + z_out * std).sum())) if std > 0 else 0.0
-    q_words = words(question)
+    q_words = sorted(words(question))  # sorted: the sums below do not depend on the hash seed
     bags = list(text_words) if text_words is not None else [_bag(t) for t in texts]
     if not q_words:
         cov_top = cov_pool = 1.0  # nothing to look for: no lexical evidence either way
