@@ -283,6 +283,17 @@ ARTEFACTS: dict[str, Artefact] = {
         note="not bundled in this build: make one with `make ldar-policy`, or pass ldar[policy=PATH]",
         max_bytes=5_000_000,
     ),
+    "abstain": Artefact(
+        name="abstain",
+        title="abstain stage calibrations (logistic model per scorer)",
+        folder="data/abstain",
+        files=("abstain.json",),
+        card="data/abstain/MODEL_CARD.md",
+        main_file="abstain.json",
+        made_by="python -m experiments.abstention",
+        note="not bundled in this build: make it with `python -m experiments.abstention`",
+        max_bytes=100_000,
+    ),
     "context-picker": Artefact(
         name="context-picker",
         title="Context-Picker LoRA adapter",

@@ -251,6 +251,9 @@ class Reader:
     line, and ``Answer.meta["structured"]`` holds the kind, whether the reply
     was valid, and the items or the parse error; an invalid reply is kept as
     the answer text, never repaired.
+
+    A selection the ``abstain`` stage emptied (``Selection.abstained``) gets no LLM call: its answer
+    is empty, and ``Answer.meta`` holds ``abstained`` and ``abstain_reason``.
     """
 
     def __init__(
@@ -302,6 +305,8 @@ class Reader:
         routed = _routed(selection)
         if routed is not None:  # an LLM-routed selector answered already
             return routed
+        if selection.abstained:
+            return self._abstained(selection)
         t0 = time.perf_counter()
         if self.structured:
             kind = kind or guess_kind(question)
@@ -329,7 +334,7 @@ class Reader:
         todo: list[tuple[int, Selection, dict[str, Any] | None, str]] = []
         for i, (question, selection) in enumerate(items):
             try:
-                out[i] = _routed(selection)
+                out[i] = _routed(selection) or (self._abstained(selection) if selection.abstained else None)
                 if out[i] is None:
                     fitted, cut = self.fit(question, selection)
                     todo.append((i, fitted, cut, self.prompt(question, format_context(fitted))))
@@ -350,6 +355,11 @@ class Reader:
         for (i, fitted, cut, _), reply in zip(todo, replies, strict=True):
             out[i] = reply if isinstance(reply, Exception) else self._answer(reply, fitted, cut, share)
         return [a for a in out if a is not None]
+
+    def _abstained(self, selection: Selection) -> Answer:
+        """No answer, and no LLM call, for a selection the ``abstain`` stage emptied on purpose."""
+        meta = {"abstained": True, "abstain_reason": selection.abstain_reason}
+        return Answer("", "", selection, selection.usage, 0.0, self.template.key, meta)
 
     def _format(self, kind: str | None) -> ReplyFormat | None:
         """The reply format of a structured answer of this kind (None for free text)."""

@@ -208,7 +208,9 @@ class Selection:
     methods with more to say than ids and an explanation (LDAR's band, Context-Picker's
     rationale, SAGE's verdicts). ``meta`` holds the notes any stage may add, whatever the
     method: ``truncated`` (the scorer's window), ``cut`` (the reader's window), ``expansion``,
-    ``failures`` and per-example ``metrics`` for the eval.
+    ``failures`` and per-example ``metrics`` for the eval. ``abstained`` is set, with
+    ``abstain_reason``, by the ``abstain`` stage when nothing in the pool looks relevant: the
+    selection is then empty on purpose.
     """
 
     ids: list[str]
@@ -225,6 +227,10 @@ class Selection:
     details: MethodDetails | None = None
     #: the reading order a stage set (ids of this selection); None: document order
     reading: list[str] | None = None
+    #: True when a stage (``abstain``) judged that nothing in the pool is relevant: the selection is empty
+    abstained: bool = False
+    #: why it abstained (None when it did not)
+    abstain_reason: str | None = None
 
     def details_as(self, kind: type[D]) -> D:
         """``details`` as the record ``kind``; a TypeError names what it is instead."""
@@ -265,6 +271,8 @@ class Selection:
             "config": self.config,
             "ids": self.ids,
             "reading_order": self.reading_order,
+            "abstained": self.abstained,
+            "abstain_reason": self.abstain_reason,
             "chunks": [
                 {
                     "id": c.id,

@@ -106,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     total = sum(c.n_tokens for c in chunks)
     print(f"{sel.method}: kept {sel.k} of {len(chunks)} chunks, {sel.n_tokens:,} of {total:,} tokens")
+    if sel.abstained:
+        print(f"abstained: {sel.abstain_reason}")
     print(f"why: {sel.explanation}\n")
     for rank, (c, s) in enumerate(zip(sel.chunks, sel.scores), start=1):
         preview = " ".join(c.text.split())

@@ -137,6 +137,8 @@ class Outcome:
                 for r, (i, m) in enumerate(zip(self.kept, self.metadata), start=1)
             ],
             "allow_empty_fallback": self.fell_back,
+            "abstained": sel.abstained,
+            **({"abstain_reason": sel.abstain_reason} if sel.abstained else {}),
             **({"note": self.note} if self.note else {}),
             **({"truncated": sel.meta["truncated"]} if "truncated" in sel.meta else {}),
             **({"answer": sel.answer.text} if sel.answer is not None else {}),  # SAGE, Self-Route
@@ -215,7 +217,8 @@ def select_positions(
     ``scores`` (one per text) are used as given; without them a score-based
     selector scores with ``scorer``. With ``allow_empty=False`` a non-empty
     input always keeps at least its best-ranked text, even where the method
-    (or a ``max_tokens`` budget) would keep none. ``choices`` are a
+    (or a ``max_tokens`` budget) would keep none, unless the ``abstain`` stage abstained: then no
+    text is kept and the report says why. ``choices`` are a
     multiple-choice question's answer options (SAGE reads them). The kept positions
     come back in the selection's reading order when a stage set one (``reorder``),
     else in rank order.
@@ -250,7 +253,7 @@ def select_positions(
             kept_ranks.append(rank_of[c.id][0])
             kept_scores.append(rank_of[c.id][1])
     fell_back = False
-    if n and not kept and not allow_empty:
+    if n and not kept and not allow_empty and not sel.abstained:  # an abstention is empty on purpose
         best = _best_position(arr)
         kept, kept_ranks = [best], [1]
         kept_scores = [None if arr is None else _finite(arr[best])]

@@ -279,6 +279,10 @@ class SelectionOut(BaseModel):
     config: dict[str, Any]
     ids: list[str] = Field(description="chosen chunk ids, most relevant first")
     reading_order: list[str] = Field(description="the same ids in document order")
+    abstained: bool = Field(
+        False, description="true when the abstain stage judged nothing relevant: the selection is empty on purpose"
+    )
+    abstain_reason: str | None = Field(None, description="why it abstained (null when it did not)")
     chunks: list[ChunkOut]
     trace: list[dict[str, Any]]
     usage: UsageOut
