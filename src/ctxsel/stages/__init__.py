@@ -18,6 +18,7 @@ Registered stages:
 - ``dedup``: drop kept chunks that repeat a higher-ranked one (:mod:`ctxsel.stages.dedup`).
 - ``window``: each kept chunk's neighbours in document order (:mod:`ctxsel.stages.window`).
 - ``prune``: query-aware sentence pruning inside each kept chunk (:mod:`ctxsel.stages.prune`).
+- ``mmr``: the method's k chunks picked again by maximal marginal relevance (:mod:`ctxsel.stages.mmr`).
 
 A new stage is a frozen dataclass subclass of :class:`~ctxsel.stages.base.Stage` and one
 :func:`register_stage` line.
@@ -122,6 +123,7 @@ register_stage("dedup", "ctxsel.stages.dedup:Dedup", "drop kept chunks that repe
 register_stage("reorder", "ctxsel.stages.reorder:Reorder", "lost-in-the-middle reading order: best first, second last")
 register_stage("window", "ctxsel.stages.window:Window", "add each kept chunk's neighbours in document order")
 register_stage("prune", "ctxsel.stages.prune:Prune", "query-aware sentence pruning inside each kept chunk")
+register_stage("mmr", "ctxsel.stages.mmr:Mmr", "pick the method's k chunks again by maximal marginal relevance")
 
 __all__ = [
     "Stage",
