@@ -61,6 +61,12 @@ def copy(sel: Selection) -> Selection:
     return Selection(list(sel.ids), list(sel.scores), list(sel.chunks), sel.method, sel.config, "", sel.n_candidates)
 
 
+def picked(e: Example, scores: np.ndarray, chosen: list[int]) -> Selection:
+    """A selection of pool indices ``chosen``, in that order."""
+    ids, chunks = [e.chunks[i].id for i in chosen], [e.chunks[i] for i in chosen]
+    return Selection(ids, [float(scores[i]) for i in chosen], chunks, "", {}, "", 0)
+
+
 def candidates(scores: np.ndarray, k: int, fetch: int | None, kept: list[int]) -> list[int]:
     """The stage's candidates: the top ``fetch`` (default max(2k, 20)) and the kept ones."""
     order = [int(i) for i in np.argsort(-scores, kind="stable")]
@@ -73,10 +79,7 @@ def raw_picks(e: Example, scores: np.ndarray, vecs: np.ndarray, base: Selection,
     kept = [index[c] for c in base.ids]
     cand = candidates(scores, len(kept), None, kept)
     picks, _ = mmr_order(scores[cand], vecs[cand], lam, len(kept))
-    chosen = [cand[j] for j in picks]
-    return Selection(
-        [e.chunks[i].id for i in chosen], [float(scores[i]) for i in chosen], [e.chunks[i] for i in chosen], "", {}, "", 0
-    )
+    return picked(e, scores, [cand[j] for j in picks])
 
 
 def filtered(e: Example, scores: np.ndarray, vecs: np.ndarray, base: Selection, lam: float, t: float) -> Selection:
@@ -89,9 +92,7 @@ def filtered(e: Example, scores: np.ndarray, vecs: np.ndarray, base: Selection, 
     picks, values = mmr_order(np.array([rel[i] for i in kept]), vecs[kept], lam, len(kept))
     stay = [kept[j] for n, (j, v) in enumerate(zip(picks, values)) if n == 0 or v >= t]
     stay.sort(key=lambda i: -scores[i])
-    return Selection(
-        [e.chunks[i].id for i in stay], [float(scores[i]) for i in stay], [e.chunks[i] for i in stay], "", {}, "", 0
-    )
+    return picked(e, scores, stay)
 
 
 def main() -> None:
@@ -107,7 +108,8 @@ def main() -> None:
     for e in tqdm(examples, desc="questions"):
         scores = np.asarray(scorer.score(e.question, e.chunks), dtype=np.float64)
         if [c.text for c in e.chunks] != texts or not pool_vecs:
-            vecs = np.asarray(scorer.embed([c.text for c in e.chunks], scorer.document_prefix), dtype=np.float64)
+            dense: Any = scorer  # the dense scorer: its cached vectors
+            vecs = np.asarray(dense.embed([c.text for c in e.chunks], dense.document_prefix), dtype=np.float64)
             vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
             pool_vecs = {"v": vecs}
         vecs = pool_vecs["v"]

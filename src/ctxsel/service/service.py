@@ -399,7 +399,7 @@ class _ServerScorer:
         service = self.service
         self.token.acquire(service._scorer_lock)
         try:
-            return np.asarray(service.scorer().embed(texts, prefix))  # type: ignore[attr-defined]
+            return np.asarray(service.scorer().embed(texts, prefix))
         finally:
             service._scorer_lock.release()
 

@@ -91,9 +91,15 @@ class Mmr(Stage):
     needs_ranking: ClassVar[bool] = True
 
     lam: float = option(
-        0.7, minimum=0.0, maximum=1.0, key="lambda", doc="relevance's weight against redundancy (1: the ranking's top k)"
+        0.7,
+        minimum=0.0,
+        maximum=1.0,
+        key="lambda",
+        doc="relevance's weight against redundancy (1: the ranking's top k)",
     )
-    fetch: int | None = option(None, minimum=1, doc="how many of the ranking's best chunks MMR picks from; none: max(2k, 20)")
+    fetch: int | None = option(
+        None, minimum=1, doc="how many of the ranking's best chunks MMR picks from; none: max(2k, 20)"
+    )
 
     def apply(
         self, selection: Selection, query: Query, scores: np.ndarray | None, *, ranking: Ranking | None = None
