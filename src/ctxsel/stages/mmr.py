@@ -107,7 +107,7 @@ class Mmr(Stage):
         k = len(selection.ids)
         pool = query.chunks
         if k == 0 or len(pool) == 0:
-            selection.meta["mmr"] = {"candidates": 0, "swapped_in": [], "swapped_out": []}
+            selection.meta["mmr"] = {"candidates": 0, "swapped_in": [], "swapped_out": [], "values": []}
             return selection
         if scores is None:
             if ranking is None:
@@ -128,7 +128,7 @@ class Mmr(Stage):
         chunks = [pool[i] for i in cand]
         vecs = chunk_vectors(ranking, chunks)
         if vecs is None:
-            raise InputError(_no_vectors(ranking))
+            raise InputError(_no_vectors())
         finite = np.isfinite(s[cand])
         floor = float(s[cand][finite].min()) if finite.any() else 0.0
         rel = scaled(np.where(finite, s[cand], floor))
@@ -160,16 +160,12 @@ class Mmr(Stage):
         return selection
 
 
-def _no_vectors(ranking: Ranking | None) -> str:
-    scorer = ranking.built_scorer if ranking is not None else None
-    works = ", ".join(VECTOR_SCORERS)
-    if scorer is None:
-        return (
-            "the mmr stage compares chunks by their vectors, and no scorer embedded them (the scores were "
-            f"given): let a scorer with vectors rank the chunks ({works})"
-        )
-    name = getattr(scorer, "name", type(scorer).__name__)
-    return f"the mmr stage compares chunks by their vectors, and scorer {name!r} has none: use one that has ({works})"
+def _no_vectors() -> str:
+    """One message on every surface, whichever scorer (or none) the ranking had."""
+    return (
+        "the mmr stage compares chunks by their vectors, and the ranking has none: let a scorer with vectors "
+        f"({', '.join(VECTOR_SCORERS)}) score the chunks; bm25, keywords, hybrid and given scores have none"
+    )
 
 
 __all__ = ["VECTOR_SCORERS", "Mmr", "mmr_order", "scaled"]
