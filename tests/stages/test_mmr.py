@@ -118,6 +118,14 @@ def test_edge_cases() -> None:
     assert flat.ids == ["0", "2"]
 
 
+def test_after_a_method_that_reads_no_scores() -> None:
+    # full context keeps all four in input order and scores nothing: the stage ranks them once itself
+    scorer = TableScorer()
+    sel = ctxsel.select(QUESTION, TEXTS, "full", scorer=scorer, stages=["mmr[lambda=0.5]"])
+    assert sel.ids == ["0", "2", "3", "1"] and sel.scores == [0.9, 0.8, 0.1, 0.88]
+    assert sorted(scorer.embedded) == sorted(TEXTS)
+
+
 def test_a_scorer_without_vectors_is_a_clear_error() -> None:
     said = r"the ranking has none: let a scorer with vectors \(dense, fast, accurate\) score the chunks; bm25,"
     with pytest.raises(InputError, match=said):

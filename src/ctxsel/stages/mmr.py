@@ -20,7 +20,10 @@ relevance among the kept falls below a threshold) on the hotpotqa-long training 
 (``python -m experiments.mmr_hotpotqa``; the numbers are in ``benchmarks/results/mmr_hotpotqa.md``
 and docs/methods/stages.md).
 
-A method that reads no scores (SAGE, Context-Picker) gets the chain's ranking of the pool, scored
+MMR keeps the method's count, not its tokens: a ``max_tokens`` budget the method cut by is not
+checked again, and the picks may hold more or fewer tokens than the chunks they replace.
+
+A method that reads no scores (SAGE, full context) gets the chain's ranking of the pool, scored
 once here. The chunks need vectors: a scorer without them (bm25, keywords, hybrid), or scores given
 by the caller with no scorer built, is an error that names the scorers that have them.
 
