@@ -218,3 +218,23 @@ def test_through_haystack() -> None:
         [Document(content=t) for t in TEXTS], QUESTION
     )
     assert sorted(d.content for d in out["documents"]) == sorted(TEXTS[int(i)] for i in PICKS_2)
+
+
+def test_an_option_may_carry_a_key_other_than_its_field() -> None:
+    import dataclasses
+
+    from ctxsel.options import Options, build_options, declared, option
+
+    info = declared(Mmr)["lambda"]
+    assert info.attr == "lam" and "lam" not in declared(Mmr)
+    built = build_options(Mmr, {"lambda": 0.25}, kind="stage", owner="mmr")
+    assert built.lam == 0.25 and built.as_config() == {"lambda": 0.25, "fetch": None}
+    assert built.spec() == "mmr[lambda=0.25]" and get_stage(built.spec()) == built
+
+    @dataclasses.dataclass(frozen=True)
+    class Twice(Options):
+        a: int = option(1, key="b")
+        b: int = option(2)
+
+    with pytest.raises(TypeError, match="declares option 'b' twice"):
+        declared(Twice)

@@ -91,6 +91,7 @@ def mmr_order(rel: np.ndarray, vecs: np.ndarray, lam: float, k: int) -> tuple[li
 class Mmr(Stage):
     """Pick the method's k chunks again from the ranking's top candidates by maximal marginal relevance."""
 
+    name: ClassVar[str] = "mmr"  # as registered, so a directly built Mmr names itself
     needs_ranking: ClassVar[bool] = True
 
     lam: float = option(
