@@ -19,7 +19,12 @@ the paired difference to the method without a stage, all with 95% bootstrap inte
 made on the training split (ctxsel.datasets.splits) and reported on the test split and all 100:
 the variant and lambda with the highest mean train recall over the three methods (a filter is chosen
 only if it saves tokens without losing train recall). Scores and vectors come from the scorer's
-embedding cache (the pool is embedded once). Writes benchmarks/results/mmr_hotpotqa.{md,json}.
+embedding cache (the pool is embedded once).
+
+A check, not a choice: the same questions over the pool with a near-copy of every paragraph (the
+paragraph without its last sentence), where a ranking keeps pairs of copies; each method alone, with
+``dedup`` and with ``mmr`` (a gold paragraph counts as kept when it or its copy is). Writes
+benchmarks/results/mmr_hotpotqa.{md,json}.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import numpy as np
 from tqdm import tqdm
 
 import ctxsel
+from ctxsel.chunking import split_sentences
 from ctxsel.datasets import load_dataset
 from ctxsel.datasets.splits import split_examples
 from ctxsel.eval.stats import bootstrap_ci
@@ -40,7 +46,7 @@ from ctxsel.query import Query
 from ctxsel.ranking.chain import Ranking
 from ctxsel.scoring import get_scorer
 from ctxsel.stages.mmr import Mmr, mmr_order, scaled
-from ctxsel.types import Example, Selection
+from ctxsel.types import Chunk, Example, Selection
 
 OUT = Path("benchmarks/results")
 METHODS = ("adaptive-k", "top-k@3", "top-k@5")
@@ -50,10 +56,20 @@ FILTER_LAMBDAS = (0.5, 0.7)
 THRESHOLDS = (-0.3, -0.2, -0.1, 0.0, 0.1)
 
 Row = dict[str, float]
+#: the id suffix of a paragraph's near-copy (the check pool)
+COPY = " (copy)"
+#: what the near-copy check runs after each method
+CHECK_STAGES: dict[str, list[str]] = {
+    "none": [],
+    "dedup": ["dedup"],
+    "mmr": ["mmr"],
+    "mmr[lambda=0.5]": ["mmr[lambda=0.5]"],
+    "mmr[lambda=0.8]": ["mmr[lambda=0.8]"],
+}
 
 
 def measure(sel: Selection, gold: set[str]) -> Row:
-    kept = set(sel.ids)
+    kept = {i.removesuffix(COPY) for i in sel.ids}  # a near-copy of a gold paragraph holds most of it
     return {"recall": len(kept & gold) / max(len(gold), 1), "tokens": float(sel.n_tokens), "k": float(len(sel.ids))}
 
 
@@ -129,7 +145,32 @@ def main() -> None:
                 for t in THRESHOLDS:
                     sel = filtered(e, scores, vecs, base, lam, t)
                     per.setdefault(f"filter[lambda={lam},t={t}]", {})[e.id] = measure(sel, gold)
-    report(examples, rows, args.scorer)
+    check = near_copy_check(examples, scorer)
+    report(examples, rows, args.scorer, check)
+
+
+def near_copies(chunks: list[Chunk]) -> list[Chunk]:
+    """The pool with a near-copy of every paragraph after it: the paragraph without its last sentence."""
+    out: list[Chunk] = []
+    for c in chunks:
+        sents = split_sentences(c.text)
+        text = " ".join(sents[:-1]) if len(sents) > 1 else c.text
+        out += [c, Chunk(id=c.id + COPY, text=text, doc_id=c.doc_id, position=c.position)]
+    return out
+
+
+def near_copy_check(examples: list[Example], scorer: Any) -> dict[str, dict[str, Row]]:
+    """Each method with and without the stages over the pool with near-copies: where MMR has work."""
+    pool = near_copies(list(examples[0].chunks))
+    rows: dict[str, dict[str, Row]] = {}
+    for e in tqdm(examples, desc="near-copies"):
+        assert [c.id for c in e.chunks] == [c.id for c in pool[::2]], "one shared pool"
+        scores = np.asarray(scorer.score(e.question, pool), dtype=np.float64)
+        for m in METHODS:
+            for name, stages in CHECK_STAGES.items():
+                sel = ctxsel.select(e.question, pool, m, scores=scores, scorer=scorer, stages=stages)
+                rows.setdefault(f"{m} {name}", {})[e.id] = measure(sel, set(e.gold_ids))
+    return rows
 
 
 def summary(per: dict[str, Row], none: dict[str, Row], ids: list[str]) -> dict[str, Any]:
@@ -151,7 +192,9 @@ def summary(per: dict[str, Row], none: dict[str, Row], ids: list[str]) -> dict[s
     }
 
 
-def report(examples: list[Example], rows: dict[str, dict[str, dict[str, Row]]], scorer: str) -> None:
+def report(
+    examples: list[Example], rows: dict[str, dict[str, dict[str, Row]]], scorer: str, check: dict[str, dict[str, Row]]
+) -> None:
     splits = {
         "train": [e.id for e in split_examples(examples, "train")],
         "test": [e.id for e in split_examples(examples, "test")],
@@ -242,6 +285,31 @@ def report(examples: list[Example], rows: dict[str, dict[str, dict[str, Row]]], 
                     f"{ci(s['recall_diff_ci'])} | {s['tokens']:.0f} | {ci(s['tokens_ci'], 0)} | {s['tokens_diff']:+.0f} | "
                     f"{ci(s['tokens_diff_ci'], 0)} |"
                 )
+    check_table = {
+        name: {p: summary(per, check[name.split(" ")[0] + " none"], ids) for p, ids in splits.items()}
+        for name, per in check.items()
+    }
+    data["near_copies"] = check_table
+    (OUT / "mmr_hotpotqa.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
+    lines += [
+        "",
+        "## A check, not a choice: the pool with a near-copy of every paragraph (all 100 questions)",
+        "",
+        "The same questions over 1,982 paragraphs: each of the 991 followed by a near-copy without its last",
+        "sentence (a one-sentence paragraph: an exact copy). A gold paragraph counts as kept when it or its",
+        "copy is; differences are paired against the method alone.",
+        "",
+        "| method | stage | k | recall | 95% CI | recall diff | 95% CI | tokens | 95% CI | tokens diff | 95% CI |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, parts in check_table.items():
+        m, stage = name.split(" ", 1)
+        s = parts["all"]
+        lines.append(
+            f"| {m} | `{stage}` | {s['k']:.2f} | {s['recall']:.3f} | {ci(s['recall_ci'])} | {s['recall_diff']:+.3f} | "
+            f"{ci(s['recall_diff_ci'])} | {s['tokens']:.0f} | {ci(s['tokens_ci'], 0)} | {s['tokens_diff']:+.0f} | "
+            f"{ci(s['tokens_diff_ci'], 0)} |"
+        )
     (OUT / "mmr_hotpotqa.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
 
