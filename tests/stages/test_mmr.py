@@ -238,3 +238,16 @@ def test_an_option_may_carry_a_key_other_than_its_field() -> None:
 
     with pytest.raises(TypeError, match="declares option 'b' twice"):
         declared(Twice)
+
+
+def test_a_kept_chunk_stays_as_an_earlier_stage_left_it() -> None:
+    from ctxsel.query import Query
+    from ctxsel.ranking.chain import Ranking
+
+    base = ctxsel.select(QUESTION, TEXTS, "top-k@2", scorer=TableScorer())
+    pruned = Chunk(id="0", text="The Seine.", n_tokens=3)
+    base.chunks[0] = pruned
+    scorer = TableScorer()
+    scores = scorer.score(QUESTION, [Chunk(id=str(i), text=t) for i, t in enumerate(TEXTS)])
+    out = Mmr(lam=0.5).apply(base, Query(QUESTION, TEXTS, scores), scores, ranking=Ranking(scorer))
+    assert out.ids == PICKS_2 and out.chunks[0] is pruned and out.chunks[1].text == TEXTS[2]

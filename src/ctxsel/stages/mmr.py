@@ -20,6 +20,8 @@ relevance among the kept falls below a threshold) on the hotpotqa-long training 
 (``python -m experiments.mmr_hotpotqa``; the numbers are in ``benchmarks/results/mmr_hotpotqa.md``
 and docs/methods/stages.md).
 
+Put ``mmr`` first after the cut: it picks again from the pool, so a chunk it swaps in has not seen the
+stages before it (``window``'s neighbours count towards k, ``prune`` has not pruned it).
 MMR keeps the method's count, not its tokens: a ``max_tokens`` budget the method cut by is not
 checked again, and the picks may hold more or fewer tokens than the chunks they replace.
 
@@ -142,8 +144,9 @@ class Mmr(Stage):
         ids = [pool[i].id for i in chosen]
         swapped_in = [cid for cid in ids if cid not in before]
         swapped_out = [cid for cid in selection.ids if cid not in set(ids)]
+        given = {c.id: c for c in selection.chunks}  # a kept chunk stays as an earlier stage left it
         selection.ids = ids
-        selection.chunks = [pool[i] for i in chosen]
+        selection.chunks = [given.get(pool[i].id, pool[i]) for i in chosen]
         selection.scores = [float(scores[i]) if np.isfinite(scores[i]) else None for i in chosen]
         if selection.reading is not None:
             selection.reading = None  # a new set: document order (put reorder after mmr)
