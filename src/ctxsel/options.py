@@ -42,7 +42,7 @@ from ctxsel.specs import unknown_option_message
 O = TypeVar("O", bound="Options")
 
 #: what ``option()`` puts in a field's metadata
-_META = ("minimum", "maximum", "below", "doc", "server_flag")
+_META = ("minimum", "maximum", "below", "doc", "server_flag", "key")
 
 
 def option(
@@ -53,11 +53,14 @@ def option(
     below: float | None = None,
     doc: str = "",
     server_flag: str | None = None,
+    key: str | None = None,
 ) -> Any:
     """A declared option: its default, bounds (``minimum``/``maximum`` inclusive, ``below``
-    exclusive), one line for the option table, and ``server_flag`` for an option that changes
-    the whole process (thread counts): a request may not set it, the server's flag does."""
-    meta = {"minimum": minimum, "maximum": maximum, "below": below, "doc": doc, "server_flag": server_flag}
+    exclusive), one line for the option table, ``server_flag`` for an option that changes
+    the whole process (thread counts): a request may not set it, the server's flag does, and
+    ``key``, the option's name in specs, requests and records when it cannot be the field's
+    (``lambda``, a Python keyword: ``lam: float = option(0.7, key="lambda")``)."""
+    meta = {"minimum": minimum, "maximum": maximum, "below": below, "doc": doc, "server_flag": server_flag, "key": key}
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -71,9 +74,9 @@ class Options:
 
     def as_config(self) -> dict[str, Any]:
         """The options as a run's config records them: the owner's own first, then the common ones."""
-        common = {f.name for f in dataclasses.fields(CommonOptions)}
-        names = [f.name for f in dataclasses.fields(self)]
-        return {n: getattr(self, n) for n in sorted(names, key=lambda n: n in common)}
+        common = declared(CommonOptions)
+        infos = sorted(declared(type(self)).values(), key=lambda i: i.name in common)
+        return {i.name: getattr(self, i.attr) for i in infos}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +90,9 @@ class CommonOptions(Options):
 
 @dataclasses.dataclass(frozen=True)
 class OptionInfo:
-    """One declared option, as the spec parser, the checks and the listings read it."""
+    """One declared option, as the spec parser, the checks and the listings read it: ``name`` is its
+    key in specs, requests and records, ``attr`` the dataclass field that holds it (the same name
+    unless the option declares a ``key``)."""
 
     name: str
     type: Any
@@ -97,6 +102,11 @@ class OptionInfo:
     below: float | None = None
     doc: str = ""
     server_flag: str | None = None
+    attr: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.attr:
+            object.__setattr__(self, "attr", self.name)
 
     def describe(self) -> str:
         """What a value must be, in words: ``an integer >= 0``, ``one of 'raise', 'last'``, ``an integer
@@ -134,8 +144,11 @@ def _read_declaration(cls: type[Options]) -> dict[str, OptionInfo]:
     hints = typing.get_type_hints(cls)
     out: dict[str, OptionInfo] = {}
     for f in dataclasses.fields(cls):
-        meta = {k: f.metadata.get(k) for k in _META}
-        out[f.name] = OptionInfo(f.name, hints.get(f.name, Any), f.default, **meta)  # type: ignore[arg-type]
+        meta = {k: f.metadata.get(k) for k in _META if k != "key"}
+        key = f.metadata.get("key") or f.name
+        if key in out:
+            raise TypeError(f"{cls.__name__} declares option {key!r} twice")
+        out[key] = OptionInfo(key, hints.get(f.name, Any), f.default, **meta, attr=f.name)  # type: ignore[arg-type]
     return out
 
 
@@ -209,7 +222,7 @@ def build_options(
         refuse_server_options(owner, cls, given)
     for key, info in options.items():
         if key in given:
-            values[key] = check_value(info, given[key])
+            values[info.attr] = check_value(info, given[key])
     built = cls(**values)
     why = built.refuse(frozenset(given))
     if why is not None:

@@ -73,7 +73,7 @@ def test_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         run_cli(capsys, *common, "--stage", "reorde")
     err = capsys.readouterr().err
     assert bad.value.code == 2 and err.strip() == (
-        "ctxsel select: error: --stage: unknown stage 'reorde' (did you mean 'reorder'?); available: abstain, dedup, prune, reorder, window"
+        "ctxsel select: error: --stage: unknown stage 'reorde' (did you mean 'reorder'?); available: abstain, dedup, mmr, prune, reorder, window"
     )
 
 

@@ -19,10 +19,10 @@ def _checked(stage: Options, name: str) -> None:
     rule every method and stage option follows (:mod:`ctxsel.options`): 2.0 is 2, 2.5 and "yes" are errors."""
     for info in declared(type(stage)).values():
         try:
-            value = check_value(info, getattr(stage, info.name))
+            value = check_value(info, getattr(stage, info.attr))
         except InputError as e:
             raise type(e)(f"{name} {e}") from None
-        object.__setattr__(stage, info.name, value)
+        object.__setattr__(stage, info.attr, value)
 
 
 @dataclass(frozen=True)

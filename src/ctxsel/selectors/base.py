@@ -127,7 +127,7 @@ class Selector(ABC):
     def __getattr__(self, name: str) -> Any:
         """An option, read from :attr:`options` (``self.k`` for ``top-k``'s ``k``)."""
         options = self.__dict__.get("options")
-        if options is not None and name in declared(type(options)):
+        if options is not None and any(i.attr == name for i in declared(type(options)).values()):
             return getattr(options, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 

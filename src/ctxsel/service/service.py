@@ -383,5 +383,25 @@ class _ServerScorer:
     def score(self, question: str, chunks: Sequence[Chunk]) -> np.ndarray:
         return self.score_detailed(question, chunks)[0]
 
+    @property
+    def cache(self) -> Any:
+        """The server scorer's vector cache, or None when it has no vectors (a stage then says so)."""
+        scorer = self.service.scorer()
+        return getattr(scorer, "cache", None) if callable(getattr(scorer, "embed", None)) else None
+
+    @property
+    def document_prefix(self) -> str:
+        return str(getattr(self.service.scorer(), "document_prefix", ""))
+
+    def embed(self, texts: Sequence[str], prefix: str = "") -> np.ndarray:
+        """The chunks' vectors, for the stages that compare chunks (``dedup``, ``mmr``): from the cache
+        the scoring filled, under the same lock and deadline as scoring."""
+        service = self.service
+        self.token.acquire(service._scorer_lock)
+        try:
+            return np.asarray(service.scorer().embed(texts, prefix))
+        finally:
+            service._scorer_lock.release()
+
 
 __all__ = ["Service"]

@@ -19,6 +19,7 @@ Registered stages:
 - ``window``: each kept chunk's neighbours in document order (:mod:`ctxsel.stages.window`).
 - ``prune``: query-aware sentence pruning inside each kept chunk (:mod:`ctxsel.stages.prune`).
 - ``abstain``: an empty selection flagged ``abstained`` when nothing looks relevant (:mod:`ctxsel.stages.abstain`).
+- ``mmr``: the method's k chunks picked again by maximal marginal relevance (:mod:`ctxsel.stages.mmr`).
 
 A new stage is a frozen dataclass subclass of :class:`~ctxsel.stages.base.Stage` and one
 :func:`register_stage` line.
@@ -124,6 +125,7 @@ register_stage("reorder", "ctxsel.stages.reorder:Reorder", "lost-in-the-middle r
 register_stage("window", "ctxsel.stages.window:Window", "add each kept chunk's neighbours in document order")
 register_stage("prune", "ctxsel.stages.prune:Prune", "query-aware sentence pruning inside each kept chunk")
 register_stage("abstain", "ctxsel.stages.abstain:Abstain", "an empty selection, flagged, when nothing looks relevant")
+register_stage("mmr", "ctxsel.stages.mmr:Mmr", "pick the method's k chunks again by maximal marginal relevance")
 
 __all__ = [
     "Stage",

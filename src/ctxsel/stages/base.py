@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ctxsel.options import Options
+from ctxsel.options import Options, declared
 from ctxsel.query import Query
 from ctxsel.types import Selection
 
@@ -64,9 +64,9 @@ class Stage(Options, ABC):
         return f"{self.name}[{body}]"
 
 
-def _default(cls: type, key: str) -> Any:
-    f = {f.name: f for f in dataclasses.fields(cls)}[key]
-    return f.default if f.default is not dataclasses.MISSING else object()
+def _default(cls: type[Options], key: str) -> Any:
+    default = declared(cls)[key].default
+    return default if default is not dataclasses.MISSING else object()
 
 
 def _spec_text(v: Any) -> str:

@@ -74,7 +74,7 @@ class Window(Stage):
         if not selection.ids:
             return selection
         pool = query.chunks
-        index = {cid: i for i, cid in enumerate(_pool_ids(pool))}
+        index = {cid: i for i, cid in enumerate(pool_ids(pool))}
         seen = set(selection.ids)
         budget = None if self.max_tokens is None else self.max_tokens - selection.n_tokens
         added: list[str] = []
@@ -105,10 +105,11 @@ class Window(Stage):
         return selection
 
 
-def _pool_ids(pool: object) -> list[str]:
+def pool_ids(pool: object) -> list[str]:
+    """The ids of a pool's chunks in order, without building a columnar pool's Chunks."""
     if type(pool) is TextChunks:
         return [str(i) for i in range(len(pool))] if pool.ids is None else list(pool.ids)
     return [c.id for c in pool]  # type: ignore[attr-defined]
 
 
-__all__ = ["Window", "document_neighbours"]
+__all__ = ["Window", "document_neighbours", "pool_ids"]
