@@ -370,15 +370,28 @@ def main(argv: list[str] | None = None) -> int:
     md.append(table("all"))
     md.append(
         f"\n## Stages after adaptive-k, all {len(examples)} questions\n\n"
-        "Each stage alone on what adaptive-k kept. 'same' is the share of questions where it gives ctxsel's "
-        "reading order (reorder rows) or keeps ctxsel's set (dedup rows); for an even count LangChain's and "
-        "LlamaIndex's order puts the best chunk last, ctxsel's and Haystack's first (docs/methods/stages.md).\n"
+        "Each stage alone on what adaptive-k kept, all questions. 'same' is the share of questions where it "
+        "gives ctxsel's reading order (reorder rows) or keeps ctxsel's set (dedup rows; mmr rows: ctxsel's "
+        "mmr at the same lambda); for an even count LangChain's and LlamaIndex's order puts the best chunk "
+        "last, ctxsel's and Haystack's first. LangChain's MMR takes raw cosines as relevance, ctxsel's scales "
+        "them over the candidates (docs/methods/stages.md). Recall: gold paragraphs kept, % [95% CI].\n"
     )
+
+    def recall(r: dict[str, Any]) -> str:
+        lo, hi = r["recall"]["ci"]
+        return f"{r['recall']['mean']:.1f} [{lo:.1f}, {hi:.1f}]"
+
     md.append(
         C.md_table(
-            ["stage", "same as ctxsel", "chunks dropped (mean)", "latency, ms (median)"],
+            ["stage", "same as ctxsel", "chunks dropped (mean)", "gold recall", "latency, ms (median)"],
             [
-                [name, f"{100 * r['same_as_ctxsel']:.0f}%", f"{r['dropped']:.2f}", C.fmt_ms(r["latency"]["median_ms"])]
+                [
+                    name,
+                    f"{100 * r['same_as_ctxsel']:.0f}%",
+                    f"{r['dropped']:.2f}",
+                    recall(r),
+                    C.fmt_ms(r["latency"]["median_ms"]),
+                ]
                 for name, r in stages.items()
             ],
         )
@@ -416,14 +429,19 @@ def main(argv: list[str] | None = None) -> int:
 def stage_peers(
     examples: list[Any], pool: list[Any], docs: Any, qvecs: dict[str, Any], embeddings: Any, repeats: int
 ) -> dict[str, dict[str, Any]]:
-    """ctxsel's ``reorder`` and ``dedup`` stages next to the frameworks' own on what adaptive-k kept:
-    the share of questions where each gives ctxsel's order (reorder) or keeps ctxsel's set (dedup),
-    and the median latency of the stage alone."""
+    """ctxsel's ``reorder``, ``dedup`` and ``mmr`` stages next to the frameworks' own on what adaptive-k
+    kept: the share of questions where each gives ctxsel's order (reorder) or keeps ctxsel's set (dedup,
+    mmr at the same lambda), the gold recall of what it keeps, and the median latency of the stage
+    alone. LangChain's ``maximal_marginal_relevance`` (what its vector stores'
+    ``max_marginal_relevance_search`` runs) picks adaptive-k's count from the same candidates as
+    ctxsel's ``mmr`` (the pool's best ``max(2k, 20)``), with raw cosines as relevance where ctxsel
+    scales them over the candidates."""
     import numpy as np
     from haystack import Document as HsDocument
     from haystack.components.rankers import LostInTheMiddleRanker
     from langchain_community.document_transformers import EmbeddingsRedundantFilter, LongContextReorder
     from langchain_core.documents import Document as LcDocument
+    from langchain_core.vectorstores.utils import maximal_marginal_relevance
     from llama_index.core.postprocessor import LongContextReorder as LiLongContextReorder
     from llama_index.core.schema import NodeWithScore, TextNode
 
@@ -434,6 +452,22 @@ def stage_peers(
 
     cut = ctxsel.get_selector("adaptive-k")
     reorder, dedup = get_stage("reorder"), get_stage("dedup")
+    mmr = {lam: get_stage(f"mmr[lambda={lam}]") for lam in (0.5, 0.7)}
+    ids = [c.id for c in pool]
+    qvec_of = {e.question: qvecs[e.id] for e in examples}
+
+    def ctxsel_mmr(lam: float) -> Callable[[Any, Any], list[str]]:
+        return lambda sel, q: mmr[lam].apply(_copy(sel), q, q.scores, ranking=ranking).ids
+
+    def lc_mmr(lam: float) -> Callable[[Any, Any], list[str]]:
+        def run(sel: Any, q: Any) -> list[str]:
+            k = len(sel.ids)
+            cand = np.argsort(-q.scores, kind="stable")[: max(2 * k, 20)]
+            picks = maximal_marginal_relevance(qvec_of[q.question], [docs[i] for i in cand], lambda_mult=lam, k=k)
+            return [ids[int(cand[j])] for j in picks]
+
+        return run
+
     lc_reorder, li_reorder, hs_reorder = LongContextReorder(), LiLongContextReorder(), LostInTheMiddleRanker()
     lc_dedup = EmbeddingsRedundantFilter(embeddings=embeddings, similarity_threshold=0.95)
     by_text = {c.text: v for c, v in zip(pool, docs)}
@@ -481,21 +515,31 @@ def stage_peers(
                 [LcDocument(page_content=c.text, metadata={"id": c.id}) for c in sel.chunks]
             )
         ],
+        **{f"ctxsel mmr[lambda={lam}]": ctxsel_mmr(lam) for lam in mmr},
+        **{f"LangChain maximal_marginal_relevance(lambda_mult={lam})": lc_mmr(lam) for lam in mmr},
     }
+    reference = {name: "ctxsel reorder" for name in runs}
+    reference.update(
+        {n: "ctxsel dedup[threshold=0.95]" for n in runs if "dedup" in n or "Redundant" in n},
+    )
+    reference.update(
+        {n: f"ctxsel mmr[lambda={lam}]" for lam in mmr for n in runs if f"={lam})" in n or f"={lam}]" in n}
+    )
     out: dict[str, dict[str, Any]] = {}
     kept = {}
     for e in examples:
         q = Query(e.question, pool, docs @ qvecs[e.id])
         kept[e.id] = (cut.select(e.question, pool, docs @ qvecs[e.id]), q)
     for name, fn in runs.items():
-        same, dropped, times = 0, [], []
-        is_dedup = "dedup" in name or "Redundant" in name
-        ref = runs["ctxsel dedup[threshold=0.95]" if is_dedup else "ctxsel reorder"]
+        same, dropped, recall, times = 0, [], [], []
+        is_order = reference[name] == "ctxsel reorder"
+        ref = runs[reference[name]]
         for e in examples:
             sel, q = kept[e.id]
             got, want = fn(sel, q), ref(sel, q)
-            same += set(got) == set(want) if is_dedup else got == want
+            same += got == want if is_order else set(got) == set(want)
             dropped.append(len(sel.ids) - len(got))
+            recall.append(100 * len(set(got) & set(e.gold_ids)) / len(e.gold_ids))
             for _ in range(repeats):
                 t0 = time.perf_counter()
                 fn(sel, q)
@@ -503,6 +547,7 @@ def stage_peers(
         out[name] = {
             "same_as_ctxsel": same / len(examples),
             "dropped": float(np.mean(dropped)),
+            "recall": interval(recall),
             "latency": C.summarize(times),
         }
     return out
