@@ -51,6 +51,11 @@ register_scorer("keywords", "ctxsel.scoring.keywords:KeywordScorer", "the questi
 register_scorer(
     "hybrid", "ctxsel.scoring.hybrid:HybridScorer", "dense and BM25 fused (minmax or rrf)", passes_options_to="dense"
 )
+register_scorer(
+    "cascade",
+    "ctxsel.ranking.cascade:CascadeScorer",
+    "hybrid ranks the pool, accurate re-scores its top 5,000 tokens: cascade[head=N|head_tokens=T,fast=,accurate=]",
+)
 
 
 def _parse(spec: str) -> tuple[str, dict[str, Any]]:
