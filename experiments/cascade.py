@@ -134,7 +134,7 @@ def choose(rows: dict[str, dict[str, Any]]) -> str:
     """The training split's choice (module docstring)."""
 
     def quality(r: dict[str, Any]) -> float:
-        return (r["top-n-tokens@1k"]["recall"] + r["adaptive-k"]["recall"]) / 2
+        return float(r["top-n-tokens@1k"]["recall"] + r["adaptive-k"]["recall"]) / 2
 
     ok = {k: r for k, r in rows.items() if r["adaptive-k"]["tokens"] <= TOKEN_LIMIT} or rows
     best = max(quality(r) for r in ok.values())
