@@ -214,17 +214,20 @@ def timings(examples: list[Any], spec_of: dict[str, str], threads: int, rounds: 
             f"cost {name}: load {t1 - t0:.2f} s, cold {t2 - t1:.2f} s, warm {t3 - t2:.3f} s, again {t4 - t3:.3f} s",
             file=sys.stderr,
         )
+    import statistics
+
     base = out["rows"]["dense"]
-    base_cold = sum(base["cold_s"]) / len(base["cold_s"])
-    base_total = base_cold + sum(base["load_s"]) / len(base["load_s"])
-    for row in out["rows"].values():
-        cold = sum(row["cold_s"]) / len(row["cold_s"])
-        load = sum(row["load_s"]) / len(row["load_s"])
-        row["cold_mean_s"], row["warm_mean_s"] = cold, sum(row["warm_s"]) / len(row["warm_s"])
-        row["repeat_mean_s"] = sum(row["repeat_s"]) / len(row["repeat_s"])
-        row["load_mean_s"] = load
-        row["cold_ratio"] = cold / base_cold
-        row["cold_with_load_ratio"] = (cold + load) / base_total
+    base_cold = statistics.median(base["cold_s"])
+    base_total = statistics.median([a + b for a, b in zip(base["load_s"], base["cold_s"])])
+    for row in out["rows"].values():  # medians over the rounds: one round slowed by another job weighs less
+        row["cold_median_s"] = statistics.median(row["cold_s"])
+        row["warm_median_s"] = statistics.median(row["warm_s"])
+        row["repeat_median_s"] = statistics.median(row["repeat_s"])
+        row["load_median_s"] = statistics.median(row["load_s"])
+        row["cold_ratio"] = row["cold_median_s"] / base_cold
+        row["cold_with_load_ratio"] = (
+            statistics.median([a + b for a, b in zip(row["load_s"], row["cold_s"])]) / base_total
+        )
     return out
 
 
@@ -275,18 +278,20 @@ def markdown(result: dict[str, Any], info: dict[str, Any]) -> str:
         "short text; cold = the first question over the pool (every chunk embedded); warm = a second "
         "question over the same pool (the pool's vectors in memory; a cascade's accurate part still embeds "
         "the new question's head chunks it has not read yet); again = the first question once more (nothing "
-        f"to embed). Means over {cost['rounds']} round(s), the scorers taking turns (accurate: one round, "
-        "last); the ratios are to MiniLM's in this run.",
+        f"to embed). Medians over {cost['rounds']} round(s), the scorers taking turns (accurate: one round, "
+        "last), each round's cold seconds listed; the ratios are of medians, to MiniLM's in this run.",
         "",
-        "| scorer | load s | cold s / question | warm s / question | again s | cold / MiniLM cold "
+        "| scorer | load s | cold s / question (each round) | warm s / question | again s | cold / MiniLM cold "
         "| (load + cold) / MiniLM's | load average (1 min) before, after |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, r in cost["rows"].items():
         la = ", ".join(f"{a:.1f}-{b:.1f}" for a, b in r["loadavg"])
+        rounds = ", ".join(f"{x:.1f}" for x in r["cold_s"])
         lines.append(
-            f"| `{r['spec']}` | {r['load_mean_s']:.2f} | {r['cold_mean_s']:.2f} | {r['warm_mean_s']:.3f} | "
-            f"{r['repeat_mean_s']:.3f} | {r['cold_ratio']:.2f}x | {r['cold_with_load_ratio']:.2f}x | {la} |"
+            f"| `{r['spec']}` | {r['load_median_s']:.2f} | {r['cold_median_s']:.2f} ({rounds}) | "
+            f"{r['warm_median_s']:.3f} | {r['repeat_median_s']:.3f} | {r['cold_ratio']:.2f}x | "
+            f"{r['cold_with_load_ratio']:.2f}x | {la} |"
         )
     lines += [
         "",

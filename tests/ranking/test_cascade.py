@@ -208,8 +208,9 @@ class TestScorer:
         assert [c.id for c in sel.chunks] == ["c0", "c1"]  # the gold of the hand-made head
         meta = sel.meta["cascade"]
         assert meta["head"] == 12 and meta["kept_from_head"] == 2 and "head_ids" not in meta
-        assert "cascade: accurate re-scored dense's top 12 of 40 (the head ended at dense rank 12, 'c11')" in (
-            sel.explanation
+        assert (
+            "cascade: fake-accurate re-scored the top 12 of 40 by fake-fast (the head ended at fake-fast rank 12, 'c11')"
+            in (sel.explanation)
         )
         assert "2 of 2 kept chunks from the head" in sel.explanation
 

@@ -185,6 +185,11 @@ class CascadeScorer:
         self.accurate_scorer = (
             accurate_scorer if accurate_scorer is not None else _build(self.accurate_spec, **defaults)
         )
+        # what meta and the explanation call the parts: a scorer given as an object by its own name
+        self.fast_label = self.fast_spec if fast_scorer is None else str(getattr(fast_scorer, "name", self.fast_spec))
+        self.accurate_label = (
+            self.accurate_spec if accurate_scorer is None else str(getattr(accurate_scorer, "name", self.accurate_spec))
+        )
         size = f"head={self.head}" if self.head_tokens is None else f"head_tokens={self.head_tokens}"
         if self.head is not None and self.head_tokens is not None:
             size = f"head={self.head},head_tokens={self.head_tokens}"
@@ -220,8 +225,8 @@ class CascadeScorer:
         out = join(first, top, second, self.join)
         last = top[-1]
         info: dict[str, Any] = {
-            "fast": self.fast_spec,
-            "accurate": self.accurate_spec,
+            "fast": self.fast_label,
+            "accurate": self.accurate_label,
             "join": self.join,
             "head": len(top),
             "pool": len(chunks),
@@ -272,7 +277,7 @@ def explain(selection_ids: Sequence[str], info: dict[str, Any]) -> tuple[dict[st
     meta["kept_from_head"] = sum(1 for c in selection_ids if c in head)
     end = info["head_end"]
     text = (
-        f"; cascade: {info['accurate']} re-scored {info['fast']}'s top {info['head']} of {info['pool']} "
+        f"; cascade: {info['accurate']} re-scored the top {info['head']} of {info['pool']} by {info['fast']} "
         f"(the head ended at {info['fast']} rank {end['fast_rank']}, {end['id']!r}); "
         f"{meta['kept_from_head']} of {len(selection_ids)} kept chunks from the head"
     )
