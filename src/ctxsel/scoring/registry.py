@@ -51,11 +51,6 @@ register_scorer("keywords", "ctxsel.scoring.keywords:KeywordScorer", "the questi
 register_scorer(
     "hybrid", "ctxsel.scoring.hybrid:HybridScorer", "dense and BM25 fused (minmax or rrf)", passes_options_to="dense"
 )
-register_scorer(
-    "cascade",
-    "ctxsel.ranking.cascade:CascadeScorer",
-    "hybrid ranks the pool, accurate re-scores its top 5,000 tokens: cascade[head=N|head_tokens=T,fast=,accurate=]",
-)
 
 
 def _parse(spec: str) -> tuple[str, dict[str, Any]]:
@@ -101,6 +96,12 @@ register_preset(
     "accurate",
     PRESETS["accurate"],
     "nomic-embed-text-v1.5 on llama.cpp, 8k window: higher recall, far slower to embed",
+)
+# after the presets: a cascade's parts are scorers and presets (``accurate``)
+register_scorer(
+    "cascade",
+    "ctxsel.ranking.cascade:CascadeScorer",
+    "hybrid ranks the pool, accurate re-scores its top 5,000 tokens: cascade[head=N|head_tokens=T,fast=,accurate=]",
 )
 
 
