@@ -149,7 +149,7 @@ def test_a_registered_scorer_works_by_name_with_its_options_checked(monkeypatch:
             return np.array([self.scale * len(c.text) for c in chunks], dtype=np.float32)
 
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    assert list(available_scorers()) == ["dense", "bm25", "keywords", "hybrid", "fast", "accurate"]
+    assert list(available_scorers()) == ["dense", "bm25", "keywords", "hybrid", "fast", "accurate", "cascade"]
     register_scorer("length", LengthScorer, "longer chunks first")
     scorer = get_scorer("length[scale=2]")
     assert isinstance(scorer, LengthScorer)
@@ -158,7 +158,8 @@ def test_a_registered_scorer_works_by_name_with_its_options_checked(monkeypatch:
     with pytest.raises(ValueError, match="bad options for scorer 'length': no option 'scal' \\(did you mean 'scale'"):
         get_scorer("length[scal=2]")
     with pytest.raises(
-        ValueError, match="unknown scorer 'lenght'; choose dense, bm25, keywords, hybrid, fast, accurate, length"
+        ValueError,
+        match="unknown scorer 'lenght'; choose dense, bm25, keywords, hybrid, fast, accurate, cascade, length",
     ):
         get_scorer("lenght")
 

@@ -287,8 +287,9 @@ def _print_reading(summary: dict[str, Any], report: dict[str, Any]) -> None:
 
 def make_rankings(args: argparse.Namespace) -> dict[str, Any]:
     """``--rankings``: label -> ranking chain (the scorer, then ``--rerank`` if given, then the entry's
-    expansion). Rankings with a dense part share one dense scorer, so the pool is embedded once; all share
-    one rerank scorer."""
+    expansion). Rankings with a dense part share one dense scorer, so the pool is embedded once (a cascade's
+    fast part too, and its accurate part is an ``accurate`` ranking's scorer when one comes before it); all
+    share one rerank scorer."""
     from ctxsel.ranking import Ranking
     from ctxsel.ranking.rerank import build_second, parse_rerank
     from ctxsel.scoring import parse_scorer_spec
@@ -311,6 +312,22 @@ def make_rankings(args: argparse.Namespace) -> dict[str, Any]:
                 from ctxsel.scoring.hybrid import HybridScorer
 
                 base[scorer_part] = HybridScorer(**options, dense_scorer=dense)
+            elif name == "cascade" and "fast_scorer" not in options:
+                from ctxsel.ranking.cascade import DEFAULT_FAST
+                from ctxsel.scoring import get_scorer
+                from ctxsel.scoring.hybrid import HybridScorer
+
+                dense = dense or make_scorer(args, spec="dense")
+                fast = options.get("fast", DEFAULT_FAST)
+                shared: dict[str, Any] = {}
+                if fast in ("dense", "hybrid"):  # the pool is embedded once, by the shared dense scorer
+                    shared["fast_scorer"] = (
+                        dense if fast == "dense" else base.get("hybrid") or HybridScorer(dense_scorer=dense)
+                    )
+                if options.get("accurate", "accurate") == "accurate" and "accurate" in base:
+                    shared["accurate_scorer"] = base["accurate"]
+                flags = {"num_threads": args.threads, "show_progress": False, **options, **shared}
+                base[scorer_part] = get_scorer("cascade", **flags)
             else:
                 base[scorer_part] = make_scorer(args, spec=scorer_part)
         out[entry] = Ranking(base[scorer_part], rerank=rerank, expand=expansion or None, second=second)

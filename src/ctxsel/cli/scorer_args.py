@@ -18,7 +18,8 @@ def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
         type=scorer_spec,
         help="how chunks are scored: dense (default), bm25, keywords, or hybrid (dense + BM25; options as "
         "hybrid[dense=1,bm25=0.25,fusion=minmax|rrf]); presets: fast (= dense, the bundled MiniLM) and "
-        "accurate (= dense[model=nomic-v1.5]: higher recall, far slower; see ctxsel env)",
+        "accurate (= dense[model=nomic-v1.5]: higher recall, far slower; see ctxsel env); cascade (hybrid over the "
+        "pool, accurate over its top 5,000 tokens: cascade[head=N|head_tokens=T,fast=hybrid,accurate=accurate])",
     )
     p.add_argument(
         "--expand",
@@ -111,6 +112,9 @@ def make_scorer(args: argparse.Namespace, progress: bool = True, spec: str | Non
             "long_chunks": getattr(args, "long_chunks", "truncate"),
         }
         options = {**{k: v for k, v in dense_flags.items() if k not in options}, **options}
+    elif base_scorer(name) == "cascade":  # --threads and progress go to both of its parts
+        flags = {"num_threads": args.threads, "show_progress": progress}
+        options = {**{k: v for k, v in flags.items() if k not in options}, **options}
     return get_scorer(name, **options)
 
 

@@ -26,6 +26,7 @@ def port(text: str) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ctxsel.cli.scorer_args import scorer_spec
     from ctxsel.scoring.registry import available_scorers
 
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback only)")
@@ -107,8 +108,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scorer",
         default="dense",
-        choices=list(available_scorers()),
-        help="scores requests that bring neither scores nor embeddings (default: dense MiniLM)",
+        type=scorer_spec,
+        help="scores requests that bring neither scores nor embeddings (default: dense MiniLM): "
+        f"{', '.join(available_scorers())}, with options as cascade[head=100]",
     )
     p.add_argument("--model", default=None, help="embedding model for --scorer dense (default: bundled MiniLM)")
     p.add_argument("--threads", type=int, default=None, help="torch threads for embedding")

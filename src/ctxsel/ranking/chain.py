@@ -137,9 +137,17 @@ class Ranking:
         return Scored(expanded.scores, notes, reranked, expanded)
 
     def annotate(self, selection: Selection, query: Query, scored: Scored) -> Selection:
-        """Say in ``selection`` what the chain did: the scorer's notes, which chunks the rerank moved
-        up (``meta["rerank"]``) and which came in by expansion (``meta["expansion"]``)."""
-        selection.meta.update(scored.notes)
+        """Say in ``selection`` what the chain did: the scorer's notes (a cascade's head: ``meta["cascade"]``),
+        which chunks the rerank moved up (``meta["rerank"]``) and which came in by expansion
+        (``meta["expansion"]``)."""
+        notes = dict(scored.notes)
+        cascade = notes.pop("cascade", None)
+        selection.meta.update(notes)
+        if isinstance(cascade, dict) and "head_end" in cascade:  # the cascade scorer: where its head ended
+            from ctxsel.ranking.cascade import explain
+
+            selection.meta["cascade"], clause = explain([c.id for c in selection.chunks], cascade)
+            selection.explanation += clause
         if scored.reranked is not None and self.rerank is not None:
             ids = [c.id for c in selection.chunks]
             selection.meta["rerank"] = info = scored.reranked.meta(self.rerank, query.chunks, ids)

@@ -97,6 +97,12 @@ register_preset(
     PRESETS["accurate"],
     "nomic-embed-text-v1.5 on llama.cpp, 8k window: higher recall, far slower to embed",
 )
+# after the presets: a cascade's parts are scorers and presets (``accurate``)
+register_scorer(
+    "cascade",
+    "ctxsel.ranking.cascade:CascadeScorer",
+    "hybrid ranks the pool, accurate re-scores its top 5,000 tokens: cascade[head=N|head_tokens=T,fast=,accurate=]",
+)
 
 
 def available_scorers() -> dict[str, ScorerInfo]:

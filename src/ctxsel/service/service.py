@@ -102,13 +102,17 @@ class Service:
 
     def scorer(self) -> Any:
         if self._scorer is None:
-            from ctxsel.scoring import get_scorer
+            from ctxsel.scoring import get_scorer, parse_scorer_spec
             from ctxsel.scoring.registry import base_scorer
 
             s = self.settings
+            name, given = parse_scorer_spec(s.scorer)
             opts: dict[str, Any] = (
-                {"model": s.model, "num_threads": s.threads} if base_scorer(s.scorer) in ("dense", "hybrid") else {}
+                {"model": s.model, "num_threads": s.threads} if base_scorer(name) in ("dense", "hybrid") else {}
             )
+            if base_scorer(name) == "cascade":  # --threads goes to both parts; --model names a dense one
+                opts = {"num_threads": s.threads}
+            opts = {k: v for k, v in opts.items() if k not in given}
             self._scorer = get_scorer(s.scorer, **opts)
         return self._scorer
 

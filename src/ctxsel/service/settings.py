@@ -46,7 +46,8 @@ class ServiceSettings:
       add up to more bytes than this, or that has more headers, gets 431; a header section
       still incomplete past twice ``max_header_bytes`` is refused as it arrives.
     - ``scorer`` / ``model`` / ``threads``: how chunks are scored when a
-      request brings neither scores nor embeddings.
+      request brings neither scores nor embeddings (``scorer``: a name or a spec with
+      options, e.g. ``cascade[head=100]``).
     - ``reader``: an LLM client for /answer and LLM-routed methods (None: /answer
       answers 501). ``reader_name`` is what /health reports.
     - ``ldar_policy``: the LDAR checkpoint the ``ldar`` method uses (None: the
@@ -109,7 +110,11 @@ class ServiceSettings:
             and self.body_timeout_s > 0
         ):
             raise InputError(f"body_timeout_s must be a positive number of seconds, got {self.body_timeout_s!r}")
+        from ctxsel.scoring import parse_scorer_spec
         from ctxsel.scoring.registry import available_scorers
 
-        if self.scorer not in available_scorers():
-            raise InputError(f"unknown scorer {self.scorer!r}; choose {', '.join(available_scorers())}")
+        if not isinstance(self.scorer, str):
+            raise InputError(f"scorer must be a scorer name or spec such as 'dense', got {self.scorer!r}")
+        name, _ = parse_scorer_spec(self.scorer)  # a spec with options: cascade[head=100]
+        if name not in available_scorers():
+            raise InputError(f"unknown scorer {name!r}; choose {', '.join(available_scorers())}")
