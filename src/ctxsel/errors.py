@@ -48,6 +48,8 @@ catches):
     DuplicateKey (ValueError)            a JSON object repeats a key (becomes a ReplyFormatError)
     StoreCorrupt (Exception)             an SQLite cache failed its integrity check (it is rebuilt)
     TruncationWarning (UserWarning)      text longer than the embedding model's window (a warning)
+    ScoresWarning (UserWarning)          a method trained on one scorer's scores given another's (a warning)
+    AbstainWarning (UserWarning)         the abstain stage has no calibration for the scores (it keeps the selection)
 
 Every "install this extra" message is worded by :func:`install_hint`, and the CLI turns a
 ``ModuleNotFoundError`` for an optional package (``EXTRA_OF_MODULE``) into the same one line.
@@ -340,6 +342,10 @@ class ScoresWarning(UserWarning):
     """A method trained on one scorer's scores was given another's."""
 
 
+class AbstainWarning(UserWarning):
+    """The abstain stage could not apply its rule (a scorer it was not calibrated for): it kept the selection."""
+
+
 #: The torch that the torch extras are tested with. It goes in first, pinned: pip resolving an
 #: unpinned ``torch`` for sentence-transformers or trl picks a multi-GB CUDA build.
 TORCH_PIN = "torch==2.13.0"
@@ -419,6 +425,7 @@ __all__ = [
     "EXTRA_OF_MODULE",
     "TORCH_EXTRAS",
     "TORCH_PIN",
+    "AbstainWarning",
     "BodyTooLarge",
     "Cancelled",
     "CtxselError",
@@ -445,6 +452,7 @@ __all__ = [
     "OutputFolderBusy",
     "ReplyFormatError",
     "RequestTooLarge",
+    "ScoresWarning",
     "ServiceError",
     "SpecError",
     "StoreCorrupt",

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ctxsel.errors import InputError, ModelError
+from ctxsel.errors import AbstainWarning, InputError, ModelError
 from ctxsel.options import option
 from ctxsel.query import Query
 from ctxsel.scoring.keywords import STOPWORDS, words
@@ -59,10 +59,6 @@ FEATURES = ("top", "z_top", "gap_10", "n_out", "cov_top", "cov_pool", "names_top
 #: a name in a question: a run of capitalised words or numbers, with small joining words inside
 _NAME = re.compile(r"(?:[A-Z][\w'&.-]*|\d\w*)(?:\s+(?:of|the|and|de|for|in)?\s*(?:[A-Z][\w'&.-]*|\d\w*))*")
 _TOKEN = re.compile(r"[^\W_]+")
-
-
-class AbstainWarning(UserWarning):
-    """The abstain stage could not apply its rule (a scorer it was not calibrated for): it kept the selection."""
 
 
 def features(
