@@ -470,6 +470,7 @@ class TestConcurrencyAndDeadline:
         took = time.monotonic() - t0
         assert status == 504, body
         assert body["error"] == "deadline_exceeded" and "3-second deadline" in body["message"]
+        assert "ctxsel serve --deadline SECONDS" in body["message"]  # who can raise it, and how
         assert DEADLINE - 0.1 <= took < DEADLINE + 3.0  # wide: a loaded 2-core machine delays the event loop
         # the abandoned LLM call still runs (it cannot be interrupted), but its slot is freed within 2 s
         # of the deadline (service.run's grace), long before the call ends

@@ -54,8 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--deadline",
         type=float,
-        default=30.0,
-        help="seconds per request before 504; the request's work is stopped (default 30)",
+        default=None,
+        help=f"seconds per request before 504; the request's work is stopped (default {SELECT_DEADLINE_S:g}; "
+        f"{LOCAL_READER_DEADLINE_S:g} with --reader local, whose answers on CPU take minutes on a long context)",
     )
     p.add_argument(
         "--max-concurrency",
@@ -138,6 +139,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_llm_arguments(p)
 
 
+#: The deadline of a request by default, and with a local reader, which reads a few hundred prompt
+#: tokens a second on a CPU (a 7k-token context and its answer: about a minute on two cores).
+SELECT_DEADLINE_S = 30.0
+LOCAL_READER_DEADLINE_S = 600.0
+
+
+def default_deadline(reader: str | None) -> float:
+    """The request deadline when ``--deadline`` is not given: longer for an in-process local reader."""
+    local = reader is not None and (reader == "local" or reader.startswith("local:"))
+    return LOCAL_READER_DEADLINE_S if local else SELECT_DEADLINE_S
+
+
 def run(args: argparse.Namespace) -> int:
     from ctxsel.service import ServiceSettings, run_server
 
@@ -148,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         max_chunks=args.max_chunks,
         max_chars=args.max_chars,
-        deadline_s=args.deadline,
+        deadline_s=default_deadline(args.reader) if args.deadline is None else args.deadline,
         max_concurrency=args.max_concurrency,
         max_queue=args.max_queue,
         queue_timeout_s=args.queue_timeout,

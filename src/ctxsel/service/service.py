@@ -274,8 +274,10 @@ class Service:
             raise ServiceError(
                 504,
                 "deadline_exceeded",
-                f"the request took longer than the server's {self.settings.deadline_s:g}-second deadline "
-                "(--deadline); its work was stopped. Send fewer chunks, precomputed scores, or a cheaper method",
+                f"the request took longer than the server's {self.settings.deadline_s:g}-second deadline; its "
+                "work was stopped. The server's operator sets the deadline (ctxsel serve --deadline SECONDS: a "
+                "local reader on a CPU needs minutes for a long context); or send fewer chunks, precomputed "
+                "scores, or a cheaper method",
             ) from None
         except Cancelled:  # cancelled without a timeout here: cannot happen, but never a 500
             raise ServiceError(504, "deadline_exceeded", "the request's work was stopped at its deadline") from None
