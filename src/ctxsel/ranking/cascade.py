@@ -51,7 +51,7 @@ import numpy as np
 
 from ctxsel.errors import InputError, InputTypeError, SpecError
 from ctxsel.inputs import as_count
-from ctxsel.ranking.rerank import SEAM_STEP, combine
+from ctxsel.ranking.rerank import SEAM_STEP, combine, place_head
 from ctxsel.scoring import get_scorer, parse_scorer_spec
 from ctxsel.scoring.base import Scorer, score_with_notes
 from ctxsel.scoring.registry import available_scorers, base_scorer, scorer_options
@@ -85,16 +85,8 @@ def join(first: np.ndarray, top: Sequence[int], second: np.ndarray, rule: str = 
         raise InputError(f"cascade join must be one of {', '.join(JOINS)}, got {rule!r}")
     if rule == "median":
         return combine(first, top, second)
-    first = np.asarray(first, dtype=np.float64)
-    out = first.copy()
-    if not len(top):
-        return out
-    top_idx = np.asarray(top, dtype=np.int64)
-    second = np.asarray(second, dtype=np.float64)
-    out[top_idx] = second
-    rest = np.isfinite(first)
-    rest[top_idx] = False
-    if not rest.any():
+    first, out, top_idx, second, rest = place_head(first, top, second)
+    if not len(top_idx) or not rest.any():
         return out
     f_head, f_rest = first[top_idx], first[rest]
     slope, intercept = fit_line(f_head, second)

@@ -166,18 +166,26 @@ class Reranked:
         return out
 
 
-def combine(first: np.ndarray, top: Sequence[int], second: np.ndarray) -> np.ndarray:
-    """The combined score list (see the module docstring): ``top`` get ``second``, the rest below its median."""
+def place_head(
+    first: np.ndarray, top: Sequence[int], second: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What a join of two scorers starts from: (the fast scores ``first`` as floats, a copy of them with
+    the head ``top`` given its second-stage scores ``second``, the head's indices, those scores as
+    floats, the mask of the finite chunks outside the head)."""
     first = np.asarray(first, dtype=np.float64)
     out = first.copy()
-    if not len(top):
-        return out
     top_idx = np.asarray(top, dtype=np.int64)
     second = np.asarray(second, dtype=np.float64)
     out[top_idx] = second
     rest = np.isfinite(first)
     rest[top_idx] = False
-    if rest.any():
+    return first, out, top_idx, second, rest
+
+
+def combine(first: np.ndarray, top: Sequence[int], second: np.ndarray) -> np.ndarray:
+    """The combined score list (see the module docstring): ``top`` get ``second``, the rest below its median."""
+    first, out, top_idx, second, rest = place_head(first, top, second)
+    if len(top_idx) and rest.any():
         f_top = first[top_idx]
         f_lo, f_span = float(f_top.min()), float(f_top.max() - f_top.min())
         s_mid, s_span = float(np.median(second)), float(second.max() - second.min())
@@ -224,5 +232,6 @@ __all__ = [
     "check_server_rerank",
     "combine",
     "parse_rerank",
+    "place_head",
     "rerank",
 ]
