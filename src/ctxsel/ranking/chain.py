@@ -195,6 +195,14 @@ def scores_id(scorer: Scorer | Ranking) -> str:
     return f"{scorer.name}:{getattr(scorer, 'model_id', '')}".rstrip(":")
 
 
+def same_scores(scores_id: str) -> str:
+    """``scores_id`` with the ONNX int8 backend's tag taken out: what a trained or calibrated rule
+    compares, since the same model's int8 vectors move a cosine by quantisation error only."""
+    from ctxsel.scoring.onnx_backend import INT8_ID
+
+    return scores_id.replace(f"|{INT8_ID}", "")
+
+
 def as_ranking(ranking: Ranking | Scorer | str | None) -> Ranking:
     """A chain from a chain, a scorer or a scorer spec (a scorer alone is a chain of one)."""
     return ranking if isinstance(ranking, Ranking) else Ranking(ranking)

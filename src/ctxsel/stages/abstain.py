@@ -222,19 +222,13 @@ def known_calibrations() -> list[str]:
 
 
 def scorer_id(query: Query, ranking: Ranking | None) -> str | None:
-    """The id of what produced the scores the method ranked by (``dense:MODEL``, ``bm25``; a rerank
-    or an expansion is named after it), or None when they came with the query."""
+    """The id of what produced the scores the method ranked by (:func:`ctxsel.ranking.chain.scores_id`,
+    whatever the ONNX backend: ``dense:all-MiniLM-L6-v2``, ``bm25``), or None when they came with the query."""
+    from ctxsel.ranking.chain import same_scores, scores_id
+
     if query.scores is not None or ranking is None or ranking.built_scorer is None:
         return None
-    sc = ranking.built_scorer
-    name = str(getattr(sc, "name", type(sc).__name__))
-    model = str(getattr(sc, "model_id", "")).split("|")[0]  # the model, whatever the backend (int8 or fp32)
-    out = f"{name}:{model}" if model else name
-    if ranking.rerank is not None:
-        out += f">{ranking.rerank.spec()}"
-    if ranking.expansion is not None:
-        out += f"+{ranking.expansion.spec()}"
-    return out
+    return same_scores(scores_id(ranking))
 
 
 _warned: set[str] = set()

@@ -48,6 +48,7 @@ from ctxsel.errors import ScoresWarning
 from ctxsel.inputs import MAX_SEED
 from ctxsel.options import CommonOptions, option
 from ctxsel.query import Query
+from ctxsel.ranking.chain import same_scores
 from ctxsel.selectors.base import Decision, RankingSelector, rank
 from ctxsel.selectors.ldar.band import LDARBand, band_ranks, select_band
 from ctxsel.selectors.ldar.checkpoint import load_policy, resolve_policy_dir
@@ -73,13 +74,6 @@ def bundled_policy() -> tuple[LDARPolicy, dict[str, Any], str]:
         _bundled_cache[key] = load_policy(folder)
     policy, info = _bundled_cache[key]
     return policy, info, f"bundled ldar policy sha256:{digest[:12]}"
-
-
-def same_model(scores_id: str, known: str) -> bool:
-    """Whether two scores ids name the same scorer, model and links, whatever the ONNX backend."""
-    from ctxsel.scoring.onnx_backend import INT8_ID
-
-    return scores_id.replace(f"|{INT8_ID}", "") == known.replace(f"|{INT8_ID}", "")
 
 
 class LDAR(RankingSelector):
@@ -132,7 +126,9 @@ class LDAR(RankingSelector):
         was trained on: a band learned on one scorer's score distribution need not fit another's.
         The same model's int8 vectors count as its own (they move a cosine by quantisation error)."""
         known = self.trained_scores
-        if known is None or same_model(scores_id, known) or (self.policy_name, scores_id) in _warned_scores:
+        if known is None or same_scores(scores_id) == same_scores(known):
+            return
+        if (self.policy_name, scores_id) in _warned_scores:
             return
         _warned_scores.add((self.policy_name, scores_id))
         warnings.warn(
