@@ -1,4 +1,5 @@
-"""Dataset loaders: a name (``hotpotqa-long``, ``example``), a JSONL path, or a
+"""Dataset loaders: a name (``hotpotqa-long``, ``example``, the generated ``articles[seed=0,...]``,
+see :mod:`.articles`), a JSONL path, or a
 multiple-choice set: ``novelqa:DIR`` (or a folder with ``Books/`` and
 ``Data/``) and ``marathon:FILE`` (see :mod:`.multiple_choice`)."""
 
@@ -18,6 +19,12 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, **options: 
         from ctxsel.datasets.hotpotqa import load_hotpotqa_long
 
         return load_hotpotqa_long(options.get("hotpotqa_path"), limit=limit)
+    if name == "articles" or name.startswith("articles["):
+        from ctxsel.datasets.articles import load_articles
+        from ctxsel.specs import parse_options, split_spec
+
+        _, _, body = split_spec(name, "dataset")
+        return load_articles(parse_options(body, f"dataset {name!r}"), limit=limit)
     if name == "example":
         name = str(BUNDLED / "example.jsonl")
     kind, _, rest = name.partition(":")
@@ -32,7 +39,8 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, **options: 
         return load_novelqa(path, limit=limit)
     if not path.is_file():
         raise FileNotFoundError(
-            f"dataset {name!r} is neither a known name (hotpotqa-long, example, novelqa:DIR, marathon:FILE) nor a file"
+            f"dataset {name!r} is neither a known name (hotpotqa-long, example, articles, novelqa:DIR, "
+            "marathon:FILE) nor a file"
         )
     from ctxsel.datasets.jsonl import load_jsonl
 
