@@ -13,7 +13,9 @@ question has confusable distractors (another town's charter year, another firm's
 built from shared stems (Wexbridge, Wexmoor) and recur across articles (a person born in a town, a
 firm based in it); questions paraphrase the fact ("obtain the right to run a weekly market" for "a
 charter ... allowed its merchants to hold a weekly market"), so word overlap alone does not find it;
-and filler paragraphs of varied length talk about the same entity without holding the answer.
+about a third of the paragraphs say "the town" or "the chemist" instead of the name; filler sentences
+name other entities of the same kind ("often compared with Wexmoor"); and a fact sits among filler
+sentences, in paragraphs of varied length that talk about the same entity without holding the answer.
 
 One *set* is ``articles`` articles in a shuffled order, one chunk per paragraph (a section heading is
 a short chunk of its own); every question of the set gets the whole set as its context (its article
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +51,17 @@ PRODUCTS = ("pressure cookers", "bicycle gears", "wool blankets", "reading lamps
 FOODS = ("mayflies", "fallen acorns", "snails", "lichen", "aphids", "grass seeds")
 REGIONS = ("the Serrat uplands", "the Kolvan delta", "the Ormen coast", "the Tessel basin", "the Vardo hills")
 STATUSES = ("vulnerable", "endangered", "near threatened", "critically endangered", "least concern")
-SUBJECTS = ("chemistry", "naval architecture", "botany", "economics", "medieval history", "hydrology")
+SUBJECTS = {
+    "chemistry": "the chemist",
+    "naval architecture": "the naval architect",
+    "botany": "the botanist",
+    "economics": "the economist",
+    "medieval history": "the historian",
+    "hydrology": "the hydrologist",
+}
+# How a paragraph refers to its subject when it does not name it (a person: by the trade studied)
+REFER = {"town": "the town", "company": "the company", "species": "species"}  # "the {name}" -> "the species"
+ANONYMOUS = 1 / 3  # share of paragraphs that do not name their subject
 UNIS = ("the University of Calder", "Marlow Polytechnic", "the Royal College of Tessel", "Esk Institute")
 PRIZES = ("the Halvard Medal", "the Orsini Prize", "the Calder Award", "the Lumen Fellowship")
 
@@ -164,7 +177,8 @@ FACTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
     "species": {
         "Description": [
             (
-                "A grown {name} measures about {ans} from head to tail, and females are slightly larger than males.",
+                "Adults of the {name} measure about {ans} from head to tail, and females are slightly larger "
+                "than males.",
                 "How long is an adult {name}?",
                 "length",
             ),
@@ -183,7 +197,7 @@ FACTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
                 "food",
             ),
             (
-                "In spring a female {name} lays a clutch of {ans} eggs, which hatch after about three weeks.",
+                "In spring the females of the {name} lay a clutch of {ans} eggs, which hatch after about three weeks.",
                 "How many eggs does a {name} produce in one breeding?",
                 "small",
             ),
@@ -246,7 +260,8 @@ FACTS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
     },
 }
 
-# Filler sentences per section: about the entity, never holding an answer (no numbers, no names).
+# Filler sentences per kind: about the entity (``{name}``) or another of its kind (``{other}``),
+# never holding an answer (no numbers, no other names).
 FILLER: dict[str, list[str]] = {
     "town": [
         "Visitors often remark on the narrow lanes of {name} and the painted shutters of its older houses.",
@@ -257,6 +272,10 @@ FILLER: dict[str, list[str]] = {
         "The council has discussed a bypass for years, but no plan has yet been approved.",
         "Several footpaths lead from the square up to the old watchtower and the viewpoint beyond it.",
         "Schools in {name} serve children from a wide area, and many pupils arrive by bus.",
+        "Guidebooks often compare {name} with {other}, though residents of both insist they have little in common.",
+        "Many families in {other} trace their roots to {name}, and the two towns share a football league.",
+        "The old coaching inn still stands, though it now serves as a library and meeting hall.",
+        "In summer the meadows along the water fill with walkers, anglers and grazing sheep.",
     ],
     "company": [
         "{name} has long described itself as a family business, even after outside investors arrived.",
@@ -266,13 +285,21 @@ FILLER: dict[str, list[str]] = {
         "Its catalogue has grown steadily, though a few early designs remain in production.",
         "Staff turnover at {name} is low, and many employees have worked there for their whole careers.",
         "The firm's archive, kept in the basement of the head office, is open to researchers by request.",
+        "Analysts often set {name} beside {other}, its closest rival, though the two serve different customers.",
+        "A planned merger with {other} was called off after long talks, and both firms stayed independent.",
+        "Its delivery vans, painted in the company colours, are a familiar sight on regional roads.",
+        "Apprentices spend their first year moving between departments before choosing a trade.",
     ],
     "species": [
         "The {name} is rarely seen, and much of what is known comes from a handful of field studies.",
+        "The {name} is easily confused with the {other}, which shares part of its range.",
+        "Some authors once treated the {name} and the {other} as a single species.",
+        "Surveys are hampered by the dense vegetation and the animal's secretive habits.",
         "Its colouring offers good camouflage against leaf litter and wet stones.",
         "Local people have several names for the animal, and it appears in a number of folk tales.",
         "Predators include owls, snakes and, near villages, domestic cats.",
         "Like many of its relatives, the {name} is sensitive to changes in water quality.",
+        "Young animals disperse in late summer, often travelling surprisingly far from where they hatched.",
         "Researchers have fitted small tags to a few individuals to follow their movements.",
         "Its call is a thin, repeated note that is easy to miss among other sounds of the marsh.",
     ],
@@ -284,6 +311,9 @@ FILLER: dict[str, list[str]] = {
         "Colleagues recalled a habit of working late and arriving early the next morning.",
         "A portrait painted in middle age now hangs in a regional gallery.",
         "Students remembered the lectures as demanding but generous with time and advice.",
+        "{name} corresponded for years with {other}, and the letters show a friendly rivalry.",
+        "Comparisons with {other} were common in the press, though {name} disliked them.",
+        "A small museum now keeps the desk, the instruments and a collection of photographs.",
     ],
 }
 
@@ -356,18 +386,43 @@ def _answer(kind: str, rng: random.Random, names: _Names, towns: list[str], firm
     raise InputError(f"could not draw a distinct {kind} answer")
 
 
+def _sentence_case(text: str) -> str:
+    return re.sub(r"(^|[.!?]\s+)([a-z])", lambda m: m.group(1) + m.group(2).upper(), text)
+
+
 def build_article(
-    aid: str, kind: str, name: str, rng: random.Random, names: _Names, towns: list[str], firms: list[str]
+    aid: str,
+    kind: str,
+    name: str,
+    rng: random.Random,
+    names: _Names,
+    towns: list[str],
+    firms: list[str],
+    peers: list[str],
 ) -> Article:
     """One article: a title line, then per section a heading, its fact paragraphs and filler, in a random
-    order, padded with filler to a random length of 15-40 paragraphs."""
+    order, padded with filler to a random length of 15-40 paragraphs. A fact paragraph is its fact among
+    zero to three filler sentences on each side; a filler paragraph has three to seven sentences. About a third
+    of the paragraphs do not name their subject ("the town"); ``peers`` (others of its kind) are named in
+    some filler sentences."""
     target = rng.randint(15, 40)
     sections = FACTS[kind]
     n_filler = max(0, target - 1 - sum(1 + len(f) for f in sections.values()))
     per_section = [n_filler // len(sections) + (1 if i < n_filler % len(sections) else 0) for i in range(len(sections))]
     used: set[str] = {name}
-    context = {"name": name, "product": rng.choice(PRODUCTS)}
-    context.update(town=rng.choice([t for t in towns if t != name] or towns), subject=rng.choice(SUBJECTS))
+    subject = rng.choice(sorted(SUBJECTS))
+    refer = SUBJECTS[subject] if kind == "person" else REFER[kind]
+    context = {"product": rng.choice(PRODUCTS), "subject": subject}
+    context["town"] = rng.choice([t for t in towns if t != name] or towns)
+    bank = [f for f in FILLER[kind] if peers or "{other}" not in f]
+
+    def filler(k: int) -> list[str]:
+        return [f.replace("{other}", rng.choice(peers)) if peers else f for f in rng.sample(bank, k)]
+
+    def named(text: str, **slots: str) -> str:
+        subject_name = refer if rng.random() < ANONYMOUS else name
+        return _sentence_case(text.format(name=subject_name, **slots))
+
     paragraphs = [f"{name} ({kind})"]
     facts: list[tuple[int, str, str]] = []
     for (section, templates), n in zip(sections.items(), per_section):
@@ -376,13 +431,14 @@ def build_article(
         rng.shuffle(body)
         for item in body:
             if item is None:
-                k = rng.randint(1, 4)  # filler of varied length: one to four sentences
-                text = " ".join(rng.sample(FILLER[kind], k))
-                paragraphs.append(text.format(name=name))
+                paragraphs.append(named(" ".join(filler(rng.randint(3, 7)))))
                 continue
             para, question, slot = item
             ans = _answer(slot, rng, names, towns, [f for f in firms if f != name] or firms, used)
-            paragraphs.append(para.format(**context, ans=ans))
+            around = filler(rng.randint(0, 3) + rng.randint(0, 3))
+            cut = rng.randint(0, len(around))
+            fact = para.replace("{name}", "{subject_name}").format(**context, ans=ans, subject_name="{name}")
+            paragraphs.append(named(" ".join([*around[:cut], fact, *around[cut:]])))
             facts.append((len(paragraphs) - 1, question.format(name=name), ans))
     return Article(aid, kind, name, paragraphs, facts)
 
@@ -399,10 +455,11 @@ def make_set(seed: int, set_index: int, n_articles: int, questions: int = 4) -> 
     towns = [names.town() for k in kinds if k == "town"] or [names.town()]
     firms = [names.firm() for k in kinds if k == "company"] or [names.firm()]
     own = {"town": iter(towns), "company": iter(firms)}
+    subjects = [next(own[k]) if k in own else (names.person() if k == "person" else names.species()) for k in kinds]
     articles = []
-    for i, kind in enumerate(kinds):
-        name = next(own[kind]) if kind in own else (names.person() if kind == "person" else names.species())
-        articles.append(build_article(f"s{set_index}a{i:02d}", kind, name, rng, names, towns, firms))
+    for i, (kind, name) in enumerate(zip(kinds, subjects)):
+        peers = [n for k, n in zip(kinds, subjects) if k == kind and n != name]
+        articles.append(build_article(f"s{set_index}a{i:02d}", kind, name, rng, names, towns, firms, peers))
     rng.shuffle(articles)
     chunks: list[Chunk] = []
     first: dict[str, int] = {}
