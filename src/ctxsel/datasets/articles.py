@@ -488,7 +488,14 @@ def make_set(seed: int, set_index: int, n_articles: int, questions: int = 4) -> 
                     chunks=chunks,
                     gold_ids=[f"{a.id}p{i:02d}" for i, _, _ in group],
                     answers=[ans for _, _, ans in group],
-                    meta={"article": a.name, "kind": a.kind, "set": set_index, "gold_paragraphs": len(group)},
+                    meta={
+                        "article": a.name,
+                        "kind": a.kind,
+                        "set": set_index,
+                        "gold_paragraphs": len(group),
+                        # whether every gold paragraph names its subject (else it says "the town" and the like)
+                        "gold_named": all(a.name in a.paragraphs[i] for i, _, _ in group),
+                    },
                 )
             )
     return examples
