@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -359,7 +360,7 @@ class _Names:
 
 def _answer(kind: str, rng: random.Random, names: _Names, towns: list[str], firms: list[str], used: set[str]) -> str:
     """A value of ``kind`` not yet used in this article (so an answer string is in one paragraph only)."""
-    draws = {
+    draws: dict[str, Callable[[], str]] = {
         "year": lambda: str(rng.randint(1450, 1990)),
         "person": names.person,
         "metres": lambda: f"{rng.randint(120, 990)} metres",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ctxsel.datasets import load_dataset
@@ -9,7 +11,7 @@ from ctxsel.datasets.articles import make_examples, make_set, write_jsonl
 from ctxsel.errors import InputError
 
 
-def test_same_seed_same_set_other_seed_other_set():
+def test_same_seed_same_set_other_seed_other_set() -> None:
     a, b = make_set(3, 0, 8), make_set(3, 0, 8)
     assert [(e.id, e.question, e.gold_ids, e.answers) for e in a] == [
         (e.id, e.question, e.gold_ids, e.answers) for e in b
@@ -19,7 +21,7 @@ def test_same_seed_same_set_other_seed_other_set():
     assert [c.text for c in other[0].chunks] != [c.text for c in a[0].chunks]
 
 
-def test_every_gold_paragraph_holds_an_answer_and_no_other_paragraph_of_its_article_does():
+def test_every_gold_paragraph_holds_an_answer_and_no_other_paragraph_of_its_article_does() -> None:
     examples = make_examples(seed=0, sets=2, articles=8)
     assert len(examples) == 2 * 8 * 4
     for e in examples:
@@ -34,7 +36,7 @@ def test_every_gold_paragraph_holds_an_answer_and_no_other_paragraph_of_its_arti
         assert not any(ans in e.question for ans in e.answers)  # the question does not give it away
 
 
-def test_shape_long_sectioned_articles():
+def test_shape_long_sectioned_articles() -> None:
     examples = make_set(0, 0, 16)
     chunks = examples[0].chunks
     assert 300 <= len(chunks) <= 700
@@ -47,7 +49,7 @@ def test_shape_long_sectioned_articles():
     assert [c.position for c in chunks] == list(range(len(chunks)))
 
 
-def test_loader_spec_and_jsonl_round_trip(tmp_path):
+def test_loader_spec_and_jsonl_round_trip(tmp_path: Path) -> None:
     got = load_dataset("articles[seed=1,sets=1,articles=4]", limit=3)
     assert [e.id for e in got] == [e.id for e in make_set(1, 0, 4)[:3]]
     path = tmp_path / "a.jsonl"
@@ -59,6 +61,6 @@ def test_loader_spec_and_jsonl_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize("spec", ["articles[colour=1]", "articles[seed=x]", "articles[articles=1]"])
-def test_bad_options_are_clear_errors(spec):
+def test_bad_options_are_clear_errors(spec: str) -> None:
     with pytest.raises(InputError):
         load_dataset(spec)
