@@ -60,7 +60,9 @@ def test_loader_spec_and_jsonl_round_trip(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize("spec", ["articles[colour=1]", "articles[seed=x]", "articles[articles=1]"])
+@pytest.mark.parametrize(
+    "spec", ["articles[colour=1]", "articles[seed=x]", "articles[articles=1]", "articles@3", "articles[sets=0]"]
+)
 def test_bad_options_are_clear_errors(spec: str) -> None:
     with pytest.raises(InputError):
         load_dataset(spec)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ctxsel.errors import InputError
 from ctxsel.types import Example
 
 BUNDLED = Path(__file__).resolve().parent.parent / "data"
@@ -19,11 +20,13 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, **options: 
         from ctxsel.datasets.hotpotqa import load_hotpotqa_long
 
         return load_hotpotqa_long(options.get("hotpotqa_path"), limit=limit)
-    if name == "articles" or name.startswith("articles["):
+    if name == "articles" or name.startswith(("articles[", "articles@")):
         from ctxsel.datasets.articles import load_articles
         from ctxsel.specs import parse_options, split_spec
 
-        _, _, body = split_spec(name, "dataset")
+        _, value, body = split_spec(name, "dataset")
+        if value is not None:
+            raise InputError(f"dataset {name!r}: options go in brackets, e.g. articles[seed=1,sets=2]")
         return load_articles(parse_options(body, f"dataset {name!r}"), limit=limit)
     if name == "example":
         name = str(BUNDLED / "example.jsonl")
