@@ -1,4 +1,5 @@
-"""Dataset loaders: a name (``hotpotqa-long``, ``example``), a JSONL path, or a
+"""Dataset loaders: a name (``hotpotqa-long``, ``example``, the generated ``articles[seed=0,...]``,
+see :mod:`.articles`), a JSONL path, or a
 multiple-choice set: ``novelqa:DIR`` (or a folder with ``Books/`` and
 ``Data/``) and ``marathon:FILE`` (see :mod:`.multiple_choice`)."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ctxsel.errors import InputError
 from ctxsel.types import Example
 
 BUNDLED = Path(__file__).resolve().parent.parent / "data"
@@ -18,6 +20,14 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, **options: 
         from ctxsel.datasets.hotpotqa import load_hotpotqa_long
 
         return load_hotpotqa_long(options.get("hotpotqa_path"), limit=limit)
+    if name == "articles" or name.startswith(("articles[", "articles@")):
+        from ctxsel.datasets.articles import load_articles
+        from ctxsel.specs import parse_options, split_spec
+
+        _, value, body = split_spec(name, "dataset")
+        if value is not None:
+            raise InputError(f"dataset {name!r}: options go in brackets, e.g. articles[seed=1,sets=2]")
+        return load_articles(parse_options(body, f"dataset {name!r}"), limit=limit)
     if name == "example":
         name = str(BUNDLED / "example.jsonl")
     kind, _, rest = name.partition(":")
@@ -32,7 +42,8 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, **options: 
         return load_novelqa(path, limit=limit)
     if not path.is_file():
         raise FileNotFoundError(
-            f"dataset {name!r} is neither a known name (hotpotqa-long, example, novelqa:DIR, marathon:FILE) nor a file"
+            f"dataset {name!r} is neither a known name (hotpotqa-long, example, articles, novelqa:DIR, "
+            "marathon:FILE) nor a file"
         )
     from ctxsel.datasets.jsonl import load_jsonl
 
