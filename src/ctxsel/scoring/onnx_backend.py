@@ -217,15 +217,26 @@ def cached_export_dir(name: str, wanted: str) -> Path:
 
 def build_export(name: str, wanted: str, make: Callable[[Path], None], about: str = "a few seconds") -> Path:
     """The folder of export ``name`` once ``make(folder)`` has written what it lacks (``wanted`` among
-    it) into :func:`cached_export_dir`. A build says so on stderr first, with how long it takes
+    it) into :func:`cached_export_dir`. A build says so on stderr, once, with how long it takes
     (``about``), and when it is done: it happens once per machine, and a first call would otherwise
     sit silent. A full disk (or quota, or read-only mount) in the cache folder
     is ``ctxsel.paths``' one warning, and the files are written to the temporary folder instead; no
     room there either is a :class:`~ctxsel.errors.DiskFull` naming both folders and the space left."""
     folder = cached_export_dir(name, wanted)
+    if (folder / wanted).is_file():
+        make(folder)
+        return folder
+    print(f"ctxsel: building {wanted} of {name} once for this machine ({about}) ...", file=sys.stderr)
+    t0 = time.perf_counter()
+    folder = _build_where_there_is_room(name, wanted, make, folder)
+    print(f"ctxsel: built {folder / wanted} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return folder
+
+
+def _build_where_there_is_room(name: str, wanted: str, make: Callable[[Path], None], folder: Path) -> Path:
+    """``make(folder)``, or, when the cache folder is out of room, ``make`` in the temporary folder."""
     try:
-        with announced(folder / wanted, about):
-            make(folder)
+        make(folder)
         return folder
     except Exception as e:
         if not is_out_of_room(e):
@@ -236,8 +247,7 @@ def build_export(name: str, wanted: str, make: Callable[[Path], None], about: st
         first, first_error = folder, e
     folder = cached_export_dir(name, wanted)  # now the temporary folder's
     try:
-        with announced(folder / wanted, about):
-            make(folder)
+        make(folder)
         return folder
     except Exception as e:
         if not is_out_of_room(e):
@@ -248,20 +258,6 @@ def build_export(name: str, wanted: str, make: Callable[[Path], None], about: st
             then=f"it did not fit in the cache folder either ({first}: {first_error}); free some space, or set "
             "CTXSEL_CACHE_DIR or TMPDIR to a folder with room",
         ) from e
-
-
-@contextlib.contextmanager
-def announced(target: Path, about: str) -> Iterator[None]:
-    """One stderr line before building ``target`` when it is missing, one after with the seconds taken."""
-    if target.is_file():
-        yield
-        return
-    print(
-        f"ctxsel: building {target.name} of {target.parent.name} once for this machine ({about}) ...", file=sys.stderr
-    )
-    t0 = time.perf_counter()
-    yield
-    print(f"ctxsel: built {target} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
 
 
 def atomic_target(dest: Path) -> Path:
