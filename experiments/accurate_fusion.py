@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ctxsel.scoring import get_scorer
     from ctxsel.scoring.hybrid import minmax
-    from experiments.cascade import choose, fmt_ci, load, per_question, summarise
+    from experiments.cascade import choose, load, per_question, summarise, table
 
     examples, splits = load()
     accurate = get_scorer("accurate", num_threads=args.threads)
@@ -55,28 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     def fused(w: float) -> Any:
         def score_of(e: Any) -> tuple[Any, int]:
             a, b = raw[e.id]
-            return (a if w == 0 else (minmax(a) + w * minmax(b)) / (1 + w)), 0
+            return (a if w == 0 else (minmax(a) + w * minmax(b)) / (1 + w)), len(e.chunks)  # nomic reads all
 
         return score_of
 
     rows = {part: {label(w): summarise(per_question(exs, fused(w))) for w in WEIGHTS} for part, exs in splits.items()}
     chosen = choose(rows["train"])
     info["loadavg_end"] = C.loadavg()
-
-    def table(part: str) -> list[str]:
-        out = [
-            "| ranking | top-n-tokens@1k recall % (tokens) | top-n-tokens@2k recall % | adaptive-k recall % | "
-            "adaptive-k tokens |",
-            "|---|---:|---:|---:|---:|",
-        ]
-        for name, r in rows[part].items():
-            t1, t2, ak = r["top-n-tokens@1k"], r["top-n-tokens@2k"], r["adaptive-k"]
-            out.append(
-                f"| {'**' + name + '**' if name == chosen else name} | {t1['recall']:.1f}{fmt_ci(t1['recall_ci'])} "
-                f"({t1['tokens']:,.0f}) | {t2['recall']:.1f}{fmt_ci(t2['recall_ci'])} | "
-                f"{ak['recall']:.1f}{fmt_ci(ak['recall_ci'])} | {ak['tokens']:,.0f}{fmt_ci(ak['tokens_ci'], 0)} |"
-            )
-        return out
 
     verdict = (
         "no BM25 weight beats the accurate scorer alone on the training split: the fusion is not offered"
@@ -90,15 +75,15 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "## Training split (80 questions): the choice",
         "",
-        *table("train"),
+        *table(rows["train"]),
         "",
         "## Test split (20 questions)",
         "",
-        *table("test"),
+        *table(rows["test"]),
         "",
         "## All 100 questions",
         "",
-        *table("all"),
+        *table(rows["all"]),
     ]
     C.write_report(
         "accurate_fusion", args.out, "\n".join(lines) + "\n", {"machine": info, "chosen": chosen, "rows": rows}

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from benchmarks import _common as C
-from experiments.cascade import METHODS, cascade_scores, fmt_ci, per_question, summarise
+from experiments.cascade import METHODS, cascade_scores, fmt_ci, per_question, summarise, table
 
 HOLO = ((1000, 8000), (2000, 8000))  # (relevant tokens, context tokens)
 FUSION_BM25 = 0.1  # BM25's weight beside nomic's 1 in ``accurate+bm25``, chosen by experiments.accurate_fusion
@@ -83,25 +83,6 @@ def by_named(examples: list[Any], per: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-def table(rows: dict[str, dict[str, Any]]) -> list[str]:
-    lines = [
-        "| scorer | chunks the accurate scorer reads | top-n-tokens@1k recall % (tokens) | "
-        "top-n-tokens@2k recall % (tokens) | adaptive-k recall % | adaptive-k tokens |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for name, r in rows.items():
-        cells = [
-            f"{r[m]['recall']:.1f}{fmt_ci(r[m]['recall_ci'])} ({r[m]['tokens']:,.0f})"
-            for m in ("top-n-tokens@1k", "top-n-tokens@2k")
-        ]
-        ak = r["adaptive-k"]
-        lines.append(
-            f"| `{name}` | {r['head']:,.0f} | {cells[0]} | {cells[1]} | {ak['recall']:.1f}{fmt_ci(ak['recall_ci'])} | "
-            f"{ak['tokens']:,.0f}{fmt_ci(ak['tokens_ci'], 0)} |"
-        )
-    return lines
-
-
 def markdown(result: dict[str, Any], info: dict[str, Any]) -> str:
     lines = [
         C.header_md(
@@ -116,7 +97,7 @@ def markdown(result: dict[str, Any], info: dict[str, Any]) -> str:
         lines += [
             f"## `{name}`: {s['questions']} questions, {s['chunks']:,.0f} chunks per context on average",
             "",
-            *table(s["rows"]),
+            *table(s["rows"], "scorer"),
             "",
             "Minus accurate, top-n-tokens@1k recall (points, paired 95% interval over questions): "
             + "; ".join(f"`{n}` {g['mean']:+.1f}{fmt_ci(g['ci'])}" for n, g in s["minus_accurate_1k"].items())

@@ -60,8 +60,9 @@ def cache_dir() -> Path:
 
 @pytest.fixture
 def service_client() -> Iterator[Callable[..., Any]]:
-    """``service_client(settings)``: an in-process client of ``create_app(settings)``, returned once
-    the server says it is ready (it warms its scorer in the background first)."""
+    """``service_client(settings, **app_options)``: an in-process client of ``create_app(settings,
+    **app_options)`` (``scorer=`` a scorer object), returned once the server says it is ready (it warms
+    its scorer in the background first)."""
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
@@ -69,8 +70,8 @@ def service_client() -> Iterator[Callable[..., Any]]:
 
     with contextlib.ExitStack() as stack:
 
-        def make(settings: Any) -> Any:
-            client = stack.enter_context(TestClient(create_app(settings)))
+        def make(settings: Any, **app_options: Any) -> Any:
+            client = stack.enter_context(TestClient(create_app(settings, **app_options)))
             end = time.monotonic() + 60
             while client.get("/health").json()["status"] == "starting" and time.monotonic() < end:
                 time.sleep(0.02)

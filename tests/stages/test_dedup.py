@@ -4,7 +4,6 @@ vectors; and the same result through the CLI, HTTP and the three framework compo
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -90,22 +89,16 @@ def test_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert exit_info.value.code == 2 and "threshold must be a number, got 'x'" in err and "Traceback" not in err
 
 
-def test_through_http() -> None:
-    pytest.importorskip("fastapi")
-    from fastapi.testclient import TestClient
-
-    from ctxsel.service import ServiceSettings, create_app
+def test_through_http(service_client: Any) -> None:
+    from ctxsel.service import ServiceSettings
 
     body = {"question": QUESTION, "chunks": NEAR, "method": "top-k@3", "stages": ["dedup"]}
-    with TestClient(create_app(ServiceSettings(scorer="dense"), scorer=TableScorer())) as client:
-        end = time.monotonic() + 60
-        while client.get("/health").json()["status"] == "starting" and time.monotonic() < end:
-            time.sleep(0.02)  # the server warms its scorer first
-        got = client.post("/select", json=body)
-        assert got.status_code == 200, got.text
-        assert got.json()["ids"] == ["1", "2"] and got.json()["meta"]["dedup"]["vectors"] is True
-        bad = client.post("/select", json={**body, "stages": ["dedup[threshold=2]"]})
-        assert bad.status_code == 422 and "threshold must be" in bad.json()["message"]
+    client = service_client(ServiceSettings(scorer="dense"), scorer=TableScorer())
+    got = client.post("/select", json=body)
+    assert got.status_code == 200, got.text
+    assert got.json()["ids"] == ["1", "2"] and got.json()["meta"]["dedup"]["vectors"] is True
+    bad = client.post("/select", json={**body, "stages": ["dedup[threshold=2]"]})
+    assert bad.status_code == 422 and "threshold must be" in bad.json()["message"]
 
 
 def test_through_langchain() -> None:

@@ -5,7 +5,6 @@ framework components."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -166,22 +165,16 @@ def test_through_the_cli_with_the_bundled_model(tmp_path: Path, capsys: pytest.C
     assert code == 0 and got["ids"] == ["1", "2"] and got["meta"]["stages"] == ["mmr[lambda=0.5]"]
 
 
-def test_through_http() -> None:
-    pytest.importorskip("fastapi")
-    from fastapi.testclient import TestClient
-
-    from ctxsel.service import ServiceSettings, create_app
+def test_through_http(service_client: Any) -> None:
+    from ctxsel.service import ServiceSettings
 
     body = {"question": QUESTION, "chunks": TEXTS, "method": "top-k@2", "stages": ["mmr[lambda=0.5]"]}
-    with TestClient(create_app(ServiceSettings(scorer="dense"), scorer=TableScorer())) as client:
-        end = time.monotonic() + 60
-        while client.get("/health").json()["status"] == "starting" and time.monotonic() < end:
-            time.sleep(0.02)  # the server warms its scorer first
-        got = client.post("/select", json=body)
-        assert got.status_code == 200, got.text
-        assert got.json()["ids"] == PICKS_2 and got.json()["meta"]["mmr"]["swapped_in"] == ["2"]
-        bad = client.post("/select", json={**body, "stages": ["mmr[lambda=2]"]})
-        assert bad.status_code == 422 and "lambda must be" in bad.json()["message"]
+    client = service_client(ServiceSettings(scorer="dense"), scorer=TableScorer())
+    got = client.post("/select", json=body)
+    assert got.status_code == 200, got.text
+    assert got.json()["ids"] == PICKS_2 and got.json()["meta"]["mmr"]["swapped_in"] == ["2"]
+    bad = client.post("/select", json={**body, "stages": ["mmr[lambda=2]"]})
+    assert bad.status_code == 422 and "lambda must be" in bad.json()["message"]
 
 
 def test_through_langchain() -> None:

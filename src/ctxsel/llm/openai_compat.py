@@ -249,19 +249,8 @@ class OpenAICompatClient:
         ``Completion.word_probs`` read from them (None when the server sends none: the reply's text,
         constrained where the server allows, is then the caller's answer)."""
         words = extra.pop("word_probs", None)
-        if words is not None:
-            out = self.complete(
-                prompt,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                stop=stop,
-                seed=seed,
-                reply_format=reply_format,
-                **({"logprobs": True, "top_logprobs": 20} if self.mode == "chat" else {"logprobs": 5}),
-                **extra,
-            )
-            out.word_probs = read_word_probs(out.raw, tuple(words), self.mode)
-            return out
+        if words is not None:  # the caller's own logprobs settings win
+            extra = {**({"logprobs": True, "top_logprobs": 20} if self.mode == "chat" else {"logprobs": 5}), **extra}
         use_format = reply_format is not None and not self.response_format_refused
         payload = self.build_payload(
             prompt,
@@ -287,8 +276,10 @@ class OpenAICompatClient:
             payload.pop("response_format", None)
             out = self._post(payload)
             out.attempts += e.attempts
-            return out
-        out.constrained = use_format
+        else:
+            out.constrained = use_format
+        if words is not None:
+            out.word_probs = read_word_probs(out.raw, tuple(words), self.mode)
         return out
 
     def complete_n(self, prompt: Prompt, n: int, *, seed: int | None = None, **kw: Any) -> list[Completion]:
