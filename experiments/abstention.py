@@ -1,6 +1,6 @@
 """Calibrate and measure the ``abstain`` stage on hotpotqa-long; write its bundled model.
 
-    python -m experiments.abstention [--scorers dense,bm25] [--holo-queries 30] [--no-bundle]
+    python -m experiments.abstention [--scorers dense,bm25,cascade] [--holo-queries 30] [--no-bundle]
 
 Data, per question of hotpotqa-long (the 991-paragraph pool of the 100 bundled HotpotQA items):
 
@@ -56,11 +56,20 @@ CACHE = Path(os.environ.get("CTXSEL_ABSTAIN_CACHE") or default_cache_dir() / "ab
 OUT = Path("benchmarks/results")
 BUNDLE = Path("src/ctxsel/data/abstain")
 CONDITIONS = ("full", "nothing", "missing")
-#: the calibration id each scorer spec gets (ctxsel.stages.abstain.scorer_id)
-SCORER_IDS = {"dense": "dense:all-MiniLM-L6-v2", "bm25": "bm25"}
-SCORER_SPECS: dict[str, dict[str, Any]] = {"dense": {"backend": "onnx"}, "bm25": {}}
+SCORER_SPECS: dict[str, dict[str, Any]] = {"dense": {"backend": "onnx"}, "bm25": {}, "cascade": {}}
+#: the scorers whose scores of a chunk do not depend on the rest of the pool (the others' BM25 IDF and a
+#: cascade's head do): a reduced pool keeps their full-pool scores, the others score it again
+POOL_FREE = {"dense"}
 TOP_N, Z_OUT, C, SEED = 5, 3.0, 0.1, 0
 COMMAND = "PYTHONPATH=src OMP_NUM_THREADS=2 python -m experiments.abstention"
+
+
+def calibration_id(scorer_name: str) -> str:
+    """The calibration id a scorer's scores get (``ctxsel.stages.abstain.scorer_id``): ``bm25``,
+    ``dense:all-MiniLM-L6-v2``, the cascade's parts and settings."""
+    from ctxsel.ranking.chain import same_scores, scores_id
+
+    return same_scores(scores_id(get_scorer(scorer_name, **SCORER_SPECS[scorer_name])))
 
 
 def own_titles() -> list[list[str]]:
@@ -97,7 +106,7 @@ def condition_rows(
         drop = {"full": set(), "nothing": set(titles[i]), "missing": set(e.gold_ids)}
         for cond in CONDITIONS:
             keep = [j for j, c in enumerate(pool) if c.id not in drop[cond]]
-            if scorer_name == "dense" or cond == "full":
+            if scorer_name in POOL_FREE or cond == "full":
                 s = np.asarray(full[e.id], dtype=np.float64)[keep]
             else:  # a lexical scorer's scores depend on the pool: score the reduced one
                 s = np.asarray(scorer.score(e.question, [pool[j] for j in keep]), dtype=np.float64)
@@ -185,7 +194,7 @@ def holo_rows(scorer_name: str, n_queries: int) -> dict[str, list[dict[str, floa
         keep = [j for j, c in enumerate(ex["chunks"]) if c["id"] not in gold]
         arr = np.asarray(s, dtype=np.float64)
         out["with_rows"].append(features(ex["question"], texts, arr, top_n=TOP_N, z_out=Z_OUT))
-        if scorer_name == "dense":
+        if scorer_name in POOL_FREE:
             arr_k = arr[keep]
         else:
             chunks = [Chunk(id=ex["chunks"][j]["id"], text=texts[j]) for j in keep]
@@ -222,7 +231,7 @@ def measure(
     t_base_in = threshold_at(top["full"], 0.05)  # the issue's baseline: fitted on all 100 at 5%
     out: dict[str, Any] = {
         "scorer": scorer_name,
-        "calibration": SCORER_IDS[scorer_name],
+        "calibration": calibration_id(scorer_name),
         "model": {**model, "threshold": t_rule},
         "baseline_top_threshold": -t_base,
         "baseline_in_sample_top_threshold": -t_base_in,
@@ -278,7 +287,7 @@ def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
     if plt is None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.8))
-    styles = {"dense": "-", "bm25": ":"}
+    styles = {"dense": "-", "bm25": ":", "cascade": "--"}
     for ax, neg, title in zip(axes, ("nothing", "missing"), ("nothing related", "evidence missing"), strict=True):
         for name, res in results.items():
             for part, colour in (("test", "tab:blue"), ("all", "tab:green")):
@@ -424,7 +433,7 @@ def bundle(results: dict[str, dict[str, Any]], train_fa: float, md: str) -> dict
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--scorers", default="dense,bm25")
+    ap.add_argument("--scorers", default="dense,bm25,cascade")
     ap.add_argument("--train-fa", type=float, default=0.0125, help="training false-abstention rate allowed")
     ap.add_argument("--holo-queries", type=int, default=30)
     ap.add_argument("--threads", type=int, default=2)

@@ -42,7 +42,8 @@ def select(
     (``min_k``, ``max_tokens``, ``buffer``...; ``llm=`` for methods that call an
     LLM). ``choices`` are a multiple-choice question's options, for methods
     that read them (``sage``). Without ``scores``, a score-based method scores with ``scorer`` (a Scorer, or a name:
-    ``"dense"`` -- the default, bundled MiniLM --, ``"bm25"``, ``"keywords"``, ``"hybrid"``, with options:
+    ``"cascade"`` -- the default: MiniLM and BM25 over the pool, nomic-embed-text-v1.5 over its head --,
+    ``"dense"`` (the bundled MiniLM), ``"bm25"``, ``"keywords"``, ``"hybrid"``, with options:
     ``"dense[long_chunks=max_window]"``); text the model's window cut is counted in ``meta["truncated"]``.
 
     ``expand`` re-ranks before the cut (``"hop"``, ``"links"``, ``"hop+links[m=3]"``; see

@@ -49,6 +49,7 @@ catches):
     StoreCorrupt (Exception)             an SQLite cache failed its integrity check (it is rebuilt)
     TruncationWarning (UserWarning)      text longer than the embedding model's window (a warning)
     ScoresWarning (UserWarning)          a method trained on one scorer's scores given another's (a warning)
+    DefaultScorerWarning (UserWarning)   the default scorer's parts are missing: the fallback ranks (a warning)
     AbstainWarning (UserWarning)         the abstain stage has no calibration for the scores (it keeps the selection)
 
 Every "install this extra" message is worded by :func:`install_hint`, and the CLI turns a
@@ -340,6 +341,10 @@ class TruncationWarning(UserWarning):
 
 class ScoresWarning(UserWarning):
     """A method trained on one scorer's scores was given another's."""
+
+
+class DefaultScorerWarning(UserWarning):
+    """The default scorer's parts are not installed here: the chunks are ranked by the fallback instead."""
 
 
 class AbstainWarning(UserWarning):

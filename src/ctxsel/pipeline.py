@@ -31,7 +31,7 @@ class Pipeline:
     """A method, the ranking chain it reads (built on first use) and the stages after its cut.
 
     ``ranking`` is a :class:`~ctxsel.ranking.Ranking`, a Scorer or a scorer spec
-    (``"dense"``, ``"hybrid[bm25=0.5]"``; None: the bundled dense model, built only
+    (``"dense"``, ``"hybrid[bm25=0.5]"``; None: the default scorer, built only
     when a selection needs scores nobody gave). ``stages`` are stage specs or
     :class:`~ctxsel.stages.Stage` objects, run in order after the cut.
     """

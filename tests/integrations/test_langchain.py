@@ -171,8 +171,8 @@ def test_any_selector_and_bad_spec() -> None:
 def test_dense_scorer_is_shared_bm25_is_not() -> None:
     from ctxsel.integrations._core import scorer_from
 
-    a = CtxselCompressor()  # dense: the model loads lazily, so nothing heavy happens here
-    b = CtxselCompressor()
+    a = CtxselCompressor(scorer="dense")  # the model loads lazily, so nothing heavy happens here
+    b = CtxselCompressor(scorer="dense")
     assert a._get_scorer() is b._get_scorer() is scorer_from("dense")
     assert scorer_from("dense", {"batch_size": 8}) is not scorer_from("dense")
     c, d = CtxselCompressor(scorer="bm25"), CtxselCompressor(scorer="bm25")

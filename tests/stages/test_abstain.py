@@ -34,6 +34,10 @@ FLAT = [round(float(x), 3) for x in np.random.default_rng(0).uniform(0.02, 0.12,
 WITH_ANSWER = [*FILLER[:20], ANSWER, *FILLER[20:]]
 WITH_SCORES = [*FLAT[:20], 0.85, *FLAT[20:]]
 MINILM = "dense:all-MiniLM-L6-v2"
+CASCADE = (
+    "cascade:cascade(all-MiniLM-L6-v2|dense=1,bm25=0.25,fusion=minmax>nomic-v1.5|onnx-int8-v1-smooth-a0.75-f0836fbf)"
+    "|head_tokens=5000|join=calibrated"
+)
 STAGE = f"abstain[calibration={MINILM}]"
 
 
@@ -83,16 +87,24 @@ def test_the_features_on_a_worked_example() -> None:
 
 
 def test_bm25_is_calibrated_and_used_through_the_chain() -> None:
-    assert known_calibrations() == ["bm25", MINILM]
+    assert known_calibrations() == ["bm25", CASCADE, MINILM]
     none = ctxsel.select(QUESTION, FILLER, "adaptive-k", scorer="bm25", stages=["abstain"])
     assert none.abstained and none.meta["abstain"]["calibration"] == "bm25"
     found = ctxsel.select(QUESTION, WITH_ANSWER, "adaptive-k", scorer="bm25", stages=["abstain"])
     assert not found.abstained and found.ids[0] == "20"
 
 
+def test_the_default_scorer_is_calibrated_and_used_when_no_scorer_is_named() -> None:
+    none = ctxsel.select(QUESTION, FILLER, "adaptive-k", stages=["abstain"])
+    assert none.abstained and none.meta["abstain"]["calibration"] == CASCADE
+    found = ctxsel.select(QUESTION, WITH_ANSWER, "adaptive-k", stages=["abstain"])
+    assert not found.abstained and found.ids[0] == "20"
+    assert found.meta["abstain"]["probability"] < found.meta["abstain"]["threshold"]
+
+
 def test_a_scorer_it_was_not_calibrated_for_warns_once_and_keeps_the_selection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(abstain_mod, "_warned", set())
-    with pytest.warns(AbstainWarning, match=r"not calibrated for scores given with the query.*bm25, dense:all-MiniLM"):
+    with pytest.warns(AbstainWarning, match=r"not calibrated for scores given with the query.*bm25, cascade:.*, dense:all-MiniLM"):
         sel = ctxsel.select(QUESTION, FILLER, "top-k@3", scores=FLAT, stages=["abstain"])
     assert not sel.abstained and sel.k == 3 and "not calibrated" in sel.meta["abstain"]["note"]
     with warnings.catch_warnings():
@@ -103,7 +115,7 @@ def test_a_scorer_it_was_not_calibrated_for_warns_once_and_keeps_the_selection(m
 def test_the_registry_and_bad_options() -> None:
     assert "abstain" in available_stages()
     assert get_stage(STAGE).spec() == STAGE and get_stage(get_stage(STAGE).spec()) == get_stage(STAGE)
-    with pytest.raises(SpecError, match="calibration must be one of bm25, dense:all-MiniLM-L6-v2, got 'nope'"):
+    with pytest.raises(SpecError, match=r"calibration must be one of bm25, cascade:.*, dense:all-MiniLM-L6-v2, got 'nope'"):
         get_stage("abstain[calibration=nope]")
     with pytest.raises(SpecError, match="threshold"):
         get_stage("abstain[threshold=1.5]")

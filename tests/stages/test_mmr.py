@@ -126,7 +126,7 @@ def test_after_a_method_that_reads_no_scores() -> None:
 
 
 def test_a_scorer_without_vectors_is_a_clear_error() -> None:
-    said = r"the ranking has none: let a scorer with vectors \(dense, fast, accurate\) score the chunks; bm25,"
+    said = r"the ranking has none: let a scorer with vectors \(dense, fast, accurate, hybrid, cascade\) score"
     with pytest.raises(InputError, match=said):
         ctxsel.select(QUESTION, TEXTS, "top-k@2", scorer="bm25", stages=["mmr"])
     with pytest.raises(InputError, match=said):  # scores given, no scorer built: the same verdict

@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
         examples,
         methods,
         output_dir=args.output,
-        scorer=make_ranking(args, progress=not args.no_progress) if not args.rankings else "dense",
+        scorer=make_ranking(args, progress=not args.no_progress) if not args.rankings else None,
         rankings=make_rankings(args) if args.rankings else None,
         dataset_name=dataset_name,
         overwrite=args.overwrite,

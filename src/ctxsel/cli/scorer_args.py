@@ -14,12 +14,14 @@ from ctxsel.scoring.base import Scorer
 def add_scorer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scorer",
-        default="dense",
+        default=None,
         type=scorer_spec,
-        help="how chunks are scored: dense (default), bm25, keywords, or hybrid (dense + BM25; options as "
+        help="how chunks are scored: cascade (the default: hybrid over the pool, accurate over its top 5,000 "
+        "tokens: cascade[head=N|head_tokens=T,fast=hybrid,accurate=accurate]; dense where its parts are not "
+        "installed), dense, bm25, keywords, or hybrid (dense + BM25; options as "
         "hybrid[dense=1,bm25=0.25,fusion=minmax|rrf]); presets: fast (= dense, the bundled MiniLM) and "
-        "accurate (= dense[model=nomic-v1.5]: higher recall, far slower; see ctxsel env); cascade (hybrid over the "
-        "pool, accurate over its top 5,000 tokens: cascade[head=N|head_tokens=T,fast=hybrid,accurate=accurate])",
+        "accurate (= dense[model=nomic-v1.5]: higher recall, far slower; see ctxsel env). --model, --backend "
+        "or --long-chunks without --scorer mean dense",
     )
     p.add_argument(
         "--expand",
@@ -101,7 +103,7 @@ def make_scorer(args: argparse.Namespace, progress: bool = True, spec: str | Non
     from ctxsel.scoring import get_scorer, parse_scorer_spec
     from ctxsel.scoring.registry import base_scorer
 
-    spec = spec or args.scorer
+    spec = spec or args.scorer or cli_default_scorer(args)
     name, options = parse_scorer_spec(spec)
     if base_scorer(name) in ("dense", "hybrid"):  # a preset's own options win over flags left at None
         dense_flags = {
@@ -116,6 +118,19 @@ def make_scorer(args: argparse.Namespace, progress: bool = True, spec: str | Non
         flags = {"num_threads": args.threads, "show_progress": progress}
         options = {**{k: v for k, v in flags.items() if k not in options}, **options}
     return get_scorer(name, **options)
+
+
+def cli_default_scorer(args: argparse.Namespace) -> str:
+    """The scorer when ``--scorer`` is left out: ``dense`` when a dense flag (--model, --backend,
+    --long-chunks) names what the dense model does, else the default scorer."""
+    from ctxsel.scoring import default_scorer
+
+    dense_flags = (
+        args.model is not None
+        or getattr(args, "backend", "auto") != "auto"
+        or getattr(args, "long_chunks", "truncate") != "truncate"
+    )
+    return "dense" if dense_flags else default_scorer()
 
 
 def make_ranking(

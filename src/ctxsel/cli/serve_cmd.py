@@ -108,9 +108,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--scorer",
-        default="dense",
+        default=None,
         type=scorer_spec,
-        help="scores requests that bring neither scores nor embeddings (default: dense MiniLM): "
+        help="scores requests that bring neither scores nor embeddings (default: cascade, or dense with --model): "
         f"{', '.join(available_scorers())}, with options as cascade[head=100]",
     )
     p.add_argument("--model", default=None, help="embedding model for --scorer dense (default: bundled MiniLM)")

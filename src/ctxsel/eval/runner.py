@@ -99,7 +99,7 @@ def evaluate(
     methods: Sequence[str] = DEFAULT_METHODS,
     *,
     output_dir: str | Path,
-    scorer: Ranking | Scorer | str = "dense",
+    scorer: Ranking | Scorer | str | None = None,
     rankings: Mapping[str, Ranking | Scorer] | None = None,
     dataset_name: str = "",
     overwrite: bool = False,
@@ -136,7 +136,7 @@ def evaluate(
     ``read_batch``: questions whose selections are read in one batch (None: a group of them when the
     reader's client generates many prompts at once, ``ctxsel.eval.reading``; else one at a time).
 
-    ``scorer`` is a scorer, a scorer spec or a whole :class:`~ctxsel.ranking.Ranking` chain
+    ``scorer`` is a scorer, a scorer spec (None: the default scorer) or a whole :class:`~ctxsel.ranking.Ranking` chain
     (with a rerank or an expansion). ``rankings`` compares chains side by side: label -> Ranking
     (or a Scorer, a chain of one); every method then runs under every ranking, in rows labelled ``"METHOD on LABEL"``,
     and ``scorer`` is unused. Rows of an expanded ranking carry ``expansion``
@@ -172,7 +172,7 @@ def evaluate(
             scorer_id: Any = {label: scores_id(r) for label, r in chains.items()}
             first_ranking = next(iter(chains.values()))
         else:
-            sc = first_ranking = as_ranking(get_scorer(scorer) if isinstance(scorer, str) else scorer)
+            sc = first_ranking = as_ranking(get_scorer(scorer) if scorer is None or isinstance(scorer, str) else scorer)
             selectors = {m: make_selector(m, reader) for m in methods}  # fail fast on bad specs
             scorer_id = scores_id(sc)
         if compare is not None and compare not in selectors:

@@ -46,29 +46,64 @@ _NAMED_SCORERS: dict[str, Scorer] = {}
 _NAMED_LOCK = threading.Lock()
 
 
-def scorer_from(scorer: str | Scorer, options: Mapping[str, Any] | None = None) -> Scorer:
-    """A Scorer from a name (``dense``, ``bm25``, ``keywords``) plus options, or as given.
+def scorer_from(scorer: str | Scorer | None, options: Mapping[str, Any] | None = None) -> Scorer:
+    """A Scorer from a name (``dense``, ``bm25``, ``cascade``; None: the default scorer) plus options,
+    or as given.
 
-    The dense scorer is shared by every component in the process that names it with the same
-    options, so the embedding model loads once, not once per component (or per
-    ``select_documents`` call); it keeps no per-query state, so sharing it across threads is
-    safe. BM25 keeps the index of the last chunk set, so each component gets its own.
+    The embedding models are shared by every component in the process that names them with the same
+    options, so each loads once, not once per component (or per ``select_documents`` call): a
+    ``dense`` scorer itself, and a ``cascade``'s MiniLM and nomic parts (its BM25 keeps the index of
+    the last chunk set, so each cascade, like each ``bm25`` scorer, is the component's own). A dense
+    scorer keeps no per-query state, so sharing it across threads is safe.
     """
-    if isinstance(scorer, str):
-        from ctxsel.scoring import get_scorer
+    if isinstance(scorer, str) or scorer is None:
+        from ctxsel.scoring import default_scorer, parse_scorer_spec
 
-        if scorer != "dense":
-            return get_scorer(scorer, **dict(options or {}))
-        key = json.dumps([scorer, dict(options or {})], sort_keys=True, default=str)
-        with _NAMED_LOCK:
-            if key not in _NAMED_SCORERS:
-                _NAMED_SCORERS[key] = get_scorer(scorer, **dict(options or {}))
-            return _NAMED_SCORERS[key]
+        spec = default_scorer() if scorer is None else scorer
+        name, _ = parse_scorer_spec(spec)
+        opts = dict(options or {})
+        if name == "cascade":
+            return _cascade(spec, opts)
+        return _shared(spec, opts) if name == "dense" else _build(spec, opts)
     if options:
         raise InputError("scorer_options only apply to a scorer given by name")
     if not hasattr(scorer, "score"):
         raise InputTypeError(f"scorer must be a name or have score(question, chunks), got {type(scorer).__name__}")
     return scorer
+
+
+def _build(spec: str, options: Mapping[str, Any]) -> Scorer:
+    from ctxsel.scoring import get_scorer
+
+    return get_scorer(spec, **options)
+
+
+def _shared(spec: str, options: Mapping[str, Any]) -> Scorer:
+    """The process's one scorer of ``spec`` and ``options`` (an embedding model, loaded once)."""
+    key = json.dumps([spec, dict(options)], sort_keys=True, default=str)
+    with _NAMED_LOCK:
+        if key not in _NAMED_SCORERS:
+            _NAMED_SCORERS[key] = _build(spec, options)
+        return _NAMED_SCORERS[key]
+
+
+def _cascade(spec: str, options: dict[str, Any]) -> Scorer:
+    """A cascade of its own whose embedding parts are the process's shared ones, where it names the
+    bundled ones (``fast`` dense or hybrid, ``accurate`` the preset); ``num_threads`` goes to them."""
+    from ctxsel.ranking.cascade import DEFAULT_FAST
+    from ctxsel.scoring import parse_scorer_spec
+    from ctxsel.scoring.hybrid import HybridScorer
+
+    _, given = parse_scorer_spec(spec)
+    merged = {**given, **options}
+    threads = {"num_threads": merged["num_threads"]} if merged.get("num_threads") is not None else {}
+    fast, accurate = merged.get("fast", DEFAULT_FAST), merged.get("accurate", "accurate")
+    if "fast_scorer" not in merged and fast in ("dense", "hybrid"):
+        dense = _shared("dense", threads)
+        options["fast_scorer"] = dense if fast == "dense" else HybridScorer(dense_scorer=dense)
+    if "accurate_scorer" not in merged and accurate == "accurate":
+        options["accurate_scorer"] = _shared("accurate", threads)
+    return _build(spec, options)
 
 
 def make_selector(method: str | Selector, options: Mapping[str, Any] | None = None, llm: Any = None) -> Selector:
@@ -87,7 +122,7 @@ class LazyParts:
     method: str | Selector
     selector_options: dict[str, Any]
     llm: Any
-    scorer: str | Scorer
+    scorer: str | Scorer | None
     scorer_options: dict[str, Any]
     _selector: Selector | None
     _scorer: Scorer | None

@@ -53,8 +53,8 @@ class CtxselSelector:
     :param method: any ctxsel method spec (``"adaptive-k"``, ``"top-k@5"``,
         ``"adaptive-k[strategy=moving_avg]"``...).
     :param selector_options: options for the selector (``min_k``, ``max_tokens``, ``buffer``...).
-    :param scorer: ``"dense"`` (bundled MiniLM), ``"bm25"``, ``"keywords"``, or a ctxsel Scorer
-        object (then the component cannot be serialised).
+    :param scorer: a scorer name (None, the default: ``cascade``; ``"dense"``, the bundled MiniLM;
+        ``"bm25"``, ``"keywords"``), or a ctxsel Scorer object (then the component cannot be serialised).
     :param scorer_options: options for a scorer given by name (e.g. ``{"model": PATH}``).
     :param use_document_scores: rank by the Documents' own ``score`` (a retriever's); every
         Document must have a finite one.
@@ -71,7 +71,7 @@ class CtxselSelector:
         self,
         method: str = "adaptive-k",
         selector_options: dict[str, Any] | None = None,
-        scorer: str | Scorer = "dense",
+        scorer: str | Scorer | None = None,
         scorer_options: dict[str, Any] | None = None,
         use_document_scores: bool = False,
         allow_empty: bool = False,
@@ -99,7 +99,7 @@ class CtxselSelector:
             self._scorer = scorer_from(self.scorer, self.scorer_options)
 
     def to_dict(self) -> dict[str, Any]:
-        if not isinstance(self.scorer, str):
+        if self.scorer is not None and not isinstance(self.scorer, str):
             raise InputTypeError(
                 "CtxselSelector with a scorer object cannot be serialised; give the scorer by name "
                 "('dense', 'bm25', 'keywords') with scorer_options"

@@ -49,7 +49,8 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
       ``"autocut@1"``, ``"adaptive-k[strategy=moving_avg]"``...) or a Selector;
       ``selector_options`` go to it (``min_k``, ``max_tokens``, ``buffer``...);
       ``llm`` is handed to methods that call an LLM (``self-route``).
-    - ``scorer``: ``"dense"`` (bundled MiniLM), ``"bm25"``, ``"keywords"`` or a
+    - ``scorer``: a scorer name (None, the default: ``cascade``, MiniLM and BM25 over the pool and
+      nomic over its head; ``"dense"``, the bundled MiniLM; ``"bm25"``, ``"keywords"``) or a
       Scorer object; ``scorer_options`` go to it. Loaded once, on first use.
     - ``score_key``: a metadata key holding scores the retriever already
       computed (e.g. ``"relevance_score"``); every Document must have a finite
@@ -67,7 +68,7 @@ class CtxselCompressor(LazyParts, BaseDocumentCompressor):
 
     method: str | Selector = "adaptive-k"
     selector_options: dict[str, Any] = Field(default_factory=dict)
-    scorer: str | Scorer = "dense"
+    scorer: str | Scorer | None = None
     scorer_options: dict[str, Any] = Field(default_factory=dict)
     score_key: str | None = None
     missing_scores: Literal["error", "rescore"] = "error"

@@ -56,8 +56,8 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
     """Keep the nodes a ctxsel method selects for the query (adaptive-k by default).
 
     ``method`` is any ctxsel method spec or a Selector (``selector_options``
-    go to it, ``llm`` to methods that call an LLM); ``scorer`` is ``"dense"``
-    (bundled MiniLM), ``"bm25"``, ``"keywords"`` or a Scorer object;
+    go to it, ``llm`` to methods that call an LLM); ``scorer`` is a scorer name
+    (None, the default: ``cascade``; ``"dense"``, ``"bm25"``, ``"keywords"``) or a Scorer object;
     ``allow_empty=False`` (default) keeps at least the best-ranked node of a
     non-empty input; ``stages`` run after the cut, in order (``["reorder"]``: lost-in-the-middle order).
     """
@@ -68,7 +68,9 @@ class CtxselPostprocessor(LazyParts, BaseNodePostprocessor):
     selector_options: dict[str, Any] = Field(
         default_factory=dict, description="options for the selector (min_k, max_tokens...)"
     )
-    scorer: Any = Field(default="dense", description="'dense', 'bm25', 'keywords' or a ctxsel Scorer")
+    scorer: Any = Field(
+        default=None, description="a scorer name ('dense', 'bm25', 'cascade'; None: the default) or a ctxsel Scorer"
+    )
     scorer_options: dict[str, Any] = Field(default_factory=dict, description="options for a scorer given by name")
     use_node_scores: bool = Field(default=False, description="rank by the retriever's scores (every node needs one)")
     missing_scores: Literal["error", "rescore"] = Field(

@@ -235,6 +235,12 @@ class CascadeScorer:
         return self.score_detailed(question, chunks)[0]
 
     @property
+    def vector_source(self) -> Scorer:
+        """The scorer whose vectors stand for the chunks (:mod:`ctxsel.stages.vectors`): the fast part,
+        which scored every chunk (the accurate one read the head only)."""
+        return self.fast_scorer
+
+    @property
     def rows_in_memory(self) -> int:
         """The texts whose vectors both parts keep in memory (a server clears them past its limit)."""
         return sum(int(getattr(s, "rows_in_memory", 0)) for s in (self.fast_scorer, self.accurate_scorer))

@@ -49,7 +49,7 @@ class Ranking:
     """A scorer (built on first use), an optional rerank and an optional expansion.
 
     ``scorer`` is a Scorer (an object with ``score(question, chunks)``) or a scorer spec
-    (``"dense"``, ``"hybrid[bm25=0.5]"``; None: the bundled dense model); it is built only
+    (``"dense"``, ``"hybrid[bm25=0.5]"``; None: the default, :func:`ctxsel.scoring.default_scorer`); it is built only
     when a query needs scores nobody gave. ``rerank`` is ``"SCORER@M"`` or a
     :class:`~ctxsel.ranking.rerank.Rerank` (the second scorer re-scores the first ranking's top
     M; ``second`` is that scorer when the caller has built it, to share one model between
@@ -77,11 +77,11 @@ class Ranking:
 
     @property
     def scorer(self) -> Scorer:
-        """The scorer, built from its spec on first use (the default is the bundled dense model)."""
+        """The scorer, built from its spec on first use (None: the default scorer)."""
         if self._scorer is None or isinstance(self._scorer, str):
             from ctxsel.scoring import get_scorer
 
-            self._scorer = get_scorer(self._scorer or "dense")
+            self._scorer = get_scorer(self._scorer)
         return self._scorer  # type: ignore[no-any-return]
 
     @property

@@ -13,9 +13,11 @@ from typing import Any
 from ctxsel.errors import InputError, SpecError
 from ctxsel.scoring.base import Scorer
 from ctxsel.scoring.registry import (
+    DEFAULT_SCORER,
     PRESETS,
     ScorerInfo,
     available_scorers,
+    default_scorer,
     register_preset,
     register_scorer,
     resolve_preset,
@@ -33,8 +35,9 @@ def parse_scorer_spec(spec: str) -> tuple[str, dict[str, Any]]:
     return name, parse_options(body, f"scorer spec {spec!r}")
 
 
-def get_scorer(name: str = "dense", **options: Any) -> Scorer:
-    """``dense`` (MiniLM on torch or ONNX Runtime), ``bm25`` (bm25s), ``keywords``, or
+def get_scorer(name: str | None = None, **options: Any) -> Scorer:
+    """The default scorer (None: :func:`~ctxsel.scoring.registry.default_scorer`, the cascade), or
+    ``dense`` (MiniLM on torch or ONNX Runtime), ``bm25`` (bm25s), ``keywords``, ``cascade``, or
     ``hybrid`` (dense + BM25 fused: ``hybrid[dense=1,bm25=0.25,fusion=minmax|rrf]``, see
     :mod:`ctxsel.scoring.hybrid`; other options go to its dense part, e.g. ``backend=onnx``), or a
     preset: ``fast`` (= ``dense``) or ``accurate`` (= ``dense[model=nomic-v1.5]``).
@@ -43,7 +46,7 @@ def get_scorer(name: str = "dense", **options: Any) -> Scorer:
     ``get_scorer("dense", backend="onnx-int8")``; an option given both ways is an error, and so is
     an option the scorer does not take (the message lists the ones it does) or a value it cannot use.
     """
-    name, spec_options = parse_scorer_spec(name)
+    name, spec_options = parse_scorer_spec(default_scorer() if name is None else name)
     both = sorted(set(spec_options) & set(options))
     if both:
         raise InputError(f"scorer option(s) {', '.join(both)} given both in the spec and as arguments")
@@ -59,10 +62,12 @@ def get_scorer(name: str = "dense", **options: Any) -> Scorer:
 
 
 __all__ = [
+    "DEFAULT_SCORER",
     "PRESETS",
     "Scorer",
     "ScorerInfo",
     "available_scorers",
+    "default_scorer",
     "get_scorer",
     "parse_scorer_spec",
     "register_preset",

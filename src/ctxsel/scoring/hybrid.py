@@ -102,6 +102,11 @@ class HybridScorer:
             f",rrf_k={self.rrf_k:g}" if fusion == "rrf" else ""
         )
 
+    @property
+    def vector_source(self) -> Scorer | None:
+        """The scorer whose vectors stand for the chunks (:mod:`ctxsel.stages.vectors`): the dense part."""
+        return self.dense_scorer
+
     def parts(self, question: str, chunks: Sequence[Chunk]) -> dict[str, np.ndarray]:
         """The raw score of each part with a positive weight (``dense``, ``bm25``)."""
         out: dict[str, np.ndarray] = {}

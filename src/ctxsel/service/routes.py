@@ -52,7 +52,7 @@ def add_routes(app: FastAPI, service: Service) -> None:
             status=service.status,
             version=__version__,
             reader=settings.reader_name,
-            scorer=settings.scorer,
+            scorer=settings.scorer_spec,
             in_flight=service.limiter.in_flight,
             max_concurrency=settings.max_concurrency,
             queued=service.limiter.waiting,

@@ -106,14 +106,14 @@ class Service:
             from ctxsel.scoring.registry import base_scorer
 
             s = self.settings
-            name, given = parse_scorer_spec(s.scorer)
+            name, given = parse_scorer_spec(s.scorer_spec)
             opts: dict[str, Any] = (
                 {"model": s.model, "num_threads": s.threads} if base_scorer(name) in ("dense", "hybrid") else {}
             )
             if base_scorer(name) == "cascade":  # --threads goes to both parts; --model names a dense one
                 opts = {"num_threads": s.threads}
             opts = {k: v for k, v in opts.items() if k not in given}
-            self._scorer = get_scorer(s.scorer, **opts)
+            self._scorer = get_scorer(s.scorer_spec, **opts)
         return self._scorer
 
     def check_size(self, question: str, texts: Sequence[str], what: str) -> None:

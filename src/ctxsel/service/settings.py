@@ -47,7 +47,8 @@ class ServiceSettings:
       still incomplete past twice ``max_header_bytes`` is refused as it arrives.
     - ``scorer`` / ``model`` / ``threads``: how chunks are scored when a
       request brings neither scores nor embeddings (``scorer``: a name or a spec with
-      options, e.g. ``cascade[head=100]``).
+      options, e.g. ``cascade[head=100]``; None: ``dense`` when ``model`` is given, else the
+      default scorer, :func:`ctxsel.scoring.default_scorer`).
     - ``reader``: an LLM client for /answer and LLM-routed methods (None: /answer
       answers 501). ``reader_name`` is what /health reports.
     - ``ldar_policy``: the LDAR checkpoint the ``ldar`` method uses (None: the
@@ -66,7 +67,7 @@ class ServiceSettings:
     body_timeout_s: float = 10.0
     max_header_bytes: int = 64 * 1024
     max_headers: int = 100
-    scorer: str = "dense"
+    scorer: str | None = None
     model: str | None = None
     threads: int | None = None
     reader: Any = None
@@ -110,11 +111,19 @@ class ServiceSettings:
             and self.body_timeout_s > 0
         ):
             raise InputError(f"body_timeout_s must be a positive number of seconds, got {self.body_timeout_s!r}")
-        from ctxsel.scoring import parse_scorer_spec
+        from ctxsel.scoring import default_scorer, parse_scorer_spec
         from ctxsel.scoring.registry import available_scorers
 
+        if self.scorer is None:
+            self.scorer = "dense" if self.model is not None else default_scorer()
         if not isinstance(self.scorer, str):
             raise InputError(f"scorer must be a scorer name or spec such as 'dense', got {self.scorer!r}")
         name, _ = parse_scorer_spec(self.scorer)  # a spec with options: cascade[head=100]
         if name not in available_scorers():
             raise InputError(f"unknown scorer {name!r}; choose {', '.join(available_scorers())}")
+
+    @property
+    def scorer_spec(self) -> str:
+        """The scorer spec the service ranks with (``scorer``, resolved to the default when None)."""
+        assert self.scorer is not None  # set by __post_init__
+        return self.scorer

@@ -53,8 +53,9 @@ from ctxsel.types import Selection, short_number
 if TYPE_CHECKING:
     from ctxsel.ranking.chain import Ranking
 
-#: the scorers whose chunks have vectors (the dense scorer and its presets)
-VECTOR_SCORERS = ("dense", "fast", "accurate")
+#: the scorers whose chunks have vectors (the dense scorer, its presets, and the scorers whose dense
+#: part scored every chunk)
+VECTOR_SCORERS = ("dense", "fast", "accurate", "hybrid", "cascade")
 
 
 def scaled(scores: np.ndarray) -> np.ndarray:
@@ -171,7 +172,7 @@ def _no_vectors() -> str:
     """One message on every surface, whichever scorer (or none) the ranking had."""
     return (
         "the mmr stage compares chunks by their vectors, and the ranking has none: let a scorer with vectors "
-        f"({', '.join(VECTOR_SCORERS)}) score the chunks; bm25, keywords, hybrid and given scores have none"
+        f"({', '.join(VECTOR_SCORERS)}) score the chunks; bm25, keywords and given scores have none"
     )
 
 
