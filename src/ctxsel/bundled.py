@@ -294,6 +294,17 @@ ARTEFACTS: dict[str, Artefact] = {
         note="not bundled in this build: make it with `python -m experiments.abstention`",
         max_bytes=100_000,
     ),
+    "ldar-score-maps": Artefact(
+        name="ldar-score-maps",
+        title="LDAR score maps (other scorers' scores onto the policy's scale)",
+        folder="data/ldar_score_maps",
+        files=("score_maps.json",),
+        card="data/ldar_score_maps/MODEL_CARD.md",
+        main_file="score_maps.json",
+        made_by="python -m experiments.ldar_score_maps",
+        note="not bundled in this build: make it with `python -m experiments.ldar_score_maps`",
+        max_bytes=200_000,
+    ),
     "context-picker": Artefact(
         name="context-picker",
         title="Context-Picker LoRA adapter",

@@ -76,9 +76,10 @@ class Pipeline:
         """Select for a checked ``query``: rank it (unless ``scored`` is given), cut, annotate, run the stages."""
         if scored is None:
             scored = self.rank(query)
+        selector = self.selector
         if query.scores is None and scored.scores is not None and self.ranking.built_scorer is not None:
-            self.selector.check_scores(scores_id(self.ranking))  # the chain scored: say whose scores
-        sel = self.selector._select(query, scored.scores)
+            selector = selector.for_scores(scores_id(self.ranking))  # the chain scored: say whose scores
+        sel = selector._select(query, scored.scores)
         self.ranking.annotate(sel, query, scored)
         for stage in self.stages:
             if stage.needs_ranking:

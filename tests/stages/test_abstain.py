@@ -104,7 +104,9 @@ def test_the_default_scorer_is_calibrated_and_used_when_no_scorer_is_named() -> 
 
 def test_a_scorer_it_was_not_calibrated_for_warns_once_and_keeps_the_selection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(abstain_mod, "_warned", set())
-    with pytest.warns(AbstainWarning, match=r"not calibrated for scores given with the query.*bm25, cascade:.*, dense:all-MiniLM"):
+    with pytest.warns(
+        AbstainWarning, match=r"not calibrated for scores given with the query.*bm25, cascade:.*, dense:all-MiniLM"
+    ):
         sel = ctxsel.select(QUESTION, FILLER, "top-k@3", scores=FLAT, stages=["abstain"])
     assert not sel.abstained and sel.k == 3 and "not calibrated" in sel.meta["abstain"]["note"]
     with warnings.catch_warnings():
@@ -115,7 +117,9 @@ def test_a_scorer_it_was_not_calibrated_for_warns_once_and_keeps_the_selection(m
 def test_the_registry_and_bad_options() -> None:
     assert "abstain" in available_stages()
     assert get_stage(STAGE).spec() == STAGE and get_stage(get_stage(STAGE).spec()) == get_stage(STAGE)
-    with pytest.raises(SpecError, match=r"calibration must be one of bm25, cascade:.*, dense:all-MiniLM-L6-v2, got 'nope'"):
+    with pytest.raises(
+        SpecError, match=r"calibration must be one of bm25, cascade:.*, dense:all-MiniLM-L6-v2, got 'nope'"
+    ):
         get_stage("abstain[calibration=nope]")
     with pytest.raises(SpecError, match="threshold"):
         get_stage("abstain[threshold=1.5]")

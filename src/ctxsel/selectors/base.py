@@ -164,11 +164,11 @@ class Selector(ABC):
         """The method itself, on a checked ``query``. ``scores`` are what it ranks by (one per
         chunk, or None when nothing was scored): the query's own, or a ranking chain's."""
 
-    def check_scores(self, scores_id: str) -> None:
-        """Called with the name of the scores a chain computed for this method (see
-        :func:`ctxsel.ranking.chain.scores_id`): a method trained on one scorer's scores warns here
-        when given another's. Nothing by default."""
-        return None
+    def for_scores(self, scores_id: str) -> Selector:
+        """The selector to cut the scores a chain computed for this method (named by
+        :func:`ctxsel.ranking.chain.scores_id`): itself by default. A method trained on one scorer's
+        scores returns a copy that reads another's through a map where it has one, and warns where not."""
+        return self
 
     def config(self) -> dict[str, Any]:
         """The parameters that change the result (recorded in every Selection): the options (none for a

@@ -20,9 +20,9 @@ threshold (the calibration's operating point unless ``threshold`` is given).
 without its item's ten paragraphs (nothing related) and without its two gold paragraphs (evidence
 missing). The coefficients ship as ``data/abstain/abstain.json``, checked against its manifest's
 sha256 before it is read (:mod:`ctxsel.bundled`). The calibration is the scorer the method ranked by
-(the default ``cascade``, ``dense:all-MiniLM-L6-v2``, ``bm25``); for scores given with the query, or a scorer the file does
-not know, name one with ``calibration=`` or the stage warns once, names the ones it knows and keeps
-the selection as it is.
+(the default ``cascade``, ``dense:all-MiniLM-L6-v2``, ``bm25``); for scores given with the query,
+or a scorer the file does not know, name one with ``calibration=`` or the stage warns once, names the
+ones it knows and keeps the selection as it is.
 """
 
 from __future__ import annotations

@@ -440,4 +440,28 @@ def test_the_bundled_policy_warns_once_on_scores_it_was_not_trained_on(recwarn: 
     got = [str(w.message) for w in recwarn if w.category is ScoresWarning]
     assert len(got) == 1, got
     assert "trained on dense:all-MiniLM-L6-v2 scores" in got[0] and "from bm25" in got[0]
-    assert "scorer 'dense' gives the scores it knows" in got[0]
+    assert "no score map for" in got[0] and "scorer 'dense' gives the scores it knows" in got[0]
+
+
+def test_a_scorer_with_a_score_map_is_read_through_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctxsel
+    from ctxsel.ranking.chain import Ranking
+    from ctxsel.selectors.ldar import score_maps
+    from ctxsel.selectors.ldar.score_maps import ScoreMap, ScoreMaps, map_for
+
+    # the bundle ships maps for model scorers only; a bm25 map in its place keeps this test fast
+    bm25_map = ScoreMap("bm25", (0.0, 2.0, 8.0, 30.0), (0.0, 0.15, 0.4, 0.9))
+    monkeypatch.setattr(score_maps, "bundled_maps", lambda: ScoreMaps("dense:all-MiniLM-L6-v2", {"bm25": bm25_map}))
+    question = "which licence has project 3"
+    texts = [f"chunk {i} about the licence of project {i % 7}" + " filler" * (i % 5) for i in range(40)]
+    ranking = Ranking("bm25")
+    raw = ranking.scorer.score(question, ctxsel.types.as_chunks(texts))
+    score_map = map_for("dense:all-MiniLM-L6-v2", "bm25")
+    assert score_map is not None and score_map.scorer == "bm25"
+    via_chain = ctxsel.select(question, texts, "ldar", scorer=ranking)
+    by_hand = ctxsel.select(question, texts, "ldar", scores=score_map(np.asarray(raw)))
+    assert via_chain.details_as(LDARBand).score_map == "bm25" and by_hand.details_as(LDARBand).score_map is None
+    assert via_chain.ids == by_hand.ids  # the policy saw the mapped scores ...
+    assert via_chain.scores == [float(raw[int(i)]) for i in via_chain.ids]  # ... the selection keeps the raw ones
+    assert "read bm25's scores through its score map" in via_chain.explanation
+    assert map_for("some other scores", "bm25") is None

@@ -8,6 +8,7 @@ REINFORCE against a reward (the reader LLM's correctness, or gold labels).
     config.py      PolicyConfig: the network's settings (torch-free)
     checkpoint.py  safetensors + JSON policies (no pickle)
     selector.py    the ``ldar`` Selector (``ldar[policy=PATH]``)
+    score_maps.py  other scorers' scores carried onto the policy's scale (quantile matching, bundled)
 
 Training (REINFORCE with an EMA baseline) lives in :mod:`ctxsel.train.ldar`.
 Importing this package loads nothing heavy; ``selector``, ``policy`` and ``checkpoint`` import torch.

@@ -69,6 +69,8 @@ class LDARBand(MethodDetails):
     beyond_training_n: bool | None = field(default=None, metadata=meta_key())
     #: set when the band was widened to the selector's min_k
     widened_to_min_k: int | None = field(default=None, metadata=meta_key())
+    #: the scorer whose scores the policy read through a score map onto its own scale (None: no map)
+    score_map: str | None = field(default=None, metadata=meta_key())
 
     @property
     def ranks(self) -> tuple[int, int] | None:

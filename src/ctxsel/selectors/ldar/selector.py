@@ -36,6 +36,7 @@ the policy.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,6 +54,7 @@ from ctxsel.selectors.base import Decision, RankingSelector, rank
 from ctxsel.selectors.ldar.band import LDARBand, band_ranks, select_band
 from ctxsel.selectors.ldar.checkpoint import load_policy, resolve_policy_dir
 from ctxsel.selectors.ldar.policy import LDARPolicy, upper_quantile
+from ctxsel.selectors.ldar.score_maps import ScoreMap, map_for
 from ctxsel.threads import max_threads, torch_threads
 from ctxsel.types import Selection
 
@@ -120,24 +122,33 @@ class LDAR(RankingSelector):
         self.train_max_n = training.get("max_n")
         #: the scores the policy was trained on (its card's ``training.scorer``), when it says
         self.trained_scores: str | None = training.get("scorer")
+        #: the map the policy reads another scorer's scores through (set by :meth:`for_scores`)
+        self.score_map: ScoreMap | None = None
 
-    def check_scores(self, scores_id: str) -> None:
-        """Warn once per process and (policy, scores) pair when the scores are not the ones the policy
-        was trained on: a band learned on one scorer's score distribution need not fit another's.
-        The same model's int8 vectors count as its own (they move a cosine by quantisation error)."""
+    def for_scores(self, scores_id: str) -> LDAR:
+        """Itself for the scores the policy was trained on (the same model's int8 vectors count as its
+        own: they move a cosine by quantisation error); a copy that reads them through the bundled
+        score map onto the policy's scale for a scorer it has one for (:mod:`.score_maps`); else
+        itself, with a warning once per process and (policy, scores) pair, naming the scorer it knows."""
         known = self.trained_scores
-        if known is None or same_scores(scores_id) == same_scores(known):
-            return
-        if (self.policy_name, scores_id) in _warned_scores:
-            return
-        _warned_scores.add((self.policy_name, scores_id))
-        warnings.warn(
-            f"the LDAR policy ({self.policy_name or 'in memory'}) was trained on {known} scores, and these "
-            f"come from {scores_id}: its band may not fit their scale (scorer {known.split(':')[0]!r} gives "
-            "the scores it knows; docs/methods/ldar.md)",
-            ScoresWarning,
-            stacklevel=4,
-        )
+        given = same_scores(scores_id)
+        if known is None or given == same_scores(known):
+            return self
+        score_map = map_for(same_scores(known), given)
+        if score_map is not None:
+            mapped = copy.copy(self)
+            mapped.score_map = score_map
+            return mapped
+        if (self.policy_name, scores_id) not in _warned_scores:
+            _warned_scores.add((self.policy_name, scores_id))
+            warnings.warn(
+                f"the LDAR policy ({self.policy_name or 'in memory'}) was trained on {known} scores, and these "
+                f"come from {scores_id}, which it has no score map for: its band may not fit their scale "
+                f"(scorer {known.split(':')[0]!r} gives the scores it knows; docs/methods/ldar.md)",
+                ScoresWarning,
+                stacklevel=4,
+            )
+        return self
 
     def config(self) -> dict[str, Any]:
         return {
@@ -154,7 +165,10 @@ class LDAR(RankingSelector):
 
     @torch.inference_mode()
     def act(self, ascending: np.ndarray) -> dict[str, Any]:
-        """Run the policy on finite scores sorted ascending; the band or the picks."""
+        """Run the policy on finite scores sorted ascending (through the score map, if one is set);
+        the band or the picks."""
+        if self.score_map is not None:
+            ascending = self.score_map(ascending)
         x = torch.from_numpy(np.ascontiguousarray(ascending, dtype=np.float32)).unsqueeze(0)
         with torch_threads(self.threads), torch.random.fork_rng(enabled=self.sample and self.seed is not None):
             if self.sample and self.seed is not None:
@@ -200,6 +214,7 @@ class LDAR(RankingSelector):
             variant=self.policy.config.variant,
             sample=self.sample,
             beyond_training_n=None if self.train_max_n is None else n_finite > int(self.train_max_n),
+            score_map=None if self.score_map is None else self.score_map.scorer,
         )
         flat = bool(descending[0] == descending[-1])
         if "picks" in a:
@@ -232,6 +247,8 @@ class LDAR(RankingSelector):
             what += " (all scores equal: ranks follow position)"
         if self.policy_name is not None:
             what += f" [policy: {self.policy_name}]"
+        if self.score_map is not None:
+            what += f" (read {self.score_map.scorer}'s scores through its score map onto the policy's scale)"
         if len(band) < min(self.min_k, n_finite):
             band = self._widen(band, ranked, contiguous=details.ranks is not None)
             details = replace(details, widened_to_min_k=self.min_k)
