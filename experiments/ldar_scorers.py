@@ -14,13 +14,19 @@ hybrid's and nomic's pool scores as experiments/cascade.py does):
 - on hotpotqa-long's training questions with the pool cut to the dense ranking's top 20 (what a
   retriever hands over): the share of questions where LDAR keeps fewer than 20, and its mean k.
 
-95% bootstrap intervals over questions. Writes benchmarks/results/ldar_scorers.{md,json}.
+Each scorer but ``dense`` is also read through its fitted score map (``MAPS``, the fits
+``python -m experiments.ldar_score_maps`` reports, shipped or not), so that the table says which
+maps are worth shipping. 95% bootstrap intervals over questions. Writes
+benchmarks/results/ldar_scorers.{md,json}.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from benchmarks import _common as C
@@ -31,6 +37,7 @@ SETS = ((500, 8000, 21), (1000, 8000, 22), (2000, 8000, 23), (4000, 8000, 24))
 QUERIES = 8
 SCORERS = ("dense", "accurate", "bm25", "hybrid", "cascade")
 TOP = 20
+MAPS = "benchmarks/results/ldar_score_maps.json"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,9 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     from ctxsel.errors import ScoresWarning
     from ctxsel.eval.stats import bootstrap_ci, paired_difference
     from ctxsel.metrics import context_precision, context_recall
+    from ctxsel.ranking.chain import same_scores, scores_id
     from ctxsel.scoring import get_scorer
     from ctxsel.scoring.hybrid import HybridScorer
     from ctxsel.selectors import get_selector
+    from ctxsel.selectors.ldar.score_maps import ScoreMap
     from ctxsel.train.ldar.rewards import fbeta
     from experiments.cascade import cascade_scores
     from experiments.cascade_heldout import cascade_config
@@ -85,19 +94,31 @@ def main(argv: list[str] | None = None) -> int:
         holo += [example_from_generic(obj, obj["id"]) for obj in gen.examples]
     print(f"{len(holo)} HoloBench-style questions", file=sys.stderr)
     scores = scores_of(holo)
+    ids = {n: same_scores(scores_id(s)) for n, s in base.items()}
+    ids["cascade"] = same_scores(scores_id(get_scorer("cascade", num_threads=args.threads)))
+    # each scorer's scores through its fitted map, the way LDAR.for_scores reads a scorer it ships a
+    # map for (the raw rows are what the policy does without one)
+    fits = json.loads(Path(MAPS).read_text(encoding="utf-8"))["maps"]
+    readers: dict[str, Any] = {}
+    for n in SCORERS[1:]:
+        m = fits[ids[n]]
+        readers[n] = copy.copy(ldar)
+        readers[n].score_map = ScoreMap(n, tuple(m["x"]), tuple(m["y"]))
+    variants = [(n, n, ldar) for n in SCORERS] + [(f"{n} (mapped)", n, readers[n]) for n in SCORERS[1:]]
     rows: dict[str, Any] = {}
-    for name in SCORERS:
+    for row, name, policy in variants:
         lf, af, ks, rel = [], [], [], []
         for e in holo:
             s = scores[name][e.id]
-            a = ldar.select(e.question, e.chunks, s)
+            a = policy.select(e.question, e.chunks, s)
             b = cut.select(e.question, e.chunks, s)
             lf.append(f2(a, e.gold_ids))
             af.append(f2(b, e.gold_ids))
             ks.append(a.k)
             rel.append(len(e.gold_ids))
         rho = spearmanr(rel, ks).statistic if len(set(ks)) > 1 else float("nan")
-        rows[name] = {
+        rows[row] = {
+            "label": f"`{name}`" + (", through its score map" if policy is not ldar else ""),
             "ldar_f2": float(np.mean(lf)),
             "ldar_f2_ci": bootstrap_ci(lf),
             "adaptive_k_f2": float(np.mean(af)),
@@ -110,17 +131,17 @@ def main(argv: list[str] | None = None) -> int:
 
     train = split_examples(load_dataset("hotpotqa-long"), "train")
     pools = scores_of(train)
-    for name in SCORERS:
+    for row, name, policy in variants:
         fewer, ks = [], []
         for e in train:
             s = pools[name][e.id]
             top = np.argsort(-pools["dense"][e.id], kind="stable")[:TOP]  # the retriever's top 20
-            sel = ldar.select(e.question, [e.chunks[i] for i in top], s[top])
+            sel = policy.select(e.question, [e.chunks[i] for i in top], s[top])
             fewer.append(float(sel.k < TOP))
             ks.append(sel.k)
-        rows[name]["top20_fewer"] = float(np.mean(fewer))
-        rows[name]["top20_fewer_ci"] = bootstrap_ci(fewer)
-        rows[name]["top20_k"] = float(np.mean(ks))
+        rows[row]["top20_fewer"] = float(np.mean(fewer))
+        rows[row]["top20_fewer_ci"] = bootstrap_ci(fewer)
+        rows[row]["top20_k"] = float(np.mean(ks))
     info["loadavg_end"] = C.loadavg()
 
     def ci(x: Any, pct: bool = False) -> str:
@@ -142,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, r in rows.items():
         d = r["ldar_minus_adaptive_k"]
         lines.append(
-            f"| `{name}` | {r['ldar_f2']:.3f}{ci(r['ldar_f2_ci'])} | {r['adaptive_k_f2']:.3f}{ci(r['adaptive_k_f2_ci'])} | "
+            f"| {r['label']} | {r['ldar_f2']:.3f}{ci(r['ldar_f2_ci'])} | {r['adaptive_k_f2']:.3f}{ci(r['adaptive_k_f2_ci'])} | "
             f"{d['diff']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}] | {r['spearman_relevant_k']:.2f} | "
             f"{r['ldar_k']:.1f} ({r['relevant']:.1f}) | {100 * r['top20_fewer']:.0f}%{ci(r['top20_fewer_ci'], True)} | "
             f"{r['top20_k']:.1f} |"
