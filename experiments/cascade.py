@@ -302,17 +302,56 @@ def markdown(result: dict[str, Any], info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def plot(result: dict[str, Any], path: Path) -> None:
+    """Recall at 1k tokens on all 100 (95% intervals) against the cold cost ratio to MiniLM: quality per
+    second, the measure the default was chosen by."""
+    from ctxsel.plotting import pyplot
+
+    plt = pyplot()
+    if plt is None or "cost" not in result:
+        return
+    rows, cost = result["all"], result["cost"]["rows"]
+    names = {"dense": "dense", "hybrid": "hybrid", "accurate": "accurate", result["chosen"]: "cascade"}
+    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    for key, name in names.items():
+        r = rows[key]["top-n-tokens@1k"]
+        x = cost[name]["cold_ratio"]
+        lo, hi = r["recall_ci"]
+        ax.errorbar(x, r["recall"], yerr=[[r["recall"] - lo], [hi - r["recall"]]], fmt="o", capsize=4)
+        ax.annotate(
+            f"{name} ({r['recall']:.1f}, {x:.2f}x)", (x, r["recall"]), xytext=(6, -12), textcoords="offset points"
+        )
+    ax.axvline(2.0, color="grey", lw=0.6, ls="--")
+    ax.axhline(95.0, color="grey", lw=0.6, ls="--")
+    ax.set_xscale("log")
+    ax.set_xlim(0.8, 12)
+    ax.set_xticks([1, 1.5, 2, 3, 6, 10], labels=["1x", "1.5x", "2x", "3x", "6x", "10x"])
+    ax.minorticks_off()
+    ax.set_xlabel("cold cost per question, 1,000-chunk pool, as a multiple of MiniLM's")
+    ax.set_ylabel("gold recall % at top-n-tokens@1k (all 100)")
+    ax.set_title("hotpotqa-long: recall against cost (dashed: issue 70's targets)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     C.add_common_args(p)
     p.add_argument("--check", type=int, default=5, help="questions the real CascadeScorer scores (default 5)")
     p.add_argument("--rounds", type=int, default=3, help="cost rounds per scorer but accurate (default 3)")
     p.add_argument("--no-cost", action="store_true", help="skip the cost measurement")
+    p.add_argument("--replot", action="store_true", help="redraw cascade.png from OUT/cascade.json; measure nothing")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.replot:
+        import json
+
+        plot(json.loads((args.out / "cascade.json").read_text(encoding="utf-8")), args.out / "cascade.png")
+        return 0
     thread_info = C.setup_threads(args.threads)
     info0 = C.machine_info(thread_info, ("numpy", "onnxruntime"))  # the load average before the run
     examples, splits = load()
@@ -353,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         result["cost"] = timings(examples, specs, args.threads, args.rounds)
     info = {**info0, "loadavg_end": C.loadavg()}
     C.write_report("cascade", args.out, markdown(result, info), {"info": info, **result})
+    plot(result, args.out / "cascade.png")
     return 0
 
 
