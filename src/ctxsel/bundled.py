@@ -389,6 +389,16 @@ def verify(name: str) -> Path:
     return verify_files(art.path, m.sha256, f"bundled {art.title}", sizes)
 
 
+def read_json(name: str, filename: str) -> tuple[Any, str]:
+    """One JSON file of a bundled artefact, read once the artefact is verified (:func:`verify`), with
+    its path for messages; ModelError when it cannot be read or parsed."""
+    path = verify(name) / filename
+    try:
+        return json.loads(path.read_text(encoding="utf-8")), str(path)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ModelError(f"{path} cannot be read: {e}") from None
+
+
 # -- writing a bundle ---------------------------------------------------------------------------------
 
 

@@ -28,7 +28,6 @@ ones it knows and keeps the selection as it is.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 import threading
@@ -208,12 +207,7 @@ def bundled_model() -> AbstainModel:
     """The bundled model, read once its sha256 matches the manifest's (:func:`ctxsel.bundled.verify`)."""
     from ctxsel import bundled
 
-    path = bundled.verify("abstain") / MODEL_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ModelError(f"{path} cannot be read: {e}") from None
-    return parse_model(data, str(path))
+    return parse_model(*bundled.read_json("abstain", MODEL_FILE))
 
 
 def known_calibrations() -> list[str]:

@@ -13,7 +13,6 @@ manifest's sha256 before it is read (:mod:`ctxsel.bundled`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -96,12 +95,7 @@ def bundled_maps() -> ScoreMaps:
     """The bundled maps, read once their sha256 matches the manifest's (:func:`ctxsel.bundled.verify`)."""
     from ctxsel import bundled
 
-    path = bundled.verify("ldar-score-maps") / MAPS_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ModelError(f"{path} cannot be read: {e}") from None
-    return parse_maps(data, str(path))
+    return parse_maps(*bundled.read_json("ldar-score-maps", MAPS_FILE))
 
 
 def map_for(trained: str, scores_id: str) -> ScoreMap | None:
