@@ -128,7 +128,9 @@ def main() -> None:
             }
         rows["prune" + rule.spec().removeprefix(rule.name)] = per
         memo.save()
-    peers = optimizer_rows(examples, base, gold, scorer)
+    # the peer embeds with the vectors behind the sentence scores: a cascade's head holds every
+    # sentence of a chunk, so those are its accurate part's
+    peers = optimizer_rows(examples, base, gold, getattr(scorer, "accurate_scorer", scorer))
     report(examples, rows, args.scorer, peers)
 
 
