@@ -286,7 +286,18 @@ def test_an_export_already_in_a_read_only_cache_is_used(
 
 def _cli_select(extra_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", **extra_env}
-    args = ["select", "--document", str(EXAMPLE_MD), "--question", QUESTION, "--method", "top-k@2", "--scorer", "dense", "--json"]
+    args = [
+        "select",
+        "--document",
+        str(EXAMPLE_MD),
+        "--question",
+        QUESTION,
+        "--method",
+        "top-k@2",
+        "--scorer",
+        "dense",
+        "--json",
+    ]
     return subprocess.run([*ctxsel_command(), *args], capture_output=True, text=True, env=env, timeout=600)
 
 

@@ -182,7 +182,18 @@ def test_i5b_cli_long_chunks_flag(capsys: pytest.CaptureFixture[str], tmp_path: 
     p.write_text(
         "Tickets cost 8 euros.\n\n" + LONG_RELEVANT + "\n\nParking is limited near the museum.\n", encoding="utf-8"
     )
-    base = ["select", "--document", str(p), "--question", QUESTION, "--method", "top-k@1", "--scorer", "dense", "--json"]
+    base = [
+        "select",
+        "--document",
+        str(p),
+        "--question",
+        QUESTION,
+        "--method",
+        "top-k@1",
+        "--scorer",
+        "dense",
+        "--json",
+    ]
     rc, out, err = cli(capsys, *base)
     assert rc == 0 and json.loads(out)["meta"]["truncated"]["chunks"] == 1  # where POST /select has it
     assert err.startswith("ctxsel select: warning: 1 chunk(s) longer than") and "--long-chunks max_window" in err
