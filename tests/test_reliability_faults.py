@@ -251,24 +251,18 @@ def test_python_select_on_a_corrupt_cache(corrupt_cache_dir: Path, caplog: Any) 
     assert len(EmbeddingCache(corrupt_cache_dir / "embeddings.sqlite")) == len(example_chunks()) + 1  # rebuilt
 
 
+#: ``ctxsel select`` on the example with the dense scorer, the one these cache faults are about
+DENSE_SELECT = [
+    *("select", "--document", str(EXAMPLE_MD), "--question", QUESTION),
+    *("--method", "top-k@2", "--scorer", "dense", "--json"),
+]
+
+
 @pytest.mark.model
 @pytest.mark.slow
 @pytest.mark.parametrize("corrupt_cache_dir", list(CORRUPTIONS), indirect=True)
 def test_cli_select_on_a_corrupt_cache(corrupt_cache_dir: Path) -> None:
-    out = run_cli(
-        [
-            "select",
-            "--document",
-            str(EXAMPLE_MD),
-            "--question",
-            QUESTION,
-            "--method",
-            "top-k@2",
-            "--scorer",
-            "dense",
-            "--json",
-        ]
-    )
+    out = run_cli(DENSE_SELECT)
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr and "DatabaseError" not in out.stderr
     assert _warned_corrupt([out.stderr]), out.stderr
@@ -1002,21 +996,11 @@ def test_cli_select_while_another_process_holds_the_cache_lock(kind: str, tmp_pa
     (session / "onnx").mkdir(parents=True, exist_ok=True)
     (folder / "onnx").symlink_to(session / "onnx")  # the session's ONNX export
     EmbeddingCache(folder / "embeddings.sqlite").put_many({"warm": np.ones(4, dtype=np.float32)})
-    args = [
-        "select",
-        "--document",
-        str(EXAMPLE_MD),
-        "--question",
-        QUESTION,
-        "--method",
-        "top-k@2",
-        "--scorer",
-        "dense",
-        "--json",
-    ]
     with _holding(kind, folder / "embeddings.sqlite"):
         start = time.monotonic()
-        out = run_cli(args, env={"CTXSEL_CACHE_DIR": str(folder), "CTXSEL_CACHE_LOCK_TIMEOUT": "2"}, timeout=300)
+        out = run_cli(
+            DENSE_SELECT, env={"CTXSEL_CACHE_DIR": str(folder), "CTXSEL_CACHE_LOCK_TIMEOUT": "2"}, timeout=300
+        )
         took = time.monotonic() - start
     assert out.returncode == 0, out.stderr
     assert [c["id"] for c in json.loads(out.stdout)["chunks"]] == EXPECTED_TOP2
