@@ -1,25 +1,33 @@
 """SAGE's sufficiency check as a calibrated decision: the reader's probability of YES against whether the
-gathered sentences hold every supporting fact, on hotpotqa-long.
+evidence it judges holds every supporting fact, on hotpotqa-long.
 
     OMP_NUM_THREADS=1 python -m experiments.sage_sufficiency --llm-threads 2 [--limit N] [--split train|test|all]
+
+(``--limit N``: the first N questions of each split; the splits are interleaved in proportion.)
     python -m experiments.sage_sufficiency --report      # the tables and the ROC plot from the rows so far
 
-Every question runs ``sage[final_verdict=true,sufficient_at=1]`` with the bundled default reader on
-llama.cpp: every round asks the sufficiency question (also the last one), and a stop needs P(YES) of 1,
-so each question yields one (P(YES), label) pair per round. A round is *sufficient* when every
-supporting fact of the question (HotpotQA ``supporting_facts``: title, sentence) is in the sentences
-gathered so far (its text within the gathered sentences of its paragraph, joined in document order).
-The threshold is chosen on the training split: the one that maximises F1 of "sufficient" (a stop
+A full SAGE run costs minutes a question on two CPU cores, so the check is measured on its own
+(``SAGE.judge``: Algorithm 2's importance, then Prompt 2, exactly as a round asks them) on two
+evidence sets built per question: the sentences that hold its supporting facts (HotpotQA
+``supporting_facts``) with ``DISTRACTORS`` sentences that SAGE's keyword retrieval ranks first for the
+question's own words, and the same set with the sentences of one fact, drawn at random, left out.
+A set is *sufficient* when every supporting fact is in it (its text within the set's sentences of
+its paragraph, joined in document order), so the first set is sufficient and the second is not,
+unless the fact is stated twice. The bundled default reader runs on llama.cpp.
+
+The threshold is chosen on the training split: the P(YES) that maximises F1 of "sufficient" (a stop
 too early loses a fact; one too late costs a round), reported with the ROC (and its AUC) on the
 training split and precision and recall at that threshold on the test split, 95% bootstrap intervals
-over questions. Rows are appended to ``runs/sage_sufficiency/rows.jsonl`` as they come, so a stopped
-run goes on where it stopped. Writes benchmarks/results/sage_sufficiency.{md,json,png}.
+over questions. The sets are half sufficient by construction, so precision here is at a base rate of
+one half, not at SAGE's own rounds'. Rows are appended to ``runs/sage_sufficiency/rows.jsonl`` as they
+come, so a stopped run goes on where it stopped. Writes benchmarks/results/sage_sufficiency.{md,json,png}.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +35,38 @@ from typing import Any
 from benchmarks._common import add_common_args, header_md, loadavg, machine_info, setup_threads, write_report
 
 ROWS = Path("runs/sage_sufficiency/rows.jsonl")
-SPEC = "sage[final_verdict=true,sufficient_at=1]"
+SPEC = "sage[sufficient_at=0.5]"  # any threshold: it makes the check read P(YES), which is what is recorded
+DISTRACTORS = 8
+
+
+def fact_sentences(vertices: list[Any], title: str, fact: str) -> list[str]:
+    """The sentence ids of paragraph ``title`` that a supporting fact's text spans."""
+    return [v.id for v in vertices if v.meta["parent"] == title and (v.text in fact or fact in v.text)]
+
+
+def holds(vertices: list[Any], ids: set[str], facts: list[tuple[str, str]]) -> int:
+    """How many of ``facts`` the sentences ``ids`` hold (each paragraph's kept sentences, joined in order)."""
+    joined: dict[str, str] = {}
+    for v in vertices:  # in document order
+        if v.id in ids:
+            joined[v.meta["parent"]] = (joined.get(v.meta["parent"], "") + " " + v.text).strip()
+    return sum(1 for title, fact in facts if fact in joined.get(title, ""))
+
+
+def evidence_sets(question: str, chunks: list[Any], facts: list[tuple[str, str]], rng: random.Random) -> list[set[str]]:
+    """Every fact's sentences with the distractors, and the same less one fact's sentences ([] when a
+    fact's sentences cannot be found)."""
+    from ctxsel.selectors.sage.graph import SentenceGraph
+
+    graph = SentenceGraph(chunks)
+    per_fact = [fact_sentences(graph.vertices, t, f) for t, f in facts]
+    if not facts or not all(per_fact):
+        return []
+    gold = {s for ids in per_fact for s in ids}
+    hits, _ = graph.retrieve([question], 4 * DISTRACTORS)
+    distractors = [graph.vertices[i].id for i in hits if graph.vertices[i].id not in gold][:DISTRACTORS]
+    dropped = set(per_fact[rng.randrange(len(per_fact))])
+    return [gold | set(distractors), (gold - dropped) | set(distractors)]
 
 
 def run_questions(args: argparse.Namespace) -> None:
@@ -43,44 +82,43 @@ def run_questions(args: argparse.Namespace) -> None:
     examples = load_dataset("hotpotqa-long")
     index = {e.id: i for i, e in enumerate(examples)}
     splits = {"train": split_examples(examples, "train"), "test": split_examples(examples, "test")}
-    todo = splits["train"] + splits["test"] if args.split == "all" else splits[args.split]
-    todo = todo[: args.limit] if args.limit else todo
+    parts = list(splits.values()) if args.split == "all" else [splits[args.split]]
+    parts = [part[: args.limit] if args.limit else part for part in parts]
+    # the splits interleaved in proportion, so that a stopped run has measured both
+    todo = [
+        e
+        for _, _, e in sorted(
+            ((i / len(p), k, e) for k, p in enumerate(parts) for i, e in enumerate(p)), key=lambda t: t[:2]
+        )
+    ]
     done = {json.loads(line)["id"] for line in ROWS.read_text().splitlines()} if ROWS.exists() else set()
     gold = gold_sentences()
-    client = LocalLlamaClient(n_threads=args.llm_threads)
-    sage = get_selector(SPEC, llm=client)
+    sage = get_selector(SPEC, llm=LocalLlamaClient(n_threads=args.llm_threads))
     ROWS.parent.mkdir(parents=True, exist_ok=True)
     split_of = {e.id: name for name, part in splits.items() for e in part}
     for ex in tqdm([e for e in todo if e.id not in done], desc="questions", unit="q"):
-        t0 = time.perf_counter()
-        sel = sage.select(ex.question, ex.chunks)
-        seconds = time.perf_counter() - t0
-        text = {v.id: v.text for v in sentence_vertices(ex.chunks)}
         facts = gold[index[ex.id]]
-        seen: list[str] = []
+        vertices = sentence_vertices(ex.chunks)
+        order = {v.id: i for i, v in enumerate(vertices)}
         rounds = []
-        for step in sel.trace:
-            if step.get("step") != "round":
-                continue
-            seen += list(step["retrieved"]) + list(step["neighbours"])
-            by_title: dict[str, list[tuple[int, str]]] = {}
-            for sid in dict.fromkeys(seen):
-                title, _, j = sid.rpartition("#s")
-                by_title.setdefault(title, []).append((int(j), text.get(sid, "")))
-            joined = {t: " ".join(s for _, s in sorted(v)) for t, v in by_title.items()}
-            kept = sum(1 for title, fact in facts if fact in joined.get(title, ""))
+        for ids in evidence_sets(ex.question, list(ex.chunks), facts, random.Random(ex.id)):
+            t0 = time.perf_counter()
+            step = sage.judge(ex.question, ex.chunks, sorted(ids, key=order.__getitem__))  # type: ignore[attr-defined]
+            kept = holds(vertices, ids, facts)
             rounds.append(
                 {
-                    "round": step["round"],
                     "p_yes": step.get("p_sufficient"),
                     "verdict_raw": step.get("verdict_raw"),
+                    "importance": step.get("importance"),
                     "facts": len(facts),
                     "facts_gathered": kept,
-                    "sufficient": bool(facts) and kept == len(facts),
-                    "sentences": len(dict.fromkeys(seen)),
+                    "sufficient": kept == len(facts),
+                    "sentences": len(ids),
+                    "prompt_tokens": step["prompt_tokens"],
+                    "seconds": round(time.perf_counter() - t0, 1),
                 }
             )
-        row = {"id": ex.id, "split": split_of[ex.id], "seconds": round(seconds, 1), "rounds": rounds}
+        row = {"id": ex.id, "split": split_of[ex.id], "rounds": rounds}
         with ROWS.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
 
@@ -154,7 +192,8 @@ def report(args: argparse.Namespace, info: dict[str, Any]) -> None:
             1 for q in rows for x in q["rounds"] if (x["verdict_raw"] or "").strip().upper().startswith("YES")
         )
         / max(sum(len(q["rounds"]) for q in rows), 1),
-        "seconds_mean": sum(q["seconds"] for q in rows) / max(len(rows), 1),
+        "seconds_mean": sum(x["seconds"] for q in rows for x in q["rounds"])
+        / max(sum(len(q["rounds"]) for q in rows), 1),
     }
     from ctxsel.plotting import pyplot
 
@@ -177,10 +216,11 @@ def report(args: argparse.Namespace, info: dict[str, Any]) -> None:
 
     lines = [
         header_md("SAGE's sufficiency check: P(YES) against every supporting fact gathered", info),
-        f"`{SPEC}` with the bundled default reader on hotpotqa-long; {len(train)} training and {len(test)} test "
-        f"questions so far ({len(points)} training rounds, {data['sufficient_rounds']['train']} of them sufficient). "
-        f"The reader's literal reply was YES on {100 * data['literal_yes_rate']:.0f}% of all rounds; mean "
-        f"{data['seconds_mean']:.0f} s a question.",
+        f"SAGE's check (`{SPEC}`, `SAGE.judge`) with the bundled default reader on hotpotqa-long; "
+        f"{len(train)} training and {len(test)} test questions so far, two evidence sets each (every supporting "
+        f"fact with {DISTRACTORS} retrieved distractors, and the same less one fact): {len(points)} training sets, "
+        f"{data['sufficient_rounds']['train']} of them sufficient. The reader's literal reply was YES on "
+        f"{100 * data['literal_yes_rate']:.0f}% of all sets; mean {data['seconds_mean']:.0f} s a check.",
         "",
         f"- ROC AUC on the training split: {'-' if data['auc_train'] is None else round(data['auc_train'], 3)} "
         "(plot: sage_sufficiency.png)",
@@ -196,7 +236,7 @@ def report(args: argparse.Namespace, info: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--split", choices=("train", "test", "all"), default="all")
-    p.add_argument("--limit", type=int, default=0, help="the first N questions of the split (default all)")
+    p.add_argument("--limit", type=int, default=0, help="the first N questions of each split (default all)")
     p.add_argument("--llm-threads", type=int, default=2)
     p.add_argument("--report", action="store_true", help="only the report, from the rows so far")
     add_common_args(p)

@@ -176,3 +176,39 @@ def test_sufficient_at_stops_on_the_llms_probability_of_yes_not_on_its_reply() -
     assert len(rounds[0.5]) == 2 and rounds[0.5][0]["sufficient"] is False  # the reply said YES: not read
     assert len(rounds[None]) == 1 and "sufficient (YES) after round 1" in runs[None].explanation
     assert runs[0.3].config["sufficient_at"] == 0.3 and "sufficient_at" not in runs[None].config
+
+
+def test_judge_asks_the_sufficiency_check_alone_on_given_sentences() -> None:
+    """SAGE.judge shows the LLM exactly the named sentences, reads P(YES) and refuses an unknown id."""
+    import math
+
+    import pytest
+
+    from ctxsel.errors import InputError
+    from ctxsel.llm.openai_compat import OpenAICompatClient
+    from ctxsel.selectors import get_selector
+    from tests.support.fake_server import Request
+
+    smallest = schema_responder(default="Kestrel")
+
+    def model(req: Request) -> Any:
+        reply = smallest(req)
+        if req.json.get("logprobs"):
+            alts = [{"token": "YES", "logprob": math.log(0.7)}, {"token": "NO", "logprob": math.log(0.3)}]
+            reply.body["choices"][0]["logprobs"] = {
+                "content": [{"token": "YES", "logprob": -0.4, "top_logprobs": alts}]
+            }
+        return reply
+
+    chunks = ["The telescope was built by Kestrel. Rain fell on the hills.", "The dome is white."]
+    with FakeOpenAIServer(responder=model) as server:
+        sage = get_selector(
+            "sage[sufficient_at=0.6,n_perturb=0]", llm=OpenAICompatClient(server.base_url, "m", max_retries=0)
+        )
+        step = sage.judge("Who built the telescope?", chunks, ["0#s0", "1#s0"])  # type: ignore[attr-defined]
+        verdict = [r.json for r in server.requests if r.json.get("logprobs")]
+        with pytest.raises(InputError, match="no sentence '0#s9' in these chunks"):
+            sage.judge("Who built the telescope?", chunks, ["0#s9"])  # type: ignore[attr-defined]
+    assert step["p_sufficient"] == 0.7 and step["sufficient"] is True and step["prompt_tokens"] > 0
+    shown = json.dumps(verdict[0]["messages"])
+    assert len(verdict) == 1 and "built by Kestrel" in shown and "dome is white" in shown and "Rain fell" not in shown

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -74,7 +74,7 @@ from ctxsel.selectors.sage.replies import (
     key_list,
 )
 from ctxsel.selectors.sage.trace import RoundStep
-from ctxsel.types import LLMUsage, MethodDetails, RoutedAnswer, Selection, short_number
+from ctxsel.types import ChunkLike, LLMUsage, MethodDetails, RoutedAnswer, Selection, as_chunks, short_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +275,37 @@ class SAGE(Selector):
                 break
         final = clean if (not options and clean is not None) else None
         return self._finish(graph, evidence, run, options, final, question, why, "explore", t0)
+
+    def judge(
+        self, question: str, chunks: Iterable[ChunkLike], sentence_ids: Sequence[str], options: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """SAGE's sufficiency check alone, on given sentences of ``chunks`` (ids ``<chunk id>#s<j>``, as
+        a Selection of SAGE names them): Algorithm 2's importance, then Prompt 2, as a round asks
+        them. Returns the round's verdict fields (``sufficient``, ``p_sufficient`` with
+        ``sufficient_at``, ``importance``, ``verdict_raw``) and ``prompt_tokens``: what a threshold
+        on P(YES) is calibrated from without running the exploration."""
+        graph = SentenceGraph(as_chunks(chunks))
+        where = {v.id: i for i, v in enumerate(graph.vertices)}
+        unknown = [s for s in sentence_ids if s not in where]
+        if unknown:
+            raise InputError(f"no sentence {unknown[0]!r} in these chunks (ids are '<chunk id>#s<j>')")
+        evidence: dict[int, float | None] = {where[s]: None for s in sentence_ids}
+        run, opts = Run(), list(options)
+        rng = np.random.default_rng([self.seed, zlib.crc32(question.encode("utf-8"))])
+        step: RoundStep = {
+            "step": "round",
+            "round": 1,
+            "keys": [],
+            "keys_from": "given",
+            "retrieved": list(sentence_ids),
+            "relevance": [],
+            "neighbours": [],
+            "new_sentences": len(evidence),
+        }
+        context = graph.text(evidence)
+        read = self.asker.fit_evidence(run, graph, evidence, question, opts, context)
+        self._sufficient(run, step, question, opts, context, read, rng)
+        return {**step, "prompt_tokens": run.usage.tokens_processed, "failures": run.failures}
 
     def _sufficient(
         self,
