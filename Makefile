@@ -85,6 +85,7 @@ bench: setup
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.embedding_throughput
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.peers
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.end_to_end
+	OMP_NUM_THREADS=1 $(PY) -m benchmarks.select_many
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.ldar_latency
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.cold_window
 	OMP_NUM_THREADS=1 $(PY) -m benchmarks.serve_load

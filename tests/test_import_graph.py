@@ -23,6 +23,8 @@ LAYERS: dict[str, int] = {
     "integrations": 1,
     "pipeline": 2,
     "__init__": 2,
+    "api": 2,
+    "client": 2,
     "selectors": 3,
     "stages": 3,
     "train": 3,
