@@ -29,7 +29,8 @@ def code_blocks(section: str, lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", section, flags=re.S)
 
 
-def test_the_readme_example_prints_what_it_says() -> None:
+@pytest.mark.parametrize("example", [0, 1], ids=["urllib", "client"])
+def test_the_readme_example_prints_what_it_says(example: int) -> None:
     section = http_section()
     start_line = next(line for line in code_blocks(section, "bash")[0].splitlines() if "ctxsel serve" in line)
     words = shlex.split(start_line)
@@ -37,7 +38,7 @@ def test_the_readme_example_prints_what_it_says() -> None:
     args = words[words.index("serve") + 1 :]
     port = args[args.index("--port") + 1]
     args[args.index("--port") + 1] = "0"  # any free port instead of the README's
-    code = code_blocks(section, "python")[0]
+    code = code_blocks(section, "python")[example]
     expected = [line[2:] for line in code.splitlines() if line.startswith("# ")]
     assert expected, "the README example shows its output as '# ...' lines"
     with ServerProcess(args, token=token) as srv:
