@@ -103,7 +103,7 @@ def run_questions(args: argparse.Namespace) -> None:
         rounds = []
         for ids in evidence_sets(ex.question, list(ex.chunks), facts, random.Random(ex.id)):
             t0 = time.perf_counter()
-            step = sage.judge(ex.question, ex.chunks, sorted(ids, key=order.__getitem__))  # type: ignore[attr-defined]
+            step = sage.judge(ex.question, ex.chunks, sorted(ids, key=order.__getitem__))
             kept = holds(vertices, ids, facts)
             rounds.append(
                 {

@@ -21,7 +21,7 @@ from ctxsel.ranking.chain import Ranking, Scored, as_ranking, scores_id
 from ctxsel.selectors import get_selector
 from ctxsel.selectors.base import Selector
 from ctxsel.stages import Stage, parse_stages
-from ctxsel.types import ChunkLike, Selection
+from ctxsel.types import ChunkLike, Selection, SelectionView
 
 if TYPE_CHECKING:
     from ctxsel.scoring.base import Scorer
@@ -88,6 +88,7 @@ class Pipeline:
                 sel = stage.apply(sel, query, scored.scores)
         if self.stages:
             sel.meta["stages"] = [s.spec() for s in self.stages]
+        sel.view = SelectionView(query.question, query.chunks, scored.scores)
         return sel
 
     def select(

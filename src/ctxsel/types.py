@@ -196,6 +196,17 @@ class MethodDetails:
 D = TypeVar("D", bound=MethodDetails)
 
 
+@dataclass(frozen=True, slots=True)
+class SelectionView:
+    """What a selection was made from, for pictures of it (:mod:`ctxsel.explainer`): the question, the
+    whole pool and the scores the method read (None for a score-free method). References, not copies;
+    never part of :meth:`Selection.to_dict`."""
+
+    question: str
+    chunks: Sequence[Chunk]
+    scores: np.ndarray | None
+
+
 @dataclass(slots=True)
 class Selection:
     """What a selector chose, and why.
@@ -231,6 +242,8 @@ class Selection:
     abstained: bool = False
     #: why it abstained (None when it did not)
     abstain_reason: str | None = None
+    #: the question, pool and scores it was made from (set by a Pipeline; None when rebuilt or made by hand)
+    view: SelectionView | None = field(default=None, repr=False, compare=False)
 
     def details_as(self, kind: type[D]) -> D:
         """``details`` as the record ``kind``; a TypeError names what it is instead."""
@@ -256,6 +269,12 @@ class Selection:
             by_id = {c.id: c for c in self.chunks}
             return [by_id[i] for i in self.reading if i in by_id]
         return sorted(self.chunks, key=lambda c: (c.doc_id, c.position))
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the page :func:`ctxsel.explainer.selection_html` renders."""
+        from ctxsel.explainer import selection_html
+
+        return selection_html(self)
 
     def text(self, separator: str = "\n\n") -> str:
         """The selected chunks' text in reading order, ready for a prompt."""

@@ -111,7 +111,7 @@ def test_aselect_does_not_block_the_event_loop() -> None:
 
 def test_aselect_raises_what_select_raises() -> None:
     with pytest.raises(InputTypeError) as sync_error:
-        ctxsel.select("q?", "one text")  # type: ignore[arg-type]
+        ctxsel.select("q?", "one text")
     with pytest.raises(InputTypeError) as async_error:
-        asyncio.run(ctxsel.aselect("q?", "one text"))  # type: ignore[arg-type]
+        asyncio.run(ctxsel.aselect("q?", "one text"))
     assert str(async_error.value) == str(sync_error.value)

@@ -61,7 +61,7 @@ def test_the_servers_refusals_are_ctxsels_errors(server: ServerProcess) -> None:
             ctxsel.select(QUESTION, POOL, "top-k@1", scorer="keywords", min_k=-1)
         assert str(local.value) in str(remote.value)
         with pytest.raises(InputTypeError, match="got a single str"):  # checked here, as select checks it
-            client.select(QUESTION, "one text")  # type: ignore[arg-type]
+            client.select(QUESTION, "one text")
         with pytest.raises(InputError, match="takes no scorer"):
             client.select(QUESTION, POOL, scorer="dense")
     with ctxsel.Client(server.base_url, token="wrong") as stranger, pytest.raises(ServiceError) as denied:

@@ -6,7 +6,8 @@
     ctxsel select --document - --question "..." < report.md | head -5
 
 Prints the kept chunks, best first, and why the cut fell where it did; --json prints one object, the
-same as the HTTP service's POST /select response.
+same as the HTTP service's POST /select response; --html FILE also writes the selection's page
+(ctxsel.explainer), as POST /explain answers it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ctxsel.cli.common import (
     read_scores,
 )
 from ctxsel.cli.scorer_args import add_scorer_arguments, add_stage_argument, make_ranking
-from ctxsel.types import jsonable, short_number
+from ctxsel.types import Selection, jsonable, short_number
 
 NAME = "select"
 HELP = "select chunks of a document for a question"
@@ -52,6 +53,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_choice_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--html",
+        default=None,
+        metavar="FILE",
+        help="also write the selection as one self-contained HTML page: the score curve with the cut, "
+        "the document with the kept chunks highlighted",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars (--json implies it)")
     add_scores_argument(p)
     add_scorer_arguments(p)
@@ -78,6 +86,21 @@ def number_options(args: argparse.Namespace) -> dict[str, object]:
     return out
 
 
+def write_html(path: str, sel: Selection) -> None:
+    """The selection's page (:mod:`ctxsel.explainer`) at ``path``; where it went is said on stderr."""
+    import sys
+    from pathlib import Path
+
+    from ctxsel.errors import InputError
+    from ctxsel.explainer import selection_html
+
+    try:
+        Path(path).write_text(selection_html(sel), encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"--html {path}: cannot write it: {e.strerror or e}") from None
+    print(f"ctxsel select: wrote {path}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from ctxsel import select
     from ctxsel.selectors import get_selector_class, parse_spec
@@ -101,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
         stages=args.stage,
         **options,
     )
+    if args.html:
+        write_html(args.html, sel)
     if args.json:  # the shape of POST /select's response (ctxsel.service.models.SelectionOut)
         print(json.dumps(jsonable(sel.to_dict(with_text=True)), ensure_ascii=False))
         return 0

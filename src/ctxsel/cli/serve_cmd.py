@@ -1,4 +1,4 @@
-"""Serve ctxsel over HTTP: POST /select, POST /answer, GET|HEAD /health, GET /metrics, /openapi.json.
+"""Serve ctxsel over HTTP: POST /select, POST /explain, POST /answer, GET|HEAD /health, GET /metrics, /openapi.json.
 
     CTXSEL_SERVE_TOKEN=s3cret ctxsel serve --port 8000 [--reader local|URL]
 

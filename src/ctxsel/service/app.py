@@ -4,7 +4,7 @@
     app = create_app(ServiceSettings(token="s3cret", scorer="keywords"))
     # uvicorn.run(app) -- or `ctxsel serve`, which also sets up JSON logs
 
-Routes: POST /select, POST /answer, GET|HEAD /health, GET /metrics; the OpenAPI schema at
+Routes: POST /select, POST /explain, POST /answer, GET|HEAD /health, GET /metrics; the OpenAPI schema at
 /openapi.json (docs at /docs). The app is put together here from its parts:
 the routes (:mod:`~ctxsel.service.routes`) call the :class:`Service`
 (:mod:`~ctxsel.service.service`), which runs selection and reading in worker

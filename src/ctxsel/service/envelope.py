@@ -35,7 +35,9 @@ ERRORS = {
     "retry after Retry-After seconds",
     504: "the work took longer than the server's deadline (--deadline)",
 }
-ROUTES = "POST /select, POST /answer, GET|HEAD /health, GET /metrics and GET /openapi.json (docs at /docs)"
+ROUTES = (
+    "POST /select, POST /explain, POST /answer, GET|HEAD /health, GET /metrics and GET /openapi.json (docs at /docs)"
+)
 ANSWER_ERRORS = {
     **ERRORS,
     501: "this server has no reader (start it with --reader local|URL)",

@@ -1,4 +1,4 @@
-"""The concurrency limit of /select and /answer, with a short bounded queue.
+"""The concurrency limit of /select, /explain and /answer, with a short bounded queue.
 
 At most ``limit`` requests run at once. One more waits in a FIFO queue of at
 most ``max_queue`` places for up to ``queue_timeout_s`` seconds; a request

@@ -1,4 +1,4 @@
-"""The routes: GET|HEAD /health, GET /metrics, POST /select and POST /answer, each a thin call into
+"""The routes: GET|HEAD /health, GET /metrics, POST /select, POST /explain and POST /answer, each a thin call into
 :class:`Service`."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPBearer
 
 from ctxsel._version import __version__
@@ -119,6 +119,24 @@ def add_routes(app: FastAPI, service: Service) -> None:
             lambda token: jsonable(service.select(req, token).to_dict(with_text=req.with_text)),
             inline=service.runs_inline(req),
         )
+
+    @app.post(
+        "/explain",
+        response_class=HTMLResponse,
+        responses={**responses(ERRORS), 200: {"content": {"text/html": {}}, "description": "the page"}},
+        dependencies=bearer,
+        tags=["selection"],
+    )
+    async def explain(req: SelectRequest, request: Request) -> Any:
+        """Select as /select does, and answer with the selection's page (``ctxsel.explainer``): the
+        sorted scores with the cut, the document with the kept chunks highlighted; self-contained HTML."""
+
+        def work(token: CancelToken) -> str:
+            from ctxsel.explainer import selection_html
+
+            return selection_html(service.select(req, token))
+
+        return HTMLResponse(await service.run(request, work))
 
     @app.post(
         "/answer",

@@ -11,7 +11,7 @@ from ctxsel.errors import InputError
 #: Paths anyone may call without the bearer token: liveness and the API description.
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 #: Paths that do work and count against the concurrency limit.
-LIMITED_PATHS = frozenset({"/select", "/answer"})
+LIMITED_PATHS = frozenset({"/select", "/explain", "/answer"})
 
 
 @dataclass

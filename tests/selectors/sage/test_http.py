@@ -205,10 +205,10 @@ def test_judge_asks_the_sufficiency_check_alone_on_given_sentences() -> None:
         sage = get_selector(
             "sage[sufficient_at=0.6,n_perturb=0]", llm=OpenAICompatClient(server.base_url, "m", max_retries=0)
         )
-        step = sage.judge("Who built the telescope?", chunks, ["0#s0", "1#s0"])  # type: ignore[attr-defined]
+        step = sage.judge("Who built the telescope?", chunks, ["0#s0", "1#s0"])
         verdict = [r.json for r in server.requests if r.json.get("logprobs")]
         with pytest.raises(InputError, match="no sentence '0#s9' in these chunks"):
-            sage.judge("Who built the telescope?", chunks, ["0#s9"])  # type: ignore[attr-defined]
+            sage.judge("Who built the telescope?", chunks, ["0#s9"])
     assert step["p_sufficient"] == 0.7 and step["sufficient"] is True and step["prompt_tokens"] > 0
     shown = json.dumps(verdict[0]["messages"])
     assert len(verdict) == 1 and "built by Kestrel" in shown and "dome is white" in shown and "Rain fell" not in shown
