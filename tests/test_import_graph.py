@@ -51,6 +51,8 @@ LAYERS: dict[str, int] = {
     "errors": 6,
     "threads": 6,
     "plotting": 6,
+    "numbers": 6,
+    "explainer": 6,
 }
 
 

@@ -8,6 +8,7 @@ import json
 import pytest
 
 import ctxsel
+from ctxsel.numbers import short_number
 from ctxsel.tokens import count_tokens
 from ctxsel.types import (
     Chunk,
@@ -19,7 +20,6 @@ from ctxsel.types import (
     as_chunks,
     check_unique_ids,
     meta_key,
-    short_number,
 )
 
 

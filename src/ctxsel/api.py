@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from ctxsel.errors import InputError, InputTypeError
 from ctxsel.pipeline import Pipeline
 from ctxsel.query import Query
 from ctxsel.selectors.base import Selector
 from ctxsel.stages import Stage
-from ctxsel.types import Chunk, ChunkLike, Selection, as_chunks
+from ctxsel.types import Chunk, ChunkLike, Selection
 
 
 def select(
@@ -117,17 +117,15 @@ def select_many(
     n = len(questions)
     if isinstance(chunks, (str, bytes)) or not isinstance(chunks, Sequence):
         raise InputTypeError(f"chunks must be a list of chunks or a list of pools, got {type(chunks).__name__}")
-    if len(chunks) and _is_pool(chunks[0]):
-        pools: list[Any] = _per_question(chunks, n, "chunks (one pool per question)")
-    else:
-        shared = as_chunks(cast(Sequence[ChunkLike], chunks))  # checked and counted once for every question
-        pools = [shared] * n
-    queries = [
-        Query(q, pool, s, choices=c)
-        for q, pool, s, c in zip(
-            questions, pools, _per_question(scores, n, "scores"), _per_question(choices, n, "choices")
-        )
-    ]
+    per_pool = bool(len(chunks)) and _is_pool(chunks[0])
+    pools: list[Any] = _per_question(chunks, n, "chunks (one pool per question)") if per_pool else [chunks] * n
+    queries: list[Query] = []
+    for q, pool, s, c in zip(
+        questions, pools, _per_question(scores, n, "scores"), _per_question(choices, n, "choices")
+    ):
+        if not per_pool and queries:
+            pool = queries[0].chunks  # the shared pool, checked and counted once for every question
+        queries.append(Query(q, pool, s, choices=c))
     pipeline = Pipeline.from_spec(method, scorer=scorer, expand=expand, rerank=rerank, stages=stages, **options)
     return [pipeline.run(query) for query in queries]
 

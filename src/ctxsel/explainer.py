@@ -25,10 +25,14 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ctxsel.types import Chunk, Selection, short_number
+from ctxsel.numbers import short_number
+
+if TYPE_CHECKING:  # only for types: ctxsel.types imports this module for Selection._repr_html_
+    from ctxsel.types import Chunk, Selection
 
 WIDTH, HEIGHT = 720, 240
 LEFT, RIGHT, TOP, BOTTOM = 56, 16, 16, 40

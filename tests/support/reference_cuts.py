@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from ctxsel.errors import InputError
+from ctxsel.numbers import short_number
 from ctxsel.selectors.base import NanPolicy
-from ctxsel.types import short_number
 
 
 def rank(scores: np.ndarray, nan_policy: NanPolicy = "raise") -> tuple[np.ndarray, int]:

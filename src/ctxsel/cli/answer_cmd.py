@@ -26,7 +26,8 @@ from ctxsel.cli.common import (
     read_scores,
 )
 from ctxsel.cli.scorer_args import add_scorer_arguments, add_stage_argument, make_ranking
-from ctxsel.types import jsonable, short_number
+from ctxsel.numbers import short_number
+from ctxsel.types import jsonable
 
 NAME = "answer"
 HELP = "answer a question about a document with a reader LLM"

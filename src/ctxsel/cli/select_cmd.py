@@ -28,7 +28,8 @@ from ctxsel.cli.common import (
     read_scores,
 )
 from ctxsel.cli.scorer_args import add_scorer_arguments, add_stage_argument, make_ranking
-from ctxsel.types import Selection, jsonable, short_number
+from ctxsel.numbers import short_number
+from ctxsel.types import Selection, jsonable
 
 NAME = "select"
 HELP = "select chunks of a document for a question"

@@ -42,10 +42,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ctxsel.numbers import short_number
 from ctxsel.options import CommonOptions, option
 from ctxsel.selectors._fastcut import SMALL_N, RankView, largest_gap
 from ctxsel.selectors.base import Cut, ScoreCutSelector
-from ctxsel.types import MethodDetails, short_number
+from ctxsel.types import MethodDetails
 
 Strategy = Literal["largest_gap", "moving_avg", "2diff_spike"]
 STRATEGIES: tuple[str, ...] = ("largest_gap", "moving_avg", "2diff_spike")

@@ -39,11 +39,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ctxsel.errors import AbstainWarning, InputError, ModelError
+from ctxsel.numbers import short_number
 from ctxsel.options import option
 from ctxsel.query import Query
 from ctxsel.scoring.keywords import STOPWORDS, words
 from ctxsel.stages.base import Stage
-from ctxsel.types import Selection, short_number
+from ctxsel.types import Selection
 
 if TYPE_CHECKING:
     from ctxsel.ranking.chain import Ranking

@@ -43,12 +43,13 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from ctxsel.errors import InputError
+from ctxsel.numbers import short_number
 from ctxsel.options import option
 from ctxsel.query import Query
 from ctxsel.stages.base import Stage
 from ctxsel.stages.vectors import chunk_vectors
 from ctxsel.stages.window import pool_ids
-from ctxsel.types import Selection, short_number
+from ctxsel.types import Selection
 
 if TYPE_CHECKING:
     from ctxsel.ranking.chain import Ranking

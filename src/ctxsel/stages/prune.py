@@ -45,10 +45,11 @@ import numpy as np
 
 from ctxsel.chunking import split_sentences
 from ctxsel.errors import InputError
+from ctxsel.numbers import short_number
 from ctxsel.options import option
 from ctxsel.query import Query
 from ctxsel.stages.base import Stage
-from ctxsel.types import Chunk, Selection, short_number
+from ctxsel.types import Chunk, Selection
 
 if TYPE_CHECKING:
     from ctxsel.ranking.chain import Ranking

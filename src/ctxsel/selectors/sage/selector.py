@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -59,6 +59,7 @@ from ctxsel.llm.prompts import (
     SAGE_SUFFICIENT,
     get_template,
 )
+from ctxsel.numbers import short_number
 from ctxsel.options import CommonOptions, option
 from ctxsel.query import Query
 from ctxsel.selectors.base import Selector
@@ -74,7 +75,7 @@ from ctxsel.selectors.sage.replies import (
     key_list,
 )
 from ctxsel.selectors.sage.trace import RoundStep
-from ctxsel.types import ChunkLike, LLMUsage, MethodDetails, RoutedAnswer, Selection, as_chunks, short_number
+from ctxsel.types import ChunkLike, LLMUsage, MethodDetails, RoutedAnswer, Selection
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,14 +278,16 @@ class SAGE(Selector):
         return self._finish(graph, evidence, run, options, final, question, why, "explore", t0)
 
     def judge(
-        self, question: str, chunks: Iterable[ChunkLike], sentence_ids: Sequence[str], options: Sequence[str] = ()
+        self, question: str, chunks: Sequence[ChunkLike], sentence_ids: Sequence[str], options: Sequence[str] = ()
     ) -> dict[str, Any]:
         """SAGE's sufficiency check alone, on given sentences of ``chunks`` (ids ``<chunk id>#s<j>``, as
         a Selection of SAGE names them): Algorithm 2's importance, then Prompt 2, as a round asks
         them. Returns the round's verdict fields (``sufficient``, ``p_sufficient`` with
         ``sufficient_at``, ``importance``, ``verdict_raw``) and ``prompt_tokens``: what a threshold
         on P(YES) is calibrated from without running the exploration."""
-        graph = SentenceGraph(as_chunks(chunks))
+        query = Query(question, chunks, choices=options)
+        question = query.question
+        graph = SentenceGraph(query.chunks)
         where = {v.id: i for i, v in enumerate(graph.vertices)}
         unknown = [s for s in sentence_ids if s not in where]
         if unknown:
