@@ -42,9 +42,9 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/ctxsel select --document src/ctxsel/data/example.md \
+	$(VENV)/bin/ctxsel select --document example:handbook \
 		--question "How heavy is the meteorite in the museum?"
-	$(VENV)/bin/ctxsel answer --document src/ctxsel/data/example.md \
+	$(VENV)/bin/ctxsel answer --document example:handbook \
 		--question "How much does a child's ticket for a viewing night cost?"
 	$(VENV)/bin/ctxsel eval --dataset example --output runs/demo --overwrite \
 		--methods adaptive-k,autocut@1,top-k@1,top-k@5,top-n-tokens@200,full

@@ -424,3 +424,23 @@ class TestHELMET:
     def test_malformed_line_is_a_value_error(self, tmp_path: Path, row: dict) -> None:
         with pytest.raises(ValueError, match=r"h\.jsonl:1"):
             load_jsonl(write_jsonl(tmp_path / "h.jsonl", [row]))
+
+
+def test_the_bundled_example_is_named_from_any_folder(tmp_path, monkeypatch, capsys) -> None:
+    import json
+
+    import pytest
+
+    from ctxsel.cli.main import main
+    from ctxsel.datasets import example_path
+    from ctxsel.errors import InputError
+
+    monkeypatch.chdir(tmp_path)  # nowhere near the checkout
+    assert example_path("handbook").read_text(encoding="utf-8").startswith("# Harbour Town Observatory")
+    question = "How heavy is the meteorite in the museum?"
+    assert main(["select", "--document", "example:handbook", "--question", question, "--scorer", "bm25", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_candidates"] == 28
+    with pytest.raises(InputError, match="no bundled example 'atlas'; choose handbook"):
+        example_path("atlas")
+    assert main(["select", "--document", "example:atlas", "--question", question]) == 2
+    assert capsys.readouterr().err.strip() == "ctxsel select: error: no bundled example 'atlas'; choose handbook"

@@ -118,8 +118,8 @@ def add_document_argument(p: argparse.ArgumentParser) -> None:
         "--document",
         required=True,
         metavar="PATH",
-        help="a UTF-8 text file (chunked, see --chunking), a .jsonl of {id, text} chunks, or '-': a text on "
-        "standard input",
+        help="a UTF-8 text file (chunked, see --chunking), a .jsonl of {id, text} chunks, '-': a text on "
+        "standard input, or example:handbook, the bundled example",
     )
 
 
@@ -281,7 +281,12 @@ def load_document_chunks(
     max_chunk_tokens: int | None = DEFAULT_MAX_CHUNK_TOKENS,
     headings: str = "attach",
 ) -> list[Chunk]:
-    """A text document (``-``: standard input), or a .jsonl of {"id", "text"} chunks."""
+    """A text document (``-``: standard input; ``example:NAME``: a bundled example, e.g.
+    ``example:handbook``), or a .jsonl of {"id", "text"} chunks."""
+    from ctxsel.datasets import EXAMPLE_PREFIX, example_path
+
+    if path.startswith(EXAMPLE_PREFIX):
+        path = str(example_path(path.removeprefix(EXAMPLE_PREFIX)))
     text = read_text_file(path, max_bytes)
     if path.endswith(".jsonl"):
         rows: list[dict[str, Any]] = []

@@ -12,6 +12,17 @@ from ctxsel.errors import InputError
 from ctxsel.types import Example
 
 BUNDLED = Path(__file__).resolve().parent.parent / "data"
+#: the bundled example documents by name, which ``--document example:NAME`` and :func:`example_path` read
+#: from any folder: the handbook of a fictional observatory (28 paragraphs under Markdown headings)
+EXAMPLES = {"handbook": "example.md"}
+EXAMPLE_PREFIX = "example:"
+
+
+def example_path(name: str = "handbook") -> Path:
+    """The file of a bundled example document (:data:`EXAMPLES`), from wherever ctxsel is installed."""
+    if name not in EXAMPLES:
+        raise InputError(f"no bundled example {name!r}; choose {', '.join(EXAMPLES)}")
+    return BUNDLED / EXAMPLES[name]
 
 
 def load_dataset(name_or_path: str | Path, limit: int | None = None, **options: Any) -> list[Example]:
@@ -50,4 +61,4 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, **options: 
     return load_jsonl(path, chunking=options.get("chunking", "paragraphs"), limit=limit)
 
 
-__all__ = ["load_dataset"]
+__all__ = ["BUNDLED", "EXAMPLES", "example_path", "load_dataset"]
