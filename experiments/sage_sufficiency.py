@@ -19,14 +19,14 @@ The threshold is chosen on the training split: the P(YES) that maximises F1 of "
 too early loses a fact; one too late costs a round), reported with the ROC (and its AUC) on the
 training split and precision and recall at that threshold on the test split, 95% bootstrap intervals
 over questions. The sets are half sufficient by construction, so precision here is at a base rate of
-one half, not at SAGE's own rounds'. Rows are appended to ``runs/sage_sufficiency/rows.jsonl`` as they
-come, so a stopped run goes on where it stopped. Writes benchmarks/results/sage_sufficiency.{md,json,png}.
+one half, not at SAGE's own rounds'. Rows (one a check) are appended to
+``benchmarks/results/sage_sufficiency_examples.csv`` as they come, so a stopped run goes on where it
+stopped, on this machine or another. Writes benchmarks/results/sage_sufficiency.{md,json,png}.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import time
 from pathlib import Path
@@ -34,7 +34,48 @@ from typing import Any
 
 from benchmarks._common import add_common_args, header_md, loadavg, machine_info, setup_threads, write_report
 
-ROWS = Path("runs/sage_sufficiency/rows.jsonl")
+ROWS = Path("benchmarks/results/sage_sufficiency_examples.csv")  # committed: a run goes on across machines
+FIELDS = "id split p_yes verdict_raw importance facts facts_gathered sufficient sentences prompt_tokens seconds".split()
+
+
+def read_rows() -> list[dict[str, Any]]:
+    """The questions measured so far, each with its checks (``rounds``), from :data:`ROWS`."""
+    import csv
+
+    if not ROWS.exists():
+        return []
+    by_id: dict[str, dict[str, Any]] = {}
+    with ROWS.open(encoding="utf-8", newline="") as f:
+        for r in csv.DictReader(f):
+            row = by_id.setdefault(r["id"], {"id": r["id"], "split": r["split"], "rounds": []})
+            row["rounds"].append(
+                {
+                    "p_yes": float(r["p_yes"]) if r["p_yes"] else None,
+                    "verdict_raw": r["verdict_raw"],
+                    "importance": float(r["importance"]) if r["importance"] else None,
+                    "facts": int(r["facts"]),
+                    "facts_gathered": int(r["facts_gathered"]),
+                    "sufficient": r["sufficient"] == "True",
+                    "sentences": int(r["sentences"]),
+                    "prompt_tokens": int(r["prompt_tokens"]),
+                    "seconds": float(r["seconds"]),
+                }
+            )
+    return list(by_id.values())
+
+
+def append_row(row: dict[str, Any]) -> None:
+    import csv
+
+    new = not ROWS.exists()
+    with ROWS.open("a", encoding="utf-8", newline="") as f:
+        out = csv.DictWriter(f, FIELDS)
+        if new:
+            out.writeheader()
+        for check in row["rounds"]:
+            out.writerow({"id": row["id"], "split": row["split"], **check})
+
+
 SPEC = "sage[sufficient_at=0.5]"  # any threshold: it makes the check read P(YES), which is what is recorded
 DISTRACTORS = 8
 
@@ -91,7 +132,7 @@ def run_questions(args: argparse.Namespace) -> None:
             ((i / len(p), k, e) for k, p in enumerate(parts) for i, e in enumerate(p)), key=lambda t: t[:2]
         )
     ]
-    done = {json.loads(line)["id"] for line in ROWS.read_text().splitlines()} if ROWS.exists() else set()
+    done = {row["id"] for row in read_rows()}
     gold = gold_sentences()
     sage = get_selector(SPEC, llm=LocalLlamaClient(n_threads=args.llm_threads))
     ROWS.parent.mkdir(parents=True, exist_ok=True)
@@ -119,8 +160,7 @@ def run_questions(args: argparse.Namespace) -> None:
                 }
             )
         row = {"id": ex.id, "split": split_of[ex.id], "rounds": rounds}
-        with ROWS.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        append_row(row)
 
 
 def roc(points: list[tuple[float, bool]]) -> list[tuple[float, float, float]]:
@@ -163,7 +203,7 @@ def at_threshold(rows: list[dict[str, Any]], t: float) -> dict[str, Any]:
 
 
 def report(args: argparse.Namespace, info: dict[str, Any]) -> None:
-    rows = [json.loads(line) for line in ROWS.read_text().splitlines()] if ROWS.exists() else []
+    rows = read_rows()
     train = [r for r in rows if r["split"] == "train"]
     test = [r for r in rows if r["split"] == "test"]
     points = [(x["p_yes"], x["sufficient"]) for q in train for x in q["rounds"] if x["p_yes"] is not None]
