@@ -35,7 +35,19 @@ from typing import Any
 from benchmarks._common import add_common_args, header_md, loadavg, machine_info, setup_threads, write_report
 
 ROWS = Path("benchmarks/results/sage_sufficiency_examples.csv")  # committed: a run goes on across machines
-FIELDS = "id split p_yes verdict_raw importance facts facts_gathered sufficient sentences prompt_tokens seconds".split()
+FIELDS = [
+    "id",
+    "split",
+    "p_yes",
+    "verdict_raw",
+    "importance",
+    "facts",
+    "facts_gathered",
+    "sufficient",
+    "sentences",
+    "prompt_tokens",
+    "seconds",
+]
 
 
 def read_rows() -> list[dict[str, Any]]:
