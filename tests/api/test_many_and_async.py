@@ -13,6 +13,7 @@ import pytest
 import ctxsel
 from ctxsel.errors import InputError, InputTypeError
 from ctxsel.types import Chunk
+from tests.support.event_loop import ticks_while
 
 POOL = [
     "The meteorite in the museum weighs 300 kg.",
@@ -90,21 +91,7 @@ def test_bad_batches_are_refused_before_anything_is_scored(
 def test_aselect_does_not_block_the_event_loop() -> None:
     scorer = CountingScorer(delay=0.5)
 
-    async def main() -> tuple[ctxsel.Selection, int]:
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.01)
-                ticks += 1
-
-        ticker = asyncio.create_task(tick())
-        sel = await ctxsel.aselect(QUESTIONS[0], POOL, "top-k@1", scorer=scorer)
-        ticker.cancel()
-        return sel, ticks
-
-    sel, ticks = asyncio.run(main())
+    sel, ticks = ticks_while(lambda: ctxsel.aselect(QUESTIONS[0], POOL, "top-k@1", scorer=scorer))
     assert sel.ids == ["0"] and ticks >= 10  # the loop ran on while the pool was scored
     assert threading.main_thread().name not in scorer.threads
 

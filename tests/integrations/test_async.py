@@ -3,15 +3,14 @@ apostprocess_nodes) select off the event loop, as ctxsel.aselect does, and keep 
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from ctxsel.types import Chunk
+from tests.support.event_loop import ticks_while
 
 TEXTS = ["The meteorite weighs 300 kg.", "Tickets cost 5 euros.", "The museum is open at nine."]
 QUERY = "How heavy is the meteorite?"
@@ -30,24 +29,6 @@ class SlowKeywords:
         time.sleep(0.3)
         words = set(question.lower().strip("?").split())
         return np.array([len(words & set(c.text.lower().strip(".").split())) for c in chunks], dtype=float)
-
-
-def ticks_while(work: Callable[[], Awaitable[Any]]) -> tuple[Any, int]:
-    async def main() -> tuple[Any, int]:
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.01)
-                ticks += 1
-
-        ticker = asyncio.create_task(tick())
-        out = await work()
-        ticker.cancel()
-        return out, ticks
-
-    return asyncio.run(main())
 
 
 def test_langchain_acompress_documents_runs_off_the_loop() -> None:
