@@ -70,7 +70,7 @@ def test_the_server_serves_this_schema(live_server: ServerProcess) -> None:
     status, headers, served = live_server.request("GET", "/openapi.json", auth=False)
     assert status == 200 and headers["content-type"] == "application/json"
     assert served == APP_SCHEMA
-    assert set(served["paths"]) == {"/select", "/answer", "/health", "/metrics", "/methods"}
+    assert set(served["paths"]) == {"/select", "/explain", "/answer", "/health", "/metrics", "/methods"}
     assert set(served["paths"]["/health"]) == {"get", "head"}
     assert served["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     for code in ("401", "413", "422", "503", "504"):

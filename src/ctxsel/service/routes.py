@@ -123,7 +123,15 @@ def add_routes(app: FastAPI, service: Service) -> None:
     @app.post(
         "/explain",
         response_class=HTMLResponse,
-        responses={**responses(ERRORS), 200: {"content": {"text/html": {}}, "description": "the page"}},
+        # the page is HTML; its errors are the JSON envelope, as every route's (named so: the route's
+        # response class would otherwise stand for them too)
+        responses={
+            code: {
+                "description": text,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}},
+            }
+            for code, text in ERRORS.items()
+        },
         dependencies=bearer,
         tags=["selection"],
     )
