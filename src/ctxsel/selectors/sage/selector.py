@@ -188,7 +188,7 @@ class SAGE(Selector):
         options = list(query.choices)  # a multiple-choice question's answer options
         graph = SentenceGraph(query.chunks)
         run = Run()
-        rng = np.random.default_rng([self.seed, zlib.crc32(question.encode("utf-8"))])
+        rng = self._rng(question)
         if len(graph) == 0:
             got = self.asker.answer(run, question, options, "")
             return self._finish(
@@ -277,6 +277,10 @@ class SAGE(Selector):
         final = clean if (not options and clean is not None) else None
         return self._finish(graph, evidence, run, options, final, question, why, "explore", t0)
 
+    def _rng(self, question: str) -> np.random.Generator:
+        """The perturbations' generator: one stream per (seed, question), so a question's run repeats."""
+        return np.random.default_rng([self.seed, zlib.crc32(question.encode("utf-8"))])
+
     def judge(
         self, question: str, chunks: Sequence[ChunkLike], sentence_ids: Sequence[str], options: Sequence[str] = ()
     ) -> dict[str, Any]:
@@ -294,7 +298,7 @@ class SAGE(Selector):
             raise InputError(f"no sentence {unknown[0]!r} in these chunks (ids are '<chunk id>#s<j>')")
         evidence: dict[int, float | None] = {where[s]: None for s in sentence_ids}
         run, opts = Run(), list(options)
-        rng = np.random.default_rng([self.seed, zlib.crc32(question.encode("utf-8"))])
+        rng = self._rng(question)
         step: RoundStep = {
             "step": "round",
             "round": 1,
