@@ -8,13 +8,21 @@
   cannot run even so says why in an HTML comment just above it: ``<!-- not-run: the reason -->``;
   a ``python`` block marked ``<!-- after-shell -->`` runs after its page's commands, in their folder,
   and one marked ``<!-- slow -->`` (a local model) runs with the tests marked slow.
+- What a page shows a command printing is checked against what it prints: a ``pycon`` block runs as a
+  doctest, a ``console`` block's ``$ ctxsel ...`` lines run in the sandbox and their stdout must match
+  the lines under them (``...`` stands for any text, as in doctest). Either failure shows both values.
+- Numbers from a measurement sit in ``<!-- results: NAME -->`` blocks rendered from
+  ``benchmarks/results`` (``tests/support/doc_results.py``); a block that differs fails with both.
+- Every relative link in README.md names a file that exists, and its ``#anchor`` a heading there (the
+  strict site build checks the same for docs/).
 - docs/reference/cli.md is the CLI's own ``--help``, docs/reference/http.md the service's OpenAPI
-  document: regenerate both with ``python -m tests.test_docs``.
+  document: ``python -m tests.test_docs`` regenerates both, and every results block.
 """
 
 from __future__ import annotations
 
 import contextlib
+import doctest
 import io
 import os
 import re
@@ -65,6 +73,107 @@ def test_python_blocks_run(where: str, body: str, tmp_path: Path, monkeypatch: p
     monkeypatch.setitem(sys.modules, "__docs__", page)
     with contextlib.redirect_stdout(io.StringIO()):
         exec(compile(body, where, "exec", dont_inherit=True), page.__dict__)
+
+
+DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+@pytest.mark.parametrize(("where", "body"), blocks("pycon"))
+def test_pycon_blocks_print_what_they_show(
+    where: str, body: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "docs-cache"))  # models built once
+    page = types.ModuleType("__docs__")
+    monkeypatch.setitem(sys.modules, "__docs__", page)
+    test = doctest.DocTestParser().get_doctest(body, page.__dict__, where, where, 0)
+    runner, report = doctest.DocTestRunner(optionflags=DOCTEST_FLAGS), io.StringIO()
+    runner.run(test, out=report.write)
+    assert runner.failures == 0, report.getvalue()  # doctest's report: the line, Expected and Got
+
+
+def console_examples(body: str) -> list[tuple[str, str]]:
+    """A console block's ``(command, expected stdout)`` pairs: ``$ `` lines and the lines under them."""
+    pairs: list[tuple[str, list[str]]] = []
+    for line in body.splitlines():
+        if line.startswith("$ "):
+            pairs.append((line[2:], []))
+        else:
+            assert pairs, f"console block starts with output, not a `$ ` command: {line!r}"
+            pairs[-1][1].append(line)
+    return [(cmd, "\n".join(out).strip() + "\n") for cmd, out in pairs]
+
+
+@pytest.mark.parametrize(("where", "body"), blocks("console"))
+def test_console_blocks_print_what_they_show(
+    where: str, body: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.support.doc_shell import Sandbox
+
+    monkeypatch.setenv("CTXSEL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "docs-cache"))
+    monkeypatch.setattr(sys, "argv", ["ctxsel"])
+    checker = doctest.OutputChecker()
+    with Sandbox(tmp_path) as box:
+        for command, want in console_examples(body):
+            got = box.output(command)
+            assert checker.check_output(want, got, DOCTEST_FLAGS), (
+                f"{where}: `{command}`\nthe page shows:\n{want}\nthe command prints:\n{got}"
+            )
+
+
+def test_results_blocks_are_their_results() -> None:
+    from tests.support.doc_results import drift
+
+    problems = [p for page in PAGES for p in drift(page)]
+    assert not problems, "\n".join(problems) + "\nregenerate: python -m tests.test_docs"
+
+
+def test_a_hand_edited_number_fails_with_both_values(tmp_path: Path) -> None:
+    from tests.support.doc_results import RENDERERS, drift
+
+    table = RENDERERS["scorers"]()
+    edited = table.replace("96.0 [93.5, 98.5]", "96.1 [93.5, 98.5]", 1)
+    assert edited != table, "the example number is no longer in the table: pick another"
+    page = REPO / "docs" / "_drift_probe.md"  # drift() names pages by their path in the checkout
+    page.write_text(f"<!-- results: scorers -->\n{edited}<!-- /results -->\n", encoding="utf-8")
+    try:
+        (message,) = drift(page)
+    finally:
+        page.unlink()
+    assert "96.1 [93.5, 98.5]" in message and "96.0 [93.5, 98.5]" in message
+
+
+def test_the_readme_and_results_stay_a_page_each() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    results = (REPO / "docs" / "results.md").read_text(encoding="utf-8").splitlines()
+    assert len(readme) <= 100, f"README.md has {len(readme)} lines: at most 100"
+    assert len(results) <= 300, f"docs/results.md has {len(results)} lines: at most 300"
+    nav = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    archive = nav.index("  - Archive:")
+    logs = [m.start() for m in re.finditer(r"(results-log|-runs)\.md", nav)]
+    assert logs and min(logs) > archive, "the runs logs belong under Archive in mkdocs.yml's nav, nowhere else"
+
+
+LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+
+
+def test_the_readmes_links_and_anchors_resolve() -> None:
+    from markdown.extensions.toc import slugify
+
+    readme = REPO / "README.md"
+    missing = []
+    for target in LINK.findall(readme.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        file = (readme.parent / path) if path else readme
+        if not file.exists():
+            missing.append(target)
+        elif anchor and file.suffix == ".md":
+            headings = re.findall(r"^#+ (.+)$", file.read_text(encoding="utf-8"), re.M)
+            if anchor not in {slugify(h.strip(), "-") for h in headings}:
+                missing.append(target)
+    assert not missing, f"README.md links to what is not there: {missing}"
 
 
 SHELL_PAGES = sorted({w.split("[")[0] for w, _ in blocks("bash")})
@@ -304,6 +413,12 @@ def test_the_site_builds_strict_with_no_warning(tmp_path: Path) -> None:
 
 
 if __name__ == "__main__":
+    from tests.support.doc_results import render
+
+    for doc in PAGES:
+        text = doc.read_text(encoding="utf-8")
+        if render(text) != text:
+            doc.write_text(render(text), encoding="utf-8")
     (REPO / "docs" / "reference" / "cli.md").write_text(cli_reference(), encoding="utf-8")
     (REPO / "docs" / "reference" / "http.md").write_text(http_reference(), encoding="utf-8")
     (REPO / "docs" / "reference" / "options.md").write_text(options_reference(), encoding="utf-8")

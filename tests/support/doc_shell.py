@@ -201,7 +201,8 @@ class Sandbox:
         if prog == "ctxsel" and words[1:2] == ["serve"]:
             return self._serve(words[2:], env)
         if prog == "ctxsel":
-            return self._ctxsel(sandbox(words[1:], self.server.base_url), line)
+            self._ctxsel(sandbox(words[1:], self.server.base_url), line)
+            return None
         if prog == "python" and words[1:2] == ["-m"] and words[2].startswith(("benchmarks.", "experiments.")):
             return self._benchmark(words[2], words[3:], env)
         if words[:2] == ["pip", "install"]:
@@ -212,21 +213,28 @@ class Sandbox:
             return None
         raise AssertionError(f"the docs sandbox cannot run `{line}`: mark its block <!-- not-run: why -->")
 
-    def _ctxsel(self, argv: list[str], line: str) -> None:
+    def output(self, line: str) -> str:
+        """What the ``ctxsel`` command ``line`` prints on stdout, sandboxed as :meth:`run` runs it."""
+        words = shlex.split(line)
+        assert Path(words[0]).name == "ctxsel", f"a console block shows ctxsel commands only: `{line}`"
+        return self._ctxsel(sandbox(words[1:], self.server.base_url), line)
+
+    def _ctxsel(self, argv: list[str], line: str) -> str:
         from ctxsel.cli.main import main
 
-        err, here = io.StringIO(), Path.cwd()
+        out, err, here = io.StringIO(), io.StringIO(), Path.cwd()
         os.chdir(self.cwd)
         try:
             with (
                 reads_nothing_outside(self.cwd),
-                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stdout(out),
                 contextlib.redirect_stderr(err),
             ):
                 rc = main([*argv, *(["--no-progress"] if argv[0] in ("eval", "mine") else [])])
         finally:
             os.chdir(here)
         assert rc == 0, f"`{line}` (sandboxed: ctxsel {shlex.join(argv)}) exited {rc}: {err.getvalue()[-2000:]}"
+        return out.getvalue()
 
     def _serve(self, args: list[str], env: dict[str, str]) -> None:
         from tests.support.server_process import ServerProcess

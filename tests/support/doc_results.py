@@ -1,0 +1,250 @@
+"""The docs' numbers that come from a measurement, rendered from its results file.
+
+A page holds such numbers only between ``<!-- results: NAME -->`` and ``<!-- /results -->``; the
+text between is what ``RENDERERS[NAME]()`` makes from ``benchmarks/results/*.json``. The docs test
+fails when a page's block differs from its rendering (naming the lines on both sides), and
+``python -m tests.test_docs`` rewrites every block. So a hand-edited number, or a rerun whose
+numbers moved, cannot go unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from tests.support.paths import REPO
+
+RESULTS = REPO / "benchmarks" / "results"
+BLOCK = re.compile(r"(<!-- results: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+
+
+@cache
+def load(name: str) -> Any:
+    return json.loads((RESULTS / name).read_text(encoding="utf-8"))
+
+
+def pct(x: float) -> str:
+    """A share (0-1) as a percentage with one decimal."""
+    return f"{100 * x:.1f}"
+
+
+def ci(lo_hi: list[float], scale: float = 100.0) -> str:
+    return f"[{scale * lo_hi[0]:.1f}, {scale * lo_hi[1]:.1f}]"
+
+
+def signed(x: float) -> str:
+    """A difference with its sign, one decimal; a rounded zero is +0.0."""
+    return f"{x:+.1f}" if round(x, 1) != 0 else "+0.0"
+
+
+def comparison(run: Any, a: str, b: str, metric: str) -> dict[str, Any]:
+    return next(c for c in run["comparisons"] if (c["a"], c["b"], c["metric"]) == (a, b, metric))
+
+
+def headline() -> str:
+    """README's first result: the default's recall and tokens, and its answers against reading everything."""
+    ak = load("eval_default_scorer.json")["methods"]["adaptive-k"]
+    answers = load("hotpotqa_answers_kept.json")
+    full, ak_minilm = answers["methods"]["full"], answers["methods"]["adaptive-k"]
+    diff = comparison(answers, "full", "adaptive-k", "subem")
+    share = ak["n_tokens"] / full["n_tokens"]
+    return (
+        f"On hotpotqa-long, 100 HotpotQA questions asked of one pool of 991 Wikipedia paragraphs\n"
+        f"({full['n_tokens']:,.0f} tokens), ctxsel's default keeps **{pct(ak['recall'])}% "
+        f"{ci(ak['recall_ci95'])}** of the gold paragraphs (*gold recall*:\n"
+        f"those HotpotQA marks as holding the answer) while sending **{ak['n_tokens']:,.0f} tokens** a "
+        f"question, {100 * share:.2f}% of the pool.\n"
+        f"A 1.5B reader given adaptive-k's pick ({ak_minilm['n_tokens']:,.0f} tokens, MiniLM ranking) "
+        f"answers as often as one given the whole\n"
+        f"pool cut to its 8k window: *SubEM*, the share of answers that contain the gold answer, is "
+        f"{pct(ak_minilm['subem'])}% for both\n"
+        f"(paired difference {signed(-100 * diff['diff'])} {ci([-diff['ci95'][1], -diff['ci95'][0]])} "
+        f"points; brackets are 95% intervals over the questions).\n"
+    )
+
+
+#: the answer table's rows: (label, run file, method key), in the table's order
+ANSWER_ROWS = [
+    ("`adaptive-k`", "hotpotqa_answers_kept.json", "adaptive-k"),
+    ("`top-k@5`", "hotpotqa_answers.json", "top-k@5"),
+    ("`top-n-tokens@1k`", "hotpotqa_answers.json", "top-n-tokens@1k"),
+    ("`context-picker` (untrained)", "hotpotqa_answers_kept.json", "context-picker"),
+    ("`sage`", "hotpotqa_answers_kept.json", "sage"),
+    ("`self-route`", "hotpotqa_answers_kept.json", "self-route"),
+    ("`full` (everything, cut to the 8k window)", "hotpotqa_answers_kept.json", "full"),
+]
+
+
+def answers() -> str:
+    """Gold recall, tokens and answers per method on all 100 hotpotqa-long questions."""
+    lines = [
+        "| method | gold recall % | tokens | SubEM % | SubEM vs adaptive-k |\n",
+        "|---|---:|---:|---:|---|\n",
+    ]
+    for label, run_file, key in ANSWER_ROWS:
+        run = load(run_file)
+        m = run["methods"][key]
+        if key == "adaptive-k":
+            versus = ""
+        else:
+            c = comparison(run, key, "adaptive-k", "subem")
+            versus = f"{signed(100 * c['diff'])} {ci(c['ci95'])}"
+        lines.append(
+            f"| {label} | {pct(m['recall'])} | {m['n_tokens']:,.0f} | {pct(m['subem'])} {ci(m['subem_ci95'])} "
+            f"| {versus} |\n"
+        )
+    return "".join(lines)
+
+
+#: the scorers compared, as ``experiments.cascade`` names them, and their labels
+SCORERS = [
+    ("dense", "`fast` (MiniLM)"),
+    ("hybrid", "`hybrid` (MiniLM + BM25)"),
+    ("accurate", "`accurate` (nomic-embed-text-v1.5)"),
+    ("cascade", "**`cascade` (the default)**"),
+]
+
+
+def scorers() -> str:
+    """Recall of each scorer on hotpotqa-long and on generated articles, and its cold cost against MiniLM."""
+    run = load("cascade.json")
+    spec = run["chosen"]
+    held = load("cascade_heldout.json")["sets"]
+    articles = next(v for k, v in held.items() if k.startswith("articles"))
+    cost = run["cost"]["rows"]
+    lines = [
+        "| scorer | top-n-tokens@1k recall % | adaptive-k recall % (tokens) "
+        f"| articles, recall % at 1k ({articles['questions']} questions) | cold cost, x MiniLM |\n",
+        "|---|---:|---:|---:|---:|\n",
+    ]
+    for key, label in SCORERS:
+        row = run["all"][spec if key == "cascade" else key]
+        tnt, ak = row["top-n-tokens@1k"], row["adaptive-k"]
+        art = articles["rows"][key]["top-n-tokens@1k"]
+        ratio = statistics.median(cost[key]["cold_s"]) / statistics.median(cost["dense"]["cold_s"])
+        lines.append(
+            f"| {label} | {tnt['recall']:.1f} {ci(tnt['recall_ci'], 1)} "
+            f"| {ak['recall']:.1f} {ci(ak['recall_ci'], 1)} ({ak['tokens']:,.0f}) "
+            f"| {art['recall']:.1f} {ci(art['recall_ci'], 1)} | {ratio:.2f}x |\n"
+        )
+    return "".join(lines)
+
+
+def cost_note() -> str:
+    """How the scorers' cost was measured: pool, threads, load."""
+    run = load("cascade.json")
+    info, cost = run["info"], run["cost"]
+    loads = [x for r in cost["rows"].values() for pair in r["loadavg"] for x in pair]
+    return (
+        f"Cold cost: the first question over a {cost['pool']:,}-chunk pool with an empty cache, "
+        f"median of {cost['rounds']} rounds,\n{info['threads']} thread, load average "
+        f"{min(loads):.1f}-{max(loads):.1f} on {info['usable_cpus']} cores (a busy machine: the ratios "
+        f"are measured in one run).\n"
+    )
+
+
+def holobench() -> str:
+    """Adaptive-k against fixed token budgets on the HoloBench-style aggregation sets (MiniLM)."""
+    run = load("holobench.json")
+    amounts = list(run["results"])
+    methods = ["adaptive-k", "top-n-tokens@1k", "top-n-tokens@5k", "top-n-tokens@25k", "full"]
+    head = " | ".join(f"{int(a) // 1000}k relevant" for a in amounts)
+    lines = [f"| method | {head} |\n", "|---|" + "---:|" * len(amounts) + "\n"]
+    for m in methods:
+        cells = []
+        for a in amounts:
+            s = run["results"][a]["summary"].get(m)
+            cells.append("" if s is None else f"{pct(s['recall'])} ({s['n_tokens'] / 1000:,.1f}k)")
+        lines.append(f"| `{m}` | " + " | ".join(cells) + " |\n")
+    return "".join(lines)
+
+
+def ldar_scorers() -> str:
+    """The shipped LDAR policy's F2 on each scorer, beside adaptive-k's (generated sets)."""
+    rows = load("ldar_scorers.json")["rows"]
+    lines = ["| scorer | LDAR F2 | adaptive-k F2 | LDAR - adaptive-k |\n", "|---|---:|---:|---|\n"]
+    for r in rows.values():
+        d = r["ldar_minus_adaptive_k"]
+        lines.append(
+            f"| {r['label']} | {r['ldar_f2']:.3f} | {r['adaptive_k_f2']:.3f} "
+            f"| {d['diff']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}] |\n"
+        )
+    return "".join(lines)
+
+
+def latency() -> str:
+    """The cut's own time (scores given) by pool size, medians in milliseconds."""
+    run = load("selection_latency.json")
+    sizes = [str(int(float(s))) for s in run["sizes"]]
+    methods = ["adaptive-k@largest_gap", "autocut@1", "top-k@10", "top-n-tokens@5k", "threshold@0.5"]
+    lines = ["| method | " + " | ".join(f"{int(s):,} chunks" for s in sizes) + " |\n"]
+    lines.append("|---|" + "---:|" * len(sizes) + "\n")
+    for m in methods:
+        cells = [f"{run['decide'][m][s]['median_ms']:.2f} ms" for s in sizes]
+        lines.append(f"| `{m.replace('@largest_gap', '')}` | " + " | ".join(cells) + " |\n")
+    return "".join(lines)
+
+
+def stages() -> str:
+    """What mmr, prune and abstain do on hotpotqa-long's test split (each chosen on the training split)."""
+    mmr = load("mmr_hotpotqa.json")
+    ak = mmr["table"]["adaptive-k"]
+    before, after = ak["none"]["test"], ak["rerank"]["test"]
+    prune = load("prune_hotpotqa_cascade.json")
+    pr = prune["rules"][prune["chosen"]]["test"]
+    ab = load("abstention.json")["results"]["cascade"]["parts"]["test"]["rule"]
+
+    def rate(r: dict[str, Any]) -> str:
+        return f"{pct(r['rate'])}% {ci(r['ci'])}"
+
+    return (
+        "| stage | what it bought on the test split (20 questions) | at what cost |\n"
+        "|---|---|---|\n"
+        f"| `mmr` ({mmr['scorer']} scores) | adaptive-k's gold recall {pct(before['recall'])}% -> "
+        f"{pct(after['recall'])}%, paired {signed(100 * after['recall_diff'])} {ci(after['recall_diff_ci'])} "
+        f"| {after['tokens'] - before['tokens']:+,.0f} tokens |\n"
+        f"| `{prune['chosen']}` | {pct(pr['recall'])}% {ci(pr['recall_ci'])} of the supporting sentences kept "
+        f"| {pr['reduction']:.2f}x [{pr['ratio_ci'][0]:.2f}, {pr['ratio_ci'][1]:.2f}] fewer tokens |\n"
+        f"| `abstain` | abstains on {rate(ab['nothing'])} of questions whose pool has nothing related, "
+        f"{rate(ab['missing'])} whose evidence is missing | abstains on {rate(ab['full'])} of answerable ones |\n"
+    )
+
+
+RENDERERS: dict[str, Callable[[], str]] = {
+    "headline": headline,
+    "answers": answers,
+    "scorers": scorers,
+    "cost-note": cost_note,
+    "holobench": holobench,
+    "ldar-scorers": ldar_scorers,
+    "latency": latency,
+    "stages": stages,
+}
+
+
+def render(text: str) -> str:
+    """``text`` with every results block rewritten from its results file."""
+    return BLOCK.sub(lambda m: m[1] + RENDERERS[m["name"]]() + m[4], text)
+
+
+def drift(page: Path) -> list[str]:
+    """What differs between a page's results blocks and their renderings, one message a block."""
+    out = []
+    for m in BLOCK.finditer(page.read_text(encoding="utf-8")):
+        if m["name"] not in RENDERERS:
+            out.append(f"{page.name}: no renderer for results block {m['name']!r}")
+            continue
+        want = RENDERERS[m["name"]]()
+        if m["body"] != want:
+            have_lines, want_lines = m["body"].splitlines(), want.splitlines()
+            pairs = [(h, w) for h, w in zip(have_lines, want_lines, strict=False) if h != w]
+            if len(have_lines) != len(want_lines):
+                pairs.append((f"{len(have_lines)} lines", f"{len(want_lines)} lines"))
+            shown = "\n".join(f"  the page says:    {h}\n  the results give: {w}" for h, w in pairs[:5])
+            out.append(f"{page.relative_to(REPO)}, results block {m['name']!r}:\n{shown}")
+    return out
