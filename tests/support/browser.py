@@ -73,7 +73,7 @@ def main(argv: list[str]) -> int:
     from ctxsel.explainer import selection_html
 
     chunks = chunk_text((BUNDLED / "example.md").read_text(encoding="utf-8"))
-    sel = ctxsel.select("How heavy is the meteorite in the museum?", chunks, scorer="dense")
+    sel = ctxsel.select("How heavy is the meteorite in the museum?", chunks)  # the defaults, as the README shows
     screenshot(selection_html(sel), Path(argv[0]))
     print(f"wrote {argv[0]}: {sel.method} kept {sel.ids}")
     return 0
