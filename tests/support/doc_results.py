@@ -215,6 +215,18 @@ def stages() -> str:
     )
 
 
+def reader_example() -> str:
+    """The default reader on the bundled handbook's questions, with the default selection."""
+    run = load("reader_example.json")
+    m = run["methods"]["adaptive-k"]
+    return (
+        f"On the handbook's {run['config']['n_examples']} questions the default reader, given adaptive-k's "
+        f"pick ({m['k']:.1f} chunks,\n{m['n_tokens']:,.0f} tokens on average), scores SubEM {pct(m['subem'])}%, "
+        f"EM {pct(m['em'])}% and F1 {pct(m['f1'])}% (EM and F1\nare lower where a right answer is longer "
+        f"than the gold phrase).\n"
+    )
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
     "headline": headline,
     "answers": answers,
@@ -224,6 +236,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "ldar-scorers": ldar_scorers,
     "latency": latency,
     "stages": stages,
+    "reader-example": reader_example,
 }
 
 
