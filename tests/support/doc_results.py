@@ -215,7 +215,7 @@ def stages() -> str:
     ak = mmr["table"]["adaptive-k"]
     before, after = ak["none"]["test"], ak["rerank"]["test"]
     prune = load("prune_hotpotqa_cascade.json")
-    pr = prune["rules"][prune["chosen"]]["test"]
+    pr = prune["rules"]["prune"]["test"]  # the stage's defaults, under the default scorer
     ab = load("abstention.json")["results"]["cascade"]["parts"]["test"]["rule"]
 
     def rate(r: dict[str, Any]) -> str:
@@ -227,7 +227,7 @@ def stages() -> str:
         f"| `mmr` ({mmr['scorer']} scores) | adaptive-k's gold recall {pct(before['recall'])}% -> "
         f"{pct(after['recall'])}%, paired {signed(100 * after['recall_diff'])} {ci(after['recall_diff_ci'])} "
         f"| {after['tokens'] - before['tokens']:+,.0f} tokens |\n"
-        f"| `{prune['chosen']}` | {pct(pr['recall'])}% {ci(pr['recall_ci'])} of the supporting sentences kept "
+        f"| `prune` ({prune['scorer']} scores) | {pct(pr['recall'])}% {ci(pr['recall_ci'])} of the supporting sentences kept "
         f"| {pr['reduction']:.2f}x [{pr['ratio_ci'][0]:.2f}, {pr['ratio_ci'][1]:.2f}] fewer tokens |\n"
         f"| `abstain` | abstains on {rate(ab['nothing'])} of questions whose pool has nothing related, "
         f"{rate(ab['missing'])} whose evidence is missing | abstains on {rate(ab['full'])} of answerable ones |\n"
@@ -246,6 +246,99 @@ def reader_example() -> str:
     )
 
 
+def _prune_row(label: str, part: str, r: dict[str, Any]) -> str:
+    return (
+        f"| {label} | {part} | {r['n']} | {r['recall']:.3f} [{r['recall_ci'][0]:.3f}, {r['recall_ci'][1]:.3f}] "
+        f"| {r['tokens_before']:.0f} | {r['tokens_after']:.0f} "
+        f"| {r['reduction']:.2f}x [{r['ratio_ci'][0]:.2f}, {r['ratio_ci'][1]:.2f}] |\n"
+    )
+
+
+def prune() -> str:
+    """``prune`` against LlamaIndex's SentenceEmbeddingOptimizer, under MiniLM and under the cascade."""
+    lines = [
+        "| scorer | rule | part | n | recall [95% CI] | tokens before | tokens after | reduction [95% CI] |\n",
+        "|---|---|---|---|---|---|---|---|\n",
+    ]
+    for file, scorer in (("prune_hotpotqa.json", "MiniLM"), ("prune_hotpotqa_cascade.json", "cascade")):
+        run = load(file)
+        rules = {"`prune` (defaults)": run["rules"]["prune"]}
+        if run["chosen"] != "prune":
+            rules[f"`{run['chosen']}` (chosen on train)"] = run["rules"][run["chosen"]]
+        for label, r in rules.items():
+            lines += [_prune_row(f"{scorer} | {label}", part, r[part]) for part in ("train", "test", "all")]
+        if scorer == "MiniLM":
+            default = run["peers"]["LlamaIndex SentenceEmbeddingOptimizer(percentile_cutoff=0.5, context=1)"]
+            label = "LlamaIndex `SentenceEmbeddingOptimizer(percentile_cutoff=0.5)`, its default +-1 context"
+            lines += [_prune_row(f"{scorer} | {label}", part, default[part]) for part in ("test", "all")]
+    return "".join(lines)
+
+
+def abstain() -> str:
+    """The ``abstain`` rule beside a top-score threshold, per scorer it ships for."""
+    results = load("abstention.json")["results"]
+    lines = [
+        "| scorer | part | rule | false abstention (full pool) | nothing related | evidence missing |\n",
+        "|---|---|---|---|---|---|\n",
+    ]
+
+    def rate(r: dict[str, Any]) -> str:
+        return f"{100 * r['rate']:.0f}% [{100 * r['ci'][0]:.0f}%, {100 * r['ci'][1]:.0f}%]"
+
+    for key, label in (("dense", "MiniLM"), ("bm25", "bm25"), ("cascade", "cascade (the default)")):
+        for part in ("test", "all"):
+            got = results[key]["parts"][part]
+            for rule, name in (("rule", "`abstain`"), ("baseline", "top score")):
+                r = got[rule]
+                lines.append(
+                    f"| {label} | {part} ({r['full']['n']}) | {name} | {rate(r['full'])} | {rate(r['nothing'])} "
+                    f"| {rate(r['missing'])} |\n"
+                )
+    return "".join(lines)
+
+
+def _k(k: float) -> str:
+    return f"{k:.0f}" if float(k).is_integer() else f"{k:.2f}"
+
+
+def mmr() -> str:
+    """``mmr`` after each cut on hotpotqa-long's test split, paired against no stage."""
+    table = load("mmr_hotpotqa.json")["table"]
+    lines = [
+        "| method | stage | k | recall | 95% CI | recall diff | 95% CI | tokens | tokens diff | 95% CI |\n",
+        "|---|---|---|---|---|---|---|---|---|---|\n",
+    ]
+    for method in ("adaptive-k", "top-k@3", "top-k@5"):
+        none, with_mmr = table[method]["none"]["test"], table[method]["rerank"]["test"]
+        lines.append(
+            f"| {method} | none | {_k(none['k'])} | {none['recall']:.3f} "
+            f"| [{none['recall_ci'][0]:.3f}, {none['recall_ci'][1]:.3f}] | | | {none['tokens']:.0f} | | |\n"
+        )
+        d, t = with_mmr["recall_diff_ci"], with_mmr["tokens_diff_ci"]
+        lines.append(
+            f"| {method} | `mmr` | {_k(with_mmr['k'])} | {with_mmr['recall']:.3f} "
+            f"| [{with_mmr['recall_ci'][0]:.3f}, {with_mmr['recall_ci'][1]:.3f}] | {with_mmr['recall_diff']:+.3f} "
+            f"| [{d[0]:.3f}, {d[1]:.3f}] | {with_mmr['tokens']:.0f} | {with_mmr['tokens_diff']:+.0f} "
+            f"| [{t[0]:.0f}, {t[1]:.0f}] |\n"
+        )
+    return "".join(lines)
+
+
+def near_copies() -> str:
+    """``dedup`` and ``mmr`` over a pool with a near copy of every paragraph (all 100 questions)."""
+    rows = load("mmr_hotpotqa.json")["near_copies"]
+    lines = ["| method | stage | k | recall | recall diff | 95% CI | tokens |\n", "|---|---|---|---|---|---|---|\n"]
+    for method in ("adaptive-k", "top-k@3", "top-k@5"):
+        for stage in ("none", "dedup", "mmr"):
+            r = rows[f"{method} {stage}"]["all"]
+            diff = "| | |" if stage == "none" else (
+                f"| {r['recall_diff']:+.3f} | [{r['recall_diff_ci'][0]:.3f}, {r['recall_diff_ci'][1]:.3f}] |"
+            )
+            label = stage if stage == "none" else f"`{stage}`"
+            lines.append(f"| {method} | {label} | {_k(r['k'])} | {r['recall']:.3f} {diff} {r['tokens']:.0f} |\n")
+    return "".join(lines)
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
     "headline": headline,
     "answers": answers,
@@ -256,6 +349,10 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "latency": latency,
     "stages": stages,
     "reader-example": reader_example,
+    "prune": prune,
+    "abstain": abstain,
+    "mmr": mmr,
+    "near-copies": near_copies,
 }
 
 
