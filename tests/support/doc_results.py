@@ -339,6 +339,27 @@ def near_copies() -> str:
     return "".join(lines)
 
 
+def serve_load() -> str:
+    """``ctxsel serve`` under concurrent clients: throughput, latency, statuses and server CPU."""
+    run = load("serve_load.json")
+    info, args = run["info"], run["args"]
+    lines = [
+        f"{args['n_chunks']:,} chunks with their scores per POST /select, method {args['method']}, "
+        f"{info['threads']} thread, client and server\non the same {info['usable_cpus']} cores, load average "
+        f"{info['loadavg_start'][0]:.1f} at the start and {info['loadavg_end'][0]:.1f} at the end "
+        f"(git {info['git']}):\n\n",
+        "| clients | requests/s (200s) | p50 ms | p99 ms | p99 / p50 | statuses | server CPU ms / request |\n",
+        "| ---: | ---: | ---: | ---: | ---: | :--- | ---: |\n",
+    ]
+    for r in run["results"]:
+        statuses = ", ".join(f"{n:,} x {code}" for code, n in sorted(r["statuses"].items()))
+        lines.append(
+            f"| {r['clients']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
+            f"| {r['p99_ms'] / r['p50_ms']:.1f} | {statuses} | {r['server_cpu_ms_per_request']:.2f} |\n"
+        )
+    return "".join(lines)
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
     "headline": headline,
     "answers": answers,
@@ -353,6 +374,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "abstain": abstain,
     "mmr": mmr,
     "near-copies": near_copies,
+    "serve-load": serve_load,
 }
 
 
