@@ -360,6 +360,50 @@ def serve_load() -> str:
     return "".join(lines)
 
 
+#: HELMET's HotpotQA numbers the Adaptive-k paper reports (recall %, tokens), for the comparison row
+HELMET_ADAPTIVE_K, HELMET_FIXED_1K = (70.8, 954), (69.3, 852)
+
+
+def paper_comparison() -> str:
+    """Adaptive-k here (the defaults) beside the numbers the paper reports."""
+    ev = load("eval_default_scorer.json")["methods"]
+    ak, fixed = ev["adaptive-k"], ev["top-n-tokens@1k"]
+    holo = load("holobench.json")
+    amounts = list(holo["results"])
+    ours = [holo["results"][a]["summary"]["adaptive-k"] for a in amounts]
+    paper = holo["paper_table_2_recall"]["adaptive-k"]
+    paper_tokens = holo["paper_tokens"]["adaptive-k"]
+    size = " / ".join(f"{int(a) // 1000}k" for a in amounts)
+    tokens = [o["n_tokens"] / 1000 for o in ours]
+    return (
+        "| set | adaptive-k | the paper | note |\n|---|---|---|---|\n"
+        f"| hotpotqa-long, 100 questions, the default scorer | {pct(ak['recall'])}% recall at "
+        f"{ak['n_tokens']:,.0f} tokens | HELMET HotpotQA: {HELMET_ADAPTIVE_K[0]}% at {HELMET_ADAPTIVE_K[1]} "
+        f"| our pool is smaller and easier; fixed-1k: {pct(fixed['recall'])}% at {fixed['n_tokens']:,.0f} here, "
+        f"{HELMET_FIXED_1K[0]}% at {HELMET_FIXED_1K[1]} there |\n"
+        f"| HoloBench-style {size} (MiniLM) | {' / '.join(pct(o['recall']) for o in ours)}% "
+        f"| {' / '.join(f'{x:.1f}' for x in paper)}% | {min(tokens):.0f}-{max(tokens):.0f}k tokens here, "
+        f"{min(paper_tokens) / 1000:.0f}-{max(paper_tokens) / 1000:.0f}k there |\n"
+    )
+
+
+def retriever_buffer() -> str:
+    """Adaptive-k's scaled buffer against the paper's 5 over a retriever's top 5 (test split)."""
+    test = load("retriever_buffer_test.json")["results"]["hotpotqa-long test"]["5"]
+    lines = [
+        "| top-N of the dense ranking (hotpotqa-long test, 20 questions) | buffer | recall % | kept "
+        "| fewer than N |\n",
+        "|---|---|---:|---:|---:|\n",
+    ]
+    for key, label in (("B=1", "default (1)"), ("B=5", "5 (the paper's)")):
+        r = test[key]
+        lines.append(
+            f"| 5 | {label} | {pct(r['recall']['mean'])} {ci(r['recall']['ci'])} | {r['kept']:.1f} "
+            f"| {100 * r['fewer_than_given']:.0f}% |\n"
+        )
+    return "".join(lines)
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
     "headline": headline,
     "answers": answers,
@@ -375,6 +419,8 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "mmr": mmr,
     "near-copies": near_copies,
     "serve-load": serve_load,
+    "paper-comparison": paper_comparison,
+    "retriever-buffer": retriever_buffer,
 }
 
 
