@@ -404,6 +404,20 @@ def retriever_buffer() -> str:
     return "".join(lines)
 
 
+def sage_sufficiency() -> str:
+    """What SAGE's sufficiency check, as a probability of YES, tells apart so far."""
+    run = load("sage_sufficiency.json")
+    q, test = run["questions"], run["test_at_chosen"]
+    return (
+        f"On the {q['train']} training and {q['test']} test questions measured so far, the 1.5B reader's "
+        f"P(YES) gives a ROC AUC\nof {run['auc_train']:.2f} on the training split (0.5 is chance); its "
+        f"literal reply is YES on {pct(run['literal_yes_rate'])}% of the sets; the\n"
+        f"best-F1 threshold on the training split, {run['chosen']:.2f}, gives test precision "
+        f"{pct(test['precision'])} and recall {pct(test['recall'])} (half the\nsets are sufficient by "
+        f"construction). A check takes {run['seconds_mean']:.0f} s on average.\n"
+    )
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
     "headline": headline,
     "answers": answers,
@@ -421,6 +435,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "serve-load": serve_load,
     "paper-comparison": paper_comparison,
     "retriever-buffer": retriever_buffer,
+    "sage-sufficiency": sage_sufficiency,
 }
 
 
