@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         "--backend",
         default="torch",
         help="the dense scorer's backend: torch runs on --device; onnx / onnx-int8 on the CPU (int8 rankings differ "
-        "between CPUs, docs/results.md)",
+        "between CPUs, docs/archive/results-log.md)",
     )
     p.add_argument("--budget-s", type=float, default=None, help="start no stage after this many seconds")
     p.add_argument(

@@ -374,7 +374,7 @@ _GRAMMAR_LOCK = threading.Lock()
 
 #: The longest ``maxLength`` a llama.cpp grammar enforces. The converter writes ``maxLength`` N as N nested
 #: optional rules, and the sampler walks them at every token, so a long bound makes every token slow: at 1,536
-#: (Self-Route's answer on HoloBench-style data) a reply does not end in any useful time (docs/results.md).
+#: (Self-Route's answer on HoloBench-style data) a reply does not end in any useful time (docs/archive/results-log.md).
 #: A longer string is bounded in the grammar only by
 #: the call's ``max_tokens``, and its length is still checked when the reply is parsed.
 GRAMMAR_MAX_LENGTH = 256

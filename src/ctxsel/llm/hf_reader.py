@@ -12,7 +12,7 @@ fp32 on ``cpu``, and renders prompts with the chat template stored in that
 GGUF (:func:`~ctxsel.llm.hf_client.model_text`), so it reads the text the
 llama.cpp reader reads. Decoding is greedy. The answers are not
 bit-identical to llama.cpp's (its Q4_K_M arithmetic differs from de-quantised
-weights in bf16): docs/results.md states the measured share of
+weights in bf16): docs/archive/results-log.md states the measured share of
 identical answers.
 
 ``complete_many`` sorts the prompts by length and cuts them into batches of

@@ -30,7 +30,7 @@ bundled base model's first token is a newline, i.e. an empty answer. The
 HoloBench template ends in the cue ``- **Reasoning:**``, meant to start a
 completion; version 2 sends it as the reply's start (``cue``), because a
 chat model that reads it at the end of the user's message may echo it and
-stop (both versions are compared in docs/results.md).
+stop (both versions are compared in docs/archive/results-log.md).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ it by its first-stage distance times the ratio of the two stages' score ranges o
 every other chunk, and a block chunk the second scorer rates low sinks among the rest as it would in
 a one-stage ranking. Lined up with the block's lowest score instead, the rest left the block's sparse
 bottom as the widest gap in the list, and adaptive-k cut there (k near ``M``); measured on
-hotpotqa-long's training split (docs/results.md). A non-finite first-stage score stays as it was
+hotpotqa-long's training split (docs/archive/results-log.md). A non-finite first-stage score stays as it was
 (the selector's ``nan_policy`` decides). With ``M`` at least the pool, the result is the second
 scorer's scores alone.
 """

@@ -55,7 +55,7 @@ def default_backend() -> str:
 
     The rule: the fastest backend whose hotpotqa-long recall is within 0.5 points of torch's.
     ``python -m benchmarks.embedding_throughput`` measures all three in one run and states its choice;
-    its figures are on docs/results.md ("Speed, measured").
+    its figures are on docs/archive/results-log.md ("Speed, measured").
 
     - ONNX fp32 returns torch's vectors (to float rounding), so its recall is torch's by construction
       and it shares torch's cache entries. Its graph is fused (one Attention / SkipLayerNorm / BiasGelu
@@ -71,7 +71,7 @@ def default_backend() -> str:
     int8 vectors keep their own cache entries (``vector_id``), so caches filled on the two kinds of CPU
     never mix; ask for ``onnx`` or ``torch`` by name to get the same vectors everywhere. ``onnx-int8``
     named on two machines is not enough: int8 kernels differ between CPUs and ONNX Runtime versions, so
-    the same int8 file can put other chunks in the top 5 (docs/results.md counts how often).
+    the same int8 file can put other chunks in the top 5 (docs/archive/results-log.md counts how often).
     """
     from ctxsel.scoring.onnx_backend import has_int8_dot
 

@@ -113,8 +113,8 @@ register_scorer(
 
 
 #: What ranks the chunks when no scorer is named: the cascade (hybrid over the pool, nomic over its head)
-#: reads as accurately as ``accurate`` at about the fast scorer's cost (docs/results.md, "Choosing the
-#: default scorer", has the measurement behind the choice).
+#: reads as accurately as ``accurate`` at about the fast scorer's cost (docs/results.md, "Which scorer:
+#: the cascade, by default", has the measurement behind the choice).
 DEFAULT_SCORER = "cascade"
 #: What ranks them where the cascade's parts are not installed (``pip install ctxsel[embed]`` alone).
 FALLBACK_SCORER = "dense"

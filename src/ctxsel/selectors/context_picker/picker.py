@@ -19,7 +19,7 @@ first characters (the prefill), as training sees it: passed as
 which then continues the object instead of starting its own (in the user's
 message a small chat model tends to open a code fence and restate the object;
 in its own turn it does not, though it may still end the object with a period,
-which the strict parser rejects: docs/results.md counts both).
+which the strict parser rejects: docs/archive/results-log.md counts both).
 
 On an invalid reply the picker asks once more with the error stated in the
 prompt; if the second reply is invalid too it falls back to adaptive-k
