@@ -42,6 +42,18 @@ def signed(x: float) -> str:
     return f"{x:+.1f}" if round(x, 1) != 0 else "+0.0"
 
 
+def interval(lo_hi: list[float], fmt: str) -> str:
+    return f"[{lo_hi[0]:{fmt}}, {lo_hi[1]:{fmt}}]"
+
+
+def table(head: list[str], align: str, rows: list[list[Any]]) -> str:
+    """A Markdown table; ``align`` has one letter a column, ``l`` or ``r``."""
+    rule = {"l": "---", "r": "---:"}
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(rule[a] for a in align) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
 def comparison(run: Any, a: str, b: str, metric: str) -> dict[str, Any]:
     return next(c for c in run["comparisons"] if (c["a"], c["b"], c["metric"]) == (a, b, metric))
 
@@ -82,23 +94,16 @@ ANSWER_ROWS = [
 
 def answers() -> str:
     """Gold recall, tokens and answers per method on all 100 hotpotqa-long questions."""
-    lines = [
-        "| method | gold recall % | tokens | SubEM % | SubEM vs adaptive-k |\n",
-        "|---|---:|---:|---:|---|\n",
-    ]
+    rows = []
     for label, run_file, key in ANSWER_ROWS:
         run = load(run_file)
         m = run["methods"][key]
-        if key == "adaptive-k":
-            versus = ""
-        else:
-            c = comparison(run, key, "adaptive-k", "subem")
-            versus = f"{signed(100 * c['diff'])} {ci(c['ci95'])}"
-        lines.append(
-            f"| {label} | {pct(m['recall'])} | {m['n_tokens']:,.0f} | {pct(m['subem'])} {ci(m['subem_ci95'])} "
-            f"| {versus} |\n"
+        c = None if key == "adaptive-k" else comparison(run, key, "adaptive-k", "subem")
+        versus = "" if c is None else f"{signed(100 * c['diff'])} {ci(c['ci95'])}"
+        rows.append(
+            [label, pct(m["recall"]), f"{m['n_tokens']:,.0f}", f"{pct(m['subem'])} {ci(m['subem_ci95'])}", versus]
         )
-    return "".join(lines)
+    return table(["method", "gold recall %", "tokens", "SubEM %", "SubEM vs adaptive-k"], "lrrrl", rows)
 
 
 #: the scorers compared, as ``experiments.cascade`` names them, and their labels
@@ -117,22 +122,29 @@ def scorers() -> str:
     held = load("cascade_heldout.json")["sets"]
     articles = next(v for k, v in held.items() if k.startswith("articles"))
     cost = run["cost"]["rows"]
-    lines = [
-        "| scorer | top-n-tokens@1k recall % | adaptive-k recall % (tokens) "
-        f"| articles, recall % at 1k ({articles['questions']} questions) | cold cost, x MiniLM |\n",
-        "|---|---:|---:|---:|---:|\n",
-    ]
+    rows = []
     for key, label in SCORERS:
         row = run["all"][spec if key == "cascade" else key]
         tnt, ak = row["top-n-tokens@1k"], row["adaptive-k"]
         art = articles["rows"][key]["top-n-tokens@1k"]
         ratio = statistics.median(cost[key]["cold_s"]) / statistics.median(cost["dense"]["cold_s"])
-        lines.append(
-            f"| {label} | {tnt['recall']:.1f} {ci(tnt['recall_ci'], 1)} "
-            f"| {ak['recall']:.1f} {ci(ak['recall_ci'], 1)} ({ak['tokens']:,.0f}) "
-            f"| {art['recall']:.1f} {ci(art['recall_ci'], 1)} | {ratio:.2f}x |\n"
+        rows.append(
+            [
+                label,
+                f"{tnt['recall']:.1f} {ci(tnt['recall_ci'], 1)}",
+                f"{ak['recall']:.1f} {ci(ak['recall_ci'], 1)} ({ak['tokens']:,.0f})",
+                f"{art['recall']:.1f} {ci(art['recall_ci'], 1)}",
+                f"{ratio:.2f}x",
+            ]
         )
-    return "".join(lines)
+    head = [
+        "scorer",
+        "top-n-tokens@1k recall %",
+        "adaptive-k recall % (tokens)",
+        f"articles, recall % at 1k ({articles['questions']} questions)",
+        "cold cost, x MiniLM",
+    ]
+    return table(head, "lrrrr", rows)
 
 
 def cost_note() -> str:
@@ -153,15 +165,13 @@ def holobench() -> str:
     run = load("holobench.json")
     amounts = list(run["results"])
     methods = ["adaptive-k", "top-n-tokens@1k", "top-n-tokens@5k", "top-n-tokens@25k", "full"]
-    head = " | ".join(f"{int(a) // 1000}k relevant" for a in amounts)
-    lines = [f"| method | {head} |\n", "|---|" + "---:|" * len(amounts) + "\n"]
+    rows = []
     for m in methods:
-        cells = []
-        for a in amounts:
-            s = run["results"][a]["summary"].get(m)
-            cells.append("" if s is None else f"{pct(s['recall'])} ({s['n_tokens'] / 1000:,.1f}k)")
-        lines.append(f"| `{m}` | " + " | ".join(cells) + " |\n")
-    return "".join(lines)
+        summaries = [run["results"][a]["summary"].get(m) for a in amounts]
+        rows.append(
+            [f"`{m}`"] + ["" if s is None else f"{pct(s['recall'])} ({s['n_tokens'] / 1000:,.1f}k)" for s in summaries]
+        )
+    return table(["method"] + [f"{int(a) // 1000}k relevant" for a in amounts], "l" + "r" * len(amounts), rows)
 
 
 #: the LDAR table's rows: (key in ldar_scorers.json, label)
@@ -180,20 +190,31 @@ LDAR_ROWS = [
 def ldar_scorers() -> str:
     """The shipped LDAR policy's F2 on each scorer, beside adaptive-k's (unseen generated sets)."""
     rows = load("ldar_scorers.json")["rows"]
-    lines = [
-        "| scorer | LDAR F2 | adaptive-k F2 | LDAR - adaptive-k [95% CI] | Spearman(relevant, k) "
-        "| k kept (relevant) | top 20: fewer kept |\n",
-        "|---|---:|---:|---:|---:|---:|---:|\n",
-    ]
+    out = []
     for key, label in LDAR_ROWS:
         r = rows[key]
         d = r["ldar_minus_adaptive_k"]
-        lines.append(
-            f"| {label} | {r['ldar_f2']:.3f} | {r['adaptive_k_f2']:.3f} "
-            f"| {d['diff']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}] | {r['spearman_relevant_k']:.2f} "
-            f"| {r['ldar_k']:.1f} ({r['relevant']:.1f}) | {100 * r['top20_fewer']:.0f}% |\n"
+        out.append(
+            [
+                label,
+                f"{r['ldar_f2']:.3f}",
+                f"{r['adaptive_k_f2']:.3f}",
+                f"{d['diff']:+.3f} {interval(d['ci95'], '+.3f')}",
+                f"{r['spearman_relevant_k']:.2f}",
+                f"{r['ldar_k']:.1f} ({r['relevant']:.1f})",
+                f"{100 * r['top20_fewer']:.0f}%",
+            ]
         )
-    return "".join(lines)
+    head = [
+        "scorer",
+        "LDAR F2",
+        "adaptive-k F2",
+        "LDAR - adaptive-k [95% CI]",
+        "Spearman(relevant, k)",
+        "k kept (relevant)",
+        "top 20: fewer kept",
+    ]
+    return table(head, "lrrrrrr", out)
 
 
 def latency() -> str:
@@ -201,12 +222,11 @@ def latency() -> str:
     run = load("selection_latency.json")
     sizes = [str(int(float(s))) for s in run["sizes"]]
     methods = ["adaptive-k@largest_gap", "autocut@1", "top-k@10", "top-n-tokens@5k", "threshold@0.5"]
-    lines = ["| method | " + " | ".join(f"{int(s):,} chunks" for s in sizes) + " |\n"]
-    lines.append("|---|" + "---:|" * len(sizes) + "\n")
-    for m in methods:
-        cells = [f"{run['decide'][m][s]['median_ms']:.2f} ms" for s in sizes]
-        lines.append(f"| `{m.replace('@largest_gap', '')}` | " + " | ".join(cells) + " |\n")
-    return "".join(lines)
+    rows = [
+        [f"`{m.replace('@largest_gap', '')}`"] + [f"{run['decide'][m][s]['median_ms']:.2f} ms" for s in sizes]
+        for m in methods
+    ]
+    return table(["method"] + [f"{int(s):,} chunks" for s in sizes], "l" + "r" * len(sizes), rows)
 
 
 def stages() -> str:
@@ -221,17 +241,26 @@ def stages() -> str:
     def rate(r: dict[str, Any]) -> str:
         return f"{pct(r['rate'])}% {ci(r['ci'])}"
 
-    return (
-        "| stage | what it bought on the test split (20 questions) | at what cost |\n"
-        "|---|---|---|\n"
-        f"| `mmr` ({mmr['scorer']} scores) | adaptive-k's gold recall {pct(before['recall'])}% -> "
-        f"{pct(after['recall'])}%, paired {signed(100 * after['recall_diff'])} {ci(after['recall_diff_ci'])} "
-        f"| {after['tokens'] - before['tokens']:+,.0f} tokens |\n"
-        f"| `prune` ({prune['scorer']} scores) | {pct(pr['recall'])}% {ci(pr['recall_ci'])} of the supporting sentences kept "
-        f"| {pr['reduction']:.2f}x [{pr['ratio_ci'][0]:.2f}, {pr['ratio_ci'][1]:.2f}] fewer tokens |\n"
-        f"| `abstain` | abstains on {rate(ab['nothing'])} of questions whose pool has nothing related, "
-        f"{rate(ab['missing'])} whose evidence is missing | abstains on {rate(ab['full'])} of answerable ones |\n"
-    )
+    rows = [
+        [
+            f"`mmr` ({mmr['scorer']} scores)",
+            f"adaptive-k's gold recall {pct(before['recall'])}% -> {pct(after['recall'])}%, paired "
+            f"{signed(100 * after['recall_diff'])} {ci(after['recall_diff_ci'])}",
+            f"{after['tokens'] - before['tokens']:+,.0f} tokens",
+        ],
+        [
+            f"`prune` ({prune['scorer']} scores)",
+            f"{pct(pr['recall'])}% {ci(pr['recall_ci'])} of the supporting sentences kept",
+            f"{pr['reduction']:.2f}x {interval(pr['ratio_ci'], '.2f')} fewer tokens",
+        ],
+        [
+            "`abstain`",
+            f"abstains on {rate(ab['nothing'])} of questions whose pool has nothing related, "
+            f"{rate(ab['missing'])} whose evidence is missing",
+            f"abstains on {rate(ab['full'])} of answerable ones",
+        ],
+    ]
+    return table(["stage", "what it bought on the test split (20 questions)", "at what cost"], "lll", rows)
 
 
 def reader_example() -> str:
@@ -246,55 +275,54 @@ def reader_example() -> str:
     )
 
 
-def _prune_row(label: str, part: str, r: dict[str, Any]) -> str:
-    return (
-        f"| {label} | {part} | {r['n']} | {r['recall']:.3f} [{r['recall_ci'][0]:.3f}, {r['recall_ci'][1]:.3f}] "
-        f"| {r['tokens_before']:.0f} | {r['tokens_after']:.0f} "
-        f"| {r['reduction']:.2f}x [{r['ratio_ci'][0]:.2f}, {r['ratio_ci'][1]:.2f}] |\n"
-    )
+def _prune_row(scorer: str, label: str, part: str, r: dict[str, Any]) -> list[Any]:
+    return [
+        scorer,
+        label,
+        part,
+        r["n"],
+        f"{r['recall']:.3f} {interval(r['recall_ci'], '.3f')}",
+        f"{r['tokens_before']:.0f}",
+        f"{r['tokens_after']:.0f}",
+        f"{r['reduction']:.2f}x {interval(r['ratio_ci'], '.2f')}",
+    ]
 
 
 def prune() -> str:
     """``prune`` against LlamaIndex's SentenceEmbeddingOptimizer, under MiniLM and under the cascade."""
-    lines = [
-        "| scorer | rule | part | n | recall [95% CI] | tokens before | tokens after | reduction [95% CI] |\n",
-        "|---|---|---|---|---|---|---|---|\n",
-    ]
+    rows = []
     for file, scorer in (("prune_hotpotqa.json", "MiniLM"), ("prune_hotpotqa_cascade.json", "cascade")):
         run = load(file)
         rules = {"`prune` (defaults)": run["rules"]["prune"]}
         if run["chosen"] != "prune":
             rules[f"`{run['chosen']}` (chosen on train)"] = run["rules"][run["chosen"]]
         for label, r in rules.items():
-            lines += [_prune_row(f"{scorer} | {label}", part, r[part]) for part in ("train", "test", "all")]
+            rows += [_prune_row(scorer, label, part, r[part]) for part in ("train", "test", "all")]
         if scorer == "MiniLM":
             default = run["peers"]["LlamaIndex SentenceEmbeddingOptimizer(percentile_cutoff=0.5, context=1)"]
             label = "LlamaIndex `SentenceEmbeddingOptimizer(percentile_cutoff=0.5)`, its default +-1 context"
-            lines += [_prune_row(f"{scorer} | {label}", part, default[part]) for part in ("test", "all")]
-    return "".join(lines)
+            rows += [_prune_row(scorer, label, part, default[part]) for part in ("test", "all")]
+    head = ["scorer", "rule", "part", "n", "recall [95% CI]", "tokens before", "tokens after", "reduction [95% CI]"]
+    return table(head, "lllrrrrr", rows)
 
 
 def abstain() -> str:
     """The ``abstain`` rule beside a top-score threshold, per scorer it ships for."""
     results = load("abstention.json")["results"]
-    lines = [
-        "| scorer | part | rule | false abstention (full pool) | nothing related | evidence missing |\n",
-        "|---|---|---|---|---|---|\n",
-    ]
 
     def rate(r: dict[str, Any]) -> str:
         return f"{100 * r['rate']:.0f}% [{100 * r['ci'][0]:.0f}%, {100 * r['ci'][1]:.0f}%]"
 
+    rows = []
     for key, label in (("dense", "MiniLM"), ("bm25", "bm25"), ("cascade", "cascade (the default)")):
         for part in ("test", "all"):
-            got = results[key]["parts"][part]
             for rule, name in (("rule", "`abstain`"), ("baseline", "top score")):
-                r = got[rule]
-                lines.append(
-                    f"| {label} | {part} ({r['full']['n']}) | {name} | {rate(r['full'])} | {rate(r['nothing'])} "
-                    f"| {rate(r['missing'])} |\n"
+                r = results[key]["parts"][part][rule]
+                rows.append(
+                    [label, f"{part} ({r['full']['n']})", name, rate(r["full"]), rate(r["nothing"]), rate(r["missing"])]
                 )
-    return "".join(lines)
+    head = ["scorer", "part", "rule", "false abstention (full pool)", "nothing related", "evidence missing"]
+    return table(head, "llllll", rows)
 
 
 def _k(k: float) -> str:
@@ -303,61 +331,80 @@ def _k(k: float) -> str:
 
 def mmr() -> str:
     """``mmr`` after each cut on hotpotqa-long's test split, paired against no stage."""
-    table = load("mmr_hotpotqa.json")["table"]
-    lines = [
-        "| method | stage | k | recall | 95% CI | recall diff | 95% CI | tokens | tokens diff | 95% CI |\n",
-        "|---|---|---|---|---|---|---|---|---|---|\n",
-    ]
+    runs = load("mmr_hotpotqa.json")["table"]
+    rows = []
     for method in ("adaptive-k", "top-k@3", "top-k@5"):
-        none, with_mmr = table[method]["none"]["test"], table[method]["rerank"]["test"]
-        lines.append(
-            f"| {method} | none | {_k(none['k'])} | {none['recall']:.3f} "
-            f"| [{none['recall_ci'][0]:.3f}, {none['recall_ci'][1]:.3f}] | | | {none['tokens']:.0f} | | |\n"
+        none, got = runs[method]["none"]["test"], runs[method]["rerank"]["test"]
+        rows.append(
+            [
+                method,
+                "none",
+                _k(none["k"]),
+                f"{none['recall']:.3f}",
+                interval(none["recall_ci"], ".3f"),
+                "",
+                "",
+                f"{none['tokens']:.0f}",
+                "",
+                "",
+            ]
         )
-        d, t = with_mmr["recall_diff_ci"], with_mmr["tokens_diff_ci"]
-        lines.append(
-            f"| {method} | `mmr` | {_k(with_mmr['k'])} | {with_mmr['recall']:.3f} "
-            f"| [{with_mmr['recall_ci'][0]:.3f}, {with_mmr['recall_ci'][1]:.3f}] | {with_mmr['recall_diff']:+.3f} "
-            f"| [{d[0]:.3f}, {d[1]:.3f}] | {with_mmr['tokens']:.0f} | {with_mmr['tokens_diff']:+.0f} "
-            f"| [{t[0]:.0f}, {t[1]:.0f}] |\n"
+        rows.append(
+            [
+                method,
+                "`mmr`",
+                _k(got["k"]),
+                f"{got['recall']:.3f}",
+                interval(got["recall_ci"], ".3f"),
+                f"{got['recall_diff']:+.3f}",
+                interval(got["recall_diff_ci"], ".3f"),
+                f"{got['tokens']:.0f}",
+                f"{got['tokens_diff']:+.0f}",
+                interval(got["tokens_diff_ci"], ".0f"),
+            ]
         )
-    return "".join(lines)
+    head = ["method", "stage", "k", "recall", "95% CI", "recall diff", "95% CI", "tokens", "tokens diff", "95% CI"]
+    return table(head, "llrrrrrrrr", rows)
 
 
 def near_copies() -> str:
     """``dedup`` and ``mmr`` over a pool with a near copy of every paragraph (all 100 questions)."""
-    rows = load("mmr_hotpotqa.json")["near_copies"]
-    lines = ["| method | stage | k | recall | recall diff | 95% CI | tokens |\n", "|---|---|---|---|---|---|---|\n"]
+    runs = load("mmr_hotpotqa.json")["near_copies"]
+    rows = []
     for method in ("adaptive-k", "top-k@3", "top-k@5"):
         for stage in ("none", "dedup", "mmr"):
-            r = rows[f"{method} {stage}"]["all"]
-            diff = "| | |" if stage == "none" else (
-                f"| {r['recall_diff']:+.3f} | [{r['recall_diff_ci'][0]:.3f}, {r['recall_diff_ci'][1]:.3f}] |"
-            )
+            r = runs[f"{method} {stage}"]["all"]
+            diff = ["", ""] if stage == "none" else [f"{r['recall_diff']:+.3f}", interval(r["recall_diff_ci"], ".3f")]
             label = stage if stage == "none" else f"`{stage}`"
-            lines.append(f"| {method} | {label} | {_k(r['k'])} | {r['recall']:.3f} {diff} {r['tokens']:.0f} |\n")
-    return "".join(lines)
+            rows.append([method, label, _k(r["k"]), f"{r['recall']:.3f}", *diff, f"{r['tokens']:.0f}"])
+    return table(["method", "stage", "k", "recall", "recall diff", "95% CI", "tokens"], "llrrrrr", rows)
 
 
 def serve_load() -> str:
     """``ctxsel serve`` under concurrent clients: throughput, latency, statuses and server CPU."""
     run = load("serve_load.json")
     info, args = run["info"], run["args"]
-    lines = [
+    rows = []
+    for r in run["results"]:
+        statuses = ", ".join(f"{n:,} x {code}" for code, n in sorted(r["statuses"].items()))
+        rows.append(
+            [
+                r["clients"],
+                f"{r['rps']:.1f}",
+                f"{r['p50_ms']:.1f}",
+                f"{r['p99_ms']:.1f}",
+                f"{r['p99_ms'] / r['p50_ms']:.1f}",
+                statuses,
+                f"{r['server_cpu_ms_per_request']:.2f}",
+            ]
+        )
+    head = ["clients", "requests/s (200s)", "p50 ms", "p99 ms", "p99 / p50", "statuses", "server CPU ms / request"]
+    return (
         f"{args['n_chunks']:,} chunks with their scores per POST /select, method {args['method']}, "
         f"{info['threads']} thread, client and server\non the same {info['usable_cpus']} cores, load average "
         f"{info['loadavg_start'][0]:.1f} at the start and {info['loadavg_end'][0]:.1f} at the end "
-        f"(git {info['git']}):\n\n",
-        "| clients | requests/s (200s) | p50 ms | p99 ms | p99 / p50 | statuses | server CPU ms / request |\n",
-        "| ---: | ---: | ---: | ---: | ---: | :--- | ---: |\n",
-    ]
-    for r in run["results"]:
-        statuses = ", ".join(f"{n:,} x {code}" for code, n in sorted(r["statuses"].items()))
-        lines.append(
-            f"| {r['clients']} | {r['rps']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
-            f"| {r['p99_ms'] / r['p50_ms']:.1f} | {statuses} | {r['server_cpu_ms_per_request']:.2f} |\n"
-        )
-    return "".join(lines)
+        f"(git {info['git']}):\n\n" + table(head, "rrrrrlr", rows)
+    )
 
 
 #: HELMET's HotpotQA numbers the Adaptive-k paper reports (recall %, tokens), for the comparison row
@@ -375,33 +422,45 @@ def paper_comparison() -> str:
     paper_tokens = holo["paper_tokens"]["adaptive-k"]
     size = " / ".join(f"{int(a) // 1000}k" for a in amounts)
     tokens = [o["n_tokens"] / 1000 for o in ours]
-    return (
-        "| set | adaptive-k | the paper | note |\n|---|---|---|---|\n"
-        f"| hotpotqa-long, 100 questions, the default scorer | {pct(ak['recall'])}% recall at "
-        f"{ak['n_tokens']:,.0f} tokens | HELMET HotpotQA: {HELMET_ADAPTIVE_K[0]}% at {HELMET_ADAPTIVE_K[1]} "
-        f"| our pool is smaller and easier; fixed-1k: {pct(fixed['recall'])}% at {fixed['n_tokens']:,.0f} here, "
-        f"{HELMET_FIXED_1K[0]}% at {HELMET_FIXED_1K[1]} there |\n"
-        f"| HoloBench-style {size} (MiniLM) | {' / '.join(pct(o['recall']) for o in ours)}% "
-        f"| {' / '.join(f'{x:.1f}' for x in paper)}% | {min(tokens):.0f}-{max(tokens):.0f}k tokens here, "
-        f"{min(paper_tokens) / 1000:.0f}-{max(paper_tokens) / 1000:.0f}k there |\n"
-    )
+    rows = [
+        [
+            "hotpotqa-long, 100 questions, the default scorer",
+            f"{pct(ak['recall'])}% recall at {ak['n_tokens']:,.0f} tokens",
+            f"HELMET HotpotQA: {HELMET_ADAPTIVE_K[0]}% at {HELMET_ADAPTIVE_K[1]}",
+            f"our pool is smaller and easier; fixed-1k: {pct(fixed['recall'])}% at {fixed['n_tokens']:,.0f} here, "
+            f"{HELMET_FIXED_1K[0]}% at {HELMET_FIXED_1K[1]} there",
+        ],
+        [
+            f"HoloBench-style {size} (MiniLM)",
+            " / ".join(pct(o["recall"]) for o in ours) + "%",
+            " / ".join(f"{x:.1f}" for x in paper) + "%",
+            f"{min(tokens):.0f}-{max(tokens):.0f}k tokens here, {min(paper_tokens) / 1000:.0f}-{max(paper_tokens) / 1000:.0f}k there",
+        ],
+    ]
+    return table(["set", "adaptive-k", "the paper", "note"], "llll", rows)
 
 
 def retriever_buffer() -> str:
     """Adaptive-k's scaled buffer against the paper's 5 over a retriever's top 5 (test split)."""
     test = load("retriever_buffer_test.json")["results"]["hotpotqa-long test"]["5"]
-    lines = [
-        "| top-N of the dense ranking (hotpotqa-long test, 20 questions) | buffer | recall % | kept "
-        "| fewer than N |\n",
-        "|---|---|---:|---:|---:|\n",
+    rows = [
+        [
+            5,
+            label,
+            f"{pct(test[key]['recall']['mean'])} {ci(test[key]['recall']['ci'])}",
+            f"{test[key]['kept']:.1f}",
+            f"{100 * test[key]['fewer_than_given']:.0f}%",
+        ]
+        for key, label in (("B=1", "default (1)"), ("B=5", "5 (the paper's)"))
     ]
-    for key, label in (("B=1", "default (1)"), ("B=5", "5 (the paper's)")):
-        r = test[key]
-        lines.append(
-            f"| 5 | {label} | {pct(r['recall']['mean'])} {ci(r['recall']['ci'])} | {r['kept']:.1f} "
-            f"| {100 * r['fewer_than_given']:.0f}% |\n"
-        )
-    return "".join(lines)
+    head = [
+        "top-N of the dense ranking (hotpotqa-long test, 20 questions)",
+        "buffer",
+        "recall %",
+        "kept",
+        "fewer than N",
+    ]
+    return table(head, "llrrr", rows)
 
 
 def sage_sufficiency() -> str:
