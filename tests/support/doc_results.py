@@ -37,7 +37,8 @@ def pct(x: float) -> str:
 
 
 def ci(lo_hi: list[float], scale: float = 100.0) -> str:
-    return f"[{scale * lo_hi[0]:.1f}, {scale * lo_hi[1]:.1f}]"
+    """An interval of shares as percentages (``scale=1``: already percentages), one decimal."""
+    return interval([scale * lo_hi[0], scale * lo_hi[1]], ".1f")
 
 
 def signed(x: float) -> str:
@@ -550,5 +551,6 @@ def drift(page: Path) -> list[str]:
             if len(have_lines) != len(want_lines):
                 pairs.append((f"{len(have_lines)} lines", f"{len(want_lines)} lines"))
             shown = "\n".join(f"  the page says:    {h}\n  the results give: {w}" for h, w in pairs[:5])
-            out.append(f"{page.relative_to(REPO)}, results block {m['name']!r}:\n{shown}")
+            where = page.relative_to(REPO) if page.is_relative_to(REPO) else page
+            out.append(f"{where}, results block {m['name']!r}:\n{shown}")
     return out
