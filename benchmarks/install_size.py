@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import importlib.metadata as metadata
 from functools import cache
+from pathlib import Path
+from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -29,7 +31,8 @@ MB = 1_000_000
 def dist_size(name: str) -> int:
     """Bytes of one installed distribution's files."""
     files = metadata.distribution(name).files or []
-    return sum(p.stat().st_size for p in (f.locate() for f in files) if p.is_file())
+    paths = (Path(f.locate()) for f in files)
+    return sum(p.stat().st_size for p in paths if p.is_file())
 
 
 def closure(name: str, extras: frozenset[str], missing: set[str]) -> set[str]:
@@ -68,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     for extra in metadata.distribution("ctxsel").metadata.get_all("Provides-Extra") or []:
         pulled = closure("ctxsel", frozenset({extra}), missing) - base - {"ctxsel"}
         extras[extra] = {"mb": sum(map(dist_size, pulled)) / MB, "distributions": sorted(pulled)}
-    data = {
+    data: dict[str, Any] = {
         "info": info,
         "base_mb": sum(map(dist_size, base)) / MB,
         "base": sorted(base),
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     md = C.header_md("ctxsel: installed size of each extra", info) + (
         f"\nBase install (ctxsel's own requirements): {data['base_mb']:,.0f} MB, {len(base)} distributions.\n\n"
         "| extra | MB on top of the base | distributions |\n|---|---:|---:|\n" + "\n".join(rows) + "\n"
-        f"\nNot installed here, so not counted: {', '.join(data['missing']) or 'none'}.\n"
+        f"\nNot installed here, so not counted: {', '.join(sorted(missing)) or 'none'}.\n"
     )
     C.write_report("install_size", C.RESULTS_DIR, md, data)
     print(md)
