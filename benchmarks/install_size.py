@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     info = C.machine_info(C.setup_threads(args.threads))
     missing: set[str] = set()
     base = closure("ctxsel", frozenset(), missing) - {"ctxsel"}
-    extras = {}
+    extras: dict[str, dict[str, Any]] = {}
     for extra in metadata.distribution("ctxsel").metadata.get_all("Provides-Extra") or []:
         pulled = closure("ctxsel", frozenset({extra}), missing) - base - {"ctxsel"}
         extras[extra] = {"mb": sum(map(dist_size, pulled)) / MB, "distributions": sorted(pulled)}
