@@ -13,8 +13,10 @@ link did, and :meth:`Ranking.annotate` writes that into the selection made on it
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -195,12 +197,25 @@ def scores_id(scorer: Scorer | Ranking) -> str:
     return f"{scorer.name}:{getattr(scorer, 'model_id', '')}".rstrip(":")
 
 
-def same_scores(scores_id: str) -> str:
-    """``scores_id`` with the ONNX int8 backend's tag taken out: what a trained or calibrated rule
-    compares, since the same model's int8 vectors move a cosine by quantisation error only."""
-    from ctxsel.scoring.onnx_backend import INT8_ID
+T = TypeVar("T")
 
-    return scores_id.replace(f"|{INT8_ID}", "")
+#: a vectors id's route tag (:func:`ctxsel.scoring.dense.vector_id`): MiniLM's int8 ONNX, or a GGUF
+#: embedder's llama.cpp, ONNX fp32 and int8 routes
+_ROUTE = re.compile(r"\|(?:llama-[A-Za-z0-9_]+|onnx(?:-int8)?-v\d+(?:-[A-Za-z0-9.]+)*)")
+
+
+def same_scores(scores_id: str) -> str:
+    """``scores_id`` with its backends' route tags taken out: what a trained or calibrated rule
+    compares, since one model's routes move a cosine by quantisation error only (0.99 and above
+    against the reference vectors: ``benchmarks/results/nomic_routes.md``), so a rule fitted on one
+    route holds on a CPU that runs another."""
+    return _ROUTE.sub("", scores_id)
+
+
+def find_same(by_id: Mapping[str, T], scores_id: str) -> T | None:
+    """The value of ``by_id`` whose key names the same scores as ``scores_id`` (:func:`same_scores`)."""
+    want = same_scores(scores_id)
+    return next((v for k, v in by_id.items() if same_scores(k) == want), None)
 
 
 def as_ranking(ranking: Ranking | Scorer | str | None) -> Ranking:

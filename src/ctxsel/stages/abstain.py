@@ -251,7 +251,9 @@ class Abstain(Stage):
     )
 
     def __post_init__(self) -> None:
-        if self.calibration is not None and self.calibration not in bundled_model().calibrations:
+        from ctxsel.ranking.chain import find_same
+
+        if self.calibration is not None and find_same(bundled_model().calibrations, self.calibration) is None:
             raise InputError(f"calibration must be one of {', '.join(known_calibrations())}, got {self.calibration!r}")
 
     def apply(
@@ -262,9 +264,11 @@ class Abstain(Stage):
                 f"the abstain stage reads the pool's scores, and method {selection.method!r} ranked by none: "
                 "use a score-based method or give scores"
             )
+        from ctxsel.ranking.chain import find_same
+
         model = bundled_model()
         source = self.calibration or scorer_id(query, ranking)
-        cal = model.calibrations.get(source) if source is not None else None
+        cal = find_same(model.calibrations, source) if source is not None else None
         if cal is None:
             what = "scores given with the query" if source is None else f"scorer {source!r}"
             note = (

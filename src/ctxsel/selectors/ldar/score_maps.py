@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ctxsel.errors import ModelError
+from ctxsel.ranking.chain import find_same, same_scores
 
 MAPS_FILE = "score_maps.json"
 MAPS_FORMAT = "ctxsel-ldar-score-maps"
@@ -101,7 +102,7 @@ def bundled_maps() -> ScoreMaps:
 def map_for(trained: str, scores_id: str) -> ScoreMap | None:
     """The bundled map from ``scores_id``'s scores onto ``trained``'s, or None when there is none."""
     maps = bundled_maps()
-    return maps.maps.get(scores_id) if maps.target == trained else None
+    return find_same(maps.maps, scores_id) if same_scores(maps.target) == same_scores(trained) else None
 
 
 __all__ = ["MAPS_FILE", "MAPS_FORMAT", "MAPS_VERSION", "ScoreMap", "ScoreMaps", "bundled_maps", "fit_map", "map_for"]
