@@ -3,7 +3,8 @@
     python -m experiments.prune_hotpotqa [--scorer dense]
 
 For every question, adaptive-k (default options) selects over the whole pool with the scorer;
-the ``prune`` stage then keeps sentences of each kept chunk. Supporting-sentence recall is
+the ``prune`` stage then keeps sentences of each kept chunk, under each rule (margin, range,
+stddev) over a grid of its threshold and the context weights 0, 0.5 and 1. Supporting-sentence recall is
 counted over the supporting sentences (HotpotQA ``supporting_facts``: title, sentence id) of
 the chunks adaptive-k kept: a sentence counts as kept when its text is still in the pruned
 chunk. Rules are chosen on the training split (the largest token reduction whose train recall is
@@ -100,16 +101,16 @@ def main() -> None:
             pool_scores[e.id] = [float(x) for x in scorer.score(e.question, e.chunks)]
             pool_path.write_bytes(pickle.dumps(pool_scores))
         base[e.id] = ctxsel.select(e.question, e.chunks, "adaptive-k", scores=pool_scores[e.id])
+    contexts = (0.0, 0.5, 1.0)
     rules: list[Prune] = [
         Prune(rule="margin", margin=m, context=c)
         for m in (0.02, 0.05, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3)
-        for c in (False, True)
+        for c in contexts
     ]
     rules += [
-        Prune(rule="range", fraction=f, context=c)
-        for f in (0.2, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7)
-        for c in (False, True)
+        Prune(rule="range", fraction=f, context=c) for f in (0.2, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7) for c in contexts
     ]
+    rules += [Prune(rule="stddev", z=z / 10, context=c) for z in range(9) for c in contexts]
     rows: dict[str, dict[str, dict[str, float]]] = {}
     for rule in tqdm(rules, desc="rules"):
         per: dict[str, dict[str, float]] = {}

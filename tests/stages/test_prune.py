@@ -20,10 +20,10 @@ TEXTS = [
     "Paris is the capital of France. It has many museums. The Seine flows through it.",
     "Berlin is big. Berlin has a zoo.",
 ]
-# BM25 over the five sentences: only "Paris is the capital of France." matches (about 1.07), the rest score 0.
-# range rule, fraction 0.65: lo = 0, hi = 1.07, so only that sentence passes; chunk 1 keeps its best
-# sentence (all tie at 0: the first), the min_sentences floor.
-SPEC = "prune[context=false]"
+# BM25 over the five sentences alone: only "Paris is the capital of France." matches (about 1.07), the
+# rest score 0. stddev rule, z 0.6: mean 0.215 + 0.6 * std 0.430 = 0.473, so only that sentence passes;
+# chunk 1 keeps its best sentence (all tie at 0: the first), the min_sentences floor.
+SPEC = "prune[context=0.0]"
 PRUNED = {"0": "Paris is the capital of France.", "1": "Berlin is big."}
 
 
@@ -39,12 +39,33 @@ def test_the_hand_worked_example() -> None:
     assert sel.meta["stages"] == [SPEC]
 
 
+def test_range_and_stddev_thresholds() -> None:
+    # range, fraction 0.65: lo 0, hi 1.07, so the same one sentence passes
+    ranged = ctxsel.select(QUESTION, TEXTS, "top-k@2", scorer="bm25", stages=["prune[rule=range,context=0]"])
+    assert {c.id: c.text for c in ranged.chunks} == PRUNED
+    # z = -1: mean - std = -0.215 is below every score, so nothing goes
+    everything = ctxsel.select(QUESTION, TEXTS, "top-k@2", scorer="bm25", stages=["prune[z=-1,context=0]"])
+    assert [c.text for c in everything.chunks] == TEXTS and everything.meta["prune"]["dropped"] == {}
+
+
+def test_context_blends_the_score_behind_the_first_sentence() -> None:
+    from ctxsel.chunking import split_sentences
+    from ctxsel.ranking.chain import Ranking
+    from ctxsel.scoring import get_scorer
+    from ctxsel.types import Chunk
+
+    chunks = [Chunk(id=str(i), text=t, doc_id="d", position=i, n_tokens=0) for i, t in enumerate(TEXTS)]
+    split = [split_sentences(t) for t in TEXTS]
+    ranking = Ranking(get_scorer("keywords"))  # matched question words per text: "capital", "France"
+    scores = {w: Prune(context=w).sentence_scores(QUESTION, chunks, split, ranking).tolist() for w in (0, 0.5, 1)}
+    # "It has many museums." matches nothing alone and both words behind "Paris is the capital of France."
+    assert scores == {0: [2, 0, 0, 0, 0], 0.5: [2, 1, 1, 0, 0], 1: [2, 2, 2, 0, 0]}
+
+
 def test_margin_rule_and_the_floor() -> None:
-    wide = ctxsel.select(
-        QUESTION, TEXTS, "top-k@2", scorer="bm25", stages=["prune[rule=margin,margin=2,context=false]"]
-    )
+    wide = ctxsel.select(QUESTION, TEXTS, "top-k@2", scorer="bm25", stages=["prune[rule=margin,margin=2,context=0]"])
     assert [c.text for c in wide.chunks] == TEXTS and wide.meta["prune"]["dropped"] == {}
-    two = ctxsel.select(QUESTION, TEXTS, "top-k@2", scorer="bm25", stages=["prune[context=false,min_sentences=2]"])
+    two = ctxsel.select(QUESTION, TEXTS, "top-k@2", scorer="bm25", stages=["prune[context=0,min_sentences=2]"])
     assert [c.text for c in two.chunks] == ["Paris is the capital of France. It has many museums.", TEXTS[1]]
 
 
@@ -58,6 +79,10 @@ def test_the_registry_and_bad_options() -> None:
         get_stage("prune[min_sentences=0]")
     with pytest.raises(SpecError, match="rule"):
         get_stage("prune[rule=best]")
+    with pytest.raises(SpecError, match="context"):
+        get_stage("prune[context=2]")
+    with pytest.raises(SpecError, match="context must be a number"):
+        get_stage("prune[context=true]")
 
 
 def test_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

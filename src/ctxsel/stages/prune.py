@@ -6,22 +6,29 @@ splitter, :func:`ctxsel.chunking.split_sentences`), scores them with the same sc
 method ranked by (``ranking.scorer.score(question, sentences)``), and keeps, in document
 order, the sentences that pass the rule:
 
-- ``rule=range`` (the default): a sentence stays when its score is at least
-  ``lo + fraction * (hi - lo)``, ``lo`` and ``hi`` the lowest and highest sentence scores
-  over the whole selection; each chunk still keeps its best ``min_sentences``.
+- ``rule=stddev`` (the default): a sentence stays when its score is at least
+  ``mean + z * std`` of the sentence scores over the whole selection (the ``stddev`` cut's
+  rule, applied to sentences).
+- ``rule=range``: a sentence stays when its score is at least ``lo + fraction * (hi - lo)``,
+  ``lo`` and ``hi`` the lowest and highest sentence scores over the whole selection.
 - ``rule=margin``: a sentence stays when its score is within ``margin`` of the
-  best sentence of its own chunk (``score >= best_in_chunk - margin``). The chunk's best
-  sentence always stays, so every kept chunk keeps at least ``min_sentences`` sentences.
+  best sentence of its own chunk (``score >= best_in_chunk - margin``).
 
-With ``context=true`` (the default) each sentence after a chunk's first is scored with the chunk's first
-sentence in front of it (a heading or ``"Title: ..."`` line names what a later sentence's
-"he" or "it" is), and only the sentence itself is kept.
+Under every rule each kept chunk keeps at least its best ``min_sentences`` sentences.
 
-The rule and its defaults (``range``, ``fraction=0.65``, ``context=true``) were chosen on the
-hotpotqa-long training split as the largest token reduction whose supporting-sentence recall
-stays >= 0.91; a per-chunk margin cut no more than a few tokens at that recall, and the
-first-sentence context raised recall at every threshold (``python -m experiments.prune_hotpotqa``; the numbers are in
-``benchmarks/results/prune_hotpotqa.md``).
+A sentence after a chunk's first is often unreadable alone: its "he" or "it" is named in the
+chunk's heading or ``"Title: ..."`` line. So it is scored twice, alone and with the chunk's
+first sentence in front of it, and its score is ``(1 - context) * alone + context * with
+the first sentence`` (``context=0``: alone, one scoring pass; ``context=1``: with the first
+sentence only). Only the sentence itself is kept.
+
+The defaults (``stddev``, ``z=0.6``, ``context=0.5``) were chosen on the hotpotqa-long
+training split under the default scorer as the largest token reduction whose
+supporting-sentence recall stays >= 0.91, among the three rules and the three context
+weights 0, 0.5 and 1 (``python -m experiments.prune_hotpotqa --scorer cascade``; the numbers
+are in ``benchmarks/results/prune_hotpotqa_cascade.md``). At every ``z`` tried, the blend kept
+more supporting sentences than either score alone: the sentence alone misses what its pronoun
+refers to, the sentence behind its heading inherits the heading's match.
 
 A pruned chunk keeps its id, document and position; its text becomes its kept sentences
 joined by a space, and its token count is counted again, so ``Selection.text()``, the
@@ -61,13 +68,17 @@ class Prune(Stage):
 
     needs_ranking = True
 
-    rule: Literal["margin", "range"] = option(
-        "range", doc="margin: within `margin` of the chunk's best sentence; range: above a fraction of the range"
+    rule: Literal["stddev", "range", "margin"] = option(
+        "stddev",
+        doc="stddev: above mean + z*std; range: above a fraction of the range; margin: near the chunk's best",
     )
+    z: float = option(0.6, doc="rule=stddev: keep scores >= mean + z*std of the selection's sentence scores")
     margin: float = option(0.1, minimum=0.0, doc="rule=margin: keep sentences scoring >= the chunk's best - margin")
     fraction: float = option(0.65, minimum=0.0, maximum=1.0, doc="rule=range: keep scores >= lo + fraction*(hi-lo)")
     min_sentences: int = option(1, minimum=1, doc="each kept chunk keeps at least its best this many sentences")
-    context: bool = option(True, doc="score each sentence with its chunk's first sentence in front of it")
+    context: float = option(
+        0.5, minimum=0.0, maximum=1.0, doc="weight of the score with the chunk's first sentence in front (0: alone)"
+    )
 
     def apply(
         self, selection: Selection, query: Query, scores: np.ndarray | None, *, ranking: Ranking | None = None
@@ -77,19 +88,18 @@ class Prune(Stage):
             raise InputError("the prune stage scores sentences with the method's scorer; it was given none")
         before = selection.n_tokens
         split = [split_sentences(c.text) or [c.text] for c in selection.chunks]
-        probes: list[Chunk] = []
-        for c, sents in zip(selection.chunks, split):
-            for j, s in enumerate(sents):
-                text = f"{sents[0]} {s}" if self.context and j > 0 else s
-                probes.append(Chunk(id=f"{c.id}#{j}", text=text, doc_id=c.doc_id, position=c.position, n_tokens=0))
-        flat = np.asarray(ranking.scorer.score(query.question, probes), dtype=np.float64) if probes else np.zeros(0)
-        flat = np.where(np.isfinite(flat), flat, -np.inf)
-        lo, hi = (float(flat[np.isfinite(flat)].min()), float(flat.max())) if np.isfinite(flat).any() else (0.0, 0.0)
+        flat = self.sentence_scores(query.question, selection.chunks, split, ranking)
+        finite = flat[np.isfinite(flat)]
+        stats = (
+            (float(finite.min()), float(finite.max()), float(finite.mean()), float(finite.std()))
+            if len(finite)
+            else (0.0,) * 4
+        )
         kept_chunks: list[Chunk] = []
         dropped: dict[str, list[int]] = {}
         at = 0
         for c, sents in zip(selection.chunks, split):
-            keep = self.keep(flat[at : at + len(sents)], lo, hi)
+            keep = self.keep(flat[at : at + len(sents)], *stats)
             at += len(sents)
             gone = [j for j in range(len(sents)) if not keep[j]]
             if not gone:
@@ -113,14 +123,41 @@ class Prune(Stage):
         )
         return selection
 
-    def keep(self, s: np.ndarray, lo: float, hi: float) -> np.ndarray:
-        """Which of one chunk's sentence scores ``s`` stay (``lo``, ``hi``: the selection's range)."""
+    def sentence_scores(
+        self, question: str, chunks: list[Chunk], split: list[list[str]], ranking: Ranking
+    ) -> np.ndarray:
+        """Every sentence's score in order: alone, behind its chunk's first sentence, or the blend of
+        both by ``context``; ``-inf`` where the scorer gave no finite score."""
+        probes: list[Chunk] = []
+        pairs = []  # per sentence: the index of its score alone and of its score behind (-1: not asked)
+        for c, sents in zip(chunks, split):
+            for j, s in enumerate(sents):
+                alone = behind = -1
+                if j == 0 or self.context < 1:
+                    alone = len(probes)
+                    probes.append(Chunk(id=f"{c.id}#{j}", text=s, doc_id=c.doc_id, position=c.position, n_tokens=0))
+                if j > 0 and self.context > 0:
+                    behind = len(probes)
+                    text = f"{sents[0]} {s}"
+                    probes.append(Chunk(id=f"{c.id}#{j}+", text=text, doc_id=c.doc_id, position=c.position, n_tokens=0))
+                pairs.append((alone, behind))
+        if not probes:
+            return np.zeros(0)
+        raw = np.asarray(ranking.scorer.score(question, probes), dtype=np.float64)
+        raw = np.where(np.isfinite(raw), raw, -np.inf)
+        w = self.context
+        return np.array([raw[a] if b < 0 else raw[b] if a < 0 else (1 - w) * raw[a] + w * raw[b] for a, b in pairs])
+
+    def keep(self, s: np.ndarray, lo: float, hi: float, mean: float, std: float) -> np.ndarray:
+        """Which of one chunk's sentence scores ``s`` stay (the rest: the selection's score statistics)."""
         if len(s) == 0:
             return np.zeros(0, dtype=bool)
         if self.rule == "margin":
             keep = s >= s.max() - self.margin
-        else:
+        elif self.rule == "range":
             keep = s >= lo + self.fraction * (hi - lo)
+        else:
+            keep = s >= mean + self.z * std
         best = np.argsort(-s, kind="stable")[: self.min_sentences]
         keep[best] = True
         return np.asarray(keep, dtype=bool)
@@ -128,7 +165,9 @@ class Prune(Stage):
     def _rule_text(self) -> str:
         if self.rule == "margin":
             return f"within {short_number(self.margin)} of each chunk's best"
-        return f"above {short_number(self.fraction)} of the score range"
+        if self.rule == "range":
+            return f"above {short_number(self.fraction)} of the score range"
+        return f"above the mean + {short_number(self.z)} std"
 
 
 def sentence_texts(text: str) -> list[str]:
