@@ -28,6 +28,13 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dense_module, "require_embedder", lambda name: ge.get_embedder(name or "") is not None)
 
 
+@pytest.fixture
+def vnni(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU with an 8-bit dot product, where ``backend=onnx-int8`` may be named (the check is tested
+    on both kinds of CPU in test_dense_backends.py)."""
+    monkeypatch.setattr(onnx_backend, "has_int8_dot", lambda cpuinfo=None: True)
+
+
 def _has_ort(monkeypatch: pytest.MonkeyPatch, present: bool) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(
@@ -52,7 +59,7 @@ def test_auto_picks_int8_onnx_on_vnni_else_fp32_onnx_else_llama(
     assert get_scorer("dense[model=nomic-v1.5]").backend == expected  # type: ignore[attr-defined]
 
 
-def test_every_route_and_dimension_has_its_own_cache_key(no_model: None) -> None:
+def test_every_route_and_dimension_has_its_own_cache_key(no_model: None, vnni: None) -> None:
     pytest.importorskip("onnxruntime")
     ids = [
         get_scorer(f"dense[model=nomic-v1.5,backend={b}{dim}]").model_id  # type: ignore[attr-defined]
@@ -63,7 +70,7 @@ def test_every_route_and_dimension_has_its_own_cache_key(no_model: None) -> None
     assert f"nomic-v1.5|onnx-int8-v1-{no.int8_recipe()}" in ids and "nomic-v1.5|onnx-v1|dim=256" in ids
 
 
-def test_the_onnx_routes_keep_nomics_prefixes(no_model: None) -> None:
+def test_the_onnx_routes_keep_nomics_prefixes(no_model: None, vnni: None) -> None:
     pytest.importorskip("onnxruntime")
     scorer = get_scorer("dense[model=nomic-v1.5,backend=onnx-int8]")
     assert (scorer.query_prefix, scorer.document_prefix) == (NOMIC.query_prefix, NOMIC.document_prefix)  # type: ignore[attr-defined]
@@ -71,7 +78,7 @@ def test_the_onnx_routes_keep_nomics_prefixes(no_model: None) -> None:
 
 @pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
 def test_a_missing_onnxruntime_is_a_one_line_error_naming_the_extra(
-    monkeypatch: pytest.MonkeyPatch, no_model: None, backend: str
+    monkeypatch: pytest.MonkeyPatch, no_model: None, backend: str, vnni: None
 ) -> None:
     _has_ort(monkeypatch, False)
     with pytest.raises(MissingExtraError, match=r"needs onnxruntime: pip install 'ctxsel\[onnx\]'"):
