@@ -29,6 +29,7 @@ import re
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,15 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 FENCE = re.compile(r"(?:<!-- (?P<mark>[a-z-]+)(?::(?P<why>[^>]*))? -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
 #: blocks that other tests run against live servers or real frameworks (their own test names them)
 RUN_ELSEWHERE = {"readme-test", "after-shell", "slow"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def float32_vectors() -> Iterator[None]:
+    """The pages show float32 vectors' outputs, the same on every CPU: ``CTXSEL_INT8=off`` keeps
+    ``backend=auto`` off the int8 routes, whose kernels differ between CPUs (docs/guide/install.md)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CTXSEL_INT8", "off")
+        yield
 
 
 def blocks(lang: str, mark: str | None = None) -> list[tuple[str, str]]:

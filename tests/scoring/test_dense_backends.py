@@ -100,6 +100,10 @@ class TestResolveBackend:
             assert dense.default_backend() == expected
             assert resolve_backend("auto") == expected
             assert resolve_backend("auto", DEFAULT_MODEL) == expected
+        monkeypatch.setattr(onnx_backend, "has_int8_dot", lambda: True)
+        monkeypatch.setenv("CTXSEL_INT8", "off")  # float32 vectors, the same on every CPU
+        assert resolve_backend("auto") == "onnx"
+        assert resolve_backend("auto", "nomic-v1.5") == "onnx"
         # other models and other devices stay on torch: the ONNX path is measured for the bundled MiniLM
         assert resolve_backend("auto", "/models/e5-small") == "torch"
         assert resolve_backend("auto", None, device="cuda") == "torch"

@@ -73,9 +73,9 @@ def default_backend() -> str:
     named on two machines is not enough: int8 kernels differ between CPUs and ONNX Runtime versions, so
     the same int8 file can put other chunks in the top 5 (docs/archive/results-log.md counts how often).
     """
-    from ctxsel.scoring.onnx_backend import has_int8_dot
+    from ctxsel.scoring.onnx_backend import auto_int8
 
-    return "onnx-int8" if has_int8_dot() else "onnx"
+    return "onnx-int8" if auto_int8() else "onnx"
 
 
 def bundled_model_path() -> Path | None:

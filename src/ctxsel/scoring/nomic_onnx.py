@@ -269,10 +269,10 @@ def resolve_gguf_backend(name: str, model: str) -> str:
     if name == "auto":
         import importlib.util
 
-        from ctxsel.scoring.onnx_backend import has_int8_dot
+        from ctxsel.scoring.onnx_backend import auto_int8
 
         if importlib.util.find_spec("onnxruntime") is not None:
-            return "onnx-int8" if has_int8_dot() else "onnx"
+            return "onnx-int8" if auto_int8() else "onnx"
         return resolve_llama_backend(name, model)
     if name in ONNX_BACKENDS:
         require_onnxruntime()

@@ -121,6 +121,14 @@ def has_int8_dot(cpuinfo: str | None = None) -> bool:
     return not INT8_DOT_FLAGS.isdisjoint(cpu_flags(cpuinfo))
 
 
+def auto_int8() -> bool:
+    """Whether ``backend=auto`` picks an int8 route: on a CPU with an 8-bit dot product
+    (:func:`has_int8_dot`), unless the environment sets ``CTXSEL_INT8=off``. int8 kernels differ
+    between CPUs, so ``off`` gives the float32 vectors, the same on every machine (the docs' outputs
+    are those)."""
+    return os.environ.get("CTXSEL_INT8", "").strip().lower() != "off" and has_int8_dot()
+
+
 def require_int8_dot(route: str, instead: str) -> None:
     """Refuse an int8 ``route`` whose vectors are wrong on a CPU without an 8-bit dot product
     (:func:`has_int8_dot`): the :class:`~ctxsel.errors.InputError` names the missing CPU flag and the
@@ -559,6 +567,7 @@ __all__ = [
     "export_dir",
     "export_name",
     "export_onnx",
+    "auto_int8",
     "has_int8_dot",
     "quantize_int8",
     "quiet",
