@@ -34,7 +34,7 @@ import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -42,12 +42,10 @@ from ctxsel.errors import AbstainWarning, InputError, ModelError
 from ctxsel.numbers import short_number
 from ctxsel.options import option
 from ctxsel.query import Query
+from ctxsel.ranking.chain import Ranking, find_same, same_scores, scores_id
 from ctxsel.scoring.keywords import STOPWORDS, words
 from ctxsel.stages.base import Stage
 from ctxsel.types import Selection
-
-if TYPE_CHECKING:
-    from ctxsel.ranking.chain import Ranking
 
 #: the bundled model's file, in the ``abstain`` artefact's folder
 MODEL_FILE = "abstain.json"
@@ -219,8 +217,6 @@ def known_calibrations() -> list[str]:
 def scorer_id(query: Query, ranking: Ranking | None) -> str | None:
     """The id of what produced the scores the method ranked by (:func:`ctxsel.ranking.chain.scores_id`,
     whatever the ONNX backend: ``dense:all-MiniLM-L6-v2``, ``bm25``), or None when they came with the query."""
-    from ctxsel.ranking.chain import same_scores, scores_id
-
     if query.scores is not None or ranking is None or ranking.built_scorer is None:
         return None
     return same_scores(scores_id(ranking))
@@ -251,8 +247,6 @@ class Abstain(Stage):
     )
 
     def __post_init__(self) -> None:
-        from ctxsel.ranking.chain import find_same
-
         if self.calibration is not None and find_same(bundled_model().calibrations, self.calibration) is None:
             raise InputError(f"calibration must be one of {', '.join(known_calibrations())}, got {self.calibration!r}")
 
@@ -264,8 +258,6 @@ class Abstain(Stage):
                 f"the abstain stage reads the pool's scores, and method {selection.method!r} ranked by none: "
                 "use a score-based method or give scores"
             )
-        from ctxsel.ranking.chain import find_same
-
         model = bundled_model()
         source = self.calibration or scorer_id(query, ranking)
         cal = find_same(model.calibrations, source) if source is not None else None

@@ -89,17 +89,12 @@ class Prune(Stage):
         before = selection.n_tokens
         split = [split_sentences(c.text) or [c.text] for c in selection.chunks]
         flat = self.sentence_scores(query.question, selection.chunks, split, ranking)
-        finite = flat[np.isfinite(flat)]
-        stats = (
-            (float(finite.min()), float(finite.max()), float(finite.mean()), float(finite.std()))
-            if len(finite)
-            else (0.0,) * 4
-        )
+        floor = self.floor(flat[np.isfinite(flat)])
         kept_chunks: list[Chunk] = []
         dropped: dict[str, list[int]] = {}
         at = 0
         for c, sents in zip(selection.chunks, split):
-            keep = self.keep(flat[at : at + len(sents)], *stats)
+            keep = self.keep(flat[at : at + len(sents)], floor)
             at += len(sents)
             gone = [j for j in range(len(sents)) if not keep[j]]
             if not gone:
@@ -148,16 +143,24 @@ class Prune(Stage):
         w = self.context
         return np.array([raw[a] if b < 0 else raw[b] if a < 0 else (1 - w) * raw[a] + w * raw[b] for a, b in pairs])
 
-    def keep(self, s: np.ndarray, lo: float, hi: float, mean: float, std: float) -> np.ndarray:
-        """Which of one chunk's sentence scores ``s`` stay (the rest: the selection's score statistics)."""
+    def floor(self, finite: np.ndarray) -> float:
+        """The selection-wide score a sentence needs under ``range`` or ``stddev`` (of the selection's
+        finite sentence scores; with none, nothing passes and each chunk keeps its best). ``margin``
+        has none (-inf): its bar is each chunk's own."""
+        if self.rule == "margin":
+            return -np.inf
+        if len(finite) == 0:
+            return np.inf
+        if self.rule == "range":
+            lo, hi = float(finite.min()), float(finite.max())
+            return lo + self.fraction * (hi - lo)
+        return float(finite.mean() + self.z * finite.std())
+
+    def keep(self, s: np.ndarray, floor: float) -> np.ndarray:
+        """Which of one chunk's sentence scores ``s`` stay (``floor``: :meth:`floor`)."""
         if len(s) == 0:
             return np.zeros(0, dtype=bool)
-        if self.rule == "margin":
-            keep = s >= s.max() - self.margin
-        elif self.rule == "range":
-            keep = s >= lo + self.fraction * (hi - lo)
-        else:
-            keep = s >= mean + self.z * std
+        keep = s >= (s.max() - self.margin if self.rule == "margin" else floor)
         best = np.argsort(-s, kind="stable")[: self.min_sentences]
         keep[best] = True
         return np.asarray(keep, dtype=bool)
